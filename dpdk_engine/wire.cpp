@@ -1,0 +1,331 @@
+// Wire format: parser, builders and CRC32C (see wire.h for the layout).
+//
+// Everything here runs on the data path: no allocation, no exceptions, no
+// logging. The parser treats the frame as hostile: each length is checked
+// before the bytes it covers are read, and all multi-byte reads go through
+// memcpy or BigEndian so unaligned frames are fine (and UBSan-clean).
+#include "wire.h"
+
+#include <cstring>
+
+#include <rte_hash_crc.h>
+
+namespace dpdk_engine {
+namespace wire {
+
+namespace {
+
+constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+constexpr uint16_t kEtherTypeArp = 0x0806;
+constexpr uint8_t kIpProtoIcmp = 1;
+constexpr uint8_t kIpProtoUdp = 17;
+constexpr uint8_t kIcmpEchoRequest = 8;
+constexpr size_t kArpLen = 28;           // Ethernet/IPv4 ARP body
+constexpr size_t kIcmpHeaderLen = 8;
+constexpr size_t kCrcOffset = offsetof(TransportHeader, crc);
+static_assert(kCrcOffset == 44, "crc is the last field of the header");
+
+inline uint16_t load_be16(const uint8_t* p)
+{
+    return static_cast<uint16_t>((p[0] << 8) | p[1]);
+}
+
+inline void store_be16(uint8_t* p, uint16_t v)
+{
+    p[0] = static_cast<uint8_t>(v >> 8);
+    p[1] = static_cast<uint8_t>(v);
+}
+
+// Raw CRC32C register update: no pre- or post-inversion. Feeds DPDK's
+// per-width CRC primitives (SSE4.2 crc32 instruction when the CPU has it,
+// DPDK's table-driven software fallback otherwise) with memcpy'd words,
+// because rte_hash_crc() itself dereferences misaligned uint64_t pointers,
+// which is undefined behaviour on frame data at arbitrary offsets.
+inline uint32_t crc_update(uint32_t reg, const uint8_t* p, size_t len)
+{
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        reg = rte_hash_crc_8byte(v, reg);
+        p += 8;
+        len -= 8;
+    }
+    if (len >= 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        reg = rte_hash_crc_4byte(v, reg);
+        p += 4;
+        len -= 4;
+    }
+    while (len > 0) {
+        reg = rte_hash_crc_1byte(*p, reg);
+        p++;
+        len--;
+    }
+    return reg;
+}
+
+// CRC of a transport packet of `total` bytes (header + extension + payload)
+// as if the crc field were zero, without writing to the (const) frame.
+inline uint32_t packet_crc(const uint8_t* th, size_t total)
+{
+    uint32_t reg = crc_update(0xffffffffu, th, kCrcOffset);
+    reg = rte_hash_crc_4byte(0, reg);
+    reg = crc_update(reg, th + sizeof(TransportHeader), total - sizeof(TransportHeader));
+    return reg ^ 0xffffffffu;
+}
+
+// Fills the addressing fields every non-error result promises.
+inline void set_addressing(ParsedPacket* out, const uint8_t* frame, uint32_t src_ip_be,
+                           uint32_t dst_ip_be, uint16_t src_port, uint16_t dst_port)
+{
+    memcpy(out->src_mac, frame + 6, 6);
+    out->src_ip_be = src_ip_be;
+    out->dst_ip_be = dst_ip_be;
+    out->src_port = src_port;
+    out->dst_port = dst_port;
+}
+
+} // namespace
+
+const char* to_string(PacketType t)
+{
+    switch (t) {
+    case PacketType::kAck: return "ACK";
+    case PacketType::kReset: return "RESET";
+    case PacketType::kMsgEager: return "MSG_EAGER";
+    case PacketType::kMsgRts: return "MSG_RTS";
+    case PacketType::kMsgCts: return "MSG_CTS";
+    case PacketType::kMsgRdvData: return "MSG_RDV_DATA";
+    case PacketType::kRmaWrite: return "RMA_WRITE";
+    case PacketType::kRmaReadReq: return "RMA_READ_REQ";
+    case PacketType::kRmaReadResp: return "RMA_READ_RESP";
+    case PacketType::kRmaWriteResp: return "RMA_WRITE_RESP";
+    case PacketType::kAtomicReq: return "ATOMIC_REQ";
+    case PacketType::kAtomicResp: return "ATOMIC_RESP";
+    }
+    return "UNKNOWN";  // a value off the wire that no enumerator names
+}
+
+const char* to_string(WireStatus s)
+{
+    switch (s) {
+    case WireStatus::kOk: return "OK";
+    case WireStatus::kInvalidKey: return "INVALID_KEY";
+    case WireStatus::kOutOfBounds: return "OUT_OF_BOUNDS";
+    case WireStatus::kAccessDenied: return "ACCESS_DENIED";
+    case WireStatus::kBadAtomic: return "BAD_ATOMIC";
+    case WireStatus::kBadRequest: return "BAD_REQUEST";
+    }
+    return "UNKNOWN";
+}
+
+const char* to_string(ParseResult r)
+{
+    switch (r) {
+    case ParseResult::kOk: return "OK";
+    case ParseResult::kArp: return "ARP";
+    case ParseResult::kIcmpEcho: return "ICMP_ECHO";
+    case ParseResult::kNotForUs: return "NOT_FOR_US";
+    case ParseResult::kTruncated: return "TRUNCATED";
+    case ParseResult::kBadIpHeader: return "BAD_IP_HEADER";
+    case ParseResult::kFragment: return "FRAGMENT";
+    case ParseResult::kBadMagic: return "BAD_MAGIC";
+    case ParseResult::kBadVersion: return "BAD_VERSION";
+    case ParseResult::kBadType: return "BAD_TYPE";
+    case ParseResult::kBadLength: return "BAD_LENGTH";
+    case ParseResult::kBadCrc: return "BAD_CRC";
+    }
+    return "UNKNOWN";
+}
+
+size_t extension_len(PacketType t)
+{
+    switch (t) {
+    case PacketType::kAck: return 0;
+    case PacketType::kReset: return 0;
+    case PacketType::kMsgEager: return sizeof(MsgExt);
+    case PacketType::kMsgRts: return sizeof(MsgExt);
+    case PacketType::kMsgCts: return sizeof(RdvExt);
+    case PacketType::kMsgRdvData: return sizeof(DataExt);
+    case PacketType::kRmaWrite: return sizeof(RmaExt);
+    case PacketType::kRmaReadReq: return sizeof(RmaExt);
+    case PacketType::kRmaReadResp: return sizeof(RespExt);
+    case PacketType::kRmaWriteResp: return sizeof(RespExt);
+    case PacketType::kAtomicReq: return sizeof(AtomicExt);
+    case PacketType::kAtomicResp: return sizeof(RespExt);
+    }
+    return 0;  // unknown ids never get here: the parser rejects them first
+}
+
+uint32_t crc32c(const void* data, size_t len, uint32_t init)
+{
+    return crc_update(init, static_cast<const uint8_t*>(data), len) ^ 0xffffffffu;
+}
+
+uint16_t internet_checksum(const void* data, size_t len, uint32_t sum)
+{
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    // 64-bit accumulator: no carry is lost for any len below 2^48.
+    uint64_t acc = sum;
+    while (len >= 2) {
+        acc += load_be16(p);
+        p += 2;
+        len -= 2;
+    }
+    if (len)
+        acc += static_cast<uint64_t>(p[0]) << 8;  // odd byte padded with zero
+    while (acc >> 16)
+        acc = (acc & 0xffff) + (acc >> 16);
+    return static_cast<uint16_t>(~acc & 0xffff);
+}
+
+ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc)
+{
+    if (len < kEthHeaderLen)
+        return ParseResult::kTruncated;
+    const uint16_t ethertype = load_be16(frame + 12);
+
+    if (ethertype == kEtherTypeArp) {
+        if (len < kEthHeaderLen + kArpLen)
+            return ParseResult::kTruncated;
+        // Addressing of an ARP frame: sender and target protocol addresses
+        // (netif validates the rest of the ARP body).
+        const uint8_t* arp = frame + kEthHeaderLen;
+        uint32_t spa, tpa;
+        memcpy(&spa, arp + 14, 4);
+        memcpy(&tpa, arp + 24, 4);
+        set_addressing(out, frame, spa, tpa, 0, 0);
+        return ParseResult::kArp;
+    }
+    // VLAN-tagged (0x8100) frames land here too: we never send them.
+    if (ethertype != kEtherTypeIpv4)
+        return ParseResult::kNotForUs;
+
+    const uint8_t* ip = frame + kEthHeaderLen;
+    const size_t ip_avail = len - kEthHeaderLen;  // may include Ethernet padding
+    if (ip_avail < kIpv4HeaderLen)
+        return ParseResult::kTruncated;
+    if ((ip[0] >> 4) != 4 || (ip[0] & 0x0f) < 5)
+        return ParseResult::kBadIpHeader;
+    const size_t ihl = static_cast<size_t>(ip[0] & 0x0f) * 4;
+    if (ip_avail < ihl)
+        return ParseResult::kTruncated;
+    const size_t total = load_be16(ip + 2);
+    // Every protocol we answer (UDP, ICMP echo) has an 8-byte header.
+    if (total < ihl + 8)
+        return ParseResult::kBadIpHeader;
+    if (total > ip_avail)
+        return ParseResult::kTruncated;
+    if (internet_checksum(ip, ihl) != 0)
+        return ParseResult::kBadIpHeader;
+    // MF set or a non-zero offset: we send with DF and never reassemble.
+    if (load_be16(ip + 6) & 0x3fff)
+        return ParseResult::kFragment;
+
+    uint32_t src_ip, dst_ip;
+    memcpy(&src_ip, ip + 12, 4);
+    memcpy(&dst_ip, ip + 16, 4);
+    const uint8_t proto = ip[9];
+    const uint8_t* l4 = ip + ihl;
+    const size_t l4_len = total - ihl;  // >= 8, checked above
+
+    if (proto == kIpProtoIcmp) {
+        static_assert(kIcmpHeaderLen == 8, "covered by the total >= ihl + 8 check");
+        if (l4[0] != kIcmpEchoRequest)
+            return ParseResult::kNotForUs;
+        set_addressing(out, frame, src_ip, dst_ip, 0, 0);
+        return ParseResult::kIcmpEcho;
+    }
+    if (proto != kIpProtoUdp)
+        return ParseResult::kNotForUs;
+
+    // UDP. The datagram length must match what IP says; the UDP checksum is
+    // not checked (we send 0 and the CRC32C covers what matters to us).
+    if (load_be16(l4 + 4) != l4_len)
+        return ParseResult::kBadLength;
+    const uint16_t src_port = load_be16(l4);
+    const uint16_t dst_port = load_be16(l4 + 2);
+    const uint8_t* tp = l4 + kUdpHeaderLen;
+    const size_t tp_len = l4_len - kUdpHeaderLen;
+
+    // Magic before the length check: a short foreign datagram is "not ours"
+    // (kBadMagic), not a truncated one of ours.
+    if (tp_len < 2 || load_be16(tp) != kMagic)
+        return ParseResult::kBadMagic;
+    if (tp_len < sizeof(TransportHeader))
+        return ParseResult::kTruncated;
+    const TransportHeader* th = reinterpret_cast<const TransportHeader*>(tp);
+    if (th->version != kVersion)
+        return ParseResult::kBadVersion;
+    if (th->type == 0 || th->type > kMaxPacketType)
+        return ParseResult::kBadType;
+    const PacketType type = static_cast<PacketType>(th->type);
+    const size_t header_len = th->header_len.get();
+    if (header_len != sizeof(TransportHeader) + extension_len(type))
+        return ParseResult::kBadLength;
+    if (tp_len < header_len)
+        return ParseResult::kTruncated;
+    const size_t payload_len = th->payload_len.get();
+    if (payload_len != tp_len - header_len)
+        return ParseResult::kBadLength;
+    if (check_crc && packet_crc(tp, tp_len) != th->crc.get())
+        return ParseResult::kBadCrc;
+
+    set_addressing(out, frame, src_ip, dst_ip, src_port, dst_port);
+    out->th = th;
+    out->ext = tp + sizeof(TransportHeader);
+    out->payload = tp + header_len;
+    out->payload_len = static_cast<uint32_t>(payload_len);
+    out->type = type;
+    out->flags = th->flags.get();
+    return ParseResult::kOk;
+}
+
+size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_len)
+{
+    memcpy(frame, a.dst_mac, 6);
+    memcpy(frame + 6, a.src_mac, 6);
+    store_be16(frame + 12, kEtherTypeIpv4);
+
+    uint8_t* ip = frame + kEthHeaderLen;
+    const size_t ip_total = kIpv4HeaderLen + kUdpHeaderLen + udp_payload_len;
+    ip[0] = 0x45;                                  // version 4, IHL 5
+    ip[1] = 0;                                     // DSCP/ECN
+    store_be16(ip + 2, static_cast<uint16_t>(ip_total));
+    store_be16(ip + 4, 0);                         // ID: 0 is fine with DF (RFC 6864)
+    store_be16(ip + 6, 0x4000);                    // DF, offset 0
+    ip[8] = 64;                                    // TTL
+    ip[9] = kIpProtoUdp;
+    store_be16(ip + 10, 0);
+    memcpy(ip + 12, &a.src_ip_be, 4);
+    memcpy(ip + 16, &a.dst_ip_be, 4);
+    store_be16(ip + 10, internet_checksum(ip, kIpv4HeaderLen));
+
+    uint8_t* udp = ip + kIpv4HeaderLen;
+    store_be16(udp, a.src_port);
+    store_be16(udp + 2, a.dst_port);
+    store_be16(udp + 4, static_cast<uint16_t>(kUdpHeaderLen + udp_payload_len));
+    store_be16(udp + 6, 0);                        // no UDP checksum: CRC32C instead
+    return kL2L3L4Len;
+}
+
+void init_transport_header(TransportHeader* th, PacketType type, uint16_t flags, uint16_t payload_len)
+{
+    memset(th, 0, sizeof(*th));
+    th->magic.set(kMagic);
+    th->version = kVersion;
+    th->type = static_cast<uint8_t>(type);
+    th->flags.set(flags);
+    th->header_len.set(static_cast<uint16_t>(sizeof(TransportHeader) + extension_len(type)));
+    th->payload_len.set(payload_len);
+}
+
+void seal(TransportHeader* th)
+{
+    const size_t total = static_cast<size_t>(th->header_len.get()) + th->payload_len.get();
+    th->crc.set(packet_crc(reinterpret_cast<const uint8_t*>(th), total));
+}
+
+} // namespace wire
+} // namespace dpdk_engine

@@ -1,0 +1,289 @@
+// Wire format of the dpdk reliable-datagram transport: the one place where
+// bytes on the wire are defined.
+//
+// Frame: Ethernet II / IPv4 (no options sent, options tolerated) / UDP /
+// TransportHeader / one extension header chosen by the packet type / payload.
+//
+// Rules (design.md section 2):
+//  * every field is an explicit big-endian type with alignment 1, so structs
+//    can be overlaid on any byte offset without packing attributes;
+//  * every struct size is frozen by a static_assert;
+//  * packet type ids are never reused; new features take flag bits;
+//  * every packet carries a CRC32C over transport header (crc field zero),
+//    extension and payload, like RoCE's ICRC;
+//  * the receive parser checks lengths before it looks at a field.
+#ifndef DPDK_ENGINE_WIRE_H
+#define DPDK_ENGINE_WIRE_H
+
+#include <cstddef>
+#include <cstdint>
+
+struct rte_mbuf;
+
+namespace dpdk_engine {
+namespace wire {
+
+// A big-endian unsigned integer stored as bytes: no alignment, no implicit
+// host-order reads. Use get()/set(); the compiler folds them into bswaps.
+template <typename T>
+struct BigEndian {
+    uint8_t bytes[sizeof(T)];
+
+    T get() const
+    {
+        T v = 0;
+        for (size_t i = 0; i < sizeof(T); i++)
+            v = static_cast<T>((v << 8) | bytes[i]);
+        return v;
+    }
+    void set(T v)
+    {
+        for (size_t i = 0; i < sizeof(T); i++)
+            bytes[sizeof(T) - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
+    }
+};
+using be16 = BigEndian<uint16_t>;
+using be32 = BigEndian<uint32_t>;
+using be64 = BigEndian<uint64_t>;
+static_assert(sizeof(be16) == 2 && alignof(be16) == 1, "be16 layout");
+static_assert(sizeof(be32) == 4 && alignof(be32) == 1, "be32 layout");
+static_assert(sizeof(be64) == 8 && alignof(be64) == 1, "be64 layout");
+
+// First two bytes of every UDP payload we send. The af_packet socket filter
+// matches on it so foreign loopback traffic never reaches userspace.
+constexpr uint16_t kMagic = 0xD9D7;
+constexpr uint8_t kVersion = 1;
+
+constexpr size_t kEthHeaderLen = 14;
+constexpr size_t kIpv4HeaderLen = 20;     // as sent; received IHL may be larger
+constexpr size_t kUdpHeaderLen = 8;
+constexpr size_t kL2L3L4Len = kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
+
+// Packet types. Frozen: never renumber, never reuse a retired id.
+enum class PacketType : uint8_t {
+    kAck = 1,          // unsequenced: ACK/SACK/credit update only
+    kReset = 2,        // unsequenced: "I hold no state for your stream"
+    kMsgEager = 3,     // MsgExt; a segment of an eager message
+    kMsgRts = 4,       // MsgExt; rendezvous request to send (no payload)
+    kMsgCts = 5,       // RdvExt; rendezvous clear to send
+    kMsgRdvData = 6,   // DataExt; rendezvous data into the receiver's handle
+    kRmaWrite = 7,     // RmaExt; a segment of an RMA write
+    kRmaReadReq = 8,   // RmaExt; read request (no payload)
+    kRmaReadResp = 9,  // RespExt; a segment of read data, or the error
+    kRmaWriteResp = 10,// RespExt; write applied (or refused) at the target
+    kAtomicReq = 11,   // AtomicExt; operands then compare values
+    kAtomicResp = 12,  // RespExt; status, then fetched values
+};
+constexpr uint8_t kMaxPacketType = 12;
+const char* to_string(PacketType t);
+
+// Sequenced types consume a PSN and are delivered exactly once, in order.
+constexpr bool is_sequenced(PacketType t)
+{
+    return t != PacketType::kAck && t != PacketType::kReset;
+}
+
+// TransportHeader.flags bits.
+enum : uint16_t {
+    kFlagAckRequest = 1u << 0,  // the receiver should acknowledge at once
+    kFlagStreamStart = 1u << 1, // PSN 0 of a new stream (sender's first packet)
+    kFlagLast = 1u << 2,        // last segment of a message / operation
+    kFlagTagged = 1u << 3,      // MsgExt: tagged queue (else untagged queue)
+    kFlagRemoteData = 1u << 4,  // MsgExt / RmaExt: cq_data is valid
+    kFlagHasAck = 1u << 5,      // ack_* fields are valid (piggybacked ACK)
+};
+
+// Follows the UDP header. 48 bytes.
+struct TransportHeader {
+    be16 magic;          // kMagic
+    uint8_t version;     // kVersion
+    uint8_t type;        // PacketType
+    be16 flags;          // kFlag*
+    be16 header_len;     // this header + extension: payload starts here
+    be32 stream_id;      // sender's stream id (random per session direction)
+    be32 psn;            // packet sequence number (sequenced types only)
+    be32 ack_stream_id;  // the peer stream acknowledged below
+    be32 ack_psn;        // next PSN expected: everything before it arrived
+    be64 sack;           // bit i set: ack_psn + 1 + i is held out of order
+    be16 window;         // credits: packets beyond ack_psn the receiver takes
+    be16 payload_len;    // bytes after header_len
+    be32 timestamp;      // sender clock in microseconds (RTT sampling)
+    be32 timestamp_echo; // newest timestamp seen from the peer (0 = none)
+    be32 crc;            // CRC32C of header (crc = 0) + extension + payload
+};
+static_assert(sizeof(TransportHeader) == 48, "TransportHeader is frozen at 48 bytes");
+
+// kMsgEager and kMsgRts. Every eager segment carries it, so each packet can
+// be checked on its own.
+struct MsgExt {
+    be32 msg_id;     // sender's message sequence number in this stream
+    be32 sender_op;  // sender's operation id (RTS: echoed in the CTS)
+    be64 offset;     // offset of this segment in the message
+    be64 total_len;  // whole message length
+    be64 tag;        // kFlagTagged
+    be64 cq_data;    // kFlagRemoteData
+};
+static_assert(sizeof(MsgExt) == 40, "MsgExt is frozen at 40 bytes");
+
+// kMsgCts: the receiver matched the RTS and grants `len` bytes into `handle`.
+struct RdvExt {
+    be32 sender_op;  // from the RTS
+    be32 handle;     // receiver's handle; data packets address it
+    be64 len;        // bytes the receiver accepts (<= total_len; 0 = discard)
+};
+static_assert(sizeof(RdvExt) == 16, "RdvExt is frozen at 16 bytes");
+
+// kMsgRdvData.
+struct DataExt {
+    be32 handle;     // receiver's handle from the CTS
+    be32 reserved;
+    be64 offset;     // offset of this segment in the granted range
+};
+static_assert(sizeof(DataExt) == 16, "DataExt is frozen at 16 bytes");
+
+// kRmaWrite and kRmaReadReq.
+struct RmaExt {
+    be64 addr;       // target address (virtual, or offset for non-VIRT_ADDR regions)
+    be64 key;        // memory region key
+    be64 total_len;  // whole operation length
+    be64 offset;     // write: offset of this segment from addr
+    be32 op_id;      // initiator's operation id (echoed in the response)
+    be32 reserved;
+    be64 cq_data;    // kFlagRemoteData (write with data)
+};
+static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
+
+// Atomic operation kinds.
+enum class AtomicKind : uint8_t { kPlain = 0, kFetch = 1, kCompare = 2 };
+
+// kAtomicReq. Payload: count operands, then (kCompare) count compare values.
+struct AtomicExt {
+    be64 addr;
+    be64 key;
+    be32 op_id;
+    uint8_t op;        // AtomicOp (atomic_ops.h)
+    uint8_t datatype;  // AtomicType (atomic_ops.h)
+    uint8_t kind;      // AtomicKind
+    uint8_t reserved;
+    be32 count;        // number of elements
+    be32 reserved2;
+};
+static_assert(sizeof(AtomicExt) == 32, "AtomicExt is frozen at 32 bytes");
+
+// Result codes carried in responses (RespExt.status). Frozen.
+enum class WireStatus : uint32_t {
+    kOk = 0,
+    kInvalidKey = 1,       // no region with that key
+    kOutOfBounds = 2,      // range outside the region
+    kAccessDenied = 3,     // region lacks the needed remote access
+    kBadAtomic = 4,        // op/type combination unsupported, misaligned or bad count
+    kBadRequest = 5,       // malformed request
+};
+const char* to_string(WireStatus s);
+
+// kRmaReadResp, kRmaWriteResp, kAtomicResp.
+struct RespExt {
+    be32 op_id;      // initiator's operation id
+    be32 status;     // WireStatus
+    be64 offset;     // read response: offset of this segment
+};
+static_assert(sizeof(RespExt) == 16, "RespExt is frozen at 16 bytes");
+
+// Size of the extension that follows the transport header, per type.
+size_t extension_len(PacketType t);
+
+// Largest header (transport + extension) any packet type needs.
+constexpr size_t kMaxTransportHeaderLen = sizeof(TransportHeader) + 48;
+
+// ---------------------------------------------------------------------------
+// Parsing. A frame is hostile until every check below has passed.
+
+enum class ParseResult : uint8_t {
+    kOk,              // a transport packet: see ParsedPacket
+    kArp,             // an ARP frame (netif handles it)
+    kIcmpEcho,        // an ICMP echo request to us (netif handles it)
+    kNotForUs,        // other Ethernet/IP traffic: ignore, count
+    kTruncated,       // shorter than the headers it claims
+    kBadIpHeader,     // version/IHL/length/checksum wrong
+    kFragment,        // IPv4 fragment: we never send them
+    kBadMagic,        // UDP but not our transport
+    kBadVersion,      // our magic, unknown version
+    kBadType,         // unknown packet type
+    kBadLength,       // header_len/payload_len disagree with the datagram
+    kBadCrc,          // CRC32C mismatch
+};
+const char* to_string(ParseResult r);
+
+struct ParsedPacket {
+    const TransportHeader* th;   // points into the frame
+    const uint8_t* ext;          // extension header (extension_len(type) bytes)
+    const uint8_t* payload;
+    uint32_t payload_len;
+    PacketType type;
+    uint16_t flags;
+    uint32_t src_ip_be;          // network byte order
+    uint32_t dst_ip_be;
+    uint16_t src_port;           // host byte order
+    uint16_t dst_port;
+    uint8_t src_mac[6];
+};
+
+// Parses a whole frame of `len` bytes. On kOk fills `out`. On kArp and
+// kIcmpEcho fills only the addressing fields (ARP: src_mac from Ethernet,
+// src_ip_be/dst_ip_be = sender/target protocol address, ports 0; ICMP:
+// ports 0). Other results leave `out` unspecified. Never reads past
+// frame + len. Ethernet padding after the IP datagram is ignored.
+// `check_crc` false skips the CRC (used only by the fuzzer's CRC-free mode).
+ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc = true);
+
+// ---------------------------------------------------------------------------
+// Building. The caller provides a buffer of at least
+// kL2L3L4Len + header_len + payload_len bytes.
+
+struct FrameAddress {
+    uint8_t src_mac[6];
+    uint8_t dst_mac[6];
+    uint32_t src_ip_be;
+    uint32_t dst_ip_be;
+    uint16_t src_port;  // host order
+    uint16_t dst_port;
+};
+
+// Writes Ethernet, IPv4 (with header checksum) and UDP (checksum 0) headers
+// for a UDP payload of `udp_payload_len` bytes. Returns kL2L3L4Len.
+size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_len);
+
+// Initialises a transport header: magic, version, type, flags, header_len
+// from the type's extension; every other field zero.
+void init_transport_header(TransportHeader* th, PacketType type, uint16_t flags, uint16_t payload_len);
+
+// Computes and stores the CRC over th .. th + header_len + payload_len,
+// which must be contiguous; the crc field counts as zero. header_len and
+// payload_len must already be set (init_transport_header does it).
+void seal(TransportHeader* th);
+
+// CRC32C (Castagnoli), exactly as iSCSI, SCTP and ext4 define it (also
+// Wireshark's "CRC-32C"): reflected polynomial 0x82F63B78 (normal form
+// 0x1EDC6F41), register initialised to 0xffffffff, input and output
+// reflected, result xored with 0xffffffff. Check value:
+// crc32c("123456789", 9) == 0xE3069283.
+//
+//   crc32c(d, n, init) == rte_hash_crc(d, n, init) ^ 0xffffffff
+//
+// so `init` is the raw register seed: keep the default for a standalone CRC;
+// to continue a CRC over a second range pass `previous ^ 0xffffffff`.
+// The packet CRC (TransportHeader.crc) is crc32c over the transport header
+// with its crc field set to zero, then the extension, then the payload, i.e.
+// the UDP payload; the field stores the result big-endian.
+// Hardware (SSE4.2 crc32) when available, DPDK's software tables otherwise.
+uint32_t crc32c(const void* data, size_t len, uint32_t init = 0xffffffffu);
+
+// RFC 1071 Internet checksum of a byte range, ready to store with be16::set
+// (or verify: the checksum of a range that contains its correct checksum
+// field is 0). `sum` is added in first (e.g. a pseudo-header's partial sum).
+uint16_t internet_checksum(const void* data, size_t len, uint32_t sum = 0);
+
+} // namespace wire
+} // namespace dpdk_engine
+
+#endif
