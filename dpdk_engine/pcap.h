@@ -1,0 +1,66 @@
+// Packet capture to a classic pcap file (FI_DPDK_PCAP): every frame the
+// engine sends or receives, readable by Wireshark and tcpdump.
+//
+// Classic pcap rather than pcapng because it is trivially written from the
+// data path (16-byte record header, no blocks) and every tool reads it.
+// Magic 0xa1b23c4d = nanosecond timestamps; LINKTYPE_ETHERNET. Written in
+// host byte order, as libpcap does (readers detect the order by the magic).
+//
+// Not thread-safe: one writer per progress context.
+#ifndef DPDK_ENGINE_PCAP_H
+#define DPDK_ENGINE_PCAP_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+namespace dpdk_engine {
+
+// File format constants, exposed for tests and readers.
+constexpr uint32_t kPcapMagicNs = 0xa1b23c4d;
+constexpr uint16_t kPcapVersionMajor = 2;
+constexpr uint16_t kPcapVersionMinor = 4;
+constexpr uint32_t kPcapLinkTypeEthernet = 1;
+constexpr uint32_t kPcapSnapLen = 65535;  // longer frames are truncated
+
+class PcapWriter {
+public:
+    PcapWriter() = default;
+    ~PcapWriter();  // closes (flushes) the file
+    PcapWriter(const PcapWriter&) = delete;
+    PcapWriter& operator=(const PcapWriter&) = delete;
+
+    // Creates (truncates) `path` and writes the file header. A writer that is
+    // already open is closed first.
+    // Returns 0, -EINVAL when path is NULL or empty, or -errno from
+    // fopen/fwrite (e.g. -ENOENT, -EACCES, -ENOSPC).
+    int open(const char* path);
+
+    // Appends one frame captured at ts_ns (nanoseconds since the Unix epoch;
+    // CLOCK_REALTIME gives Wireshark real dates). At most kPcapSnapLen bytes
+    // are stored; the record keeps the original length. Buffered: costs a
+    // memcpy until the stdio buffer fills. No-op when not open. An I/O
+    // error stops further writes; last_error() reports it.
+    void write(const uint8_t* frame, size_t len, uint64_t ts_ns);
+
+    // Flushes and closes; no-op when not open. An error while flushing is
+    // kept in last_error().
+    void close();
+
+    bool is_open() const { return f_ != nullptr; }
+
+    // 0, or the first -errno seen by write() or close() since open().
+    int last_error() const { return error_; }
+
+    // Frames written since open().
+    uint64_t frames() const { return frames_; }
+
+private:
+    FILE* f_ = nullptr;
+    int error_ = 0;
+    uint64_t frames_ = 0;
+};
+
+} // namespace dpdk_engine
+
+#endif
