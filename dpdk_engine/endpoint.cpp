@@ -1,0 +1,405 @@
+// Endpoint: fixed pools of operations and receives, the posting API
+// (send/recv/write/read/atomic/cancel), completions, sessions by peer.
+#include <cinttypes>
+#include <cstring>
+
+#include "engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+constexpr uint32_t kOpIndexBits = 20;
+constexpr uint32_t kOpIndexMask = (1u << kOpIndexBits) - 1;
+
+bool user_kind(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRts:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kWrite:
+    case TxOp::Kind::kRead:
+    case TxOp::Kind::kAtomic:
+        return true;
+    case TxOp::Kind::kFree:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+        return false;
+    }
+    return false;
+}
+
+CompletionType completion_type(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kWrite: return CompletionType::kWrite;
+    case TxOp::Kind::kRead: return CompletionType::kRead;
+    case TxOp::Kind::kAtomic: return CompletionType::kAtomic;
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRts:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kFree:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+        break;
+    }
+    return CompletionType::kSend;
+}
+
+int check_iov(const iovec* iov, size_t n)
+{
+    if (n > kMaxIov || (n && !iov))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (iov[i].iov_len && !iov[i].iov_base)
+            return -EINVAL;
+    return 0;
+}
+
+} // namespace
+
+uint64_t iov_total(const iovec* iov, size_t n)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len)
+{
+    const auto* from = static_cast<const uint8_t*>(src);
+    uint64_t done = 0;
+    for (size_t i = 0; i < n && done < len; i++) {
+        if (offset >= iov[i].iov_len) {
+            offset -= iov[i].iov_len;
+            continue;
+        }
+        uint64_t chunk = iov[i].iov_len - offset;
+        if (chunk > len - done)
+            chunk = len - done;
+        memcpy(static_cast<uint8_t*>(iov[i].iov_base) + offset, from + done, chunk);
+        done += chunk;
+        offset = 0;
+    }
+    return done;
+}
+
+uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len)
+{
+    auto* to = static_cast<uint8_t*>(dst);
+    uint64_t done = 0;
+    for (size_t i = 0; i < n && done < len; i++) {
+        if (offset >= iov[i].iov_len) {
+            offset -= iov[i].iov_len;
+            continue;
+        }
+        uint64_t chunk = iov[i].iov_len - offset;
+        if (chunk > len - done)
+            chunk = len - done;
+        memcpy(to + done, static_cast<const uint8_t*>(iov[i].iov_base) + offset, chunk);
+        done += chunk;
+        offset = 0;
+    }
+    return done;
+}
+
+EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a)
+    : engine(e), cfg(c), addr(a)
+{
+    const EngineConfig& ec = e->cfg;
+    op_pool.resize(ec.max_ops);
+    bounce_slab.resize(size_t(ec.max_ops) * kBounceSize);
+    for (uint32_t i = ec.max_ops; i-- > 0;) {
+        TxOp& op = op_pool[i];
+        op.bounce = &bounce_slab[size_t(i) * kBounceSize];
+        op.next = free_ops;
+        free_ops = &op;
+    }
+    recv_pool.resize(ec.max_recvs);
+    for (uint32_t i = ec.max_recvs; i-- > 0;) {
+        recv_pool[i].next = free_recvs;
+        free_recvs = &recv_pool[i];
+    }
+    uint32_t msgs = ec.unexpected_max + ec.max_recvs;
+    msg_pool.resize(msgs);
+    for (uint32_t i = msgs; i-- > 0;) {
+        msg_pool[i].handle = i;
+        msg_pool[i].next = free_msgs;
+        free_msgs = &msg_pool[i];
+    }
+}
+
+EndpointImpl::~EndpointImpl()
+{
+    for (auto& kv : sessions)
+        delete kv.second;
+}
+
+Session* EndpointImpl::find_session(Address peer)
+{
+    if (last_session && last_session->peer == peer)
+        return last_session;
+    auto it = sessions.find(address_key(peer));
+    if (it == sessions.end())
+        return nullptr;
+    last_session = it->second;
+    return last_session;
+}
+
+Session* EndpointImpl::session_for(Address peer, bool create)
+{
+    Session* s = find_session(peer);
+    if (s || !create)
+        return s;
+    s = new (std::nothrow) Session(engine->cfg.window, engine->cfg);
+    if (!s)
+        return nullptr;
+    s->ep = this;
+    s->peer = peer;
+    s->last_heard_us = now_us();
+    sessions.emplace(address_key(peer), s);
+    st.sessions++;
+    last_session = s;
+    return s;
+}
+
+TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
+{
+    TxOp* op = free_ops;
+    if (!op)
+        return nullptr;
+    free_ops = op->next;
+    uint8_t* bounce = op->bounce;
+    uint32_t generation = op->generation + 1;
+    *op = TxOp();
+    op->bounce = bounce;
+    op->generation = generation;
+    op->kind = kind;
+    op->session = s;
+    uint32_t index = static_cast<uint32_t>(op - op_pool.data());
+    op->id = index | ((generation & ((1u << (32 - kOpIndexBits)) - 1)) << kOpIndexBits);
+    s->ops.push_back(op);
+    ops_in_use++;
+    return op;
+}
+
+void EndpointImpl::free_op(TxOp* op)
+{
+    op->session->ops.remove(op);
+    op->kind = TxOp::Kind::kFree;
+    op->next = free_ops;
+    free_ops = op;
+    ops_in_use--;
+}
+
+TxOp* EndpointImpl::op_by_id(uint32_t id)
+{
+    uint32_t index = id & kOpIndexMask;
+    if (index >= op_pool.size())
+        return nullptr;
+    TxOp* op = &op_pool[index];
+    if (op->kind == TxOp::Kind::kFree || op->id != id)
+        return nullptr;
+    return op;
+}
+
+void EndpointImpl::complete(const Completion& c)
+{
+    if (!closing)
+        cfg.on_complete(cfg.owner, c);
+}
+
+void EndpointImpl::complete_op(TxOp* op, OpStatus status)
+{
+    if (user_kind(op->kind)) {
+        bool already = op->flags & kOpInjectComplete;  // reported at post time
+        bool report = status != OpStatus::kOk || ((op->flags & kOpCompletion) && !(op->flags & kOpInject));
+        if (report && !(already && status == OpStatus::kOk)) {
+            Completion c;
+            c.context = op->context;
+            c.type = completion_type(op->kind);
+            c.status = status;
+            c.tagged = op->flags & kOpTagged;
+            c.len = op->message_len;
+            c.tag = op->tag;
+            c.data = op->data;
+            c.has_data = op->flags & kOpRemoteData;
+            c.src = op->session->peer;
+            complete(c);
+        }
+    }
+    if (op->queued) {
+        // Unlink from the FIFO (only on failure paths).
+        Session* s = op->session;
+        TxOp** pp = &s->fifo_head;
+        TxOp* prev = nullptr;
+        while (*pp && *pp != op) {
+            prev = *pp;
+            pp = &(*pp)->fifo_next;
+        }
+        if (*pp) {
+            *pp = op->fifo_next;
+            if (s->fifo_tail == op)
+                s->fifo_tail = prev;
+        }
+        op->queued = false;
+    }
+    free_op(op);
+}
+
+// An operation is finished when every packet is cut and acknowledged and,
+// for request/response kinds, the response arrived.
+void EndpointImpl::maybe_finish_op(TxOp* op)
+{
+    if (op->queued || op->inflight || op->next_offset < op->total_len || !op->header_sent)
+        return;
+    switch (op->kind) {
+    case TxOp::Kind::kRts:
+        return;  // becomes kRdvData when the CTS arrives
+    case TxOp::Kind::kWrite:
+    case TxOp::Kind::kRead:
+    case TxOp::Kind::kAtomic:
+        if (!op->response_done)
+            return;
+        complete_op(op, op->status);
+        return;
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+        complete_op(op, op->status);
+        return;
+    case TxOp::Kind::kFree:
+        return;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Public posting API.
+
+int Endpoint::send(const SendArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    int rc = check_iov(a.iov, a.iov_count);
+    if (rc)
+        return rc;
+    uint64_t len = iov_total(a.iov, a.iov_count);
+    if (len > kMaxMessageSize)
+        return -EMSGSIZE;
+    if ((a.flags & kOpInject) && len > kInjectSize)
+        return -EINVAL;
+    Session* s = ep->session_for(a.dest, true);
+    if (!s)
+        return -ENOMEM;
+    bool rendezvous = (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) &&
+                      !(a.flags & kOpInject) && len > 0;
+    TxOp* op = ep->alloc_op(rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, s);
+    if (!op)
+        return -EAGAIN;
+    op->flags = a.flags;
+    op->context = a.context;
+    op->tag = a.tag;
+    op->data = a.data;
+    op->msg_id = s->next_msg_id++;
+    op->message_len = len;
+    bool copy = (a.flags & (kOpInject | kOpInjectComplete)) && len <= kBounceSize;
+    if (copy) {
+        copy_from_iov(a.iov, a.iov_count, 0, op->bounce, len);
+        op->iov[0] = {op->bounce, len};
+        op->iov_count = 1;
+    } else {
+        memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
+        op->iov_count = static_cast<uint32_t>(a.iov_count);
+        if (a.flags & kOpInjectComplete)
+            op->flags &= ~kOpInjectComplete;  // too big to copy: complete on ACK
+    }
+    op->total_len = rendezvous ? 0 : len;
+    if (rendezvous)
+        ep->st.rendezvous++;
+    if ((op->flags & kOpInjectComplete) && (op->flags & kOpCompletion)) {
+        Completion c;
+        c.context = op->context;
+        c.type = CompletionType::kSend;
+        c.tagged = op->flags & kOpTagged;
+        c.len = len;
+        c.tag = op->tag;
+        c.data = op->data;
+        c.src = a.dest;
+        ep->complete(c);
+    }
+    session_enqueue(s, op);
+    return 0;
+}
+
+int Endpoint::recv(const RecvArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    int rc = check_iov(a.iov, a.iov_count);
+    if (rc)
+        return rc;
+    if (a.flags & kOpPeek)
+        return ep->peek(a);
+    return ep->post_recv(a);
+}
+
+int Endpoint::cancel(void* context)
+{
+    return impl(this)->cancel_recv(context);
+}
+
+void Endpoint::set_min_multi_recv(size_t bytes)
+{
+    impl(this)->cfg.min_multi_recv = bytes;
+}
+
+Address Endpoint::address() const
+{
+    return impl(this)->addr;
+}
+
+const EndpointStats& Endpoint::stats() const
+{
+    return impl(this)->st;
+}
+
+void Endpoint::dump_stats(FILE* f) const
+{
+    const EndpointImpl* ep = impl(this);
+    const EndpointStats& s = ep->st;
+    char ip[16];
+    uint32_t a = ep->addr.ip_be;
+    const auto* b = reinterpret_cast<const uint8_t*>(&a);
+    snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+    fprintf(f,
+            "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
+            " rx_bytes %" PRIu64 " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64
+            " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
+            " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
+            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " rendezvous %" PRIu64
+            " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
+            "\n",
+            ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
+            s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
+            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
+            s.unexpected_msgs, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
+            s.session_failures);
+    for (const auto& kv : ep->sessions) {
+        const Session* ss = kv.second;
+        const auto* pb = reinterpret_cast<const uint8_t*>(&ss->peer.ip_be);
+        fprintf(f,
+                "  session %u.%u.%u.%u:%u: next_psn %u una %u expected_psn %u cwnd %u srtt_us %u rto_us %u "
+                "ops %zu held %u\n",
+                pb[0], pb[1], pb[2], pb[3], ss->peer.port, ss->next_psn, ss->una, ss->expected_psn, ss->cwnd,
+                ss->rtt.srtt_us(), ss->rtt.rto_us(), ss->ops.size, ss->held);
+    }
+}
+
+} // namespace dpdk_engine

@@ -1,0 +1,461 @@
+// Engine: one port, its endpoints (demultiplexed by UDP port), the receive
+// dispatch, the software loopback for endpoints of this process, timers and
+// the idle backoff of the progress loop.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+constexpr uint16_t kRxBurst = 32;
+
+uint64_t cycles_per_us()
+{
+    static uint64_t v = [] {
+        uint64_t hz = rte_get_tsc_hz();
+        return hz >= 1000000 ? hz / 1000000 : 1;
+    }();
+    return v;
+}
+
+uint64_t wall_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+bool power_of_two(uint32_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+} // namespace
+
+uint64_t now_us()
+{
+    return rte_get_tsc_cycles() / cycles_per_us();
+}
+
+const char* to_string(OpStatus s)
+{
+    switch (s) {
+    case OpStatus::kOk: return "success";
+    case OpStatus::kTruncated: return "message truncated: receive buffer too small";
+    case OpStatus::kCanceled: return "operation canceled";
+    case OpStatus::kPeerTimeout: return "peer stopped answering (retransmission timeout)";
+    case OpStatus::kPeerReset: return "peer reset the session (it restarted or lost our state)";
+    case OpStatus::kRemoteInvalidKey: return "remote access refused: no memory region with that key";
+    case OpStatus::kRemoteOutOfBounds: return "remote access refused: range outside the memory region";
+    case OpStatus::kRemoteAccess: return "remote access refused: memory region lacks the access rights";
+    case OpStatus::kRemoteBadAtomic: return "atomic refused: unsupported op/datatype or misaligned target";
+    case OpStatus::kNoMatch: return "no matching message";
+    case OpStatus::kProtocolError: return "protocol error from the peer";
+    }
+    return "unknown status";
+}
+
+EngineImpl::EngineImpl(const EngineConfig& c) : cfg(c) {}
+
+EngineImpl::~EngineImpl()
+{
+    for (EndpointImpl* ep : by_port)
+        if (ep)
+            delete ep;
+    for (rte_mbuf* m : loopback)
+        rte_pktmbuf_free(m);
+    if (fault_rx)
+        fault_rx->release_held();
+    if (fault_tx)
+        fault_tx->release_held();
+    pcap.close();
+}
+
+int EngineImpl::init()
+{
+    if (!power_of_two(cfg.window) || cfg.window < 16 || cfg.window > 4096)
+        return -EINVAL;
+    if (cfg.rto_min_us == 0 || cfg.rto_min_us > cfg.rto_max_us || cfg.peer_timeout_ms == 0)
+        return -EINVAL;
+    if (cfg.max_ops == 0 || cfg.max_ops > (1u << 20) || cfg.max_recvs == 0 ||
+        cfg.unexpected_max + cfg.max_recvs > (1u << 20))
+        return -EINVAL;
+    int rc = Port::open(cfg.port, &port);
+    if (rc)
+        return rc;
+    netif.reset(new Netif(port.get()));
+    if (cfg.fault.enabled()) {
+        fault_rx.reset(new FaultInjector(cfg.fault, FaultDirection::kRx));
+        fault_tx.reset(new FaultInjector(cfg.fault, FaultDirection::kTx));
+    }
+    if (!cfg.pcap_path.empty()) {
+        rc = pcap.open(cfg.pcap_path.c_str());
+        if (rc)
+            return rc;
+    }
+    by_port.assign(65536, nullptr);
+    loopback.reserve(1024);
+    // Hidden buffers of unexpected messages may take a quarter of the pool;
+    // the rest keeps in-order reception and transmission going.
+    held_limit = rte_mempool_avail_count(port->pool()) / 4;
+    idle_since_us = now_us();
+    return 0;
+}
+
+void EngineImpl::activate(Session* s)
+{
+    if (s->active)
+        return;
+    s->active = true;
+    s->active_next = active;
+    active = s;
+}
+
+bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
+{
+    if (!s->mac_known) {
+        if (!netif->resolve(s->peer.ip_be, s->peer_mac, now))
+            return false;  // ARP request sent; the RTO timer retries
+        s->mac_known = true;
+    }
+    memcpy(fa->src_mac, port->mac().addr_bytes, 6);
+    memcpy(fa->dst_mac, s->peer_mac, 6);
+    fa->src_ip_be = port->ip_be();
+    fa->dst_ip_be = s->peer.ip_be;
+    fa->src_port = s->ep->addr.port;
+    fa->dst_port = s->peer.port;
+    return true;
+}
+
+void EngineImpl::transmit(rte_mbuf* m, const Address& dst)
+{
+    if (pcap.is_open())
+        pcap.write(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, wall_ns());
+    if (dst.ip_be == port->ip_be() && by_port[dst.port]) {
+        loopback.push_back(m);  // our own endpoint: never touches the device
+        return;
+    }
+    if (fault_tx && fault_tx->enabled()) {
+        rte_mbuf* burst[8] = {m};
+        uint16_t n = fault_tx->apply(burst, 1, 8, port->pool());
+        for (uint16_t i = 0; i < n; i++)
+            port->tx(burst[i]);
+        return;
+    }
+    port->tx(m);
+}
+
+void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p)
+{
+    rte_mbuf* m = port->alloc();
+    if (!m)
+        return;
+    wire::FrameAddress fa;
+    memcpy(fa.src_mac, port->mac().addr_bytes, 6);
+    memcpy(fa.dst_mac, p.src_mac, 6);
+    fa.src_ip_be = port->ip_be();
+    fa.dst_ip_be = p.src_ip_be;
+    fa.src_port = ep->addr.port;
+    fa.dst_port = p.src_port;
+    size_t frame_len = wire::kL2L3L4Len + sizeof(wire::TransportHeader);
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    m->data_len = static_cast<uint16_t>(frame_len);
+    m->pkt_len = static_cast<uint32_t>(frame_len);
+    wire::write_l2l3l4(f, fa, sizeof(wire::TransportHeader));
+    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
+    wire::init_transport_header(th, wire::PacketType::kReset, 0, 0);
+    th->ack_stream_id.set(p.th->stream_id.get());
+    wire::seal(th);
+    ep->st.resets_sent++;
+    transmit(m, Address{p.src_ip_be, p.src_port});
+}
+
+void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
+{
+    st.rx_frames++;
+    if (m->nb_segs != 1) {
+        st.rx_bad++;
+        rte_pktmbuf_free(m);
+        return;
+    }
+    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+    size_t len = m->data_len;
+    wire::ParsedPacket p;
+    wire::ParseResult r = wire::parse_frame(data, len, &p);
+    st.rx_by_result[static_cast<unsigned>(r) & 15]++;
+    switch (r) {
+    case wire::ParseResult::kOk:
+        break;
+    case wire::ParseResult::kArp:
+        netif->handle_arp(data, len, now);
+        rte_pktmbuf_free(m);
+        return;
+    case wire::ParseResult::kIcmpEcho:
+        netif->handle_icmp_echo(data, len);
+        rte_pktmbuf_free(m);
+        return;
+    case wire::ParseResult::kNotForUs:
+    case wire::ParseResult::kBadMagic:
+        st.rx_not_ours++;
+        rte_pktmbuf_free(m);
+        return;
+    case wire::ParseResult::kBadCrc:
+        st.rx_bad_crc++;
+        rte_pktmbuf_free(m);
+        return;
+    case wire::ParseResult::kTruncated:
+    case wire::ParseResult::kBadIpHeader:
+    case wire::ParseResult::kFragment:
+    case wire::ParseResult::kBadVersion:
+    case wire::ParseResult::kBadType:
+    case wire::ParseResult::kBadLength:
+        st.rx_bad++;
+        rte_pktmbuf_free(m);
+        return;
+    }
+    EndpointImpl* ep = p.dst_ip_be == port->ip_be() ? by_port[p.dst_port] : nullptr;
+    if (!ep || ep->closing) {
+        st.rx_no_endpoint++;
+        rte_pktmbuf_free(m);
+        return;
+    }
+    Address src{p.src_ip_be, p.src_port};
+    Session* s = ep->find_session(src);
+    if (!s) {
+        if (!wire::is_sequenced(p.type)) {
+            rte_pktmbuf_free(m);  // ACK/reset for a session we never had
+            return;
+        }
+        if (!(p.flags & wire::kFlagStreamStart)) {
+            ep->st.stale_stream++;
+            send_stateless_reset(ep, p);
+            rte_pktmbuf_free(m);
+            return;
+        }
+        s = ep->session_for(src, true);
+        if (!s) {
+            rte_pktmbuf_free(m);
+            return;
+        }
+    }
+    session_on_packet(s, p, m, now);
+}
+
+int EngineImpl::progress()
+{
+    uint64_t now = now_us();
+    int work = 0;
+    rte_mbuf* pkts[2 * kRxBurst];
+    uint16_t n = port->rx_burst(pkts, kRxBurst);
+    if (fault_rx && fault_rx->enabled())
+        n = fault_rx->apply(pkts, n, 2 * kRxBurst, port->pool());
+    for (uint16_t i = 0; i < n; i++)
+        handle_frame(pkts[i], now);
+    work += n;
+
+    // Frames our endpoints sent each other; handling them may queue more,
+    // which wait for the next call.
+    if (!loopback.empty()) {
+        std::vector<rte_mbuf*> batch;
+        batch.swap(loopback);
+        loopback.reserve(batch.capacity());
+        size_t i = 0;
+        while (i < batch.size()) {
+            uint16_t k = 0;
+            while (k < kRxBurst && i < batch.size())
+                pkts[k++] = batch[i++];
+            if (fault_rx && fault_rx->enabled())
+                k = fault_rx->apply(pkts, k, 2 * kRxBurst, port->pool());
+            for (uint16_t j = 0; j < k; j++)
+                handle_frame(pkts[j], now);
+            work += k;
+            st.rx_loopback += k;
+        }
+        if (loopback.empty())
+            loopback.swap(batch), loopback.clear();
+    } else if (fault_rx && fault_rx->enabled() && fault_rx->held()) {
+        n = fault_rx->apply(pkts, 0, 2 * kRxBurst, port->pool());
+        for (uint16_t i = 0; i < n; i++)
+            handle_frame(pkts[i], now);
+    }
+
+    Session** pp = &active;
+    while (*pp) {
+        Session* s = *pp;
+        if (s->fifo_head)
+            session_pump(s, now);
+        session_timers(s, now);
+        if (!session_busy(s)) {
+            *pp = s->active_next;
+            s->active = false;
+            s->active_next = nullptr;
+        } else {
+            pp = &s->active_next;
+        }
+    }
+    port->flush();
+
+    // Idle backoff: two busy-polling processes already fill a 2-core box.
+    if (work) {
+        idle_since_us = now;
+    } else {
+        uint64_t idle = now - idle_since_us;
+        if (idle > cfg.sleep_after_us) {
+            timespec ts{0, long(cfg.sleep_us) * 1000};
+            nanosleep(&ts, nullptr);
+        } else if (idle > cfg.yield_after_us) {
+            sched_yield();
+        }
+    }
+    return work;
+}
+
+// ---------------------------------------------------------------------------
+// Engine facade.
+
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() = default;
+
+int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out)
+{
+    std::unique_ptr<EngineImpl> impl(new (std::nothrow) EngineImpl(cfg));
+    if (!impl)
+        return -ENOMEM;
+    int rc = impl->init();
+    if (rc)
+        return rc;
+    out->reset(new (std::nothrow) Engine(std::move(impl)));
+    return *out ? 0 : -ENOMEM;
+}
+
+int Engine::progress()
+{
+    return impl_->progress();
+}
+
+int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
+{
+    if (!cfg.on_complete || !out)
+        return -EINVAL;
+    uint16_t port = 0;
+    int rc = impl_->port->reserve_udp_port(cfg.port, &port);
+    if (rc)
+        return rc;
+    auto* ep = new (std::nothrow) EndpointImpl(impl_.get(), cfg, Address{impl_->port->ip_be(), port});
+    if (!ep) {
+        impl_->port->release_udp_port(port);
+        return -ENOMEM;
+    }
+    impl_->by_port[port] = ep;
+    *out = ep;
+    return 0;
+}
+
+void Engine::close_endpoint(Endpoint* e)
+{
+    if (!e)
+        return;
+    EndpointImpl* ep = impl(e);
+    if (impl_->cfg.dump_stats)
+        ep->dump_stats(stderr);
+    ep->closing = true;  // completions are no longer reported
+    Session** pp = &impl_->active;
+    while (*pp) {
+        if ((*pp)->ep == ep)
+            *pp = (*pp)->active_next;
+        else
+            pp = &(*pp)->active_next;
+    }
+    for (auto& kv : ep->sessions)
+        session_fail(kv.second, OpStatus::kCanceled);
+    for (int q = 0; q < 2; q++)
+        while (RxMsg* m = ep->unexpected[q].head) {
+            ep->unexpected[q].remove(m);
+            ep->free_msg(m);
+        }
+    impl_->by_port[ep->addr.port] = nullptr;
+    impl_->port->release_udp_port(ep->addr.port);
+    delete ep;
+}
+
+int Engine::wait_fd() const
+{
+    return impl_->port->rx_wait_fd();
+}
+
+uint32_t Engine::next_timeout_us() const
+{
+    if (!impl_->loopback.empty())
+        return 0;
+    uint64_t now = now_us();
+    uint64_t next = UINT64_MAX;
+    for (const Session* s = impl_->active; s; s = s->active_next) {
+        if (s->blocked || s->ack_now || s->fifo_head)
+            return 0;
+        if (s->rto_deadline && s->rto_deadline < next)
+            next = s->rto_deadline;
+        if (s->ack_pending && s->ack_deadline < next)
+            next = s->ack_deadline;
+        if (s->una != s->next_psn) {
+            uint64_t dead = s->last_heard_us + uint64_t(impl_->cfg.peer_timeout_ms) * 1000;
+            if (dead < next)
+                next = dead;
+        }
+    }
+    if (next == UINT64_MAX)
+        return UINT32_MAX;
+    return next <= now ? 0 : next - now > UINT32_MAX - 1 ? UINT32_MAX - 1 : uint32_t(next - now);
+}
+
+Port& Engine::port()
+{
+    return *impl_->port;
+}
+
+const EngineConfig& Engine::config() const
+{
+    return impl_->cfg;
+}
+
+int Engine::resolve(const char* node, const char* service, Address* out)
+{
+    if (!out)
+        return -EINVAL;
+    Address a;
+    if (node && *node) {
+        in_addr ia;
+        if (inet_pton(AF_INET, node, &ia) == 1) {
+            a.ip_be = ia.s_addr;
+        } else {
+            addrinfo hints{};
+            hints.ai_family = AF_INET;
+            addrinfo* res = nullptr;
+            if (getaddrinfo(node, nullptr, &hints, &res) != 0 || !res)
+                return -ENOENT;
+            a.ip_be = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+            freeaddrinfo(res);
+        }
+    }
+    if (service && *service) {
+        char* end = nullptr;
+        unsigned long v = strtoul(service, &end, 10);
+        if (*end || v > 65535)
+            return -EINVAL;
+        a.port = static_cast<uint16_t>(v);
+    }
+    *out = a;
+    return 0;
+}
+
+} // namespace dpdk_engine

@@ -1,0 +1,270 @@
+// Public C++ API of the dpdk reliable-datagram engine.
+//
+// The engine knows nothing of libfabric. One Engine drives one DPDK port
+// (Port) and any number of Endpoints on it, demultiplexed by UDP port. An
+// Endpoint talks to any other endpoint (same process, another process, another
+// host) through per-peer sessions that give exactly-once, in-order delivery
+// (design.md section 3), and offers tagged/untagged messages, RMA and atomics
+// (section 4).
+//
+// Threading: an Engine and everything on it is single-threaded. The caller
+// serialises every call (the provider holds a lock for FI_THREAD_SAFE and
+// nothing for FI_THREAD_DOMAIN). Completions are reported through the
+// endpoint's callback, from inside progress() or from inside the posting call
+// (for immediate errors of deferred kinds never; those are return codes).
+//
+// Errors: every function returns 0 (or a count) on success and a negative
+// errno on failure; the exact codes are listed with each function.
+#ifndef DPDK_ENGINE_ENGINE_H
+#define DPDK_ENGINE_ENGINE_H
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "atomic_ops.h"
+#include "fault.h"
+#include "port.h"
+#include "wire.h"
+
+namespace dpdk_engine {
+
+class Endpoint;
+class EngineImpl;
+class MemoryRegistry;
+
+// An endpoint address: IPv4 address + UDP port (design.md section 2).
+struct Address {
+    uint32_t ip_be = 0;   // network byte order
+    uint16_t port = 0;    // host byte order
+    bool operator==(const Address& o) const { return ip_be == o.ip_be && port == o.port; }
+    bool operator!=(const Address& o) const { return !(*this == o); }
+};
+
+// Protocol and resource knobs. Defaults are the documented defaults of the
+// FI_DPDK_* parameters.
+struct EngineConfig {
+    PortConfig port;
+    FaultConfig fault;              // FI_DPDK_FAULT; off by default
+    std::string pcap_path;          // FI_DPDK_PCAP; empty = off
+    bool dump_stats = false;        // FI_DPDK_STATS: print counters at close
+    size_t eager_limit = 16384;     // FI_DPDK_EAGER_LIMIT: larger messages use rendezvous
+    uint32_t window = 256;          // FI_DPDK_WINDOW: packets in flight per session (power of two, 16..4096)
+    uint32_t rto_min_us = 2000;     // FI_DPDK_RTO_MIN_US
+    uint32_t rto_max_us = 200000;   // FI_DPDK_RTO_MAX_US
+    uint32_t rto_initial_us = 20000;
+    uint32_t peer_timeout_ms = 3000;// FI_DPDK_TIMEOUT_MS: no word from a peer with work outstanding -> its operations fail
+    uint32_t ack_delay_us = 50;     // longest an ACK is held back for piggybacking
+    uint32_t ack_every = 16;        // ACK at least every this many packets
+    uint32_t max_ops = 4096;        // per endpoint: outstanding send/RMA/atomic operations
+    uint32_t max_recvs = 4096;      // per endpoint: posted receives
+    uint32_t unexpected_max = 4096; // per endpoint: unexpected messages held
+    // Idle backoff of progress(): after yield_after_us without work each
+    // progress() call yields the CPU; after sleep_after_us it sleeps sleep_us.
+    uint32_t yield_after_us = 200;
+    uint32_t sleep_after_us = 20000;
+    uint32_t sleep_us = 50;
+};
+
+// Reads FI_DPDK_* environment variables into cfg (for programs that use the
+// engine without libfabric; the provider uses fi_param_get instead).
+// Returns 0, or -EINVAL naming the bad variable in *bad (if non-null).
+int engine_config_from_env(EngineConfig* cfg, std::string* bad);
+
+// Result of an operation.
+enum class OpStatus : uint8_t {
+    kOk = 0,
+    kTruncated,          // receive buffer smaller than the message
+    kCanceled,           // cancel()
+    kPeerTimeout,        // the peer stopped answering (retry limit)
+    kPeerReset,          // the peer lost our session (it restarted)
+    kRemoteInvalidKey,   // RMA/atomic: no region with that key at the target
+    kRemoteOutOfBounds,  // RMA/atomic: outside the region
+    kRemoteAccess,       // RMA/atomic: region lacks the access
+    kRemoteBadAtomic,    // atomic refused: op/type/alignment
+    kNoMatch,            // peek found no message
+    kProtocolError,      // the peer sent something inconsistent
+};
+const char* to_string(OpStatus s);
+
+enum class CompletionType : uint8_t {
+    kSend,         // message sent (per the requested completion level)
+    kRecv,         // message received (or peeked)
+    kWrite,        // RMA write done
+    kRead,         // RMA read done
+    kAtomic,       // atomic done (fetched values written to result)
+    kRemoteWrite,  // target side of a write with remote CQ data
+};
+
+struct Completion {
+    void* context = nullptr;
+    CompletionType type = CompletionType::kSend;
+    OpStatus status = OpStatus::kOk;
+    bool tagged = false;
+    bool has_data = false;          // `data` carries remote CQ data
+    bool multi_recv_released = false; // a multi-receive buffer is done with
+    void* buf = nullptr;            // receive: where the data starts
+    size_t len = 0;                 // bytes transferred / message length (peek)
+    size_t olen = 0;                // truncation: bytes that did not fit
+    uint64_t tag = 0;
+    uint64_t data = 0;
+    Address src;                    // receive: the sender
+};
+
+using CompletionFn = void (*)(void* owner, const Completion& c);
+
+// Operation flags.
+enum OpFlags : uint32_t {
+    kOpTagged = 1u << 0,            // tagged queue
+    kOpRemoteData = 1u << 1,        // carry `data` as remote CQ data
+    kOpInject = 1u << 2,            // copy the payload now; never report success
+    kOpCompletion = 1u << 3,        // report success (errors are always reported)
+    kOpInjectComplete = 1u << 4,    // complete once the payload is copied
+    kOpDeliveryComplete = 1u << 5,  // complete once placed in the target buffer
+    kOpMultiRecv = 1u << 6,         // receive: multi-receive buffer
+    kOpPeek = 1u << 7,              // receive: only look (no buffer consumed)
+    kOpClaim = 1u << 8,             // with kOpPeek: reserve; alone: take the reserved one
+    kOpDiscard = 1u << 9,           // with kOpClaim or kOpPeek: drop the message
+};
+
+constexpr size_t kMaxIov = 4;                // iov_limit
+constexpr size_t kInjectSize = 2048 - 64;    // largest kOpInject payload
+constexpr size_t kMaxAtomicBytes = 1024;     // operands per atomic request
+constexpr uint64_t kMaxMessageSize = 1ull << 40;
+
+struct SendArgs {
+    Address dest;
+    const iovec* iov = nullptr;
+    size_t iov_count = 0;
+    uint64_t tag = 0;
+    uint64_t data = 0;
+    uint32_t flags = 0;
+    void* context = nullptr;
+};
+
+struct RecvArgs {
+    const iovec* iov = nullptr;
+    size_t iov_count = 0;
+    bool any_source = true;
+    Address src;                // when !any_source
+    uint64_t tag = 0;
+    uint64_t ignore = 0;        // tag bits that need not match
+    uint32_t flags = 0;
+    void* context = nullptr;
+};
+
+struct RmaArgs {
+    Address dest;
+    const iovec* iov = nullptr; // local buffers
+    size_t iov_count = 0;
+    uint64_t addr = 0;          // remote address (or offset)
+    uint64_t key = 0;
+    uint64_t data = 0;          // with kOpRemoteData
+    uint32_t flags = 0;
+    void* context = nullptr;
+};
+
+struct AtomicArgs {
+    Address dest;
+    AtomicOp op = AtomicOp::kSum;
+    AtomicType type = AtomicType::kUint64;
+    wire::AtomicKind kind = wire::AtomicKind::kPlain;
+    const void* operands = nullptr;  // count elements
+    const void* compare = nullptr;   // kCompare: count elements
+    void* result = nullptr;          // kFetch/kCompare: count elements
+    size_t count = 0;
+    uint64_t addr = 0;
+    uint64_t key = 0;
+    uint32_t flags = 0;
+    void* context = nullptr;
+};
+
+struct EndpointConfig {
+    uint16_t port = 0;              // UDP port; 0 = any free one
+    CompletionFn on_complete = nullptr;
+    void* owner = nullptr;          // passed to on_complete
+    MemoryRegistry* regions = nullptr; // target side of RMA/atomics; null = refuse all
+    size_t min_multi_recv = 0;      // FI_OPT_MIN_MULTI_RECV
+};
+
+// Per-endpoint counters (design.md section 7: count every drop and retransmit).
+struct EndpointStats {
+    uint64_t tx_packets, tx_bytes, rx_packets, rx_bytes;
+    uint64_t retransmits, rto_fires, fast_retransmits;
+    uint64_t duplicates, out_of_order, out_of_window, stale_stream;
+    uint64_t acks_sent, acks_received, resets_sent, resets_received;
+    uint64_t rnr_stalls, window_stalls, unexpected_msgs, rendezvous;
+    uint64_t rma_refused, protocol_errors, sessions, session_failures;
+};
+
+class Endpoint {
+ public:
+    // Queues a message. 0; -EINVAL (bad args: iov_count > kMaxIov, null iov
+    // with count, kOpInject above kInjectSize); -EMSGSIZE (> kMaxMessageSize);
+    // -EAGAIN (no free operation slot: progress and retry).
+    int send(const SendArgs& a);
+    // Posts a receive, or with kOpPeek/kOpClaim/kOpDiscard looks at the
+    // unexpected queue. 0; -EINVAL; -EAGAIN (no free receive slot).
+    int recv(const RecvArgs& a);
+    // RMA. 0; -EINVAL; -EMSGSIZE; -EAGAIN.
+    int write(const RmaArgs& a);
+    int read(const RmaArgs& a);
+    // Atomic. 0; -EINVAL (count 0, too large, invalid op/type/kind); -EAGAIN.
+    int atomic(const AtomicArgs& a);
+    // Cancels the posted receive whose context is `context`: it completes
+    // with kCanceled. 0; -ENOENT (no such posted receive).
+    int cancel(void* context);
+    void set_min_multi_recv(size_t bytes);
+
+    Address address() const;
+    const EndpointStats& stats() const;
+    // Prints per-endpoint and per-session counters to `f`.
+    void dump_stats(FILE* f) const;
+
+ private:
+    friend class EngineImpl;
+    friend class EndpointImpl;
+    Endpoint() = default;
+    ~Endpoint() = default;
+};
+
+class Engine {
+ public:
+    // Opens the port (starting EAL if needed). 0 or the Port::open errors.
+    static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
+    ~Engine();
+
+    // Receives, delivers, retransmits, acknowledges, transmits. Returns the
+    // number of events handled (packets and completions), 0 when idle.
+    int progress();
+
+    // 0; -EADDRINUSE (port taken); -EINVAL (no callback); -ENOMEM.
+    int open_endpoint(const EndpointConfig& cfg, Endpoint** out);
+    // Drops every operation still outstanding (no completions are reported
+    // once closing starts) and frees the endpoint; packets that arrive for it
+    // afterwards are dropped and counted.
+    void close_endpoint(Endpoint* ep);
+
+    // An fd that becomes readable when packets may have arrived, or -1 (the
+    // caller then polls with a timeout of at most next_timeout_us()).
+    int wait_fd() const;
+    // Microseconds until the engine next needs progress() for its own timers
+    // (retransmission, delayed ACKs); UINT32_MAX when none are armed.
+    uint32_t next_timeout_us() const;
+
+    Port& port();
+    const EngineConfig& config() const;
+    // Parses a host name or dotted quad and a service into an Address.
+    static int resolve(const char* node, const char* service, Address* out);
+
+ private:
+    explicit Engine(std::unique_ptr<EngineImpl> impl);
+    std::unique_ptr<EngineImpl> impl_;
+};
+
+} // namespace dpdk_engine
+
+#endif

@@ -1,0 +1,387 @@
+// Internal structures of the engine: operations, sessions, receive state.
+// Not part of the public API (engine.h); shared by engine.cpp, session.cpp,
+// endpoint.cpp, message.cpp and rma.cpp.
+#ifndef DPDK_ENGINE_ENGINE_IMPL_H
+#define DPDK_ENGINE_ENGINE_IMPL_H
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+
+#include <cstdio>
+#include <unordered_map>
+#include <vector>
+
+#include "engine.h"
+#include "mr.h"
+#include "netif.h"
+#include "pcap.h"
+#include "rtt.h"
+
+namespace dpdk_engine {
+
+class EngineImpl;
+class EndpointImpl;
+struct Session;
+
+// Microsecond clock from the TSC: no syscall on the data path.
+uint64_t now_us();
+
+// Bytes of bounce storage per operation: inject payloads, atomic operands
+// and fetched values are copied here so the caller's buffer is free at once.
+constexpr size_t kBounceSize = 2048;
+static_assert(kInjectSize <= kBounceSize, "inject payload fits the bounce buffer");
+static_assert(2 * kMaxAtomicBytes <= kBounceSize, "atomic operands + compare fit the bounce buffer");
+
+// One send-side operation. Lives in the endpoint's fixed pool; its id on the
+// wire is index | generation << 20 so a late response to a recycled slot is
+// recognised and dropped.
+struct TxOp {
+    enum class Kind : uint8_t {
+        kFree,
+        kEager,       // message, eager protocol
+        kRts,         // message, rendezvous: RTS sent, waiting for the CTS
+        kRdvData,     // message, rendezvous: data phase after the CTS
+        kWrite,       // RMA write (waits for kRmaWriteResp)
+        kRead,        // RMA read request (waits for read response data)
+        kAtomic,      // atomic request (waits for kAtomicResp)
+        kCts,         // receiver's control packet, internal
+        kReadResp,    // target side of a read, internal
+        kWriteResp,   // target side of a write, internal
+        kAtomicResp,  // target side of an atomic, internal
+    };
+
+    Kind kind = Kind::kFree;
+    bool queued = false;          // in the session's transmit FIFO
+    bool response_done = false;   // the response (or CTS) it waits for arrived
+    OpStatus status = OpStatus::kOk;
+    uint32_t id = 0;              // wire id
+    uint32_t generation = 0;
+    uint32_t flags = 0;           // OpFlags
+    Session* session = nullptr;
+    void* context = nullptr;
+
+    // Payload source: user buffers, the bounce buffer, or target memory.
+    iovec iov[kMaxIov];
+    uint32_t iov_count = 0;
+    uint64_t total_len = 0;       // bytes this op puts on the wire
+    uint64_t next_offset = 0;     // bytes already cut into packets
+    uint64_t message_len = 0;     // kRts/kRdvData: the whole message
+    uint32_t inflight = 0;        // packets sent and not yet acknowledged
+    bool header_sent = false;     // a zero-payload op has sent its packet
+
+    // Message fields.
+    uint64_t tag = 0;
+    uint64_t data = 0;
+    uint32_t msg_id = 0;
+    uint32_t rdv_handle = 0;      // kRdvData: receiver's handle from the CTS
+
+    // RMA / atomic fields.
+    uint64_t remote_addr = 0;
+    uint64_t key = 0;
+    uint8_t atomic_op = 0, atomic_type = 0, atomic_kind = 0;
+    uint32_t atomic_count = 0;
+    void* result = nullptr;       // atomic fetch destination
+    uint64_t received = 0;        // kRead: bytes of response data placed
+
+    // Responses and CTS (internal ops).
+    uint32_t peer_op_id = 0;
+    wire::WireStatus wire_status = wire::WireStatus::kOk;
+
+    uint8_t* bounce = nullptr;    // kBounceSize bytes owned by this slot
+
+    TxOp* fifo_next = nullptr;    // session transmit FIFO
+    TxOp* next = nullptr;         // free list / session op list
+    TxOp* prev = nullptr;
+};
+
+// A packet sent and not yet cumulatively acknowledged.
+struct InflightPacket {
+    TxOp* op = nullptr;
+    uint64_t offset = 0;
+    uint32_t len = 0;
+    uint8_t type = 0;             // wire::PacketType
+    uint16_t flags = 0;
+    bool sacked = false;
+    uint8_t sends = 0;            // 1 + retransmissions
+    uint64_t sent_us = 0;
+};
+
+// A received packet waiting for its turn (out of order, or blocked).
+struct RxSlot {
+    rte_mbuf* m = nullptr;
+    wire::ParsedPacket p;
+};
+
+// A posted receive.
+struct PostedRecv {
+    iovec iov[kMaxIov];
+    uint32_t iov_count = 0;
+    uint64_t capacity = 0;        // sum of iov lengths
+    bool any_source = true;
+    Address src;
+    uint64_t tag = 0, ignore = 0;
+    uint32_t flags = 0;
+    void* context = nullptr;
+    // Multi-receive: slices are cut from the front of iov[0].
+    uint64_t used = 0;
+    uint32_t slices_open = 0;     // messages still landing in this buffer
+    bool retired = false;         // removed from the posted list
+    PostedRecv* next = nullptr;
+    PostedRecv* prev = nullptr;
+};
+
+// A message being received, or received and not yet matched (unexpected).
+struct RxMsg {
+    enum class State : uint8_t { kFree, kUnexpected, kMatched };
+    State state = State::kFree;
+    bool tagged = false;
+    bool has_data = false;
+    bool rendezvous = false;      // arrived as an RTS
+    bool complete = false;        // every byte arrived (unexpected eager)
+    bool cts_sent = false;
+    Session* session = nullptr;
+    Address src;
+    uint64_t tag = 0, data = 0;
+    uint64_t total_len = 0;
+    uint64_t received = 0;        // bytes that arrived (eager) / landed (rdv)
+    uint32_t msg_id = 0;
+    uint32_t sender_op = 0;       // RTS: sender's op id for the CTS
+    uint32_t handle = 0;          // rendezvous handle (index | generation)
+    uint32_t generation = 0;
+    void* claimed_by = nullptr;   // FI_CLAIM context
+    rte_mbuf* held = nullptr;     // unexpected eager data: chain of payloads
+    // Destination once matched.
+    PostedRecv* recv = nullptr;
+    iovec dest[kMaxIov];
+    uint32_t dest_count = 0;
+    uint64_t capacity = 0;
+    void* context = nullptr;
+    uint32_t recv_flags = 0;
+    RxMsg* next = nullptr;
+    RxMsg* prev = nullptr;
+};
+
+// Intrusive doubly linked FIFO list.
+template <typename T>
+struct List {
+    T* head = nullptr;
+    T* tail = nullptr;
+    size_t size = 0;
+    void push_back(T* x)
+    {
+        x->next = nullptr;
+        x->prev = tail;
+        if (tail)
+            tail->next = x;
+        else
+            head = x;
+        tail = x;
+        size++;
+    }
+    void remove(T* x)
+    {
+        if (x->prev)
+            x->prev->next = x->next;
+        else
+            head = x->next;
+        if (x->next)
+            x->next->prev = x->prev;
+        else
+            tail = x->prev;
+        x->next = x->prev = nullptr;
+        size--;
+    }
+    bool empty() const { return head == nullptr; }
+};
+
+// Local endpoint x remote endpoint. Two independent directions: our tx
+// stream (PSNs we assign) and the peer's stream that we receive.
+struct Session {
+    EndpointImpl* ep = nullptr;
+    Address peer;
+    uint8_t peer_mac[6] = {};
+    bool mac_known = false;
+
+    // ---- transmit direction
+    uint32_t tx_stream = 0;       // random, new after every failure
+    bool stream_acked = false;    // peer has acknowledged our stream
+    uint32_t next_psn = 0;        // next PSN to assign
+    uint32_t una = 0;             // oldest PSN not cumulatively acknowledged
+    std::vector<InflightPacket> inflight; // window entries, indexed psn & mask
+    uint32_t cwnd = 0;            // congestion window (packets)
+    uint32_t cwnd_acc = 0;        // additive-increase accumulator
+    uint32_t peer_window = 0;     // credits granted by the peer
+    uint32_t recover_psn = 0;     // one window reduction per loss episode
+    bool in_recovery = false;
+    RttEstimator rtt;
+    uint64_t rto_deadline = 0;    // 0 = not armed
+    uint64_t last_heard_us = 0;   // any valid packet from the peer
+    TxOp* fifo_head = nullptr;    // ops with packets still to cut
+    TxOp* fifo_tail = nullptr;
+    List<TxOp> ops;               // every op bound to this session
+    uint32_t next_msg_id = 0;
+
+    // ---- receive direction
+    uint32_t rx_stream = 0;       // 0 = none adopted yet
+    uint32_t expected_psn = 0;
+    std::vector<RxSlot> ring;     // indexed psn & mask
+    uint32_t held = 0;            // packets parked in ring
+    uint32_t retired[4] = {};     // streams we will not accept again
+    uint32_t retired_next = 0;
+    bool blocked = false;         // in-order delivery waits for resources
+    bool ack_pending = false;
+    bool ack_now = false;
+    uint32_t unacked = 0;
+    uint64_t ack_deadline = 0;
+    uint32_t peer_ts = 0;         // newest peer timestamp, echoed back
+    RxMsg* cur_eager = nullptr;   // eager message being reassembled
+    uint32_t failed_write_op = 0; // RMA write op refused; skip its segments
+
+    // ---- engine bookkeeping
+    bool active = false;          // in EngineImpl::active_
+    Session* active_next = nullptr;
+    uint32_t mask = 0;
+
+    explicit Session(uint32_t window, const EngineConfig& cfg);
+};
+
+// Result of delivering an in-order packet to the upper layer.
+enum class Delivery : uint8_t {
+    kDone,      // processed; the caller frees the mbuf
+    kKept,      // processed; the upper layer kept the mbuf
+    kBlocked,   // cannot be processed now (no resources): retry later
+};
+
+class EndpointImpl : public Endpoint {
+ public:
+    EndpointImpl(EngineImpl* engine, const EndpointConfig& cfg, Address addr);
+    ~EndpointImpl();
+
+    EngineImpl* engine;
+    EndpointConfig cfg;
+    Address addr;
+    EndpointStats st{};
+    bool closing = false;
+
+    std::unordered_map<uint64_t, Session*> sessions;
+    Session* last_session = nullptr;
+
+    // Fixed pools: no allocation on the data path.
+    std::vector<TxOp> op_pool;
+    std::vector<uint8_t> bounce_slab;
+    TxOp* free_ops = nullptr;
+    uint32_t ops_in_use = 0;
+    std::vector<PostedRecv> recv_pool;
+    PostedRecv* free_recvs = nullptr;
+    std::vector<RxMsg> msg_pool;
+    RxMsg* free_msgs = nullptr;
+    uint32_t unexpected_count = 0;
+
+    List<PostedRecv> posted[2];     // [0] untagged, [1] tagged
+    List<RxMsg> unexpected[2];
+
+    // ---- sessions (session.cpp)
+    Session* session_for(Address peer, bool create);
+    Session* find_session(Address peer);
+
+    // ---- operations (endpoint.cpp)
+    TxOp* alloc_op(TxOp::Kind kind, Session* s);
+    void free_op(TxOp* op);
+    TxOp* op_by_id(uint32_t id);
+    void complete(const Completion& c);
+    void complete_op(TxOp* op, OpStatus status);
+    void maybe_finish_op(TxOp* op);
+
+    // ---- in-order delivery (message.cpp / rma.cpp)
+    Delivery deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    Delivery deliver_rts(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_cts(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_rdv_data(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_write(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_read_resp(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_atomic_req(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_atomic_resp(Session* s, const wire::ParsedPacket& p);
+    // Receive messages from a stream that ended (peer reset or timeout).
+    void abandon_rx(Session* s, OpStatus why);
+
+    // ---- matching (message.cpp)
+    int post_recv(const RecvArgs& a);
+    int peek(const RecvArgs& a);
+    int cancel_recv(void* context);
+    bool try_match_unexpected(PostedRecv* r);
+    PostedRecv* match_posted(bool tagged, Address src, uint64_t tag);
+    void bind_slice(RxMsg* m, PostedRecv* r);
+    void finish_recv(RxMsg* m, OpStatus status);
+    void release_recv(PostedRecv* r);
+    bool send_cts(RxMsg* m);
+    RxMsg* alloc_msg();
+    void free_msg(RxMsg* m);
+    RxMsg* msg_by_handle(uint32_t handle);
+};
+
+class EngineImpl {
+ public:
+    explicit EngineImpl(const EngineConfig& cfg);
+    ~EngineImpl();
+    int init();
+
+    EngineConfig cfg;
+    std::unique_ptr<Port> port;
+    std::unique_ptr<Netif> netif;
+    std::unique_ptr<FaultInjector> fault_rx;
+    std::unique_ptr<FaultInjector> fault_tx;
+    PcapWriter pcap;
+    std::vector<EndpointImpl*> by_port;  // 65536 entries: UDP port -> endpoint
+    Session* active = nullptr;           // sessions with timers or work
+    std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
+    uint64_t idle_since_us = 0;
+    // mbufs held as hidden buffers of unexpected messages, and their cap
+    // (a share of the pool, so receiving in order never runs dry).
+    uint32_t held_unexpected = 0;
+    uint32_t held_limit = 0;
+    uint32_t held_out_of_order = 0;
+    struct Stats {
+        uint64_t rx_frames, rx_not_ours, rx_bad, rx_bad_crc, rx_no_endpoint, rx_loopback;
+        uint64_t rx_by_result[16];
+    } st{};
+
+    int progress();
+    void activate(Session* s);
+    // Sends a finished frame: to the loopback queue when the destination is
+    // one of our endpoints, else to the port (fault injection, pcap).
+    void transmit(rte_mbuf* m, const Address& dst);
+    void flush();
+    void handle_frame(rte_mbuf* m, uint64_t now);
+    void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
+    bool fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now);
+};
+
+// ---- session.cpp: reliability
+void session_enqueue(Session* s, TxOp* op);
+void session_pump(Session* s, uint64_t now);
+void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now);
+void session_drain(Session* s, uint64_t now);
+void session_timers(Session* s, uint64_t now);
+void session_send_ack(Session* s, uint64_t now);
+void session_fail(Session* s, OpStatus why);
+bool session_busy(const Session* s);
+size_t max_payload(const EngineImpl* e, wire::PacketType t);
+
+// ---- iov helpers (endpoint.cpp)
+uint64_t iov_total(const iovec* iov, size_t n);
+// Copies len bytes from src into the iov range starting at offset, clipped
+// to the iov capacity. Returns bytes copied.
+uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len);
+uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len);
+
+inline EndpointImpl* impl(Endpoint* e) { return static_cast<EndpointImpl*>(e); }
+inline const EndpointImpl* impl(const Endpoint* e) { return static_cast<const EndpointImpl*>(e); }
+inline uint64_t address_key(Address a) { return (uint64_t(a.ip_be) << 16) | a.port; }
+inline bool psn_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+
+} // namespace dpdk_engine
+
+#endif

@@ -1,0 +1,577 @@
+// Messages: matching of posted receives against arriving messages (tagged
+// and untagged queues, directed receive, peek/claim/discard, multi-receive),
+// eager reassembly straight into the posted buffer or into held mbufs for
+// unexpected messages, and the rendezvous (RTS -> CTS -> data into the
+// posted buffer) for large messages and FI_DELIVERY_COMPLETE sends.
+//
+// Everything here runs on packets already delivered in order and exactly
+// once by the session layer, so a stream's eager segments arrive contiguous
+// and in offset order; anything else is a protocol error from the peer.
+#include <cstring>
+
+#include "engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+constexpr uint32_t kMsgIndexBits = 20;
+constexpr uint32_t kMsgIndexMask = (1u << kMsgIndexBits) - 1;
+
+bool tag_matches(uint64_t want, uint64_t ignore, uint64_t got)
+{
+    return ((want ^ got) & ~ignore) == 0;
+}
+
+bool source_matches(const PostedRecv* r, Address src)
+{
+    return r->any_source || r->src == src;
+}
+
+// Copies the payloads held for an unexpected message into its destination.
+void copy_held(RxMsg* m)
+{
+    uint64_t offset = 0;
+    for (rte_mbuf* seg = m->held; seg; seg = seg->next) {
+        uint64_t len = seg->data_len;
+        if (offset < m->capacity)
+            copy_to_iov(m->dest, m->dest_count, offset, rte_pktmbuf_mtod(seg, const void*), len);
+        offset += len;
+    }
+    if (m->held)
+        rte_pktmbuf_free(m->held);
+    m->held = nullptr;
+}
+
+} // namespace
+
+RxMsg* EndpointImpl::alloc_msg()
+{
+    RxMsg* m = free_msgs;
+    if (!m)
+        return nullptr;
+    free_msgs = m->next;
+    uint32_t index = m->handle & kMsgIndexMask;
+    uint32_t generation = m->generation + 1;
+    *m = RxMsg();
+    m->generation = generation;
+    m->handle = index | ((generation & ((1u << (32 - kMsgIndexBits)) - 1)) << kMsgIndexBits);
+    m->state = RxMsg::State::kMatched;
+    return m;
+}
+
+void EndpointImpl::free_msg(RxMsg* m)
+{
+    if (m->held) {
+        engine->held_unexpected -= m->held->nb_segs;
+        rte_pktmbuf_free(m->held);
+        m->held = nullptr;
+    }
+    m->state = RxMsg::State::kFree;
+    m->next = free_msgs;
+    m->prev = nullptr;
+    free_msgs = m;
+}
+
+RxMsg* EndpointImpl::msg_by_handle(uint32_t handle)
+{
+    uint32_t index = handle & kMsgIndexMask;
+    if (index >= msg_pool.size())
+        return nullptr;
+    RxMsg* m = &msg_pool[index];
+    if (m->state != RxMsg::State::kMatched || m->handle != handle)
+        return nullptr;
+    return m;
+}
+
+PostedRecv* EndpointImpl::match_posted(bool tagged, Address src, uint64_t tag)
+{
+    for (PostedRecv* r = posted[tagged].head; r; r = r->next)
+        if (source_matches(r, src) && (!tagged || tag_matches(r->tag, r->ignore, tag)))
+            return r;
+    return nullptr;
+}
+
+// Binds a message to a posted receive: the whole buffer, or the next slice of
+// a multi-receive buffer (which leaves the posted list once less than the
+// FI_OPT_MIN_MULTI_RECV threshold remains).
+void EndpointImpl::bind_slice(RxMsg* m, PostedRecv* r)
+{
+    m->state = RxMsg::State::kMatched;
+    m->recv = r;
+    m->context = r->context;
+    m->recv_flags = r->flags;
+    if (r->flags & kOpMultiRecv) {
+        uint64_t avail = r->capacity - r->used;
+        uint64_t take = m->total_len < avail ? m->total_len : avail;
+        m->dest[0].iov_base = static_cast<uint8_t*>(r->iov[0].iov_base) + r->used;
+        m->dest[0].iov_len = take;
+        m->dest_count = 1;
+        m->capacity = take;
+        r->used += take;
+        r->slices_open++;
+        if (r->capacity - r->used < cfg.min_multi_recv || r->capacity == r->used) {
+            posted[(r->flags & kOpTagged) != 0].remove(r);
+            r->retired = true;
+        }
+        return;
+    }
+    memcpy(m->dest, r->iov, sizeof(iovec) * r->iov_count);
+    m->dest_count = r->iov_count;
+    m->capacity = r->capacity;
+    r->slices_open = 1;
+    posted[(r->flags & kOpTagged) != 0].remove(r);
+    r->retired = true;
+}
+
+void EndpointImpl::release_recv(PostedRecv* r)
+{
+    r->next = free_recvs;
+    r->prev = nullptr;
+    free_recvs = r;
+}
+
+void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
+{
+    Completion c;
+    c.context = m->context;
+    c.type = CompletionType::kRecv;
+    c.tagged = m->tagged;
+    c.has_data = m->has_data;
+    c.buf = m->dest_count ? m->dest[0].iov_base : nullptr;
+    c.len = m->total_len < m->capacity ? m->total_len : m->capacity;
+    c.tag = m->tag;
+    c.data = m->data;
+    c.src = m->src;
+    c.status = status;
+    if (status == OpStatus::kOk && m->total_len > m->capacity && !(m->recv_flags & kOpDiscard)) {
+        c.status = OpStatus::kTruncated;
+        c.olen = m->total_len - m->capacity;
+    }
+    bool report = (m->recv_flags & kOpCompletion) || c.status != OpStatus::kOk;
+    if (PostedRecv* r = m->recv) {
+        r->slices_open--;
+        if ((r->flags & kOpMultiRecv) && r->retired && r->slices_open == 0) {
+            c.multi_recv_released = true;
+            report = true;
+        }
+        if (r->slices_open == 0 && r->retired)
+            release_recv(r);
+    }
+    if (m->session && m->session->cur_eager == m)
+        m->session->cur_eager = nullptr;
+    free_msg(m);
+    if (report)
+        complete(c);
+}
+
+bool EndpointImpl::send_cts(RxMsg* m)
+{
+    TxOp* op = alloc_op(TxOp::Kind::kCts, m->session);
+    if (!op)
+        return false;
+    uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
+    op->peer_op_id = m->sender_op;
+    op->rdv_handle = m->handle;
+    op->message_len = granted;
+    m->cts_sent = true;
+    session_enqueue(m->session, op);
+    if (granted == 0)
+        finish_recv(m, OpStatus::kOk);
+    return true;
+}
+
+// Hands a bound unexpected message its data: held payloads are copied now,
+// the rest (eager still arriving, or rendezvous data) lands directly.
+static void deliver_bound_unexpected(EndpointImpl* ep, RxMsg* m)
+{
+    if (m->rendezvous) {
+        ep->send_cts(m);
+        return;
+    }
+    ep->engine->held_unexpected -= m->held ? m->held->nb_segs : 0;
+    copy_held(m);
+    if (m->complete)
+        ep->finish_recv(m, OpStatus::kOk);
+}
+
+bool EndpointImpl::try_match_unexpected(PostedRecv* r)
+{
+    bool tagged = r->flags & kOpTagged;
+    bool matched = false;
+    RxMsg* next = nullptr;
+    for (RxMsg* m = unexpected[tagged].head; m && !r->retired; m = next) {
+        next = m->next;
+        if (m->claimed_by || !source_matches(r, m->src) || (tagged && !tag_matches(r->tag, r->ignore, m->tag)))
+            continue;
+        unexpected[tagged].remove(m);
+        unexpected_count--;
+        bind_slice(m, r);
+        deliver_bound_unexpected(this, m);
+        matched = true;
+        if (!(r->flags & kOpMultiRecv))
+            break;
+    }
+    return matched;
+}
+
+int EndpointImpl::post_recv(const RecvArgs& a)
+{
+    bool tagged = a.flags & kOpTagged;
+    if ((a.flags & kOpMultiRecv) && a.iov_count != 1)
+        return -EINVAL;
+    if (!free_recvs)
+        return -EAGAIN;
+    // A rendezvous match needs an operation for the CTS: keep one in reserve.
+    if (!free_ops)
+        return -EAGAIN;
+    if (a.flags & kOpClaim) {
+        // Take the message reserved by an earlier peek with FI_CLAIM.
+        RxMsg* m = unexpected[tagged].head;
+        while (m && m->claimed_by != a.context)
+            m = m->next;
+        if (!m)
+            return -ENOMSG;
+        unexpected[tagged].remove(m);
+        unexpected_count--;
+        if (a.flags & kOpDiscard) {
+            m->context = a.context;
+            m->recv_flags = a.flags | kOpCompletion;
+            m->capacity = 0;
+            m->dest_count = 0;
+            if (m->rendezvous) {
+                m->state = RxMsg::State::kMatched;
+                send_cts(m);  // grants 0 bytes, completes the receive
+                return 0;
+            }
+            if (!m->complete && m->session->cur_eager == m) {
+                // Still arriving: the rest is dropped as it lands.
+                m->state = RxMsg::State::kMatched;
+                engine->held_unexpected -= m->held ? m->held->nb_segs : 0;
+                rte_pktmbuf_free(m->held);
+                m->held = nullptr;
+                return 0;
+            }
+            finish_recv(m, OpStatus::kOk);
+            return 0;
+        }
+        PostedRecv* r = free_recvs;
+        free_recvs = r->next;
+        *r = PostedRecv();
+        memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
+        r->iov_count = static_cast<uint32_t>(a.iov_count);
+        r->capacity = iov_total(a.iov, a.iov_count);
+        r->flags = a.flags & ~kOpMultiRecv;
+        r->context = a.context;
+        r->retired = true;
+        bind_slice(m, r);
+        deliver_bound_unexpected(this, m);
+        return 0;
+    }
+    PostedRecv* r = free_recvs;
+    free_recvs = r->next;
+    *r = PostedRecv();
+    memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
+    r->iov_count = static_cast<uint32_t>(a.iov_count);
+    r->capacity = iov_total(a.iov, a.iov_count);
+    r->any_source = a.any_source;
+    r->src = a.src;
+    r->tag = a.tag;
+    r->ignore = a.ignore;
+    r->flags = a.flags;
+    r->context = a.context;
+    // Queue first so bind_slice can unlink it; matching unexpected messages
+    // in arrival order keeps MPI's ordering rule.
+    posted[tagged].push_back(r);
+    try_match_unexpected(r);
+    if (r->retired && r->slices_open == 0)
+        release_recv(r);
+    return 0;
+}
+
+int EndpointImpl::peek(const RecvArgs& a)
+{
+    bool tagged = a.flags & kOpTagged;
+    RxMsg* found = nullptr;
+    for (RxMsg* m = unexpected[tagged].head; m; m = m->next) {
+        if (m->claimed_by)
+            continue;
+        if (!a.any_source && m->src != a.src)
+            continue;
+        if (tagged && !tag_matches(a.tag, a.ignore, m->tag))
+            continue;
+        found = m;
+        break;
+    }
+    Completion c;
+    c.context = a.context;
+    c.type = CompletionType::kRecv;
+    c.tagged = tagged;
+    if (!found) {
+        c.status = OpStatus::kNoMatch;
+        c.tag = a.tag;
+        complete(c);
+        return 0;
+    }
+    c.len = found->total_len;
+    c.tag = found->tag;
+    c.data = found->data;
+    c.has_data = found->has_data;
+    c.src = found->src;
+    if (a.flags & kOpDiscard) {
+        unexpected[tagged].remove(found);
+        unexpected_count--;
+        if (found->rendezvous) {
+            if (!free_ops)
+                return -EAGAIN;
+            found->state = RxMsg::State::kMatched;
+            found->capacity = 0;
+            found->recv_flags = kOpDiscard;  // peek already reported it
+            send_cts(found);
+        } else if (!found->complete) {
+            found->state = RxMsg::State::kMatched;  // rest dropped as it lands
+            found->capacity = 0;
+            found->recv_flags = kOpDiscard;
+            engine->held_unexpected -= found->held ? found->held->nb_segs : 0;
+            rte_pktmbuf_free(found->held);
+            found->held = nullptr;
+        } else {
+            free_msg(found);
+        }
+    } else if (a.flags & kOpClaim) {
+        found->claimed_by = a.context;
+    }
+    complete(c);
+    return 0;
+}
+
+int EndpointImpl::cancel_recv(void* context)
+{
+    for (int q = 0; q < 2; q++) {
+        for (PostedRecv* r = posted[q].head; r; r = r->next) {
+            if (r->context != context)
+                continue;
+            posted[q].remove(r);
+            r->retired = true;
+            Completion c;
+            c.context = context;
+            c.type = CompletionType::kRecv;
+            c.status = OpStatus::kCanceled;
+            c.tagged = q == 1;
+            c.tag = r->tag;
+            c.buf = r->iov_count ? r->iov[0].iov_base : nullptr;
+            if (r->slices_open == 0) {
+                c.multi_recv_released = r->flags & kOpMultiRecv;
+                release_recv(r);
+            }
+            complete(c);
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* mbuf)
+{
+    const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
+    uint64_t offset = x->offset.get();
+    uint64_t total = x->total_len.get();
+    RxMsg* m;
+    if (offset == 0) {
+        if (p.payload_len > total || (s->cur_eager && s->cur_eager->msg_id != x->msg_id.get())) {
+            st.protocol_errors++;
+            if (s->cur_eager) {
+                RxMsg* old = s->cur_eager;
+                s->cur_eager = nullptr;
+                if (old->state == RxMsg::State::kMatched) {
+                    finish_recv(old, OpStatus::kProtocolError);
+                } else {
+                    unexpected[old->tagged].remove(old);
+                    unexpected_count--;
+                    free_msg(old);
+                }
+            }
+            if (p.payload_len > total)
+                return Delivery::kDone;
+        }
+        if (!s->cur_eager) {
+            bool tagged = p.flags & wire::kFlagTagged;
+            PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
+            if (!r && (unexpected_count >= engine->cfg.unexpected_max ||
+                       engine->held_unexpected >= engine->held_limit))
+                return Delivery::kBlocked;  // hidden buffers full: receiver not ready
+            m = alloc_msg();
+            if (!m)
+                return Delivery::kBlocked;
+            m->session = s;
+            m->src = s->peer;
+            m->tagged = tagged;
+            m->tag = x->tag.get();
+            m->has_data = p.flags & wire::kFlagRemoteData;
+            m->data = m->has_data ? x->cq_data.get() : 0;
+            m->total_len = total;
+            m->msg_id = x->msg_id.get();
+            if (r) {
+                bind_slice(m, r);
+            } else {
+                m->state = RxMsg::State::kUnexpected;
+                unexpected[tagged].push_back(m);
+                unexpected_count++;
+                st.unexpected_msgs++;
+            }
+            s->cur_eager = m;
+        }
+    }
+    m = s->cur_eager;
+    if (!m || m->msg_id != x->msg_id.get() || m->received != offset || offset + p.payload_len > m->total_len) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    Delivery result = Delivery::kDone;
+    if (m->state == RxMsg::State::kMatched) {
+        if (offset < m->capacity)
+            copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
+    } else if (p.payload_len) {
+        if (engine->held_unexpected >= engine->held_limit)
+            return Delivery::kBlocked;
+        // Zero copy: the mbuf itself becomes the hidden buffer.
+        rte_pktmbuf_adj(mbuf, static_cast<uint16_t>(p.payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
+        rte_pktmbuf_trim(mbuf, static_cast<uint16_t>(mbuf->data_len - p.payload_len));
+        if (!m->held) {
+            m->held = mbuf;
+        } else if (rte_pktmbuf_chain(m->held, mbuf) != 0) {
+            st.protocol_errors++;  // more segments than an mbuf chain holds
+            return Delivery::kDone;
+        }
+        engine->held_unexpected++;
+        result = Delivery::kKept;
+    }
+    m->received += p.payload_len;
+    if (m->received == m->total_len) {
+        s->cur_eager = nullptr;
+        if (m->state == RxMsg::State::kMatched)
+            finish_recv(m, OpStatus::kOk);
+        else
+            m->complete = true;
+    }
+    return result;
+}
+
+Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
+    bool tagged = p.flags & wire::kFlagTagged;
+    PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
+    if (r ? !free_ops : unexpected_count >= engine->cfg.unexpected_max)
+        return Delivery::kBlocked;
+    RxMsg* m = alloc_msg();
+    if (!m)
+        return Delivery::kBlocked;
+    m->session = s;
+    m->src = s->peer;
+    m->tagged = tagged;
+    m->rendezvous = true;
+    m->tag = x->tag.get();
+    m->has_data = p.flags & wire::kFlagRemoteData;
+    m->data = m->has_data ? x->cq_data.get() : 0;
+    m->total_len = x->total_len.get();
+    m->msg_id = x->msg_id.get();
+    m->sender_op = x->sender_op.get();
+    if (r) {
+        bind_slice(m, r);
+        send_cts(m);
+    } else {
+        m->state = RxMsg::State::kUnexpected;
+        unexpected[tagged].push_back(m);
+        unexpected_count++;
+        st.unexpected_msgs++;
+    }
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_cts(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RdvExt*>(p.ext);
+    TxOp* op = op_by_id(x->sender_op.get());
+    uint64_t granted = x->len.get();
+    if (!op || op->kind != TxOp::Kind::kRts || op->session != s || granted > op->message_len) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    op->kind = TxOp::Kind::kRdvData;
+    op->rdv_handle = x->handle.get();
+    op->total_len = granted;
+    op->next_offset = 0;
+    op->header_sent = granted == 0;  // nothing to send when the receiver took 0 bytes
+    if (granted == 0)
+        maybe_finish_op(op);
+    else
+        session_enqueue(s, op);
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::DataExt*>(p.ext);
+    RxMsg* m = msg_by_handle(x->handle.get());
+    uint64_t offset = x->offset.get();
+    uint64_t granted = m ? (m->total_len < m->capacity ? m->total_len : m->capacity) : 0;
+    if (!m || m->session != s || !m->rendezvous || offset + p.payload_len > granted) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
+    m->received += p.payload_len;
+    if (m->received == granted)
+        finish_recv(m, OpStatus::kOk);
+    return Delivery::kDone;
+}
+
+void EndpointImpl::abandon_rx(Session* s, OpStatus why)
+{
+    if (RxMsg* m = s->cur_eager) {
+        s->cur_eager = nullptr;
+        if (m->state == RxMsg::State::kMatched) {
+            finish_recv(m, why);
+        } else {
+            unexpected[m->tagged].remove(m);
+            unexpected_count--;
+            free_msg(m);
+        }
+    }
+    // Rendezvous messages from this stream: matched ones wait for data that
+    // will never come; unmatched RTSs name a sender operation that is gone.
+    for (RxMsg& m : msg_pool) {
+        if (m.session != s || !m.rendezvous)
+            continue;
+        if (m.state == RxMsg::State::kMatched && m.cts_sent) {
+            finish_recv(&m, why);
+        } else if (m.state == RxMsg::State::kUnexpected) {
+            unexpected[m.tagged].remove(&m);
+            unexpected_count--;
+            free_msg(&m);
+        }
+    }
+}
+
+Delivery EndpointImpl::deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
+{
+    switch (p.type) {
+    case wire::PacketType::kMsgEager: return deliver_eager(s, p, m);
+    case wire::PacketType::kMsgRts: return deliver_rts(s, p);
+    case wire::PacketType::kMsgCts: return deliver_cts(s, p);
+    case wire::PacketType::kMsgRdvData: return deliver_rdv_data(s, p);
+    case wire::PacketType::kRmaWrite: return deliver_write(s, p);
+    case wire::PacketType::kRmaReadReq: return deliver_read_req(s, p);
+    case wire::PacketType::kRmaReadResp: return deliver_read_resp(s, p);
+    case wire::PacketType::kRmaWriteResp: return deliver_write_resp(s, p);
+    case wire::PacketType::kAtomicReq: return deliver_atomic_req(s, p);
+    case wire::PacketType::kAtomicResp: return deliver_atomic_resp(s, p);
+    case wire::PacketType::kAck:
+    case wire::PacketType::kReset:
+        break;
+    }
+    return Delivery::kDone;
+}
+
+} // namespace dpdk_engine

@@ -1,0 +1,341 @@
+// One-sided operations: RMA write (with optional remote CQ data), RMA read
+// and atomics. Initiator side posts request operations; the target executes
+// them inside the engine against its MemoryRegistry and answers with a
+// response packet carrying a WireStatus. Every request is checked (key,
+// bounds, access, atomic alignment) before a byte is touched: a violation
+// is refused and reported to the initiator, never applied (design.md 4).
+#include <cstring>
+
+#include "engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+OpStatus op_status(wire::WireStatus s)
+{
+    switch (s) {
+    case wire::WireStatus::kOk: return OpStatus::kOk;
+    case wire::WireStatus::kInvalidKey: return OpStatus::kRemoteInvalidKey;
+    case wire::WireStatus::kOutOfBounds: return OpStatus::kRemoteOutOfBounds;
+    case wire::WireStatus::kAccessDenied: return OpStatus::kRemoteAccess;
+    case wire::WireStatus::kBadAtomic: return OpStatus::kRemoteBadAtomic;
+    case wire::WireStatus::kBadRequest: return OpStatus::kProtocolError;
+    }
+    return OpStatus::kProtocolError;
+}
+
+int check_local_iov(const iovec* iov, size_t n)
+{
+    if (n > kMaxIov || (n && !iov))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (iov[i].iov_len && !iov[i].iov_base)
+            return -EINVAL;
+    return 0;
+}
+
+// Access a remote atomic needs at the target.
+uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
+{
+    if (op == AtomicOp::kRead)
+        return kMrRemoteRead;
+    if (kind == wire::AtomicKind::kPlain)
+        return kMrRemoteWrite;
+    return kMrRemoteRead | kMrRemoteWrite;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Initiator: posting.
+
+int Endpoint::write(const RmaArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    if (int rc = check_local_iov(a.iov, a.iov_count))
+        return rc;
+    uint64_t len = iov_total(a.iov, a.iov_count);
+    if (len > kMaxMessageSize)
+        return -EMSGSIZE;
+    if ((a.flags & kOpInject) && len > kInjectSize)
+        return -EINVAL;
+    Session* s = ep->session_for(a.dest, true);
+    if (!s)
+        return -ENOMEM;
+    TxOp* op = ep->alloc_op(TxOp::Kind::kWrite, s);
+    if (!op)
+        return -EAGAIN;
+    op->flags = a.flags & ~kOpTagged;
+    op->context = a.context;
+    op->remote_addr = a.addr;
+    op->key = a.key;
+    op->data = a.data;
+    op->message_len = op->total_len = len;
+    if (a.flags & kOpInject) {
+        copy_from_iov(a.iov, a.iov_count, 0, op->bounce, len);
+        op->iov[0] = {op->bounce, len};
+        op->iov_count = 1;
+    } else {
+        memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
+        op->iov_count = static_cast<uint32_t>(a.iov_count);
+    }
+    session_enqueue(s, op);
+    return 0;
+}
+
+int Endpoint::read(const RmaArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    if (int rc = check_local_iov(a.iov, a.iov_count))
+        return rc;
+    uint64_t len = iov_total(a.iov, a.iov_count);
+    if (len > kMaxMessageSize)
+        return -EMSGSIZE;
+    if (a.flags & (kOpInject | kOpRemoteData))
+        return -EINVAL;
+    Session* s = ep->session_for(a.dest, true);
+    if (!s)
+        return -ENOMEM;
+    TxOp* op = ep->alloc_op(TxOp::Kind::kRead, s);
+    if (!op)
+        return -EAGAIN;
+    op->flags = a.flags & ~kOpTagged;
+    op->context = a.context;
+    op->remote_addr = a.addr;
+    op->key = a.key;
+    op->message_len = len;   // bytes to read
+    op->total_len = 0;       // the request itself carries no payload
+    memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
+    op->iov_count = static_cast<uint32_t>(a.iov_count);
+    session_enqueue(s, op);
+    return 0;
+}
+
+int Endpoint::atomic(const AtomicArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    size_t size = atomic_type_size(a.type);
+    if (a.count == 0 || size == 0 || !atomic_valid(a.op, a.type, a.kind) || !a.operands)
+        return -EINVAL;
+    if (a.count > kMaxAtomicBytes / size)
+        return -EINVAL;
+    bool compare = a.kind == wire::AtomicKind::kCompare;
+    if ((compare && !a.compare) || (a.kind != wire::AtomicKind::kPlain && !a.result))
+        return -EINVAL;
+    Session* s = ep->session_for(a.dest, true);
+    if (!s)
+        return -ENOMEM;
+    TxOp* op = ep->alloc_op(TxOp::Kind::kAtomic, s);
+    if (!op)
+        return -EAGAIN;
+    uint64_t bytes = a.count * size;
+    // Operands are copied: the caller may reuse its buffers at once.
+    memcpy(op->bounce, a.operands, bytes);
+    if (compare)
+        memcpy(op->bounce + bytes, a.compare, bytes);
+    op->flags = a.flags & ~(kOpTagged | kOpRemoteData);
+    op->context = a.context;
+    op->remote_addr = a.addr;
+    op->key = a.key;
+    op->atomic_op = static_cast<uint8_t>(a.op);
+    op->atomic_type = static_cast<uint8_t>(a.type);
+    op->atomic_kind = static_cast<uint8_t>(a.kind);
+    op->atomic_count = static_cast<uint32_t>(a.count);
+    op->result = a.result;
+    op->message_len = bytes;
+    op->total_len = compare ? 2 * bytes : bytes;
+    op->iov[0] = {op->bounce, op->total_len};
+    op->iov_count = 1;
+    session_enqueue(s, op);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Target side.
+
+namespace {
+
+// Queues a response; the caller has made sure an op slot is free.
+TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status)
+{
+    TxOp* op = ep->alloc_op(kind, s);
+    op->peer_op_id = peer_op;
+    op->wire_status = status;
+    if (status != wire::WireStatus::kOk)
+        ep->st.rma_refused++;
+    return op;
+}
+
+wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uint64_t len, uint32_t access,
+                              uint8_t** out)
+{
+    if (!ep->cfg.regions)
+        return wire::WireStatus::kInvalidKey;
+    return ep->cfg.regions->check(key, addr, len, access, out);
+}
+
+} // namespace
+
+Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RmaExt*>(p.ext);
+    uint32_t op_id = x->op_id.get();
+    uint64_t offset = x->offset.get();
+    uint64_t total = x->total_len.get();
+    bool last = p.flags & wire::kFlagLast;
+    if (offset == 0)
+        s->failed_write_op = 0;
+    else if (s->failed_write_op == op_id)
+        return Delivery::kDone;  // refused at its first segment: drop the rest
+    if ((last || offset == 0) && !free_ops)
+        return Delivery::kBlocked;  // a response may be needed: wait for a slot
+    wire::WireStatus status = wire::WireStatus::kOk;
+    uint8_t* dst = nullptr;
+    if (offset + p.payload_len > total) {
+        status = wire::WireStatus::kBadRequest;
+    } else if (offset == 0) {
+        // Check the whole range up front so a refused write changes nothing.
+        status = check_region(this, x->key.get(), x->addr.get(), total, kMrRemoteWrite, &dst);
+    }
+    if (status == wire::WireStatus::kOk)
+        status = check_region(this, x->key.get(), x->addr.get() + offset, p.payload_len, kMrRemoteWrite, &dst);
+    if (status != wire::WireStatus::kOk) {
+        s->failed_write_op = op_id;
+        session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
+        return Delivery::kDone;
+    }
+    if (p.payload_len)
+        memcpy(dst, p.payload, p.payload_len);
+    if (!last)
+        return Delivery::kDone;
+    session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
+    if (p.flags & wire::kFlagRemoteData) {
+        Completion c;
+        c.type = CompletionType::kRemoteWrite;
+        c.has_data = true;
+        c.data = x->cq_data.get();
+        c.len = total;
+        c.src = s->peer;
+        complete(c);
+    }
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RmaExt*>(p.ext);
+    if (!free_ops)
+        return Delivery::kBlocked;
+    uint64_t len = x->total_len.get();
+    uint8_t* src = nullptr;
+    wire::WireStatus status = check_region(this, x->key.get(), x->addr.get(), len, kMrRemoteRead, &src);
+    TxOp* op = respond(this, s, TxOp::Kind::kReadResp, x->op_id.get(), status);
+    if (status == wire::WireStatus::kOk && len) {
+        op->iov[0] = {src, len};
+        op->iov_count = 1;
+        op->total_len = len;
+    }
+    session_enqueue(s, op);
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_read_resp(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
+    TxOp* op = op_by_id(x->op_id.get());
+    uint64_t offset = x->offset.get();
+    if (!op || op->kind != TxOp::Kind::kRead || op->session != s || op->response_done ||
+        offset != op->received || offset + p.payload_len > op->message_len) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    auto status = static_cast<wire::WireStatus>(x->status.get());
+    if (status != wire::WireStatus::kOk) {
+        op->status = op_status(status);
+        op->response_done = true;
+    } else {
+        copy_to_iov(op->iov, op->iov_count, offset, p.payload, p.payload_len);
+        op->received += p.payload_len;
+        if (op->received == op->message_len)
+            op->response_done = true;
+    }
+    maybe_finish_op(op);
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
+    TxOp* op = op_by_id(x->op_id.get());
+    if (!op || op->kind != TxOp::Kind::kWrite || op->session != s || op->response_done) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    op->status = op_status(static_cast<wire::WireStatus>(x->status.get()));
+    op->response_done = true;
+    maybe_finish_op(op);
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::AtomicExt*>(p.ext);
+    if (!free_ops)
+        return Delivery::kBlocked;
+    auto op = static_cast<AtomicOp>(x->op);
+    auto type = static_cast<AtomicType>(x->datatype);
+    auto kind = static_cast<wire::AtomicKind>(x->kind);
+    uint32_t count = x->count.get();
+    size_t size = x->datatype <= static_cast<uint8_t>(AtomicType::kLongDoubleComplex) ? atomic_type_size(type) : 0;
+    bool kind_ok = x->kind <= static_cast<uint8_t>(wire::AtomicKind::kCompare);
+    bool op_ok = x->op <= static_cast<uint8_t>(AtomicOp::kMswap);
+    uint64_t bytes = uint64_t(count) * size;
+    wire::WireStatus status = wire::WireStatus::kOk;
+    if (!kind_ok || !op_ok || size == 0 || count == 0 || bytes > kMaxAtomicBytes || !atomic_valid(op, type, kind))
+        status = wire::WireStatus::kBadAtomic;
+    else if (p.payload_len != (kind == wire::AtomicKind::kCompare ? 2 * bytes : bytes))
+        status = wire::WireStatus::kBadRequest;
+    uint8_t* target = nullptr;
+    if (status == wire::WireStatus::kOk)
+        status = check_region(this, x->key.get(), x->addr.get(), bytes, atomic_access(op, kind), &target);
+    TxOp* resp = respond(this, s, TxOp::Kind::kAtomicResp, x->op_id.get(), status);
+    if (status == wire::WireStatus::kOk) {
+        bool fetch = kind != wire::AtomicKind::kPlain;
+        const uint8_t* compare = kind == wire::AtomicKind::kCompare ? p.payload + bytes : nullptr;
+        status = atomic_execute(op, type, kind, target, p.payload, compare, fetch ? resp->bounce : nullptr, count);
+        resp->wire_status = status;
+        if (status != wire::WireStatus::kOk)
+            st.rma_refused++;
+        if (status == wire::WireStatus::kOk && fetch) {
+            resp->iov[0] = {resp->bounce, bytes};
+            resp->iov_count = 1;
+            resp->total_len = bytes;
+        }
+    }
+    session_enqueue(s, resp);
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
+    TxOp* op = op_by_id(x->op_id.get());
+    if (!op || op->kind != TxOp::Kind::kAtomic || op->session != s || op->response_done) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    auto status = static_cast<wire::WireStatus>(x->status.get());
+    op->status = op_status(status);
+    if (status == wire::WireStatus::kOk && op->atomic_kind != static_cast<uint8_t>(wire::AtomicKind::kPlain)) {
+        if (p.payload_len != op->message_len)
+            op->status = OpStatus::kProtocolError;
+        else
+            memcpy(op->result, p.payload, p.payload_len);
+    }
+    op->response_done = true;
+    maybe_finish_op(op);
+    return Delivery::kDone;
+}
+
+} // namespace dpdk_engine

@@ -1,0 +1,606 @@
+// Reliability per (local endpoint x remote endpoint) session: PSNs,
+// cumulative ACK + SACK, coalesced ACKs, RFC 6298 RTO, fast retransmit of
+// SACK holes, congestion window (AIMD), receiver credits, stream ids that
+// detect a restarted peer (design.md section 3).
+//
+// Each direction is a "stream": our tx stream carries the PSNs we assign;
+// the peer's stream arrives in the receive ring and is delivered strictly in
+// PSN order, exactly once, to the message/RMA layer (EndpointImpl::deliver).
+// Packets are rebuilt from their operation on retransmission, so no mbuf is
+// held on the send side and every copy carries fresh ACK information.
+#include <rte_random.h>
+
+#include <cstring>
+
+#include "engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+uint32_t random_stream_id()
+{
+    uint32_t v;
+    do {
+        v = static_cast<uint32_t>(rte_rand());
+    } while (v == 0);
+    return v;
+}
+
+wire::PacketType packet_type(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kEager: return wire::PacketType::kMsgEager;
+    case TxOp::Kind::kRts: return wire::PacketType::kMsgRts;
+    case TxOp::Kind::kRdvData: return wire::PacketType::kMsgRdvData;
+    case TxOp::Kind::kWrite: return wire::PacketType::kRmaWrite;
+    case TxOp::Kind::kRead: return wire::PacketType::kRmaReadReq;
+    case TxOp::Kind::kAtomic: return wire::PacketType::kAtomicReq;
+    case TxOp::Kind::kCts: return wire::PacketType::kMsgCts;
+    case TxOp::Kind::kReadResp: return wire::PacketType::kRmaReadResp;
+    case TxOp::Kind::kWriteResp: return wire::PacketType::kRmaWriteResp;
+    case TxOp::Kind::kAtomicResp: return wire::PacketType::kAtomicResp;
+    case TxOp::Kind::kFree: break;
+    }
+    return wire::PacketType::kAck;
+}
+
+bool op_has_more(const TxOp* op)
+{
+    return op->next_offset < op->total_len || !op->header_sent;
+}
+
+uint32_t inflight_count(const Session* s)
+{
+    return s->next_psn - s->una;
+}
+
+uint32_t timestamp32(uint64_t now)
+{
+    uint32_t t = static_cast<uint32_t>(now);
+    return t ? t : 1;  // 0 means "no timestamp" on the wire
+}
+
+// SACK bitmap of packets parked beyond the next expected PSN.
+uint64_t sack_bits(const Session* s)
+{
+    if (s->held == 0)
+        return 0;
+    uint64_t bits = 0;
+    uint32_t span = s->mask + 1 < 65 ? s->mask : 64;
+    for (uint32_t i = 0; i < span; i++) {
+        const RxSlot& slot = s->ring[(s->expected_psn + 1 + i) & s->mask];
+        if (slot.m)
+            bits |= 1ull << i;
+    }
+    return bits;
+}
+
+void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
+{
+    th->timestamp.set(timestamp32(now));
+    th->timestamp_echo.set(s->peer_ts);
+    if (s->rx_stream == 0)
+        return;
+    th->flags.set(th->flags.get() | wire::kFlagHasAck);
+    th->ack_stream_id.set(s->rx_stream);
+    th->ack_psn.set(s->expected_psn);
+    th->sack.set(sack_bits(s));
+    // Credits: the receive ring takes any PSN below expected + window.
+    th->window.set(static_cast<uint16_t>(s->mask + 1 > 65535 ? 65535 : s->mask + 1));
+    s->ack_pending = false;
+    s->ack_now = false;
+    s->unacked = 0;
+    s->ack_deadline = 0;
+}
+
+void fill_extension(const TxOp* op, const InflightPacket& ip, uint8_t* ext)
+{
+    switch (static_cast<wire::PacketType>(ip.type)) {
+    case wire::PacketType::kMsgEager:
+    case wire::PacketType::kMsgRts: {
+        auto* x = reinterpret_cast<wire::MsgExt*>(ext);
+        x->msg_id.set(op->msg_id);
+        x->sender_op.set(op->id);
+        x->offset.set(ip.offset);
+        x->total_len.set(op->message_len);
+        x->tag.set(op->tag);
+        x->cq_data.set(op->data);
+        return;
+    }
+    case wire::PacketType::kMsgCts: {
+        auto* x = reinterpret_cast<wire::RdvExt*>(ext);
+        x->sender_op.set(op->peer_op_id);
+        x->handle.set(op->rdv_handle);
+        x->len.set(op->message_len);
+        return;
+    }
+    case wire::PacketType::kMsgRdvData: {
+        auto* x = reinterpret_cast<wire::DataExt*>(ext);
+        x->handle.set(op->rdv_handle);
+        x->reserved.set(0);
+        x->offset.set(ip.offset);
+        return;
+    }
+    case wire::PacketType::kRmaWrite:
+    case wire::PacketType::kRmaReadReq: {
+        auto* x = reinterpret_cast<wire::RmaExt*>(ext);
+        x->addr.set(op->remote_addr);
+        x->key.set(op->key);
+        x->total_len.set(op->message_len);
+        x->offset.set(ip.offset);
+        x->op_id.set(op->id);
+        x->reserved.set(0);
+        x->cq_data.set(op->data);
+        return;
+    }
+    case wire::PacketType::kAtomicReq: {
+        auto* x = reinterpret_cast<wire::AtomicExt*>(ext);
+        x->addr.set(op->remote_addr);
+        x->key.set(op->key);
+        x->op_id.set(op->id);
+        x->op = op->atomic_op;
+        x->datatype = op->atomic_type;
+        x->kind = op->atomic_kind;
+        x->reserved = 0;
+        x->count.set(op->atomic_count);
+        x->reserved2.set(0);
+        return;
+    }
+    case wire::PacketType::kRmaReadResp:
+    case wire::PacketType::kRmaWriteResp:
+    case wire::PacketType::kAtomicResp: {
+        auto* x = reinterpret_cast<wire::RespExt*>(ext);
+        x->op_id.set(op->peer_op_id);
+        x->status.set(static_cast<uint32_t>(op->wire_status));
+        x->offset.set(ip.offset);
+        return;
+    }
+    case wire::PacketType::kAck:
+    case wire::PacketType::kReset:
+        return;
+    }
+}
+
+// Builds the frame for window slot `psn` from its operation and sends it.
+// Returns false when it could not be sent now (no mbuf, no MAC yet): the
+// retransmission timer tries again.
+bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
+{
+    EngineImpl* e = s->ep->engine;
+    InflightPacket& ip = s->inflight[psn & s->mask];
+    wire::FrameAddress fa;
+    if (!e->fill_frame_address(s, &fa, now))
+        return false;
+    rte_mbuf* m = e->port->alloc();
+    if (!m)
+        return false;
+    auto type = static_cast<wire::PacketType>(ip.type);
+    size_t hlen = sizeof(wire::TransportHeader) + wire::extension_len(type);
+    size_t frame_len = wire::kL2L3L4Len + hlen + ip.len;
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    m->data_len = static_cast<uint16_t>(frame_len);
+    m->pkt_len = static_cast<uint32_t>(frame_len);
+    wire::write_l2l3l4(f, fa, hlen + ip.len);
+    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
+    uint16_t flags = ip.flags;
+    if (!s->stream_acked)
+        flags |= wire::kFlagStreamStart;
+    if (retransmit)
+        flags |= wire::kFlagAckRequest;
+    wire::init_transport_header(th, type, flags, static_cast<uint16_t>(ip.len));
+    th->stream_id.set(s->tx_stream);
+    th->psn.set(psn);
+    fill_ack_fields(s, th, now);
+    fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
+    if (ip.len)
+        copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset, f + wire::kL2L3L4Len + hlen, ip.len);
+    wire::seal(th);
+    e->transmit(m, s->peer);
+    ip.sent_us = now;
+    ip.sends++;
+    EndpointStats& st = s->ep->st;
+    st.tx_packets++;
+    st.tx_bytes += ip.len;
+    if (retransmit)
+        st.retransmits++;
+    return true;
+}
+
+void arm_rto(Session* s, uint64_t now)
+{
+    s->rto_deadline = s->una == s->next_psn ? 0 : now + s->rtt.rto_us();
+}
+
+void enter_recovery(Session* s)
+{
+    if (s->in_recovery)
+        return;
+    s->in_recovery = true;
+    s->recover_psn = s->next_psn;
+    s->cwnd = s->cwnd / 2 < 4 ? 4 : s->cwnd / 2;
+    s->cwnd_acc = 0;
+}
+
+void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
+{
+    if (!(th->flags.get() & wire::kFlagHasAck) || th->ack_stream_id.get() != s->tx_stream)
+        return;
+    EndpointImpl* ep = s->ep;
+    ep->st.acks_received++;
+    s->stream_acked = true;
+    uint32_t ack = th->ack_psn.get();
+    if (psn_before(s->next_psn, ack) || psn_before(ack, s->una)) {
+        if (psn_before(s->next_psn, ack))
+            ep->st.protocol_errors++;  // acknowledges what we never sent
+        return;
+    }
+    s->peer_window = th->window.get();
+    if (ack != s->una) {
+        uint32_t acked = ack - s->una;
+        while (s->una != ack) {
+            InflightPacket& ip = s->inflight[s->una & s->mask];
+            TxOp* op = ip.op;
+            ip = InflightPacket();
+            s->una++;
+            if (op) {
+                op->inflight--;
+                ep->maybe_finish_op(op);
+            }
+        }
+        uint32_t echo = th->timestamp_echo.get();
+        if (echo)
+            s->rtt.sample(static_cast<uint32_t>(now) - echo);
+        arm_rto(s, now);
+        if (s->in_recovery && !psn_before(s->una, s->recover_psn))
+            s->in_recovery = false;
+        // Additive increase: one packet per window of acknowledged packets.
+        uint32_t limit = s->mask + 1;
+        s->cwnd_acc += acked;
+        while (s->cwnd < limit && s->cwnd_acc >= s->cwnd) {
+            s->cwnd_acc -= s->cwnd;
+            s->cwnd++;
+        }
+    }
+    uint64_t sack = th->sack.get();
+    if (!sack)
+        return;
+    uint32_t highest = s->una;
+    for (uint32_t i = 0; i < 64; i++) {
+        if (!(sack & (1ull << i)))
+            continue;
+        uint32_t psn = ack + 1 + i;
+        if (!psn_before(psn, s->next_psn))
+            break;
+        s->inflight[psn & s->mask].sacked = true;
+        highest = psn;
+    }
+    // Fast retransmit: holes below the highest SACKed packet that have been
+    // out for longer than a smoothed RTT are presumed lost (RFC 6675 spirit).
+    uint32_t min_age = s->rtt.has_sample() ? s->rtt.srtt_us() : s->ep->engine->cfg.rto_min_us;
+    unsigned budget = 32;
+    for (uint32_t psn = s->una; psn_before(psn, highest) && budget; psn++) {
+        InflightPacket& ip = s->inflight[psn & s->mask];
+        if (ip.sacked || !ip.op || now - ip.sent_us < min_age)
+            continue;
+        enter_recovery(s);
+        if (transmit_slot(s, psn, now, true)) {
+            ep->st.fast_retransmits++;
+            budget--;
+        }
+    }
+}
+
+} // namespace
+
+Session::Session(uint32_t window, const EngineConfig& cfg)
+    : rtt(cfg.rto_initial_us, cfg.rto_min_us, cfg.rto_max_us)
+{
+    inflight.resize(window);
+    ring.resize(window);
+    mask = window - 1;
+    cwnd = window;
+    peer_window = window;
+    tx_stream = random_stream_id();
+}
+
+size_t max_payload(const EngineImpl* e, wire::PacketType t)
+{
+    return e->port->mtu() - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
+           wire::extension_len(t);
+}
+
+bool session_busy(const Session* s)
+{
+    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->held;
+}
+
+void session_enqueue(Session* s, TxOp* op)
+{
+    op->queued = true;
+    op->fifo_next = nullptr;
+    if (s->fifo_tail)
+        s->fifo_tail->fifo_next = op;
+    else
+        s->fifo_head = op;
+    s->fifo_tail = op;
+    s->ep->engine->activate(s);
+}
+
+void session_pump(Session* s, uint64_t now)
+{
+    EngineImpl* e = s->ep->engine;
+    uint32_t limit = s->cwnd < s->peer_window ? s->cwnd : s->peer_window;
+    if (limit > s->mask + 1)
+        limit = s->mask + 1;
+    if (limit == 0)
+        limit = 1;  // a closed window still lets one probe through
+    while (s->fifo_head) {
+        if (inflight_count(s) >= limit) {
+            s->ep->st.window_stalls++;
+            break;
+        }
+        TxOp* op = s->fifo_head;
+        auto type = packet_type(op->kind);
+        uint32_t psn = s->next_psn;
+        InflightPacket& ip = s->inflight[psn & s->mask];
+        ip = InflightPacket();
+        ip.op = op;
+        ip.type = static_cast<uint8_t>(type);
+        ip.offset = op->next_offset;
+        uint64_t room = max_payload(e, type);
+        uint64_t left = op->total_len - op->next_offset;
+        ip.len = static_cast<uint32_t>(left < room ? left : room);
+        op->next_offset += ip.len;
+        op->header_sent = true;
+        uint16_t flags = 0;
+        if (op->next_offset == op->total_len)
+            flags |= wire::kFlagLast;
+        if (op->flags & kOpTagged)
+            flags |= wire::kFlagTagged;
+        if (op->flags & kOpRemoteData)
+            flags |= wire::kFlagRemoteData;
+        bool done_cutting = !op_has_more(op);
+        if (done_cutting && !op->fifo_next)
+            flags |= wire::kFlagAckRequest;  // nothing follows: ask for a prompt ACK
+        else if (((psn + 1) & (limit / 4 ? limit / 4 - 1 : 0)) == 0)
+            flags |= wire::kFlagAckRequest;  // keep ACKs flowing in long bursts
+        ip.flags = flags;
+        if (s->una == s->next_psn && now - s->last_heard_us > 0)
+            s->last_heard_us = now;  // the peer-timeout clock starts when we start waiting
+        s->next_psn++;
+        op->inflight++;
+        if (done_cutting) {
+            s->fifo_head = op->fifo_next;
+            if (!s->fifo_head)
+                s->fifo_tail = nullptr;
+            op->queued = false;
+            op->fifo_next = nullptr;
+        }
+        transmit_slot(s, psn, now, false);
+        if (!s->rto_deadline)
+            arm_rto(s, now);
+    }
+}
+
+void session_send_ack(Session* s, uint64_t now)
+{
+    EngineImpl* e = s->ep->engine;
+    wire::FrameAddress fa;
+    if (!e->fill_frame_address(s, &fa, now))
+        return;
+    rte_mbuf* m = e->port->alloc();
+    if (!m)
+        return;
+    size_t frame_len = wire::kL2L3L4Len + sizeof(wire::TransportHeader);
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    m->data_len = static_cast<uint16_t>(frame_len);
+    m->pkt_len = static_cast<uint32_t>(frame_len);
+    wire::write_l2l3l4(f, fa, sizeof(wire::TransportHeader));
+    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
+    wire::init_transport_header(th, wire::PacketType::kAck, 0, 0);
+    th->stream_id.set(s->tx_stream);
+    fill_ack_fields(s, th, now);
+    wire::seal(th);
+    e->transmit(m, s->peer);
+    s->ep->st.acks_sent++;
+}
+
+void session_drain(Session* s, uint64_t now)
+{
+    EndpointImpl* ep = s->ep;
+    s->blocked = false;
+    for (;;) {
+        RxSlot& slot = s->ring[s->expected_psn & s->mask];
+        if (!slot.m)
+            break;
+        Delivery d = ep->deliver(s, slot.p, slot.m);
+        if (d == Delivery::kBlocked) {
+            // Receiver not ready (RNR): keep the packet parked; the sender
+            // keeps it in flight and retransmits until we take it.
+            if (!s->blocked)
+                ep->st.rnr_stalls++;
+            s->blocked = true;
+            break;
+        }
+        if (d == Delivery::kDone)
+            rte_pktmbuf_free(slot.m);
+        slot.m = nullptr;
+        s->held--;
+        s->expected_psn++;
+        s->unacked++;
+        s->ack_pending = true;
+    }
+    if (s->unacked >= ep->engine->cfg.ack_every)
+        s->ack_now = true;
+    if (s->ack_pending && !s->ack_deadline)
+        s->ack_deadline = now + ep->engine->cfg.ack_delay_us;
+    ep->engine->activate(s);
+}
+
+void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now)
+{
+    EndpointImpl* ep = s->ep;
+    const wire::TransportHeader* th = p.th;
+    if (!s->mac_known) {
+        memcpy(s->peer_mac, p.src_mac, 6);
+        s->mac_known = true;
+    }
+    if (p.type == wire::PacketType::kReset) {
+        ep->st.resets_received++;
+        if (th->ack_stream_id.get() == s->tx_stream)
+            session_fail(s, OpStatus::kPeerReset);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    uint32_t stream = th->stream_id.get();
+    if (p.type == wire::PacketType::kAck) {
+        s->last_heard_us = now;
+        s->peer_ts = th->timestamp.get();
+        process_ack(s, th, now);
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    if (stream != s->rx_stream) {
+        bool retired = false;
+        for (uint32_t r : s->retired)
+            retired |= r == stream;
+        if (retired || !(p.flags & wire::kFlagStreamStart)) {
+            // Not a stream we hold: the peer must start over.
+            ep->st.stale_stream++;
+            ep->engine->send_stateless_reset(ep, p);
+            rte_pktmbuf_free(m);
+            return;
+        }
+        if (s->rx_stream != 0) {
+            // The peer restarted (or reset its side): what was arriving on
+            // its old stream will never finish.
+            ep->abandon_rx(s, OpStatus::kPeerReset);
+            s->retired[s->retired_next++ & 3] = s->rx_stream;
+            for (RxSlot& slot : s->ring) {
+                if (slot.m)
+                    rte_pktmbuf_free(slot.m);
+                slot.m = nullptr;
+            }
+            s->held = 0;
+        }
+        s->rx_stream = stream;
+        s->expected_psn = 0;
+        s->blocked = false;
+    }
+    s->last_heard_us = now;
+    s->peer_ts = th->timestamp.get();
+    process_ack(s, th, now);
+
+    uint32_t psn = th->psn.get();
+    int32_t d = static_cast<int32_t>(psn - s->expected_psn);
+    if (d < 0) {
+        ep->st.duplicates++;
+        s->ack_now = true;  // our ACK was probably lost
+        s->ack_pending = true;
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    if (static_cast<uint32_t>(d) > s->mask) {
+        ep->st.out_of_window++;
+        rte_pktmbuf_free(m);
+        return;
+    }
+    RxSlot& slot = s->ring[psn & s->mask];
+    if (slot.m) {
+        ep->st.duplicates++;
+        s->ack_now = true;
+        s->ack_pending = true;
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    if (d > 0) {
+        ep->st.out_of_order++;
+        s->ack_now = true;  // tell the sender about the hole at once (SACK)
+        s->ack_pending = true;
+    }
+    slot.m = m;
+    slot.p = p;
+    s->held++;
+    ep->st.rx_packets++;
+    ep->st.rx_bytes += p.payload_len;
+    if (p.flags & wire::kFlagAckRequest)
+        s->ack_now = true;
+    session_drain(s, now);
+}
+
+void session_timers(Session* s, uint64_t now)
+{
+    const EngineConfig& cfg = s->ep->engine->cfg;
+    if (s->blocked)
+        session_drain(s, now);
+    if (s->una != s->next_psn) {
+        if (now - s->last_heard_us > uint64_t(cfg.peer_timeout_ms) * 1000) {
+            session_fail(s, OpStatus::kPeerTimeout);
+            return;
+        }
+        if (s->rto_deadline && now >= s->rto_deadline) {
+            s->ep->st.rto_fires++;
+            s->rtt.backoff();
+            // Go back to the oldest packet the peer does not hold.
+            uint32_t psn = s->una;
+            while (psn_before(psn, s->next_psn) && s->inflight[psn & s->mask].sacked)
+                psn++;
+            if (!psn_before(psn, s->next_psn))
+                psn = s->una;
+            s->in_recovery = false;
+            enter_recovery(s);
+            transmit_slot(s, psn, now, true);
+            s->rto_deadline = now + s->rtt.rto_us();
+        }
+    }
+    if (s->ack_pending && (s->ack_now || now >= s->ack_deadline))
+        session_send_ack(s, now);
+}
+
+void session_fail(Session* s, OpStatus why)
+{
+    EndpointImpl* ep = s->ep;
+    ep->st.session_failures++;
+    // Forget every packet in flight before completing operations, so no
+    // completion callback sees a half-torn session.
+    for (InflightPacket& ip : s->inflight)
+        ip = InflightPacket();
+    s->fifo_head = s->fifo_tail = nullptr;
+    while (!s->ops.empty()) {
+        TxOp* op = s->ops.head;
+        op->inflight = 0;
+        op->queued = false;
+        ep->complete_op(op, why);
+    }
+    s->tx_stream = random_stream_id();
+    s->stream_acked = false;
+    s->next_psn = s->una = 0;
+    s->rto_deadline = 0;
+    s->cwnd = s->mask + 1;
+    s->peer_window = s->mask + 1;
+    s->in_recovery = false;
+    s->rtt = RttEstimator(ep->engine->cfg.rto_initial_us, ep->engine->cfg.rto_min_us, ep->engine->cfg.rto_max_us);
+
+    ep->abandon_rx(s, why);
+    if (s->rx_stream)
+        s->retired[s->retired_next++ & 3] = s->rx_stream;
+    s->rx_stream = 0;
+    s->expected_psn = 0;
+    for (RxSlot& slot : s->ring) {
+        if (slot.m)
+            rte_pktmbuf_free(slot.m);
+        slot.m = nullptr;
+    }
+    s->held = 0;
+    s->blocked = false;
+    s->ack_pending = s->ack_now = false;
+    s->unacked = 0;
+    s->ack_deadline = 0;
+    s->cur_eager = nullptr;
+}
+
+} // namespace dpdk_engine
