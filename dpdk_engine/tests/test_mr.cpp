@@ -1,12 +1,4 @@
 // cmocka tests of the memory region registry (mr.h).
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-// cmocka.h (1.1.x) has no extern "C" guard of its own.
-extern "C" {
-#include <cmocka.h>
-}
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +7,16 @@ extern "C" {
 #include <vector>
 
 #include "dpdk_engine/mr.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+// cmocka.h (1.1.x) has no extern "C" guard of its own, and its fail() macro
+// breaks libstdc++ headers included after it: keep it last.
+extern "C" {
+#include <cmocka.h>
+}
 
 using dpdk_engine::MemoryRegistry;
 using dpdk_engine::kMrRemoteRead;

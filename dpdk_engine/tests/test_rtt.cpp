@@ -1,18 +1,20 @@
 // cmocka tests of the RFC 6298 RTO estimator (rtt.h).
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-// cmocka.h (1.1.x) has no extern "C" guard of its own.
-extern "C" {
-#include <cmocka.h>
-}
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "dpdk_engine/rtt.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+// cmocka.h (1.1.x) has no extern "C" guard of its own, and its fail() macro
+// breaks libstdc++ headers included after it: keep it last.
+extern "C" {
+#include <cmocka.h>
+}
 
 using dpdk_engine::RttEstimator;
 
