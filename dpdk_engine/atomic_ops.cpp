@@ -224,19 +224,6 @@ T wrap_mul(T x, T y)
 }
 
 template <typename T>
-T sum(T x, T y)
-{
-    if constexpr (kIsInt<T>) {
-        using W = wide_unsigned_t<T>;
-        using U = typename std::make_unsigned<T>::type;
-        return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(x)) +
-                                             static_cast<W>(static_cast<U>(y))));
-    } else {
-        return x + y;
-    }
-}
-
-template <typename T>
 T prod(T x, T y)
 {
     if constexpr (kIsInt<T>)
@@ -286,7 +273,7 @@ WireStatus exec(AtomicOp op, uint8_t* t, const uint8_t* a, const uint8_t* c, uin
             return direct_loop<T>(t, a, c, f, n, [](B* p, B x, B) { return __atomic_fetch_add(p, x, kSc); });
         else
             return cas_loop<T>(t, a, c, f, n, [](T old, T op_, T, T* nv) {
-                *nv = sum(old, op_);
+                *nv = old + op_;  // float, double, complex
                 return true;
             });
     case AtomicOp::kProd:
