@@ -336,6 +336,7 @@ int Endpoint::send(const SendArgs& a)
         ep->complete(c);
     }
     session_enqueue(s, op);
+    ep->engine->kick(s);
     return 0;
 }
 

@@ -121,6 +121,14 @@ void EngineImpl::activate(Session* s)
     active = s;
 }
 
+void EngineImpl::kick(Session* s)
+{
+    if (s->fifo_head != s->fifo_tail)
+        return;  // others were queued before: progress() is already behind
+    session_pump(s, now_us());
+    port->flush();
+}
+
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
 {
     if (!s->mac_known) {
@@ -255,6 +263,7 @@ int EngineImpl::progress()
 {
     uint64_t now = now_us();
     int work = 0;
+    tick++;
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n = port->rx_burst(pkts, kRxBurst);
     if (fault_rx && fault_rx->enabled())

@@ -213,6 +213,7 @@ struct Session {
     uint32_t peer_window = 0;     // credits granted by the peer
     uint32_t recover_psn = 0;     // one window reduction per loss episode
     bool in_recovery = false;
+    bool window_stalled = false;  // counts stalls once, not once per round
     RttEstimator rtt;
     uint64_t rto_deadline = 0;    // 0 = not armed
     uint64_t last_heard_us = 0;   // any valid packet from the peer
@@ -233,6 +234,7 @@ struct Session {
     bool ack_now = false;
     uint32_t unacked = 0;
     uint64_t ack_deadline = 0;
+    uint64_t ack_tick = 0;        // progress round that first saw ack_now
     uint32_t peer_ts = 0;         // newest peer timestamp, echoed back
     RxMsg* cur_eager = nullptr;   // eager message being reassembled
     uint32_t failed_write_op = 0; // RMA write op refused; skip its segments
@@ -338,6 +340,7 @@ class EngineImpl {
     Session* active = nullptr;           // sessions with timers or work
     std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
     uint64_t idle_since_us = 0;
+    uint64_t tick = 1;                   // progress rounds
     // mbufs held as hidden buffers of unexpected messages, and their cap
     // (a share of the pool, so receiving in order never runs dry).
     uint32_t held_unexpected = 0;
@@ -353,7 +356,9 @@ class EngineImpl {
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).
     void transmit(rte_mbuf* m, const Address& dst);
-    void flush();
+    // Transmits what a freshly posted operation allows right away, so
+    // posting drives the engine and latency does not wait for progress().
+    void kick(Session* s);
     void handle_frame(rte_mbuf* m, uint64_t now);
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
     bool fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now);

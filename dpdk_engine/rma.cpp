@@ -81,6 +81,7 @@ int Endpoint::write(const RmaArgs& a)
         op->iov_count = static_cast<uint32_t>(a.iov_count);
     }
     session_enqueue(s, op);
+    ep->engine->kick(s);
     return 0;
 }
 
@@ -109,6 +110,7 @@ int Endpoint::read(const RmaArgs& a)
     memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
     op->iov_count = static_cast<uint32_t>(a.iov_count);
     session_enqueue(s, op);
+    ep->engine->kick(s);
     return 0;
 }
 
@@ -148,6 +150,7 @@ int Endpoint::atomic(const AtomicArgs& a)
     op->iov[0] = {op->bounce, op->total_len};
     op->iov_count = 1;
     session_enqueue(s, op);
+    ep->engine->kick(s);
     return 0;
 }
 

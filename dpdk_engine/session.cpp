@@ -90,6 +90,7 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
     th->window.set(static_cast<uint16_t>(s->mask + 1 > 65535 ? 65535 : s->mask + 1));
     s->ack_pending = false;
     s->ack_now = false;
+    s->ack_tick = 0;
     s->unacked = 0;
     s->ack_deadline = 0;
 }
@@ -337,9 +338,12 @@ void session_pump(Session* s, uint64_t now)
         limit = 1;  // a closed window still lets one probe through
     while (s->fifo_head) {
         if (inflight_count(s) >= limit) {
-            s->ep->st.window_stalls++;
+            if (!s->window_stalled)
+                s->ep->st.window_stalls++;
+            s->window_stalled = true;
             break;
         }
+        s->window_stalled = false;
         TxOp* op = s->fifo_head;
         auto type = packet_type(op->kind);
         uint32_t psn = s->next_psn;
@@ -557,8 +561,15 @@ void session_timers(Session* s, uint64_t now)
             s->rto_deadline = now + s->rtt.rto_us();
         }
     }
-    if (s->ack_pending && (s->ack_now || now >= s->ack_deadline))
-        session_send_ack(s, now);
+    // An urgent ACK waits one progress round: the application usually answers
+    // a message it just received, and the answer carries the ACK for free.
+    if (s->ack_pending) {
+        uint64_t tick = s->ep->engine->tick;
+        if (s->ack_now && !s->ack_tick)
+            s->ack_tick = tick;
+        if ((s->ack_now && s->ack_tick != tick) || now >= s->ack_deadline)
+            session_send_ack(s, now);
+    }
 }
 
 void session_fail(Session* s, OpStatus why)
