@@ -275,18 +275,31 @@ bool FaultInjector::chance(uint64_t t)
     return (next() >> 11) < t;
 }
 
-bool FaultInjector::corrupt(rte_mbuf* m)
+bool FaultInjector::corrupt(rte_mbuf** mp, rte_mempool* pool)
 {
+    rte_mbuf* m = *mp;
     // First segment only: our frames are single-segment, and headers always
     // live in the first segment anyway.
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     Span spans[3];
-    const unsigned n = covered_spans(f, m->data_len, spans);
+    const unsigned n = covered_spans(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, spans);
     uint32_t total = 0;
     for (unsigned i = 0; i < n; i++)
         total += spans[i].len;
     if (total == 0)
         return false;
+    // Copy on write: on tx the engine may still hold a reference to this
+    // data for retransmission (refcnt > 1, an indirect clone, or an external
+    // buffer). Flipping the shared bytes would corrupt every retransmission
+    // too, i.e. model a broken sender instead of a noisy link.
+    if (rte_mbuf_refcnt_read(m) > 1 || RTE_MBUF_CLONED(m) || RTE_MBUF_HAS_EXTBUF(m)) {
+        rte_mbuf* c = rte_pktmbuf_copy(m, pool ? pool : m->pool, 0, UINT32_MAX);
+        if (!c)
+            return false;
+        rte_pktmbuf_free(m);  // drops only our reference
+        m = c;
+        *mp = c;
+    }
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     const uint64_t r = next();
     uint32_t pick = static_cast<uint32_t>((r >> 3) % total);
     for (unsigned i = 0; i < n; i++) {
@@ -322,7 +335,7 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
                 stats_.duplicated++;
             }
         }
-        if (chance(corrupt_t_) && corrupt(m))
+        if (chance(corrupt_t_) && corrupt(&m, pool))
             stats_.corrupted++;
         if (chance(reorder_t_) && num_held_ < kMaxHeld) {
             held_[num_held_++] = {m, delivered_, calls_};

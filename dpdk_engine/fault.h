@@ -77,7 +77,10 @@ public:
     //    of the burst; skipped when the burst is full or the pool is empty;
     //  * corrupt: one random bit of one random byte that a receiver check
     //    covers (IPv4 header or what follows the UDP header; see fault.cpp)
-    //    is flipped; non-IPv4 frames (ARP) are never corrupted;
+    //    is flipped; non-IPv4 frames (ARP) are never corrupted. Data shared
+    //    with someone else (refcnt > 1, clone, external buffer: a tx packet
+    //    kept for retransmission) is copied first and the copy corrupted,
+    //    so pkts[i] may change to a new mbuf;
     //  * reorder: the packet is held back and released at the end of a later
     //    burst (see kRelease*), at most kMaxHeld at once.
     // Never fails; a fault that cannot be applied is skipped and not counted.
@@ -103,7 +106,7 @@ private:
     // Bernoulli trial against a precomputed 53-bit threshold.
     bool chance(uint64_t threshold);
     uint64_t next();
-    bool corrupt(rte_mbuf* m);
+    bool corrupt(rte_mbuf** m, rte_mempool* pool);
 
     struct Held {
         rte_mbuf* m;

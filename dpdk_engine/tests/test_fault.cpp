@@ -392,6 +392,38 @@ void test_loss_and_corrupt_extremes(void**)
     assert_no_leak();
 }
 
+// A packet the sender still references (kept for retransmission) is
+// corrupted in a private copy: the sender's bytes stay intact.
+void test_corrupt_copies_shared_data(void**)
+{
+    FaultConfig c;
+    c.corrupt = 1;
+    c.rx = false;
+    c.tx = true;
+    FaultInjector inj(c, FaultDirection::kTx);
+    assert_true(inj.enabled());
+    rte_mbuf* kept = make_pkt(5);
+    rte_mbuf_refcnt_update(kept, 1);  // the engine's retransmission reference
+    std::vector<uint8_t> before(rte_pktmbuf_mtod(kept, uint8_t*),
+                                rte_pktmbuf_mtod(kept, uint8_t*) + kept->data_len);
+    rte_mbuf* pkts[2] = {kept, nullptr};
+    assert_int_equal(inj.apply(pkts, 1, 2, g_pool), 1);
+    assert_ptr_not_equal(pkts[0], kept);
+    assert_int_not_equal(parse(pkts[0]), wire::ParseResult::kOk);
+    assert_memory_equal(rte_pktmbuf_mtod(kept, uint8_t*), before.data(), before.size());
+    assert_int_equal(rte_mbuf_refcnt_read(kept), 1);  // the injector dropped its reference
+    assert_int_equal(parse(kept), wire::ParseResult::kOk);
+    rte_pktmbuf_free(pkts[0]);
+    rte_pktmbuf_free(kept);
+    // An unshared packet is corrupted in place.
+    rte_mbuf* own = make_pkt(6);
+    pkts[0] = own;
+    assert_int_equal(inj.apply(pkts, 1, 2, g_pool), 1);
+    assert_ptr_equal(pkts[0], own);
+    rte_pktmbuf_free(own);
+    assert_no_leak();
+}
+
 int setup(void**)
 {
     // No hugepages, no PCI, no shared files: the unit test must run
@@ -426,6 +458,7 @@ int main()
         cmocka_unit_test(test_reorder_conserves_and_drains),
         cmocka_unit_test(test_dup_and_cap),
         cmocka_unit_test(test_loss_and_corrupt_extremes),
+        cmocka_unit_test(test_corrupt_copies_shared_data),
     };
     return cmocka_run_group_tests_name("fault", tests, setup, teardown);
 }
