@@ -14,10 +14,10 @@ extern "C" {
 #include <cmocka.h>
 }
 
-#include <rte_eal.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "../eal.h"
 #include "../fault.h"
 #include "../wire.h"
 
@@ -426,13 +426,8 @@ void test_corrupt_copies_shared_data(void**)
 
 int setup(void**)
 {
-    // No hugepages, no PCI, no shared files: the unit test must run
-    // anywhere, beside other processes. (DPDK 22.11 turns --no-huge into
-    // legacy memory, which it refuses together with --in-memory, hence
-    // --no-shconf.)
-    const char* argv[] = {"test_fault", "--no-huge", "--no-pci", "--no-shconf", "-m", "64",
-                          "--log-level=1", "--no-telemetry", "--file-prefix=dpdk_engine_test"};
-    if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
+    // The engine's own bootstrap: --no-huge, --no-pci, no shared files.
+    if (eal_ensure_started(EalOptions()) != 0)
         return -1;
     g_pool = rte_pktmbuf_pool_create("fault_test", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
     return g_pool ? 0 : -1;
@@ -440,8 +435,7 @@ int setup(void**)
 
 int teardown(void**)
 {
-    rte_mempool_free(g_pool);
-    rte_eal_cleanup();
+    rte_mempool_free(g_pool);  // EAL stays up: the engine never tears it down
     return 0;
 }
 
