@@ -1,0 +1,212 @@
+// Port: one DPDK ethdev with one rx and one tx queue, plus the kernel-side
+// plumbing a userspace transport needs on a shared host (UDP port
+// reservations, socket filters for af_packet).
+//
+// Device strings (PortConfig::device):
+//   ""                          zero-config: af_packet on cfg.iface ("lo")
+//   "net_af_packet0,iface=X"    any DPDK vdev string, passed to rte_vdev_init
+//   "net_tap0,iface=X", "net_af_xdp0,iface=X", "net_ring0", "net_null0", ...
+//   "0000:01:00.0"              a PCI device (probed through EAL's allow-list;
+//                               must be bound to vfio-pci/uio beforehand)
+//   "memif:<socket path>"       memif; the first process to open the path is
+//                               the server, the second the client
+//   "ringpair:<name>:<0|1>"     two cross-connected net_ring ports in ONE
+//                               process (side 0 transmits to side 1 and vice
+//                               versa): for engine tests with two endpoints.
+//
+// af_packet facts that shape this class (Linux 6.x, DPDK 22.11; verified in
+// tests/test_port.cpp):
+//  * The PMD's socket is not exposed; we find it (new AF_PACKET fd after
+//    rte_vdev_init) and tune it: PACKET_IGNORE_OUTGOING (on lo every frame
+//    sent by another packet socket is otherwise seen twice: the
+//    dev_queue_xmit_nit copy and the looped-back one) and a classic BPF
+//    filter that lets through only ARP (not on lo), ICMP (not on lo) and
+//    IPv4/UDP frames carrying kTransportMagic as first payload bytes and,
+//    once ports are reserved, a destination port we reserved.  So MPI's TCP
+//    on lo, frames for other processes and our own looped-back frames to
+//    peers never reach userspace.
+//  * The PMD joins its socket to PACKET_FANOUT group (getpid() ^ ifindex):
+//    two af_packet ports on the same interface in one process share one
+//    group and each frame reaches only one of them.  open() refuses the
+//    second one (-EBUSY); use ringpair/ring for one-process tests.
+//  * On lo the kernel never delivers the frames we inject to its own UDP
+//    sockets: 127.x -> 127.x arriving from a packet socket fails the input
+//    route lookup (martian destination; "local source" with
+//    route_localnet=1) and frames to a MAC other than lo's 00:..:00 are
+//    PACKET_OTHERHOST.  So no ICMP port unreachable on lo; the reservation
+//    sockets keep ports unique (and matter on veth/tap, where the kernel
+//    does deliver).  mac() on lo is 00:00:00:00:00:00.
+//  * Never call rte_eth_dev_set_mtu on af_packet: it runs SIOCSIFMTU on the
+//    kernel interface.  The ethdev MTU of af_packet/memif is capped at 1500
+//    by the PMDs' max_rx_pktlen; larger frames still work because the
+//    af_packet ring frames and memif buffers are sized from cfg.mtu.
+//
+// Not thread-safe: one thread (the progress context) uses a Port at a time.
+// Destroy all Ports before process exit if you want the ethdevs closed
+// cleanly (EAL itself is never torn down).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <rte_ether.h>
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace dpdk_engine {
+
+// First two bytes (big-endian) of the UDP payload of every frame of our
+// transport; wire::kMagic holds the same value.  The af_packet BPF filter
+// matches on it.
+constexpr uint16_t kTransportMagic = 0xD9D7;
+
+// Largest L3 MTU we support (jumbo frames).
+constexpr uint16_t kMaxMtu = 9000;
+// Smallest: IPv4's minimum.
+constexpr uint16_t kMinMtu = 68;
+
+struct PortConfig {
+  std::string device;       // see the header comment; "" => af_packet on iface
+  std::string iface = "lo"; // for the default af_packet device
+  std::string ip;           // our IPv4 address; "" => 127.0.0.1
+  uint16_t mtu = 1500;      // L3 MTU, kMinMtu..kMaxMtu
+  unsigned mbufs = 0;       // pool size; 0 => 16384
+  bool hugepages = false;   // EAL with hugepages (only the first Port's EAL
+                            // options count: EAL starts once per process)
+  std::string eal_args;     // extra EAL arguments (FI_DPDK_EAL_ARGS)
+  bool verbose = false;     // EAL/PMD logging at INFO on stderr
+};
+
+class Port {
+ public:
+  enum class Kind { kAfPacket, kMemif, kRing, kRingPair, kNull, kTap, kAfXdp,
+                    kPci, kOtherVdev };
+
+  struct Stats {
+    uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
+  };
+
+  // Opens the device (starting EAL first if needed), creates the mbuf pool,
+  // configures 1 rx + 1 tx queue and starts it.  Never blocks on a peer:
+  // a memif port comes up later (link_up()).
+  // Returns 0 and sets *out, or a negative errno:
+  //   -EINVAL      malformed device string, ip, mtu or eal_args
+  //   -EBUSY       a second af_packet port on the same interface in this
+  //                process (the PMD's fanout group would split traffic)
+  //   -EEXIST      a vdev of that name already exists in this process
+  //   -ENODEV      no such interface / PCI device / driver
+  //   -ENOMEM      mempool or EAL memory exhausted
+  //   -ECONNREFUSED memif: a server holds the path but its socket is gone
+  //   -EIO         the PMD failed to create the device (details in its log
+  //                with verbose), or the af_packet socket of the PMD could
+  //                not be identified
+  //   other        errors of eal_ensure_started(), rte_vdev_init,
+  //                rte_eth_dev_configure/queue setup/start, setsockopt
+  static int open(const PortConfig& cfg, std::unique_ptr<Port>* out);
+  // Stops and closes the ethdev (and removes the vdev), frees the pool,
+  // closes reservation sockets and lock files.  mbufs of this pool still
+  // held by the caller must be freed before.
+  ~Port();
+  Port(const Port&) = delete;
+  Port& operator=(const Port&) = delete;
+
+  // Receives up to n frames.  No system call beyond the PMD's own (af_packet
+  // and memif: none).  Counts rx_pkts/rx_bytes.
+  uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
+  // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
+  // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
+  // Port (sent or freed and counted in tx_dropped).
+  void tx(rte_mbuf* m);
+  // Sends the batch.  On a short send retries kTxRetries times, then frees
+  // what is left and counts it in tx_dropped.  Returns the number sent.
+  uint16_t flush();
+  size_t tx_pending() const { return tx_count_; }
+
+  // One mbuf from the pool, or nullptr (counted in alloc_failed).
+  rte_mbuf* alloc();
+  // n mbufs or none: 0, or -ENOENT (counted, n added to alloc_failed).
+  int alloc_bulk(rte_mbuf** m, unsigned n);
+
+  rte_mempool* pool() const { return pool_; }
+  uint16_t port_id() const { return port_id_; }
+  uint32_t ip_be() const { return ip_be_; }
+  const rte_ether_addr& mac() const { return mac_; }
+  uint16_t mtu() const { return mtu_; }
+  // Largest frame (Ethernet header included, no FCS) we may build.
+  size_t frame_capacity() const { return RTE_ETHER_HDR_LEN + size_t{mtu_}; }
+  // af_packet on lo: the kernel owns ARP and ICMP for 127.x; do not answer.
+  bool is_loopback() const { return loopback_; }
+  // false for lo, memif, ring, ringpair, null; true for the rest.
+  bool needs_arp() const { return needs_arp_; }
+  // A pollable fd that becomes readable when frames are waiting in the
+  // af_packet rx ring; -1 for other devices (memif runs its rings in
+  // polling mode, MEMIF_RING_FLAG_MASK_INT, so its event fds never fire):
+  // fall back to a timer there.
+  int rx_wait_fd() const { return rx_fd_; }
+  // Link state without waiting (memif: true once the peer has connected).
+  bool link_up() const;
+  Kind kind() const { return kind_; }
+
+  // Reserves UDP port `wanted` (0: any free port) for us on this host by
+  // binding a kernel UDP socket to 0.0.0.0:<port> (no SO_REUSEADDR, with
+  // IP_FREEBIND) that carries a drop-all filter: two processes never share
+  // a port, and the kernel neither answers our frames with ICMP port
+  // unreachable nor queues them.  On af_packet ports the rx filter is then
+  // narrowed to the reserved ports.  *got receives the port.
+  // Returns 0, -EADDRINUSE (taken, also by ourselves), -EINVAL (got null),
+  // or the errno of socket/bind/setsockopt (e.g. -EACCES below 1024
+  // without privilege).
+  int reserve_udp_port(uint16_t wanted, uint16_t* got);
+  // Releases a reservation (no-op if `port` is not reserved).
+  void release_udp_port(uint16_t port);
+
+  // Kernel counters of the af_packet socket since the last call
+  // (PACKET_STATISTICS: frames queued to the ring, frames dropped because
+  // the ring was full).  0, or -ENOTSUP on other devices.
+  int kernel_rx_stats(uint64_t* received, uint64_t* dropped);
+
+  const Stats& stats() const { return stats_; }
+  const std::string& name() const { return name_; }
+
+  static constexpr unsigned kTxBatch = 64;
+  static constexpr unsigned kTxRetries = 8;
+  static constexpr unsigned kDefaultMbufs = 16384;
+
+ private:
+  Port() = default;
+  int install_rx_filter();
+  void teardown();
+
+  Kind kind_ = Kind::kOtherVdev;
+  std::string name_;
+  std::string vdev_name_;  // "" for PCI (and nothing to uninit)
+  bool vdev_created_ = false;
+  bool started_ = false;
+  uint16_t port_id_ = UINT16_MAX;
+  rte_mempool* pool_ = nullptr;
+  uint32_t ip_be_ = 0;
+  rte_ether_addr mac_{};
+  uint16_t mtu_ = 1500;
+  bool loopback_ = false;
+  bool needs_arp_ = true;
+  int rx_fd_ = -1;         // af_packet socket (owned by the PMD)
+  int fanout_lock_fd_ = -1;
+  std::string fanout_lock_path_;
+  int memif_server_fd_ = -1;  // held by the memif server for its lifetime
+  std::string memif_server_path_;
+  std::string ringpair_key_;  // ringpair: shared rings and pool, refcounted
+  bool owns_pool_ = true;
+  std::map<uint16_t, int> udp_reservations_;  // port -> kernel socket
+  rte_mbuf* tx_batch_[kTxBatch];
+  unsigned tx_count_ = 0;
+  Stats stats_{};
+};
+
+const char* to_string(Port::Kind k);
+
+}  // namespace dpdk_engine
