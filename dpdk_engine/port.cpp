@@ -385,7 +385,13 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     // PMD transmits from offset 32; slots are 16-byte aligned and pack into
     // 128 KiB blocks.  ~2048 slots (3.2 MB per direction at MTU 1500),
     // capped at 16 MiB per direction for jumbo frames.
-    unsigned framesz = align_up(frame + kAfPacketHeadroom, 16);
+    // framesz must divide the block size: the kernel never lets a slot
+    // straddle a block, while the PMD addresses slot i at i * framesz. With
+    // a remainder the two disagree from the second block on and tx stalls
+    // for good after the first block's slots (seen: 81 frames at MTU 1500).
+    unsigned framesz = 64;
+    while (framesz < frame + kAfPacketHeadroom)
+      framesz <<= 1;
     unsigned per_block = kAfPacketBlock / framesz;
     unsigned want = std::max(256u, std::min(2048u, (16u << 20) / framesz));
     unsigned framecnt = align_up(want, per_block);
