@@ -67,9 +67,14 @@ inline uint32_t crc_update(uint32_t reg, const uint8_t* p, size_t len)
 
 // CRC of a transport packet of `total` bytes (header + extension + payload)
 // as if the crc field were zero, without writing to the (const) frame.
+// The UDP source and destination ports (the 4 bytes at th - 8) come first:
+// UDP's own checksum is 0, and a flipped port bit must not deliver a packet
+// to the wrong endpoint or under the wrong source (RoCE's ICRC covers them
+// for the same reason).
 inline uint32_t packet_crc(const uint8_t* th, size_t total)
 {
-    uint32_t reg = crc_update(0xffffffffu, th, kCrcOffset);
+    uint32_t reg = crc_update(0xffffffffu, th - kUdpHeaderLen, 4);
+    reg = crc_update(reg, th, kCrcOffset);
     reg = rte_hash_crc_4byte(0, reg);
     reg = crc_update(reg, th + sizeof(TransportHeader), total - sizeof(TransportHeader));
     return reg ^ 0xffffffffu;

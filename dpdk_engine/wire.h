@@ -9,8 +9,8 @@
 //    can be overlaid on any byte offset without packing attributes;
 //  * every struct size is frozen by a static_assert;
 //  * packet type ids are never reused; new features take flag bits;
-//  * every packet carries a CRC32C over transport header (crc field zero),
-//    extension and payload, like RoCE's ICRC;
+//  * every packet carries a CRC32C over the UDP ports, transport header (crc
+//    field zero), extension and payload, like RoCE's ICRC;
 //  * the receive parser checks lengths before it looks at a field.
 #ifndef DPDK_ENGINE_WIRE_H
 #define DPDK_ENGINE_WIRE_H
@@ -109,7 +109,7 @@ struct TransportHeader {
     be16 payload_len;    // bytes after header_len
     be32 timestamp;      // sender clock in microseconds (RTT sampling)
     be32 timestamp_echo; // newest timestamp seen from the peer (0 = none)
-    be32 crc;            // CRC32C of header (crc = 0) + extension + payload
+    be32 crc;            // CRC32C of UDP ports + header (crc = 0) + extension + payload
 };
 static_assert(sizeof(TransportHeader) == 48, "TransportHeader is frozen at 48 bytes");
 
@@ -257,8 +257,10 @@ size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_le
 // from the type's extension; every other field zero.
 void init_transport_header(TransportHeader* th, PacketType type, uint16_t flags, uint16_t payload_len);
 
-// Computes and stores the CRC over th .. th + header_len + payload_len,
-// which must be contiguous; the crc field counts as zero. header_len and
+// Computes and stores the CRC over the UDP ports (the 4 bytes at th - 8:
+// th must follow its UDP header, already written) and th .. th +
+// header_len + payload_len, which must be contiguous; the crc field counts
+// as zero. header_len and
 // payload_len must already be set (init_transport_header does it).
 void seal(TransportHeader* th);
 
@@ -272,7 +274,8 @@ void seal(TransportHeader* th);
 //
 // so `init` is the raw register seed: keep the default for a standalone CRC;
 // to continue a CRC over a second range pass `previous ^ 0xffffffff`.
-// The packet CRC (TransportHeader.crc) is crc32c over the transport header
+// The packet CRC (TransportHeader.crc) is crc32c over the UDP source and
+// destination ports (4 bytes as on the wire), then the transport header
 // with its crc field set to zero, then the extension, then the payload, i.e.
 // the UDP payload; the field stores the result big-endian.
 // Hardware (SSE4.2 crc32) when available, DPDK's software tables otherwise.

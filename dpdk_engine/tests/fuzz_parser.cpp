@@ -51,10 +51,12 @@ void check(const uint8_t* frame, size_t len, bool crc)
     g_sink = x;
     if (crc) {
         // Accepted with the CRC: re-sealing a copy must give the same CRC.
-        const size_t tlen = static_cast<size_t>(end - th);
+        // The CRC covers the UDP ports: copy from the UDP header on.
+        const uint8_t* from = th - wire::kUdpHeaderLen;
+        const size_t tlen = static_cast<size_t>(end - from);
         uint8_t* copy = static_cast<uint8_t*>(malloc(tlen));
-        memcpy(copy, th, tlen);
-        auto* cth = reinterpret_cast<wire::TransportHeader*>(copy);
+        memcpy(copy, from, tlen);
+        auto* cth = reinterpret_cast<wire::TransportHeader*>(copy + wire::kUdpHeaderLen);
         wire::seal(cth);
         if (cth->crc.get() != p.th->crc.get())
             abort();
