@@ -516,7 +516,7 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
     RxMsg* m = msg_by_handle(x->handle.get());
     uint64_t offset = x->offset.get();
     uint64_t granted = m ? (m->total_len < m->capacity ? m->total_len : m->capacity) : 0;
-    if (!m || m->session != s || !m->rendezvous || offset + p.payload_len > granted) {
+    if (!m || m->session != s || !m->rendezvous || offset > granted || p.payload_len > granted - offset) {
         st.protocol_errors++;
         return Delivery::kDone;
     }

@@ -195,7 +195,7 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
         return Delivery::kBlocked;  // a response may be needed: wait for a slot
     wire::WireStatus status = wire::WireStatus::kOk;
     uint8_t* dst = nullptr;
-    if (offset + p.payload_len > total) {
+    if (offset > total || p.payload_len > total - offset) {
         status = wire::WireStatus::kBadRequest;
     } else if (offset == 0) {
         // Check the whole range up front so a refused write changes nothing.

@@ -181,9 +181,11 @@ void test_build_layout(void**)
     assert_int_equal((tp[6] << 8) | tp[7], 48);
     assert_int_equal(tp[8], 0x11);
     assert_int_equal(tp[11], 0x44);
-    // The CRC is crc32c over the UDP payload with the crc field zeroed.
-    std::vector<uint8_t> copy(tp, tp + 48);
-    memset(copy.data() + 44, 0, 4);
+    // The CRC is crc32c over the UDP ports, then the UDP payload with the crc
+    // field zeroed.
+    std::vector<uint8_t> copy(tp - kUdpHeaderLen, tp - kUdpHeaderLen + 4);
+    copy.insert(copy.end(), tp, tp + 48);
+    memset(copy.data() + 4 + 44, 0, 4);
     const uint32_t want = crc32c(copy.data(), copy.size());
     const uint32_t got = (uint32_t(tp[44]) << 24) | (tp[45] << 16) | (tp[46] << 8) | tp[47];
     assert_int_equal(got, want);
