@@ -283,9 +283,9 @@ int EndpointImpl::post_recv(const RecvArgs& a)
     // Queue first so bind_slice can unlink it; matching unexpected messages
     // in arrival order keeps MPI's ordering rule.
     posted[tagged].push_back(r);
+    // finish_recv() releases r once it is retired and its last slice is
+    // done (possibly already inside this call): never release it here too.
     try_match_unexpected(r);
-    if (r->retired && r->slices_open == 0)
-        release_recv(r);
     return 0;
 }
 
