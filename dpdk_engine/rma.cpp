@@ -125,6 +125,13 @@ int Endpoint::atomic(const AtomicArgs& a)
     bool compare = a.kind == wire::AtomicKind::kCompare;
     if ((compare && !a.compare) || (a.kind != wire::AtomicKind::kPlain && !a.result))
         return -EINVAL;
+    // The target executes a request from one packet (AtomicExt has no
+    // offset): operands + compare values must fit one, as must the fetched
+    // values of the response. A compare atomic of kMaxAtomicBytes would be
+    // cut in two and refused by the target as a bad request.
+    if ((compare ? 2 : 1) * a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicReq) ||
+        a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicResp))
+        return -EINVAL;
     Session* s = ep->session_for(a.dest, true);
     if (!s)
         return -ENOMEM;
