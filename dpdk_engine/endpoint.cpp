@@ -299,8 +299,10 @@ int Endpoint::send(const SendArgs& a)
     Session* s = ep->session_for(a.dest, true);
     if (!s)
         return -ENOMEM;
+    // Delivery complete goes through the rendezvous whatever the size (an
+    // empty message too): only the CTS tells that the receive has matched.
     bool rendezvous = (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) &&
-                      !(a.flags & kOpInject) && len > 0;
+                      !(a.flags & kOpInject);
     TxOp* op = ep->alloc_op(rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, s);
     if (!op)
         return -EAGAIN;
