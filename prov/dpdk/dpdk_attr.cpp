@@ -1,0 +1,474 @@
+// fi_getinfo: the attributes we offer and how hints narrow them.
+//
+// Semantics follow libfabric's own core providers (prov/tcp through
+// prov/util): a non-zero hint is a requirement (unsupported -> -FI_ENODATA),
+// a zero hint is a wildcard, primary capabilities come back as requested and
+// secondary ones as offered. We offer FI_EP_RDM only: answering FI_EP_MSG or
+// FI_EP_DGRAM hints with -FI_ENODATA keeps ofi_rxm/ofi_rxd from layering
+// bogus "dpdk;ofi_rxm" entries over us (design.md section 8).
+//
+// Cheap by construction: no EAL, no port, at most one getaddrinfo().
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+namespace {
+
+const dpdk_engine::EngineConfig kEngineDefaults;
+
+bool valid_threading(fi_threading t)
+{
+    switch (t) {
+    case FI_THREAD_UNSPEC:
+    case FI_THREAD_SAFE:
+    case FI_THREAD_FID:
+    case FI_THREAD_DOMAIN:
+    case FI_THREAD_COMPLETION:
+    case FI_THREAD_ENDPOINT:
+        return true;
+    }
+    return false;
+}
+
+bool valid_progress(fi_progress p)
+{
+    return p == FI_PROGRESS_UNSPEC || p == FI_PROGRESS_AUTO || p == FI_PROGRESS_MANUAL;
+}
+
+// Rejects a hint with a log line saying which one (FI_LOG_LEVEL=info).
+int reject(const char* why)
+{
+    DPDK_INFO(FI_LOG_CORE, "hints not supported: %s\n", why);
+    return -FI_ENODATA;
+}
+
+// The MR mode we return for a hint. Before API 1.5 mr_mode is an enum; from
+// 1.5 on it is a bit set of things the application agrees to do, and we
+// return the subset we make use of (never FI_MR_LOCAL: desc may be NULL).
+int pick_mr_mode(uint32_t version, int hint, int* out)
+{
+    if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+        switch (hint) {
+        case FI_MR_UNSPEC:
+            *out = FI_MR_SCALABLE;  // we place no constraint
+            return 0;
+        case FI_MR_BASIC:
+        case FI_MR_SCALABLE:
+            *out = hint;
+            return 0;
+        default:
+            return reject("mr_mode is not a pre-1.5 value");
+        }
+    }
+    if (hint & (FI_MR_BASIC | FI_MR_SCALABLE)) {
+        if (hint != FI_MR_BASIC && hint != FI_MR_SCALABLE)
+            return reject("FI_MR_BASIC/FI_MR_SCALABLE combined with other mr_mode bits");
+        *out = hint;
+        return 0;
+    }
+    *out = static_cast<int>(hint & kMrModeOptional);
+    return 0;
+}
+
+int check_fabric_attr(const fi_fabric_attr* h)
+{
+    if (h->name && strcmp(h->name, kFabricName) != 0)
+        return reject("fabric name");
+    if (h->prov_version > kProviderVersion)
+        return reject("provider version");
+    return 0;
+}
+
+int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
+{
+    if (h->name && device_desc().domain_name != h->name)
+        return reject("domain name");
+    if (!valid_threading(h->threading))
+        return reject("threading");
+    if (!valid_progress(h->control_progress) || !valid_progress(h->data_progress))
+        return reject("progress model");
+    if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP && h->av_type != FI_AV_TABLE)
+        return reject("av_type");
+    if (h->cq_data_size > sizeof(uint64_t))
+        return reject("cq_data_size above 8");
+    if (h->mr_key_size > sizeof(uint64_t))
+        return reject("mr_key_size above 8");
+    if (h->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM))
+        return reject("domain caps");
+    if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1)
+        return reject("scalable endpoints");
+    if (h->max_ep_stx_ctx || h->max_ep_srx_ctx)
+        return reject("shared contexts");
+    if (h->mr_iov_limit > 1)
+        return reject("mr_iov_limit above 1");
+    if (h->max_err_data)
+        return reject("max_err_data");
+    if (h->auth_key_size)
+        return reject("authorization keys");
+    return pick_mr_mode(version, h->mr_mode, mr_mode);
+}
+
+int check_ep_attr(const fi_ep_attr* h)
+{
+    if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM)
+        return reject("endpoint type (only FI_EP_RDM)");
+    if (h->protocol != FI_PROTO_UNSPEC)
+        return reject("protocol");
+    if (h->protocol_version > dpdk_engine::wire::kVersion)
+        return reject("protocol version");
+    if (h->max_msg_size > dpdk_engine::kMaxMessageSize)
+        return reject("max_msg_size");
+    if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1)
+        return reject("tx/rx context count (scalable or shared contexts)");
+    if (h->auth_key_size)
+        return reject("authorization keys");
+    if (h->max_order_raw_size > dpdk_engine::kMaxMessageSize ||
+        h->max_order_war_size > dpdk_engine::kMaxMessageSize ||
+        h->max_order_waw_size > dpdk_engine::kMaxMessageSize)
+        return reject("max_order_*_size");
+    return 0;
+}
+
+int check_tx_attr(const fi_tx_attr* h)
+{
+    if (h->caps & ~kCaps)
+        return reject("tx caps");
+    if (h->op_flags & ~kTxOpFlags)
+        return reject("tx op_flags");
+    if (h->msg_order & ~kMsgOrder)
+        return reject("tx msg_order");
+    if (h->comp_order & ~FI_ORDER_NONE)
+        return reject("tx comp_order");
+    if (h->inject_size > dpdk_engine::kInjectSize)
+        return reject("inject_size");
+    if (h->size > kEngineDefaults.max_ops)
+        return reject("tx size");
+    if (h->iov_limit > dpdk_engine::kMaxIov)
+        return reject("tx iov_limit");
+    if (h->rma_iov_limit > 1)
+        return reject("rma_iov_limit above 1");
+    return 0;
+}
+
+int check_rx_attr(const fi_rx_attr* h)
+{
+    if (h->caps & ~kCaps)
+        return reject("rx caps");
+    if (h->op_flags & ~kRxOpFlags)
+        return reject("rx op_flags");
+    if (h->msg_order & ~kMsgOrder)
+        return reject("rx msg_order");
+    if (h->comp_order & ~FI_ORDER_NONE)
+        return reject("rx comp_order");
+    if (h->size > kEngineDefaults.max_recvs)
+        return reject("rx size");
+    if (h->iov_limit > dpdk_engine::kMaxIov)
+        return reject("rx iov_limit");
+    return 0;
+}
+
+int check_hints(uint32_t version, const fi_info* h, int* mr_mode)
+{
+    *mr_mode = FI_VERSION_LT(version, FI_VERSION(1, 5)) ? FI_MR_SCALABLE : 0;
+    if (!h)
+        return 0;
+    int ret;
+    // The endpoint type first: it is what most queries differ in.
+    if (h->ep_attr && (ret = check_ep_attr(h->ep_attr)))
+        return ret;
+    if (h->caps & ~kCaps)
+        return reject("capabilities");
+    if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
+        h->addr_format != FI_SOCKADDR_IN)
+        return reject("address format (FI_SOCKADDR_IN only)");
+    if (h->fabric_attr && (ret = check_fabric_attr(h->fabric_attr)))
+        return ret;
+    if (h->domain_attr && (ret = check_domain_attr(version, h->domain_attr, mr_mode)))
+        return ret;
+    if (h->tx_attr && (ret = check_tx_attr(h->tx_attr)))
+        return ret;
+    if (h->rx_attr && (ret = check_rx_attr(h->rx_attr)))
+        return ret;
+    return 0;
+}
+
+// Primary capabilities as requested (all when none are), secondary ones as
+// offered, plus the directions a bare FI_MSG/FI_RMA implies.
+uint64_t pick_caps(uint64_t hint, uint64_t avail)
+{
+    uint64_t caps = (hint ? hint : avail) & kPrimaryCaps & avail;
+    caps |= avail & kSecondaryCaps;
+    if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV)))
+        caps |= avail & (FI_SEND | FI_RECV);
+    constexpr uint64_t rma_dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & rma_dirs))
+        caps |= avail & rma_dirs;
+    return caps;
+}
+
+char* dup_string(const std::string& s)
+{
+    char* p = strdup(s.c_str());
+    if (!p)
+        throw std::bad_alloc();
+    return p;
+}
+
+void* dup_sockaddr(const sockaddr_in& sin)
+{
+    void* p = malloc(sizeof(sin));
+    if (!p)
+        throw std::bad_alloc();
+    memcpy(p, &sin, sizeof(sin));
+    return p;
+}
+
+// The attributes we offer, narrowed by the hints (already checked).
+void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode)
+{
+    fi->caps = pick_caps(h ? h->caps : 0, kCaps);
+    fi->mode = 0;  // we need no FI_CONTEXT, no prefix, no local MR
+    fi->addr_format = FI_SOCKADDR_IN;
+
+    fi_fabric_attr* fa = fi->fabric_attr;
+    fa->name = dup_string(kFabricName);
+    fa->prov_name = nullptr;  // the core fills it
+    fa->prov_version = kProviderVersion;
+    fa->api_version = kApiVersion;
+
+    const fi_domain_attr* hd = h ? h->domain_attr : nullptr;
+    fi_domain_attr* da = fi->domain_attr;
+    da->name = dup_string(device_desc().domain_name);
+    // Safe unless asked otherwise; FI_THREAD_DOMAIN comes back exactly when
+    // asked (MPICH insists) and lets the domain run without locks.
+    da->threading = hd && hd->threading ? hd->threading : FI_THREAD_SAFE;
+    // Control operations complete inside the call: that is automatic.
+    da->control_progress = hd && hd->control_progress ? hd->control_progress : FI_PROGRESS_AUTO;
+    da->data_progress = hd && hd->data_progress ? hd->data_progress : FI_PROGRESS_MANUAL;
+    da->resource_mgmt = hd && hd->resource_mgmt ? hd->resource_mgmt : FI_RM_ENABLED;
+    da->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
+    da->mr_mode = mr_mode;
+    da->mr_key_size = sizeof(uint64_t);
+    da->cq_data_size = sizeof(uint64_t);
+    da->cq_cnt = 1024;
+    da->ep_cnt = 1024;
+    da->tx_ctx_cnt = 1024;
+    da->rx_ctx_cnt = 1024;
+    da->max_ep_tx_ctx = 1;  // >1 would make Open MPI try scalable endpoints
+    da->max_ep_rx_ctx = 1;
+    da->max_ep_stx_ctx = 0;
+    da->max_ep_srx_ctx = 0;
+    da->cntr_cnt = 1024;
+    da->mr_iov_limit = 1;
+    da->caps = fi->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM);
+    da->mode = 0;
+    da->max_err_data = 0;
+    da->mr_cnt = 1u << 20;  // the registry grows on demand
+    da->tclass = FI_TC_UNSPEC;
+
+    const fi_ep_attr* he = h ? h->ep_attr : nullptr;
+    fi_ep_attr* ea = fi->ep_attr;
+    ea->type = FI_EP_RDM;
+    ea->protocol = FI_PROTO_UNSPEC;
+    ea->protocol_version = dpdk_engine::wire::kVersion;
+    ea->max_msg_size = dpdk_engine::kMaxMessageSize;
+    ea->msg_prefix_size = 0;
+    // Every packet of a session is applied in order, whatever its size.
+    ea->max_order_raw_size = he && he->max_order_raw_size ? he->max_order_raw_size
+                                                          : dpdk_engine::kMaxMessageSize;
+    ea->max_order_war_size = he && he->max_order_war_size ? he->max_order_war_size
+                                                          : dpdk_engine::kMaxMessageSize;
+    ea->max_order_waw_size = he && he->max_order_waw_size ? he->max_order_waw_size
+                                                          : dpdk_engine::kMaxMessageSize;
+    ea->mem_tag_format = ~uint64_t{0};  // all 64 tag bits are matched
+    ea->tx_ctx_cnt = 1;
+    ea->rx_ctx_cnt = 1;
+    ea->auth_key_size = 0;
+
+    const fi_tx_attr* ht = h ? h->tx_attr : nullptr;
+    fi_tx_attr* ta = fi->tx_attr;
+    ta->caps = pick_caps(ht ? ht->caps : 0, fi->caps & kTxCaps);
+    ta->mode = 0;
+    ta->op_flags = ht ? ht->op_flags : 0;
+    ta->msg_order = kMsgOrder;
+    ta->comp_order = FI_ORDER_NONE;
+    ta->inject_size = ht && ht->inject_size ? ht->inject_size : dpdk_engine::kInjectSize;
+    ta->size = ht && ht->size ? ht->size : kEngineDefaults.max_ops;
+    ta->iov_limit = ht && ht->iov_limit ? ht->iov_limit : dpdk_engine::kMaxIov;
+    ta->rma_iov_limit = 1;
+    ta->tclass = FI_TC_UNSPEC;
+
+    const fi_rx_attr* hr = h ? h->rx_attr : nullptr;
+    fi_rx_attr* ra = fi->rx_attr;
+    ra->caps = pick_caps(hr ? hr->caps : 0, fi->caps & kRxCaps);
+    ra->mode = 0;
+    ra->op_flags = hr ? hr->op_flags : 0;
+    ra->msg_order = kMsgOrder;
+    ra->comp_order = FI_ORDER_NONE;
+    ra->total_buffered_recv = 0;
+    ra->size = hr && hr->size ? hr->size : kEngineDefaults.max_recvs;
+    ra->iov_limit = hr && hr->iov_limit ? hr->iov_limit : dpdk_engine::kMaxIov;
+    (void)version;
+}
+
+bool ipv4_sockaddr(const void* addr, size_t len, sockaddr_in* out)
+{
+    if (!addr || len < sizeof(sockaddr_in))
+        return false;
+    memcpy(out, addr, sizeof(*out));
+    return out->sin_family == AF_INET;
+}
+
+// src_addr/dest_addr from node, service, FI_SOURCE and the hints' addresses.
+int fill_addresses(fi_info* fi, const char* node, const char* service, uint64_t flags,
+                   const fi_info* h)
+{
+    const uint32_t our_ip = device_desc().ip_be;
+    sockaddr_in src = to_sockaddr({our_ip, 0});
+    sockaddr_in dest{};
+    bool have_dest = false;
+    const bool numeric = flags & FI_NUMERICHOST;
+
+    auto is_ours = [&](uint32_t ip) { return ip == our_ip || ip == htonl(INADDR_ANY); };
+
+    if (h && h->src_addr && !(flags & FI_SOURCE)) {
+        sockaddr_in s;
+        if (!ipv4_sockaddr(h->src_addr, h->src_addrlen, &s) || !is_ours(s.sin_addr.s_addr))
+            return reject("src_addr is not an IPv4 address of this device");
+        src.sin_port = s.sin_port;
+    }
+    if (h && h->dest_addr && (!(node || service) || (flags & FI_SOURCE))) {
+        if (!ipv4_sockaddr(h->dest_addr, h->dest_addrlen, &dest))
+            return reject("dest_addr is not an IPv4 sockaddr");
+        have_dest = true;
+    }
+    if (node || service) {
+        sockaddr_in r;
+        int ret;
+        if (node && parse_addr_str(node, &r))
+            ret = service ? -FI_EINVAL : 0;
+        else
+            ret = resolve_ipv4(node, service, numeric, &r);
+        if (ret)
+            return ret;
+        if (flags & FI_SOURCE) {
+            if (!is_ours(r.sin_addr.s_addr))
+                return reject("FI_SOURCE node is not the address of this device");
+            src.sin_port = r.sin_port;
+        } else {
+            dest = r;
+            have_dest = true;
+        }
+    }
+    fi->src_addr = dup_sockaddr(src);
+    fi->src_addrlen = sizeof(src);
+    if (have_dest) {
+        fi->dest_addr = dup_sockaddr(dest);
+        fi->dest_addrlen = sizeof(dest);
+    }
+    return 0;
+}
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info)
+{
+    *info = nullptr;
+    if (!device_desc().error.empty())
+        return -FI_ENODATA;
+    int mr_mode = 0;
+    int ret = check_hints(version, hints, &mr_mode);
+    if (ret)
+        return ret;
+    std::unique_ptr<fi_info, void (*)(fi_info*)> fi(fi_allocinfo(), fi_freeinfo);
+    if (!fi)
+        return -FI_ENOMEM;
+    fill_info(fi.get(), version, hints, mr_mode);
+    if (!(flags & FI_PROV_ATTR_ONLY)) {
+        ret = fill_addresses(fi.get(), node, service, flags, hints);
+        if (ret)
+            return ret;
+    }
+    *info = fi.release();
+    return 0;
+}
+
+}  // namespace
+
+int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_in* out) noexcept
+{
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    hints.ai_flags = numeric ? AI_NUMERICHOST : 0;
+    char ip[INET_ADDRSTRLEN];
+    if (!node) {
+        // No node: our own device (getaddrinfo would say loopback).
+        in_addr a{};
+        a.s_addr = device_desc().ip_be;
+        inet_ntop(AF_INET, &a, ip, sizeof(ip));
+        node = ip;
+    }
+    addrinfo* res = nullptr;
+    int ret = getaddrinfo(node, service, &hints, &res);
+    if (ret != 0 || !res) {
+        DPDK_INFO(FI_LOG_CORE, "cannot resolve %s:%s: %s\n", node, service ? service : "0",
+                  gai_strerror(ret));
+        return -FI_ENODATA;
+    }
+    memcpy(out, res->ai_addr, sizeof(*out));
+    freeaddrinfo(res);
+    return 0;
+}
+
+sockaddr_in to_sockaddr(const dpdk_engine::Address& a) noexcept
+{
+    sockaddr_in s{};
+    s.sin_family = AF_INET;
+    s.sin_addr.s_addr = a.ip_be;
+    s.sin_port = htons(a.port);
+    return s;
+}
+
+dpdk_engine::Address from_sockaddr(const sockaddr_in& s) noexcept
+{
+    return {s.sin_addr.s_addr, ntohs(s.sin_port)};
+}
+
+bool parse_addr_str(const char* s, sockaddr_in* out) noexcept
+{
+    static const char prefix[] = "fi_sockaddr_in://";
+    if (strncmp(s, prefix, sizeof(prefix) - 1) != 0)
+        return false;
+    s += sizeof(prefix) - 1;
+    const char* colon = strrchr(s, ':');
+    char ip[INET_ADDRSTRLEN] = {};
+    size_t iplen = colon ? static_cast<size_t>(colon - s) : strlen(s);
+    if (iplen == 0 || iplen >= sizeof(ip))
+        return false;
+    memcpy(ip, s, iplen);
+    *out = sockaddr_in{};
+    out->sin_family = AF_INET;
+    if (inet_pton(AF_INET, ip, &out->sin_addr) != 1)
+        return false;
+    if (colon) {
+        char* end = nullptr;
+        unsigned long port = strtoul(colon + 1, &end, 10);
+        if (*end != '\0' || port > 65535)
+            return false;
+        out->sin_port = htons(static_cast<uint16_t>(port));
+    }
+    return true;
+}
+
+int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+                 const fi_info* hints, fi_info** info) noexcept
+{
+    return no_throw([&] { return getinfo(version, node, service, flags, hints, info); });
+}
+
+}  // namespace dpdk_fi

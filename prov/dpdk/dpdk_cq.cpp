@@ -1,0 +1,332 @@
+// Completion queues.
+//
+// A CQ is a ring of CqEntry in arrival order, successes and errors alike, so
+// an error entry holds back the successes behind it exactly as fi_cq(3)
+// describes (fi_cq_read returns -FI_EAVAIL once the error is at the head).
+// The ring starts at the requested size and doubles when full: a completion
+// is never dropped (Open MPI asks for 100 entries and treats it as a
+// minimum). Entries are written by the endpoint's completion callback during
+// engine progress and read by the application, both under the engine lock.
+#include <cstdio>
+#include <cstring>
+
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+namespace {
+
+Cq* cq_of(fid_cq* f)
+{
+    return reinterpret_cast<Cq*>(f);
+}
+
+size_t round_up_pow2(size_t n)
+{
+    size_t p = 16;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+// Copies one entry in the CQ's format to *dst and advances it.
+void write_entry(fi_cq_format format, const CqEntry& e, char** dst)
+{
+    switch (format) {
+    case FI_CQ_FORMAT_UNSPEC:
+    case FI_CQ_FORMAT_CONTEXT: {
+        auto* out = reinterpret_cast<fi_cq_entry*>(*dst);
+        out->op_context = e.op_context;
+        *dst += sizeof(*out);
+        return;
+    }
+    case FI_CQ_FORMAT_MSG: {
+        auto* out = reinterpret_cast<fi_cq_msg_entry*>(*dst);
+        *out = {e.op_context, e.flags, e.len};
+        *dst += sizeof(*out);
+        return;
+    }
+    case FI_CQ_FORMAT_DATA: {
+        auto* out = reinterpret_cast<fi_cq_data_entry*>(*dst);
+        *out = {e.op_context, e.flags, e.len, e.buf, e.data};
+        *dst += sizeof(*out);
+        return;
+    }
+    case FI_CQ_FORMAT_TAGGED: {
+        auto* out = reinterpret_cast<fi_cq_tagged_entry*>(*dst);
+        *out = {e.op_context, e.flags, e.len, e.buf, e.data, e.tag};
+        *dst += sizeof(*out);
+        return;
+    }
+    }
+}
+
+// Moves up to `count` successes from the head of the ring. Under the lock.
+ssize_t pop_entries(Cq* cq, void* buf, size_t count, fi_addr_t* src)
+{
+    if (cq->overrun)
+        return -FI_EOVERRUN;
+    if (cq->count == 0)
+        return -FI_EAGAIN;
+    if (cq->ring[cq->head].err)
+        return -FI_EAVAIL;
+    char* dst = static_cast<char*>(buf);
+    const size_t mask = cq->ring.size() - 1;
+    size_t n = 0;
+    while (n < count && cq->count && !cq->ring[cq->head].err) {
+        const CqEntry& e = cq->ring[cq->head];
+        write_entry(cq->format, e, &dst);
+        if (src)
+            src[n] = e.src;
+        cq->head = (cq->head + 1) & mask;
+        cq->count--;
+        n++;
+    }
+    return static_cast<ssize_t>(n);
+}
+
+ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexcept
+{
+    Cq* cq = cq_of(f);
+    if (!buf && count)
+        return -FI_EINVAL;
+    LockScope scope(cq->domain->shared);
+    cq->domain->shared->engine().progress();
+    return pop_entries(cq, buf, count, src);
+}
+
+ssize_t cq_read(fid_cq* f, void* buf, size_t count) noexcept
+{
+    return cq_readfrom(f, buf, count, nullptr);
+}
+
+ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t) noexcept
+{
+    Cq* cq = cq_of(f);
+    if (!out)
+        return -FI_EINVAL;
+    LockScope scope(cq->domain->shared);
+    if (cq->count == 0 || !cq->ring[cq->head].err)
+        return -FI_EAGAIN;
+    const CqEntry& e = cq->ring[cq->head];
+    out->op_context = e.op_context;
+    out->flags = e.flags;
+    out->len = e.len;
+    out->buf = e.buf;
+    out->data = e.data;
+    out->tag = e.tag;
+    out->olen = e.olen;
+    out->err = e.err;
+    out->prov_errno = e.prov_errno;
+    snprintf(cq->err_text, sizeof(cq->err_text), "%s",
+             dpdk_engine::to_string(static_cast<dpdk_engine::OpStatus>(e.prov_errno)));
+    // err_data_size exists from API 1.5 on. We carry no binary error data:
+    // with a caller buffer we copy nothing (and never write through it);
+    // without one, err_data points at our readable text.
+    if (FI_VERSION_LT(cq->domain->api_version, FI_VERSION(1, 5))) {
+        out->err_data = cq->err_text;
+    } else {
+        if (out->err_data_size == 0)
+            out->err_data = cq->err_text;
+        out->err_data_size = 0;
+    }
+    cq->head = (cq->head + 1) & (cq->ring.size() - 1);
+    cq->count--;
+    return 1;
+}
+
+ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void*,
+                     int timeout) noexcept
+{
+    Cq* cq = cq_of(f);
+    if (cq->wait_obj == FI_WAIT_NONE)
+        return -FI_ENOSYS;  // fi_cq(3): invalid without a wait object
+    if (!buf && count)
+        return -FI_EINVAL;
+    // The threshold condition is a hint; returning with fewer is allowed.
+    ssize_t r = block_until(cq->domain->shared, cq->waiter, cq->domain->auto_progress,
+                            deadline_from_ms(timeout), [&]() -> ssize_t {
+                                ssize_t n = pop_entries(cq, buf, count, src);
+                                if (n != -FI_EAGAIN)
+                                    return n;
+                                if (cq->signaled.exchange(false))
+                                    return -FI_EAGAIN;
+                                return 0;
+                            });
+    return r ? r : -FI_EAGAIN;
+}
+
+ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeout) noexcept
+{
+    return cq_sreadfrom(f, buf, count, nullptr, cond, timeout);
+}
+
+int cq_signal(fid_cq* f) noexcept
+{
+    Cq* cq = cq_of(f);
+    if (!cq->waiter.is_open())
+        return -FI_ENOSYS;
+    cq->signaled.store(true);
+    cq->waiter.signal();
+    return 0;
+}
+
+const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) noexcept
+{
+    // prov_errno carries the engine's OpStatus of the failed operation.
+    const auto status = static_cast<dpdk_engine::OpStatus>(prov_errno);
+    const bool ours = prov_errno > 0 &&
+                      prov_errno <= static_cast<int>(dpdk_engine::OpStatus::kProtocolError);
+    const char* text = ours ? dpdk_engine::to_string(status) : fi_strerror(prov_errno);
+    if (!buf || !len)
+        return text;
+    snprintf(buf, len, "%s", text);
+    return buf;
+}
+
+int cq_control(fid* f, int command, void* arg) noexcept
+{
+    Cq* cq = reinterpret_cast<Cq*>(f);
+    if (command != FI_GETWAIT)
+        return -FI_ENOSYS;
+    if (!arg)
+        return -FI_EINVAL;
+    if (!cq->waiter.is_open() || cq->wait_obj == FI_WAIT_YIELD)
+        return -FI_ENODATA;
+    *static_cast<int*>(arg) = cq->waiter.fd();
+    return 0;
+}
+
+int cq_close(fid* f) noexcept
+{
+    Cq* cq = reinterpret_cast<Cq*>(f);
+    if (cq->refs.busy())
+        return -FI_EBUSY;
+    cq->domain->refs.put();
+    delete cq;
+    return 0;
+}
+
+fi_ops g_cq_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = cq_close,
+    .bind = DPDK_NOSYS(fi_ops, bind),
+    .control = cq_control,
+    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .tostr = DPDK_NOSYS(fi_ops, tostr),
+    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
+};
+
+fi_ops_cq g_cq_ops = {
+    .size = sizeof(fi_ops_cq),
+    .read = cq_read,
+    .readfrom = cq_readfrom,
+    .readerr = cq_readerr,
+    .sread = cq_sread,
+    .sreadfrom = cq_sreadfrom,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
+};
+
+}  // namespace
+
+void Cq::push(const CqEntry& e) noexcept
+{
+    if (count == ring.size()) {
+        // Full: double the ring, keeping the order. Allocation happens on
+        // the completion path only when the application falls behind.
+        try {
+            std::vector<CqEntry> bigger(ring.size() * 2);
+            for (size_t i = 0; i < count; i++)
+                bigger[i] = ring[(head + i) & (ring.size() - 1)];
+            ring.swap(bigger);
+            head = 0;
+        } catch (...) {
+            overrun = true;
+            DPDK_WARN(FI_LOG_CQ, "out of memory: completion lost, CQ overrun\n");
+            return;
+        }
+    }
+    ring[(head + count) & (ring.size() - 1)] = e;
+    count++;
+    waiter.notify();
+}
+
+int cq_trywait(Cq* cq) noexcept
+{
+    if (!cq->waiter.is_open())
+        return -FI_EINVAL;
+    cq->waiter.drain();
+    uint32_t next;
+    {
+        LockScope scope(cq->domain->shared);
+        cq->domain->shared->engine().progress();
+        if (cq->count)
+            return -FI_EAGAIN;
+        cq->waiter.arm();
+        next = cq->domain->shared->engine().next_timeout_us();
+    }
+    // With manual progress the engine's timers (retransmissions, delayed
+    // ACKs) need a call by then: make the fd fire so the application calls.
+    if (!cq->domain->auto_progress) {
+        int64_t budget = sleep_budget_us(next, cq->waiter.has_engine_fd(), 0);
+        cq->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
+    }
+    return 0;
+}
+
+int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) noexcept
+{
+    if (!domain || !attr || !out)
+        return -FI_EINVAL;
+    switch (attr->format) {
+    case FI_CQ_FORMAT_UNSPEC:
+    case FI_CQ_FORMAT_CONTEXT:
+    case FI_CQ_FORMAT_MSG:
+    case FI_CQ_FORMAT_DATA:
+    case FI_CQ_FORMAT_TAGGED:
+        break;
+    default:
+        return -FI_ENOSYS;
+    }
+    switch (attr->wait_obj) {
+    case FI_WAIT_NONE:
+    case FI_WAIT_UNSPEC:
+    case FI_WAIT_FD:
+    case FI_WAIT_YIELD:
+        break;
+    default:  // wait sets, mutex/cond: not offered
+        return -FI_ENOSYS;
+    }
+    if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD)
+        return -FI_EINVAL;
+    if (attr->flags & ~FI_AFFINITY)
+        return -FI_EBADFLAGS;
+    return no_throw([&] {
+        Domain* d = reinterpret_cast<Domain*>(domain);
+        std::unique_ptr<Cq> cq(new Cq());
+        cq->domain = d;
+        cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+        cq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
+        cq->ring.resize(round_up_pow2(attr->size ? attr->size : 1024));
+        if (cq->wait_obj != FI_WAIT_NONE) {
+            int engine_fd = -1;
+            if (!d->auto_progress) {
+                LockScope scope(d->shared);
+                engine_fd = d->shared->engine().wait_fd();
+            }
+            int ret = cq->waiter.open(engine_fd);
+            if (ret)
+                return fi_errno(ret);
+        }
+        cq->fid.fid.fclass = FI_CLASS_CQ;
+        cq->fid.fid.context = context;
+        cq->fid.fid.ops = &g_cq_fi_ops;
+        cq->fid.ops = &g_cq_ops;
+        d->refs.get();
+        *out = &cq->fid;
+        cq.release();
+        return 0;
+    });
+}
+
+}  // namespace dpdk_fi

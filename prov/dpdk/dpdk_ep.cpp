@@ -1,0 +1,581 @@
+// FI_EP_RDM endpoints: one dpdk_engine::Endpoint each (one UDP port), its
+// bindings to CQs, counters, AV and EQ, its options, and the one place that
+// turns engine completions into CQ entries and counter updates.
+//
+// The engine endpoint is opened by fi_endpoint (so fi_getname works before
+// fi_enable, as fabtests expect); data operations are refused until
+// fi_enable.
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+namespace {
+
+using dpdk_engine::Completion;
+using dpdk_engine::CompletionType;
+using dpdk_engine::OpStatus;
+
+Ep* ep_of(fid* f)
+{
+    return reinterpret_cast<Ep*>(f);
+}
+
+// The CQ and counter an operation reports to, from its plan word.
+Cq* cq_for(const Ep* ep, uint64_t word)
+{
+    return (word & (FI_RECV | FI_REMOTE_WRITE)) ? ep->rx_cq : ep->tx_cq;
+}
+
+Cntr* cntr_for(const Ep* ep, uint64_t word)
+{
+    if (word & FI_RECV)
+        return ep->recv_cntr;
+    if (word & FI_SEND)
+        return ep->send_cntr;
+    if (word & FI_REMOTE_WRITE)
+        return ep->remote_write_cntr;
+    if (word & FI_READ)
+        return ep->read_cntr;  // RMA reads and fetching atomics
+    return ep->write_cntr;     // RMA writes and plain atomics
+}
+
+// The plan word of a completion when the engine did not carry ours (see
+// dpdk_prov.h): what can be told from the completion itself.
+uint64_t word_from_completion(const Completion& c)
+{
+    const uint64_t msg = c.tagged ? FI_TAGGED : FI_MSG;
+    switch (c.type) {
+    case CompletionType::kSend:
+        return FI_SEND | msg | FI_COMPLETION;
+    case CompletionType::kRecv:
+        return FI_RECV | msg | FI_COMPLETION;
+    case CompletionType::kWrite:
+        return FI_RMA | FI_WRITE | FI_COMPLETION;
+    case CompletionType::kRead:
+        return FI_RMA | FI_READ | FI_COMPLETION;
+    case CompletionType::kAtomic:
+        // Fetching atomics should say FI_READ; the engine does not tell us
+        // which kind completed (ENGINE_REQUESTS.md).
+        return FI_ATOMIC | FI_WRITE | FI_COMPLETION;
+    case CompletionType::kRemoteWrite:
+        return FI_RMA | FI_REMOTE_WRITE | FI_COMPLETION;
+    }
+    return FI_COMPLETION;
+}
+
+// EndpointConfig::on_complete: runs inside Engine::progress() (or a posting
+// call) under the engine lock.
+void on_engine_completion(void* owner, const Completion& c) noexcept
+{
+    Ep* ep = static_cast<Ep*>(owner);
+    uint64_t word = 0;
+    if constexpr (kEngineEchoesUserData) {
+        if (c.type != CompletionType::kRemoteWrite)  // no operation behind it
+            word = get_user_data(c);
+    }
+    if (!word)
+        word = word_from_completion(c);
+
+    const bool rx_side = word & (FI_RECV | FI_REMOTE_WRITE);
+    CqEntry e{};
+    e.op_context = c.context;
+    e.flags = word & ~uint64_t{FI_COMPLETION};
+    if (c.has_data && rx_side) {  // the sender's completion does not carry it
+        e.flags |= FI_REMOTE_CQ_DATA;
+        e.data = c.data;
+    }
+    if (c.multi_recv_released)
+        e.flags |= FI_MULTI_RECV;
+    if (rx_side) {
+        e.len = c.len;
+        e.buf = c.buf;
+    }
+    if (c.tagged)
+        e.tag = c.tag;
+    e.src = rx_side && ep->want_source && ep->av ? ep->av->reverse(c.src) : FI_ADDR_NOTAVAIL;
+
+    Cq* cq = cq_for(ep, word);
+    Cntr* cntr = cntr_for(ep, word);
+    if (c.status == OpStatus::kOk) {
+        if (cntr)
+            cntr->add_one();
+        if (cq && (word & FI_COMPLETION))
+            cq->push(e);
+        return;
+    }
+    // Errors are reported whatever FI_SELECTIVE_COMPLETION says.
+    e.err = op_status_errno(c.status);
+    e.prov_errno = static_cast<int>(c.status);
+    e.olen = c.olen;
+    if (c.status == OpStatus::kTruncated)
+        e.len = c.len;
+    if (cntr)
+        cntr->add_error();
+    if (cq)
+        cq->push(e);
+    else if (!cntr)
+        DPDK_WARN(FI_LOG_EP_DATA, "operation failed (%s) with no CQ or counter to report it\n",
+                  dpdk_engine::to_string(c.status));
+}
+
+// ---------------------------------------------------------------- fi_ops
+
+int ep_close(fid* f) noexcept
+{
+    Ep* ep = ep_of(f);
+    {
+        // Outstanding operations complete as canceled into our CQs, which
+        // are still bound.
+        LockScope scope(ep->domain->shared);
+        ep->domain->shared->engine().close_endpoint(ep->engine_ep);
+    }
+    for (Cq* cq : {ep->tx_cq, ep->rx_cq})
+        if (cq)
+            cq->refs.put();
+    for (Cntr* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr,
+                    ep->remote_read_cntr, ep->remote_write_cntr})
+        if (c)
+            c->refs.put();
+    if (ep->av)
+        ep->av->refs.put();
+    if (ep->eq)
+        ep->eq->refs.put();
+    ep->domain->refs.put();
+    delete ep;
+    return 0;
+}
+
+int bind_cq(Ep* ep, Cq* cq, uint64_t flags)
+{
+    if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
+        return -FI_EBADFLAGS;
+    if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq))
+        return -FI_EINVAL;  // one CQ per direction
+    if (flags & FI_TRANSMIT) {
+        ep->tx_cq = cq;
+        ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+        cq->refs.get();
+    }
+    if (flags & FI_RECV) {
+        ep->rx_cq = cq;
+        ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+        cq->refs.get();
+    }
+    return 0;
+}
+
+int bind_cntr(Ep* ep, Cntr* c, uint64_t flags)
+{
+    const std::pair<uint64_t, Cntr**> slots[] = {
+        {FI_SEND, &ep->send_cntr},        {FI_RECV, &ep->recv_cntr},
+        {FI_READ, &ep->read_cntr},        {FI_WRITE, &ep->write_cntr},
+        {FI_REMOTE_READ, &ep->remote_read_cntr}, {FI_REMOTE_WRITE, &ep->remote_write_cntr},
+    };
+    uint64_t known = 0;
+    for (const auto& s : slots)
+        known |= s.first;
+    if (flags & ~known)
+        return -FI_EBADFLAGS;
+    for (const auto& s : slots) {
+        if ((flags & s.first) && *s.second)
+            return -FI_EINVAL;
+    }
+    for (const auto& s : slots) {
+        if (flags & s.first) {
+            *s.second = c;
+            c->refs.get();
+        }
+    }
+    return 0;
+}
+
+int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept
+{
+    Ep* ep = ep_of(f);
+    if (!bfid)
+        return -FI_EINVAL;
+    if (ep->enabled)
+        return -FI_EOPBADSTATE;  // bindings are fixed once enabled
+    switch (bfid->fclass) {
+    case FI_CLASS_CQ: {
+        Cq* cq = reinterpret_cast<Cq*>(bfid);
+        return cq->domain == ep->domain ? bind_cq(ep, cq, flags) : -FI_EDOMAIN;
+    }
+    case FI_CLASS_CNTR: {
+        Cntr* c = reinterpret_cast<Cntr*>(bfid);
+        return c->domain == ep->domain ? bind_cntr(ep, c, flags) : -FI_EDOMAIN;
+    }
+    case FI_CLASS_AV: {
+        Av* av = reinterpret_cast<Av*>(bfid);
+        if (av->domain != ep->domain)
+            return -FI_EDOMAIN;
+        if (ep->av)
+            return -FI_EINVAL;
+        ep->av = av;
+        av->refs.get();
+        return 0;
+    }
+    case FI_CLASS_EQ: {
+        // RDM endpoints raise no events; accepted because fabtests bind one.
+        if (ep->eq)
+            return -FI_EINVAL;
+        ep->eq = reinterpret_cast<Eq*>(bfid);
+        ep->eq->refs.get();
+        return 0;
+    }
+    default:
+        return -FI_ENOSYS;  // shared contexts, wait sets: not offered
+    }
+}
+
+int ep_enable(Ep* ep)
+{
+    if (ep->enabled)
+        return 0;
+    if (!ep->av)
+        return -FI_ENOAV;  // an RDM endpoint cannot address anyone without one
+    ep->enabled = true;
+    return 0;
+}
+
+int ep_control(fid* f, int command, void* arg) noexcept
+{
+    Ep* ep = ep_of(f);
+    switch (command) {
+    case FI_ENABLE:
+        return ep_enable(ep);
+    case FI_GETOPSFLAG: {
+        auto* flags = static_cast<uint64_t*>(arg);
+        if (!flags)
+            return -FI_EINVAL;
+        if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV))
+            return -FI_EINVAL;
+        if (*flags & FI_TRANSMIT)
+            *flags = ep->tx_op_flags;
+        else if (*flags & FI_RECV)
+            *flags = ep->rx_op_flags;
+        else
+            return -FI_EINVAL;
+        return 0;
+    }
+    case FI_SETOPSFLAG: {
+        auto* flags = static_cast<uint64_t*>(arg);
+        if (!flags)
+            return -FI_EINVAL;
+        const uint64_t value = *flags & ~uint64_t(FI_TRANSMIT | FI_RECV);
+        if (*flags & FI_TRANSMIT) {
+            if (value & ~kTxOpFlags)
+                return -FI_EBADFLAGS;
+            ep->tx_op_flags = value;
+        }
+        if (*flags & FI_RECV) {
+            if (value & ~kRxOpFlags)
+                return -FI_EBADFLAGS;
+            ep->rx_op_flags = value;
+        }
+        return (*flags & (FI_TRANSMIT | FI_RECV)) ? 0 : -FI_EINVAL;
+    }
+    default:
+        return -FI_ENOSYS;
+    }
+}
+
+fi_ops g_ep_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .tostr = DPDK_NOSYS(fi_ops, tostr),
+    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
+};
+
+// ---------------------------------------------------------------- fi_ops_ep
+
+ssize_t ep_cancel(fid_t f, void* context) noexcept
+{
+    Ep* ep = ep_of(f);
+    LockScope scope(ep->domain->shared);
+    // The canceled receive completes with FI_ECANCELED from inside this call
+    // or the next progress. Nothing found: Open MPI then knows that the
+    // receive already matched.
+    int ret = ep->engine_ep->cancel(context);
+    return ret == -ENOENT ? -FI_ENOENT : fi_errno(ret);
+}
+
+int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept
+{
+    Ep* ep = ep_of(f);
+    if (level != FI_OPT_ENDPOINT)
+        return -FI_ENOPROTOOPT;
+    if (optname != FI_OPT_MIN_MULTI_RECV)
+        return -FI_ENOPROTOOPT;
+    if (!optval || !optlen)
+        return -FI_EINVAL;
+    if (*optlen < sizeof(size_t)) {
+        *optlen = sizeof(size_t);
+        return -FI_ETOOSMALL;
+    }
+    *static_cast<size_t*>(optval) = ep->min_multi_recv;
+    *optlen = sizeof(size_t);
+    return 0;
+}
+
+int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept
+{
+    Ep* ep = ep_of(f);
+    if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
+        return -FI_ENOPROTOOPT;
+    if (!optval || optlen < sizeof(size_t))
+        return -FI_EINVAL;
+    ep->min_multi_recv = *static_cast<const size_t*>(optval);
+    LockScope scope(ep->domain->shared);
+    ep->engine_ep->set_min_multi_recv(ep->min_multi_recv);
+    return 0;
+}
+
+fi_ops_ep g_ep_ops = {
+    .size = sizeof(fi_ops_ep),
+    .cancel = ep_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = DPDK_NOSYS(fi_ops_ep, tx_ctx),  // no scalable endpoints
+    .rx_ctx = DPDK_NOSYS(fi_ops_ep, rx_ctx),
+    .rx_size_left = DPDK_NOSYS(fi_ops_ep, rx_size_left),  // deprecated calls
+    .tx_size_left = DPDK_NOSYS(fi_ops_ep, tx_size_left),
+};
+
+// ---------------------------------------------------------------- fi_ops_cm
+
+int ep_getname(fid_t f, void* addr, size_t* addrlen) noexcept
+{
+    Ep* ep = ep_of(f);
+    if (!addrlen)
+        return -FI_EINVAL;
+    const sockaddr_in s = to_sockaddr(ep->addr);
+    if (*addrlen < sizeof(s) || !addr) {
+        *addrlen = sizeof(s);
+        return -FI_ETOOSMALL;
+    }
+    memcpy(addr, &s, sizeof(s));
+    *addrlen = sizeof(s);
+    return 0;
+}
+
+int open_engine_endpoint(Ep* ep, uint16_t port, dpdk_engine::Endpoint** out)
+{
+    dpdk_engine::EndpointConfig cfg;
+    cfg.port = port;
+    cfg.on_complete = on_engine_completion;
+    cfg.owner = ep;
+    cfg.regions = ep->domain->regions.get();
+    cfg.min_multi_recv = ep->min_multi_recv;
+    int ret = ep->domain->shared->engine().open_endpoint(cfg, out);
+    if (ret)
+        DPDK_WARN(FI_LOG_EP_CTRL, "cannot open an endpoint on UDP port %u: %s\n", unsigned{port},
+                  strerror(-ret));
+    return fi_errno(ret);
+}
+
+// Moves a not yet enabled endpoint to another UDP port of our address.
+int ep_setname(fid_t f, void* addr, size_t addrlen) noexcept
+{
+    Ep* ep = ep_of(f);
+    sockaddr_in s;
+    if (!addr || addrlen < sizeof(s))
+        return -FI_EINVAL;
+    memcpy(&s, addr, sizeof(s));
+    if (s.sin_family != AF_INET ||
+        (s.sin_addr.s_addr != ep->domain->ip_be && s.sin_addr.s_addr != htonl(INADDR_ANY)))
+        return -FI_EINVAL;
+    if (ep->enabled)
+        return -FI_EOPBADSTATE;
+    const uint16_t port = ntohs(s.sin_port);
+    if (port == ep->addr.port)
+        return 0;
+    LockScope scope(ep->domain->shared);
+    dpdk_engine::Endpoint* fresh = nullptr;
+    int ret = open_engine_endpoint(ep, port, &fresh);
+    if (ret)
+        return ret;
+    ep->domain->shared->engine().close_endpoint(ep->engine_ep);
+    ep->engine_ep = fresh;
+    ep->addr = fresh->address();
+    return 0;
+}
+
+}  // namespace
+
+fi_ops_cm g_ep_cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = DPDK_NOSYS(fi_ops_cm, getpeer),  // connection management: FI_EP_MSG
+    .connect = DPDK_NOSYS(fi_ops_cm, connect),
+    .listen = DPDK_NOSYS(fi_ops_cm, listen),
+    .accept = DPDK_NOSYS(fi_ops_cm, accept),
+    .reject = DPDK_NOSYS(fi_ops_cm, reject),
+    .shutdown = DPDK_NOSYS(fi_ops_cm, shutdown),
+    .join = DPDK_NOSYS(fi_ops_cm, join),
+};
+
+// ---------------------------------------------------------------- plans
+
+OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept
+{
+    OpPlan p;
+    const bool tx = kind != OpKind::kRecv;
+    switch (kind) {
+    case OpKind::kSend:
+        p.word = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+        break;
+    case OpKind::kRecv:
+        p.word = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
+        break;
+    case OpKind::kWrite:
+        p.word = FI_RMA | FI_WRITE;
+        break;
+    case OpKind::kRead:
+        p.word = FI_RMA | FI_READ;
+        break;
+    case OpKind::kAtomicWrite:
+        p.word = FI_ATOMIC | FI_WRITE;
+        break;
+    case OpKind::kAtomicRead:
+        p.word = FI_ATOMIC | FI_READ;
+        break;
+    }
+    const Cq* cq = tx ? ep->tx_cq : ep->rx_cq;
+    const bool selective = tx ? ep->tx_selective : ep->rx_selective;
+    const bool want_cq = cq && (!selective || (flags & FI_COMPLETION));
+    const bool counted = cntr_for(ep, p.word) != nullptr;
+    if (want_cq)
+        p.word |= FI_COMPLETION;
+
+    if (tx) {
+        if (tagged)
+            p.engine_flags |= dpdk_engine::kOpTagged;
+        // Completion level: the operation's own, else the endpoint default.
+        constexpr uint64_t levels = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+                                    FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_COMMIT_COMPLETE;
+        uint64_t level = flags & levels;
+        if (!level)
+            level = ep->tx_op_flags & levels;
+        if (level & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_COMMIT_COMPLETE))
+            p.engine_flags |= dpdk_engine::kOpDeliveryComplete;
+        else if (level & FI_INJECT_COMPLETE)
+            p.engine_flags |= dpdk_engine::kOpInjectComplete;
+        if (flags & FI_INJECT) {
+            // The engine copies the payload during the call and never
+            // reports success for it, so we complete it right after.
+            p.engine_flags |= dpdk_engine::kOpInject;
+            p.complete_now = want_cq || counted;
+            return p;
+        }
+    }
+    // A success completion only when someone will look at it. Without
+    // user_data echo (see dpdk_prov.h) a counter alone can only ask for one
+    // when no CQ is bound, or the callback could not tell the two apart.
+    if (want_cq || (counted && (kEngineEchoesUserData || !cq)))
+        p.engine_flags |= dpdk_engine::kOpCompletion;
+    return p;
+}
+
+OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept
+{
+    OpPlan p = plan_op(ep, kind, tagged, FI_INJECT);
+    p.word &= ~uint64_t{FI_COMPLETION};
+    p.complete_now = true;  // counters still count it
+    return p;
+}
+
+void complete_injected(Ep* ep, const OpPlan& plan, void* context) noexcept
+{
+    if (Cntr* c = cntr_for(ep, plan.word))
+        c->add_one();
+    Cq* cq = cq_for(ep, plan.word);
+    if (cq && (plan.word & FI_COMPLETION)) {
+        CqEntry e{};
+        e.op_context = context;
+        e.flags = plan.word & ~uint64_t{FI_COMPLETION};
+        e.src = FI_ADDR_NOTAVAIL;
+        cq->push(e);
+    }
+}
+
+ssize_t post_result(Ep* ep, int ret) noexcept
+{
+    dpdk_engine::Engine& engine = ep->domain->shared->engine();
+    if (ret == -EAGAIN) {
+        // Out of operation slots: completing older ones is what frees them.
+        engine.progress();
+        return -FI_EAGAIN;
+    }
+    if (ret == 0 && !ep->domain->auto_progress)
+        engine.progress();  // push the packets out now (manual progress)
+    return fi_errno(ret);
+}
+
+// ---------------------------------------------------------------- open
+
+int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) noexcept
+{
+    if (!domain || !info || !out)
+        return -FI_EINVAL;
+    if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+        return -FI_ENOSYS;  // FI_EP_MSG / FI_EP_DGRAM: issue 4
+    if (info->caps & ~kCaps)
+        return -FI_EINVAL;
+    Domain* d = reinterpret_cast<Domain*>(domain);
+    uint16_t port = 0;
+    if (info->src_addr) {
+        sockaddr_in s;
+        if (info->src_addrlen < sizeof(s))
+            return -FI_EINVAL;
+        memcpy(&s, info->src_addr, sizeof(s));
+        if (s.sin_family != AF_INET ||
+            (s.sin_addr.s_addr != d->ip_be && s.sin_addr.s_addr != htonl(INADDR_ANY)))
+            return -FI_EINVAL;
+        port = ntohs(s.sin_port);
+    }
+    return no_throw([&]() -> int {
+        std::unique_ptr<Ep> ep(new Ep());
+        ep->domain = d;
+        ep->caps = info->caps ? info->caps : kCaps;
+        ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags & kTxOpFlags : 0;
+        ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags & kRxOpFlags : 0;
+        ep->directed_recv = ep->caps & FI_DIRECTED_RECV;
+        ep->want_source = ep->caps & FI_SOURCE;
+        {
+            LockScope scope(d->shared);
+            int ret = open_engine_endpoint(ep.get(), port, &ep->engine_ep);
+            if (ret)
+                return ret;
+            ep->addr = ep->engine_ep->address();
+        }
+        ep->fid.fid.fclass = FI_CLASS_EP;
+        ep->fid.fid.context = context;
+        ep->fid.fid.ops = &g_ep_fi_ops;
+        ep->fid.ops = &g_ep_ops;
+        ep->fid.cm = &g_ep_cm_ops;
+        ep->fid.msg = &g_msg_ops;
+        ep->fid.rma = &g_rma_ops;
+        ep->fid.tagged = &g_tagged_ops;
+        ep->fid.atomic = &g_atomic_ops;
+        ep->fid.collective = &g_no_collective_ops;
+        d->refs.get();
+        char ip[INET_ADDRSTRLEN] = {};
+        in_addr a{};
+        a.s_addr = ep->addr.ip_be;
+        inet_ntop(AF_INET, &a, ip, sizeof(ip));
+        DPDK_INFO(FI_LOG_EP_CTRL, "endpoint %s:%u opened\n", ip, unsigned{ep->addr.port});
+        *out = &ep->fid;
+        ep.release();
+        return 0;
+    });
+}
+
+}  // namespace dpdk_fi

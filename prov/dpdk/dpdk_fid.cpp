@@ -1,0 +1,115 @@
+// Plumbing shared by every object of the provider: error-code mapping and
+// the tables of operations we do not offer. libfabric-dev ships no
+// ofi_util.h, so this is our own, written once (design.md section 1).
+#include <cerrno>
+
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+
+int fi_errno(int negative_errno) noexcept
+{
+    // libfabric defines these FI_E* as the errno of the same name, so the
+    // engine's value passes through untouched.
+    switch (-negative_errno) {
+    case 0:
+        return 0;
+    case EPERM:
+    case ENOENT:
+    case EINTR:
+    case EIO:
+    case E2BIG:
+    case EBADF:
+    case EAGAIN:
+    case ENOMEM:
+    case EACCES:
+    case EFAULT:
+    case EBUSY:
+    case ENODEV:
+    case EINVAL:
+    case EMFILE:
+    case ENOSPC:
+    case ENOSYS:
+    case ENOMSG:
+    case ENODATA:
+    case EOVERFLOW:
+    case EMSGSIZE:
+    case ENOPROTOOPT:
+    case EOPNOTSUPP:
+    case EADDRINUSE:
+    case EADDRNOTAVAIL:
+    case ENETDOWN:
+    case ENETUNREACH:
+    case ECONNABORTED:
+    case ECONNRESET:
+    case ENOBUFS:
+    case EISCONN:
+    case ENOTCONN:
+    case ESHUTDOWN:
+    case ETIMEDOUT:
+    case ECONNREFUSED:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case EALREADY:
+    case EINPROGRESS:
+    case EREMOTEIO:
+    case ECANCELED:
+    case EKEYREJECTED:
+        return negative_errno;
+    // No FI_EEXIST: the engine uses it for a memory key already taken.
+    case EEXIST:
+        return -FI_ENOKEY;
+    case EPROTO:
+        return -FI_EIO;
+    default:
+        return -FI_EOTHER;
+    }
+}
+
+int op_status_errno(dpdk_engine::OpStatus s) noexcept
+{
+    using dpdk_engine::OpStatus;
+    // No default: a new OpStatus must be mapped here (-Wswitch).
+    switch (s) {
+    case OpStatus::kOk:
+        return 0;
+    case OpStatus::kTruncated:
+        return FI_ETRUNC;
+    case OpStatus::kCanceled:
+        return FI_ECANCELED;
+    case OpStatus::kPeerTimeout:
+        return FI_ETIMEDOUT;
+    case OpStatus::kPeerReset:
+        return FI_EIO;
+    // A remote protection fault, like an InfiniBand remote access error:
+    // wrong key, outside the region, or a region without that right.
+    case OpStatus::kRemoteInvalidKey:
+    case OpStatus::kRemoteOutOfBounds:
+    case OpStatus::kRemoteAccess:
+        return FI_EACCES;
+    case OpStatus::kRemoteBadAtomic:
+        return FI_EINVAL;
+    case OpStatus::kNoMatch:
+        return FI_ENOMSG;
+    case OpStatus::kProtocolError:
+        return FI_EIO;
+    }
+    return FI_EOTHER;
+}
+
+fi_ops_collective g_no_collective_ops = {
+    .size = sizeof(fi_ops_collective),
+    .barrier = DPDK_NOSYS(fi_ops_collective, barrier),
+    .broadcast = DPDK_NOSYS(fi_ops_collective, broadcast),
+    .alltoall = DPDK_NOSYS(fi_ops_collective, alltoall),
+    .allreduce = DPDK_NOSYS(fi_ops_collective, allreduce),
+    .allgather = DPDK_NOSYS(fi_ops_collective, allgather),
+    .reduce_scatter = DPDK_NOSYS(fi_ops_collective, reduce_scatter),
+    .reduce = DPDK_NOSYS(fi_ops_collective, reduce),
+    .scatter = DPDK_NOSYS(fi_ops_collective, scatter),
+    .gather = DPDK_NOSYS(fi_ops_collective, gather),
+    .msg = DPDK_NOSYS(fi_ops_collective, msg),
+    .barrier2 = DPDK_NOSYS(fi_ops_collective, barrier2),
+};
+
+}  // namespace dpdk_fi

@@ -1,0 +1,294 @@
+// Provider entry point: fi_prov_ini, the fi_provider, and the FI_DPDK_*
+// parameters (design.md section 5). Nothing here touches DPDK: loading the
+// provider and fi_getinfo stay cheap; EAL starts with the first domain.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "dpdk_engine/fault.h"
+#include "dpdk_engine/port.h"
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+namespace {
+
+void dpdk_cleanup() noexcept
+{
+    // Engines belong to domains and go away with them; an application that
+    // never closed its domains is leaving anyway, and tearing DPDK down from
+    // a library destructor would race with its other threads.
+}
+
+Params g_params;
+DeviceDesc g_device;
+
+// Every knob with its default, stated in the help text (`fi_info -e`). The
+// defaults come from the engine's own config structs so the two never
+// disagree.
+void define_params()
+{
+    const dpdk_engine::EngineConfig ec;
+    const dpdk_engine::PortConfig pc;
+    fi_param_define(&g_prov, "device", FI_PARAM_STRING,
+                    "DPDK device: a vdev string (net_af_packet0,iface=eth0, net_tap0, "
+                    "net_af_xdp0,iface=X, ...), a PCI address (0000:01:00.0), or "
+                    "memif:<socket path> (first process server, second client). "
+                    "Default: \"\" = af_packet on FI_DPDK_IFACE");
+    fi_param_define(&g_prov, "iface", FI_PARAM_STRING,
+                    "Kernel interface of the default af_packet device (default: %s)",
+                    pc.iface.c_str());
+    fi_param_define(&g_prov, "ip", FI_PARAM_STRING,
+                    "IPv4 address of our endpoints (default: the IPv4 address of "
+                    "FI_DPDK_IFACE, 127.0.0.1 on lo and for other devices)");
+    fi_param_define(&g_prov, "mtu", FI_PARAM_INT, "L3 MTU, %u..%u (default: %u)",
+                    unsigned{dpdk_engine::kMinMtu}, unsigned{dpdk_engine::kMaxMtu},
+                    unsigned{pc.mtu});
+    fi_param_define(&g_prov, "hugepages", FI_PARAM_BOOL,
+                    "Give EAL hugepage memory instead of --no-huge (default: %d)",
+                    int{pc.hugepages});
+    fi_param_define(&g_prov, "eal_args", FI_PARAM_STRING,
+                    "Extra EAL arguments appended to ours, split on spaces (default: \"\")");
+    fi_param_define(&g_prov, "fault", FI_PARAM_STRING,
+                    "Seeded fault injection for tests, e.g. "
+                    "loss=0.05,dup=0.01,reorder=0.01,corrupt=0.001,seed=7,dir=rx|tx|both "
+                    "(default: \"\" = off)");
+    fi_param_define(&g_prov, "pcap", FI_PARAM_STRING,
+                    "Write every packet sent and received to this pcap file "
+                    "(default: \"\" = off)");
+    fi_param_define(&g_prov, "stats", FI_PARAM_BOOL,
+                    "Print per-endpoint counters to stderr when an endpoint closes "
+                    "(default: %d)",
+                    int{ec.dump_stats});
+    fi_param_define(&g_prov, "mbufs", FI_PARAM_SIZE_T,
+                    "Packet buffers in the port's pool (default: 0 = %u)",
+                    dpdk_engine::Port::kDefaultMbufs);
+    fi_param_define(&g_prov, "eager_limit", FI_PARAM_SIZE_T,
+                    "Largest message sent eagerly; larger ones use a rendezvous "
+                    "(default: %zu)",
+                    ec.eager_limit);
+    fi_param_define(&g_prov, "window", FI_PARAM_INT,
+                    "Packets in flight per peer, a power of two 16..4096 (default: %u)",
+                    ec.window);
+    fi_param_define(&g_prov, "rto_min_us", FI_PARAM_INT,
+                    "Smallest retransmission timeout in microseconds (default: %u)",
+                    ec.rto_min_us);
+    fi_param_define(&g_prov, "rto_max_us", FI_PARAM_INT,
+                    "Largest retransmission timeout in microseconds (default: %u)",
+                    ec.rto_max_us);
+    fi_param_define(&g_prov, "timeout_ms", FI_PARAM_INT,
+                    "A peer silent this long while work to it is outstanding fails "
+                    "that work with FI_ETIMEDOUT (default: %u)",
+                    ec.peer_timeout_ms);
+    fi_param_define(&g_prov, "yield_after_us", FI_PARAM_INT,
+                    "Progress backoff: after this long without work each progress call "
+                    "yields the CPU (default: %u)",
+                    ec.yield_after_us);
+    fi_param_define(&g_prov, "sleep_after_us", FI_PARAM_INT,
+                    "Progress backoff: after this long without work each progress call "
+                    "sleeps FI_DPDK_SLEEP_US (default: %u)",
+                    ec.sleep_after_us);
+    fi_param_define(&g_prov, "sleep_us", FI_PARAM_INT,
+                    "Progress backoff: length of that sleep in microseconds (default: %u)",
+                    ec.sleep_us);
+}
+
+void get_str(const char* name, std::string* out)
+{
+    char* v = nullptr;
+    if (fi_param_get_str(&g_prov, name, &v) == FI_SUCCESS && v)
+        *out = v;
+}
+
+// Reads an integer knob; keeps `fallback` when unset and records the first
+// malformed value in g_params.error.
+template <typename T>
+void get_num(const char* name, T fallback, T* out)
+{
+    *out = fallback;
+    int ret;
+    if constexpr (std::is_same_v<T, size_t>) {
+        size_t v = 0;
+        ret = fi_param_get_size_t(&g_prov, name, &v);
+        if (ret == FI_SUCCESS)
+            *out = v;
+    } else {
+        int v = 0;
+        ret = fi_param_get_int(&g_prov, name, &v);
+        if (ret == FI_SUCCESS)
+            *out = static_cast<T>(v);
+    }
+    if (ret != FI_SUCCESS && ret != -FI_ENODATA && g_params.error.empty())
+        g_params.error = std::string("FI_DPDK_") + name + " is not a valid number";
+}
+
+void check(bool ok, const char* what)
+{
+    if (!ok && g_params.error.empty())
+        g_params.error = what;
+}
+
+void read_params()
+{
+    const dpdk_engine::EngineConfig ec;
+    const dpdk_engine::PortConfig pc;
+    Params& p = g_params;
+    get_str("device", &p.device);
+    get_str("iface", &p.iface);
+    get_str("ip", &p.ip);
+    get_str("eal_args", &p.eal_args);
+    get_str("fault", &p.fault);
+    get_str("pcap", &p.pcap);
+    if (p.iface.empty())
+        p.iface = pc.iface;
+    get_num("mtu", int{pc.mtu}, &p.mtu);
+    get_num("hugepages", int{pc.hugepages}, &p.hugepages);
+    get_num("stats", int{ec.dump_stats}, &p.stats);
+    get_num("mbufs", size_t{pc.mbufs}, &p.mbufs);
+    get_num("eager_limit", ec.eager_limit, &p.eager_limit);
+    get_num("window", static_cast<int>(ec.window), &p.window);
+    get_num("rto_min_us", static_cast<int>(ec.rto_min_us), &p.rto_min_us);
+    get_num("rto_max_us", static_cast<int>(ec.rto_max_us), &p.rto_max_us);
+    get_num("timeout_ms", static_cast<int>(ec.peer_timeout_ms), &p.timeout_ms);
+    get_num("yield_after_us", static_cast<int>(ec.yield_after_us), &p.yield_after_us);
+    get_num("sleep_after_us", static_cast<int>(ec.sleep_after_us), &p.sleep_after_us);
+    get_num("sleep_us", static_cast<int>(ec.sleep_us), &p.sleep_us);
+
+    check(p.mtu >= dpdk_engine::kMinMtu && p.mtu <= dpdk_engine::kMaxMtu,
+          "FI_DPDK_MTU is out of range");
+    check(p.window >= 16 && p.window <= 4096 && (p.window & (p.window - 1)) == 0,
+          "FI_DPDK_WINDOW must be a power of two in 16..4096");
+    check(p.rto_min_us > 0 && p.rto_max_us >= p.rto_min_us,
+          "FI_DPDK_RTO_MIN_US/FI_DPDK_RTO_MAX_US must satisfy 0 < min <= max");
+    check(p.timeout_ms > 0, "FI_DPDK_TIMEOUT_MS must be positive");
+    check(p.yield_after_us >= 0 && p.sleep_after_us >= 0 && p.sleep_us >= 0,
+          "FI_DPDK_YIELD_AFTER_US/SLEEP_AFTER_US/SLEEP_US must not be negative");
+    dpdk_engine::FaultConfig fc;
+    check(p.fault.empty() || dpdk_engine::parse_fault_spec(p.fault.c_str(), &fc) == 0,
+          "FI_DPDK_FAULT does not parse");
+}
+
+// The IPv4 address of a kernel interface, for FI_DPDK_IFACE without
+// FI_DPDK_IP (af_packet shares the interface with the kernel stack).
+bool iface_ipv4(const std::string& iface, uint32_t* ip_be)
+{
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0)
+        return false;
+    bool found = false;
+    for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && iface == i->ifa_name) {
+            *ip_be = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+            found = true;
+        }
+    }
+    freeifaddrs(list);
+    return found;
+}
+
+void describe_device()
+{
+    const Params& p = g_params;
+    DeviceDesc& d = g_device;
+    d.domain_name = p.device.empty() ? p.iface : p.device;
+    in_addr a{};
+    if (!p.ip.empty()) {
+        if (inet_pton(AF_INET, p.ip.c_str(), &a) == 1)
+            d.ip_be = a.s_addr;
+        else
+            d.error = "FI_DPDK_IP is not a dotted IPv4 address";
+    } else if (p.device.empty() && p.iface != "lo") {
+        if (!iface_ipv4(p.iface, &d.ip_be))
+            d.error = "interface " + p.iface + " has no IPv4 address; set FI_DPDK_IP";
+    } else {
+        d.ip_be = htonl(INADDR_LOOPBACK);
+    }
+    if (p.device.empty() && if_nametoindex(p.iface.c_str()) == 0 && d.error.empty())
+        d.error = "no network interface named " + p.iface + " (FI_DPDK_IFACE)";
+    if (!d.error.empty())
+        DPDK_WARN(FI_LOG_CORE, "device %s unusable: %s\n", d.domain_name.c_str(),
+                  d.error.c_str());
+}
+
+}  // namespace
+
+fi_provider g_prov = {
+    .version = kProviderVersion,
+    .fi_version = kApiVersion,
+    .context = {},
+    .name = kProviderName,
+    .getinfo = dpdk_getinfo,
+    .fabric = dpdk_fabric_open,
+    .cleanup = dpdk_cleanup,
+};
+
+const Params& params()
+{
+    return g_params;
+}
+
+const DeviceDesc& device_desc()
+{
+    return g_device;
+}
+
+int make_engine_config(dpdk_engine::EngineConfig* cfg)
+{
+    const Params& p = g_params;
+    if (!p.error.empty() || !g_device.error.empty()) {
+        DPDK_WARN(FI_LOG_DOMAIN, "%s\n", p.error.empty() ? g_device.error.c_str()
+                                                         : p.error.c_str());
+        return -FI_EINVAL;
+    }
+    char ip[INET_ADDRSTRLEN] = {};
+    in_addr a{};
+    a.s_addr = g_device.ip_be;
+    inet_ntop(AF_INET, &a, ip, sizeof(ip));
+
+    cfg->port.device = p.device;
+    cfg->port.iface = p.iface;
+    cfg->port.ip = ip;  // explicit, so endpoints get what fi_getinfo announced
+    cfg->port.mtu = static_cast<uint16_t>(p.mtu);
+    cfg->port.mbufs = static_cast<unsigned>(p.mbufs);
+    cfg->port.hugepages = p.hugepages != 0;
+    cfg->port.eal_args = p.eal_args;
+    // EAL banners only when the user asked for our logs (section 5).
+    cfg->port.verbose = fi_log_enabled(&g_prov, FI_LOG_INFO, FI_LOG_CORE) != 0;
+    if (!p.fault.empty() && dpdk_engine::parse_fault_spec(p.fault.c_str(), &cfg->fault) != 0)
+        return -FI_EINVAL;  // unreachable: read_params() checked it
+    cfg->pcap_path = p.pcap;
+    cfg->dump_stats = p.stats != 0;
+    cfg->eager_limit = p.eager_limit;
+    cfg->window = static_cast<uint32_t>(p.window);
+    cfg->rto_min_us = static_cast<uint32_t>(p.rto_min_us);
+    cfg->rto_max_us = static_cast<uint32_t>(p.rto_max_us);
+    if (cfg->rto_initial_us < cfg->rto_min_us)
+        cfg->rto_initial_us = cfg->rto_min_us;
+    if (cfg->rto_initial_us > cfg->rto_max_us)
+        cfg->rto_initial_us = cfg->rto_max_us;
+    cfg->peer_timeout_ms = static_cast<uint32_t>(p.timeout_ms);
+    cfg->yield_after_us = static_cast<uint32_t>(p.yield_after_us);
+    cfg->sleep_after_us = static_cast<uint32_t>(p.sleep_after_us);
+    cfg->sleep_us = static_cast<uint32_t>(p.sleep_us);
+    return 0;
+}
+
+}  // namespace dpdk_fi
+
+extern "C" FI_EXT_INI
+{
+    using namespace dpdk_fi;
+    try {
+        define_params();
+        read_params();
+        describe_device();
+        if (!g_params.error.empty())
+            DPDK_WARN(FI_LOG_CORE, "%s\n", g_params.error.c_str());
+    } catch (...) {
+        // Out of memory while loading: better no provider than a crash.
+        return nullptr;
+    }
+    return &g_prov;
+}

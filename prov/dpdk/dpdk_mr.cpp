@@ -1,0 +1,186 @@
+// Memory registration. Local buffers need none (we never require
+// FI_MR_LOCAL: desc may be NULL everywhere); a registration exists so that
+// remote peers can target the memory with RMA and atomics. It lands in the
+// domain's dpdk_engine::MemoryRegistry, which the engine checks for every
+// incoming RMA/atomic packet (key, bounds, access: design.md section 4).
+//
+// Key and address semantics come from the domain's mr_mode: FI_MR_PROV_KEY
+// (random 64-bit keys chosen by the registry) or user keys, FI_MR_VIRT_ADDR
+// (remote addresses are virtual addresses) or 0-based offsets, and
+// FI_MR_ENDPOINT (the region becomes live at fi_mr_enable after fi_mr_bind).
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+namespace {
+
+uint32_t remote_access_bits(uint64_t access)
+{
+    uint32_t bits = 0;
+    if (access & FI_REMOTE_READ)
+        bits |= dpdk_engine::kMrRemoteRead;
+    if (access & FI_REMOTE_WRITE)
+        bits |= dpdk_engine::kMrRemoteWrite;
+    return bits;
+}
+
+// Puts the region into the registry (under the engine lock, which also
+// serialises it against the engine's lookups during progress).
+int make_live(Mr* mr)
+{
+    Domain* d = mr->domain;
+    uint64_t key = 0;
+    int ret;
+    {
+        LockScope scope(d->shared);
+        ret = d->regions->add(mr->base, mr->len, mr->remote_access, mr->requested_key, &key);
+    }
+    if (ret == -EEXIST)
+        return -FI_ENOKEY;  // libfabric's code for a requested key in use
+    if (ret)
+        return fi_errno(ret);
+    mr->fid.key = key;
+    mr->registered = true;
+    return 0;
+}
+
+int mr_close(fid* f) noexcept
+{
+    Mr* mr = reinterpret_cast<Mr*>(f);
+    if (mr->registered) {
+        LockScope scope(mr->domain->shared);
+        mr->domain->regions->remove(mr->fid.key);
+    }
+    mr->domain->refs.put();
+    delete mr;
+    return 0;
+}
+
+int mr_bind(fid* f, fid* bfid, uint64_t flags) noexcept
+{
+    Mr* mr = reinterpret_cast<Mr*>(f);
+    if (!mr->domain->mr_endpoint || !bfid)
+        return -FI_EINVAL;
+    if (bfid->fclass != FI_CLASS_EP)
+        return -FI_ENOSYS;  // counters (FI_RMA_EVENT) are not offered
+    if (flags & ~(FI_REMOTE_READ | FI_REMOTE_WRITE))
+        return -FI_EBADFLAGS;
+    Ep* ep = reinterpret_cast<Ep*>(bfid);
+    if (ep->domain != mr->domain)
+        return -FI_EINVAL;
+    mr->bound_ep = ep;
+    return 0;
+}
+
+int mr_control(fid* f, int command, void*) noexcept
+{
+    Mr* mr = reinterpret_cast<Mr*>(f);
+    switch (command) {
+    case FI_ENABLE:
+        if (!mr->domain->mr_endpoint)
+            return 0;
+        if (!mr->bound_ep)
+            return -FI_EOPBADSTATE;
+        return mr->registered ? 0 : make_live(mr);
+    case FI_REFRESH:
+        return 0;  // we do not cache translations: nothing to refresh
+    default:
+        return -FI_ENOSYS;
+    }
+}
+
+fi_ops g_mr_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = mr_close,
+    .bind = mr_bind,
+    .control = mr_control,
+    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .tostr = DPDK_NOSYS(fi_ops, tostr),
+    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
+};
+
+int mr_register(fid* domain_fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
+                uint64_t requested_key, uint64_t flags, fi_hmem_iface iface, void* context,
+                fid_mr** out)
+{
+    if (!domain_fid || domain_fid->fclass != FI_CLASS_DOMAIN || !out)
+        return -FI_EINVAL;
+    Domain* d = reinterpret_cast<Domain*>(domain_fid);
+    if (flags)
+        return -FI_EBADFLAGS;  // FI_RMA_EVENT, FI_HMEM_DEVICE_ONLY: not offered
+    if (count > 1 || (count == 1 && !iov))
+        return -FI_EINVAL;  // mr_iov_limit is 1: the registry holds ranges
+    if (iface != FI_HMEM_SYSTEM)
+        return -FI_ENOSYS;
+    if (offset && !d->mr_virt_addr) {
+        // The registry maps remote offset 0 to the first byte; a non-zero
+        // starting offset needs engine support (ENGINE_REQUESTS.md).
+        DPDK_WARN(FI_LOG_MR, "fi_mr_reg: non-zero offset needs FI_MR_VIRT_ADDR\n");
+        return -FI_EINVAL;
+    }
+    std::unique_ptr<Mr> mr(new Mr());
+    mr->domain = d;
+    mr->base = count ? iov[0].iov_base : nullptr;
+    mr->len = count ? iov[0].iov_len : 0;
+    mr->remote_access = remote_access_bits(access);
+    mr->requested_key = requested_key;
+    mr->fid.fid.fclass = FI_CLASS_MR;
+    mr->fid.fid.context = context;
+    mr->fid.fid.ops = &g_mr_fi_ops;
+    mr->fid.mem_desc = mr.get();  // opaque to the application; we ignore desc
+    mr->fid.key = d->mr_prov_key ? FI_KEY_NOTAVAIL : requested_key;
+    if (!d->mr_endpoint) {
+        int ret = make_live(mr.get());
+        if (ret)
+            return ret;
+    }
+    d->refs.get();
+    *out = &mr->fid;
+    mr.release();
+    return 0;
+}
+
+int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept
+{
+    iovec iov = {const_cast<void*>(buf), len};
+    return no_throw([&] {
+        return mr_register(f, &iov, 1, access, offset, requested_key, flags, FI_HMEM_SYSTEM,
+                           context, mr);
+    });
+}
+
+int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
+            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept
+{
+    return no_throw([&] {
+        return mr_register(f, iov, count, access, offset, requested_key, flags, FI_HMEM_SYSTEM,
+                           context, mr);
+    });
+}
+
+int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr) noexcept
+{
+    if (!attr || !f || f->fclass != FI_CLASS_DOMAIN)
+        return -FI_EINVAL;
+    if (attr->auth_key_size)
+        return -FI_ENOSYS;
+    // iface arrived with API 1.10: older applications have no such field.
+    const Domain* d = reinterpret_cast<const Domain*>(f);
+    fi_hmem_iface iface = FI_VERSION_LT(d->api_version, FI_VERSION(1, 10)) ? FI_HMEM_SYSTEM
+                                                                           : attr->iface;
+    return no_throw([&] {
+        return mr_register(f, attr->mr_iov, attr->iov_count, attr->access, attr->offset,
+                           attr->requested_key, flags, iface, attr->context, mr);
+    });
+}
+
+}  // namespace
+
+fi_ops_mr g_mr_ops = {
+    .size = sizeof(fi_ops_mr),
+    .reg = mr_reg,
+    .regv = mr_regv,
+    .regattr = mr_regattr,
+};
+
+}  // namespace dpdk_fi

@@ -1,0 +1,341 @@
+// One Engine per process per device, shared by every domain on it; the lock
+// that serialises it; the optional progress thread; blocking waits.
+//
+// Why one Engine: a DPDK port can be opened once per process (af_packet's
+// fanout group, memif's socket), and Open MPI opens a domain for mtl/ofi and
+// another for btl/ofi in the same process.
+//
+// The lock (design.md section 5 and issue 3: "no locks on the data path" for
+// FI_THREAD_DOMAIN). The Engine is single-threaded, so every call into it and
+// into the provider state its callbacks touch (CQ rings, counters) runs under
+// SharedEngine::mutex_ -- except while the only user is an FI_THREAD_DOMAIN
+// domain with manual progress: the application then serialises all of it
+// and enter() costs two plain stores and a load. When a second domain (or a
+// progress thread) arrives, switch_to_locking() must be sure no lockless call
+// is still running. That is an asymmetric Dekker handshake: the fast path
+// publishes unlocked_busy_ and re-reads locking_ with only a compiler
+// barrier; the slow path stores locking_, then membarrier(2) forces a full
+// memory barrier on every running thread of the process, so either the fast
+// path saw locking_ or its busy flag is now visible and we wait for it to
+// clear. Without membarrier support we never run lockless.
+#include <linux/membarrier.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+
+// ---------------------------------------------------------------- time
+
+uint64_t now_us() noexcept
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000u + uint64_t(ts.tv_nsec) / 1000u;
+}
+
+int64_t deadline_from_ms(int timeout_ms) noexcept
+{
+    return timeout_ms < 0 ? -1 : int64_t(now_us()) + int64_t(timeout_ms) * 1000;
+}
+
+int64_t remaining_us(int64_t deadline) noexcept
+{
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - int64_t(now_us());
+    return left > 0 ? left : 0;
+}
+
+int64_t sleep_budget_us(uint32_t next_timeout_us, bool has_engine_fd, unsigned idle_rounds) noexcept
+{
+    int64_t budget = next_timeout_us == UINT32_MAX ? -1 : int64_t(next_timeout_us);
+    if (!has_engine_fd) {
+        // Nothing tells us that packets arrived (memif, ring): look again
+        // soon, less often the longer it stays quiet (20 us .. 1 ms).
+        int64_t poll_us = std::min<int64_t>(1000, 20ll << std::min(idle_rounds, 6u));
+        budget = budget < 0 ? poll_us : std::min(budget, poll_us);
+    }
+    return budget;
+}
+
+// ---------------------------------------------------------------- waiter
+
+Waiter::~Waiter()
+{
+    for (int fd : {epfd_, evfd_, tfd_})
+        if (fd >= 0)
+            close(fd);
+}
+
+int Waiter::open(int engine_fd) noexcept
+{
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epfd_ < 0 || evfd_ < 0 || tfd_ < 0)
+        return -errno;
+    for (int fd : {evfd_, tfd_, engine_fd}) {
+        if (fd < 0)
+            continue;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+            return -errno;
+    }
+    has_engine_fd_ = engine_fd >= 0;
+    return 0;
+}
+
+void Waiter::notify() noexcept
+{
+    // The relaxed load keeps the common case (nobody waits) free of atomic
+    // read-modify-writes as well as of system calls.
+    if (armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_acq_rel))
+        signal();
+}
+
+void Waiter::signal() noexcept
+{
+    uint64_t one = 1;
+    if (evfd_ >= 0 && write(evfd_, &one, sizeof(one)) < 0) {
+        // EAGAIN only: the counter is saturated, i.e. already readable.
+    }
+}
+
+void Waiter::drain() noexcept
+{
+    uint64_t v;
+    if (evfd_ >= 0 && read(evfd_, &v, sizeof(v)) < 0) {
+        // EAGAIN: nothing was pending.
+    }
+    if (tfd_ >= 0 && read(tfd_, &v, sizeof(v)) < 0) {
+        // EAGAIN: the timer has not fired.
+    }
+}
+
+void Waiter::set_timer_us(uint64_t us) noexcept
+{
+    itimerspec its{};
+    if (us != UINT64_MAX) {
+        us = std::max<uint64_t>(us, 1);
+        its.it_value.tv_sec = time_t(us / 1000000u);
+        its.it_value.tv_nsec = long(us % 1000000u) * 1000;
+    }
+    timerfd_settime(tfd_, 0, &its, nullptr);
+}
+
+void Waiter::wait_us(int64_t timeout_us) noexcept
+{
+    epoll_event ev[4];
+    timespec ts;
+    timespec* tsp = nullptr;
+    if (timeout_us >= 0) {
+        ts.tv_sec = time_t(timeout_us / 1000000);
+        ts.tv_nsec = long(timeout_us % 1000000) * 1000;
+        tsp = &ts;
+    }
+    // Readiness is all we need; the caller drains and re-checks.
+    epoll_pwait2(epfd_, ev, 4, tsp, nullptr);
+}
+
+// ---------------------------------------------------------------- registry
+
+namespace {
+
+bool membarrier_ready() noexcept
+{
+    static const bool ok = [] {
+        long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+            return false;
+        return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    }();
+    return ok;
+}
+
+}  // namespace
+
+struct SharedEngineRegistry {
+    static std::mutex& mutex()
+    {
+        static std::mutex m;
+        return m;
+    }
+    static std::unordered_map<std::string, SharedEngine*>& engines()
+    {
+        static std::unordered_map<std::string, SharedEngine*> map;
+        return map;
+    }
+};
+
+int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress,
+                          SharedEngine** out) noexcept
+{
+    return no_throw([&]() -> int {
+        std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
+        auto& engines = SharedEngineRegistry::engines();
+        SharedEngine* s;
+        auto it = engines.find(domain_name);
+        if (it == engines.end()) {
+            dpdk_engine::EngineConfig cfg;
+            int ret = make_engine_config(&cfg);
+            if (ret)
+                return ret;
+            std::unique_ptr<dpdk_engine::Engine> engine;
+            ret = dpdk_engine::Engine::create(cfg, &engine);
+            if (ret) {
+                DPDK_WARN(FI_LOG_DOMAIN, "cannot open DPDK device %s: %s\n", domain_name.c_str(),
+                          strerror(-ret));
+                return fi_errno(ret);
+            }
+            DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());
+            std::unique_ptr<SharedEngine> fresh(new SharedEngine());
+            fresh->name_ = domain_name;
+            fresh->engine_ = std::move(engine);
+            fresh->locking_.store(!(lockless_ok && !auto_progress && membarrier_ready()));
+            s = fresh.get();
+            engines.emplace(domain_name, s);
+            fresh.release();
+        } else {
+            s = it->second;
+            // Two domains may be used from two threads at once.
+            s->switch_to_locking();
+        }
+        s->users_++;
+        if (auto_progress && s->auto_users_++ == 0) {
+            s->switch_to_locking();
+            s->start_thread();
+        }
+        *out = s;
+        return 0;
+    });
+}
+
+void SharedEngine::release(bool auto_progress) noexcept
+{
+    std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
+    if (auto_progress && --auto_users_ == 0)
+        stop_thread();
+    if (--users_ == 0) {
+        SharedEngineRegistry::engines().erase(name_);
+        DPDK_INFO(FI_LOG_DOMAIN, "closing DPDK device %s\n", name_.c_str());
+        delete this;
+    }
+}
+
+// ---------------------------------------------------------------- lock
+
+bool SharedEngine::enter() noexcept
+{
+    if (!locking_.load(std::memory_order_acquire)) {
+        unlocked_busy_.store(true, std::memory_order_relaxed);
+        // Compiler barrier only; switch_to_locking()'s membarrier supplies
+        // the CPU barrier (see the file comment).
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (!locking_.load(std::memory_order_relaxed))
+            return false;
+        unlocked_busy_.store(false, std::memory_order_release);
+    }
+    mutex_.lock();
+    return true;
+}
+
+void SharedEngine::leave(bool locked) noexcept
+{
+    if (locked)
+        mutex_.unlock();
+    else
+        unlocked_busy_.store(false, std::memory_order_release);
+}
+
+void SharedEngine::switch_to_locking() noexcept
+{
+    if (locking_.load(std::memory_order_acquire))
+        return;
+    locking_.store(true, std::memory_order_seq_cst);
+    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    while (unlocked_busy_.load(std::memory_order_acquire))
+        sched_yield();
+    DPDK_INFO(FI_LOG_DOMAIN, "device %s shared: engine calls now take a lock\n", name_.c_str());
+}
+
+int SharedEngine::progress() noexcept
+{
+    LockScope scope(this);
+    return engine_->progress();
+}
+
+// ---------------------------------------------------------------- thread
+
+void SharedEngine::start_thread() noexcept
+{
+    stop_.store(false);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    try {
+        thread_ = std::thread([this] { thread_main(); });
+    } catch (...) {
+        DPDK_WARN(FI_LOG_DOMAIN, "cannot start the progress thread: FI_PROGRESS_AUTO "
+                                 "degrades to progress inside calls\n");
+    }
+}
+
+void SharedEngine::stop_thread() noexcept
+{
+    stop_.store(true);
+    uint64_t one = 1;
+    if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof(one)) < 0) {
+        // The thread wakes on its own within its poll budget anyway.
+    }
+    if (thread_.joinable())
+        thread_.join();
+    if (wake_fd_ >= 0)
+        close(wake_fd_);
+    wake_fd_ = -1;
+}
+
+void SharedEngine::thread_main() noexcept
+{
+    unsigned idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        int events, fd;
+        uint32_t next;
+        {
+            LockScope scope(this);
+            events = engine_->progress();
+            next = engine_->next_timeout_us();
+            fd = engine_->wait_fd();
+        }
+        if (events > 0) {
+            idle = 0;
+            continue;
+        }
+        // Idle: block on the packet fd (or a short timer without one) so a
+        // FI_PROGRESS_AUTO process does not burn a core (section 5).
+        int64_t budget = sleep_budget_us(next, fd >= 0, idle++);
+        if (budget < 0 || budget > 100000)
+            budget = 100000;
+        pollfd pfd[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+        timespec ts = {time_t(budget / 1000000), long(budget % 1000000) * 1000};
+        ppoll(pfd, fd >= 0 ? 2 : 1, &ts, nullptr);
+        uint64_t drained;
+        if (read(wake_fd_, &drained, sizeof(drained)) < 0) {
+            // EAGAIN: not woken through the eventfd.
+        }
+    }
+}
+
+}  // namespace dpdk_fi

@@ -1,0 +1,582 @@
+// Internal header of the libfabric provider "dpdk" (design.md section 1).
+//
+// prov/dpdk/ is a thin mapping of fi_* calls onto the C++ API of
+// dpdk_engine/ (engine.h). Every libfabric object is a struct below whose
+// first member is the libfabric fid it implements, so the fid pointer the
+// application hands back converts to the object with one cast and no
+// container_of arithmetic. Each object lives in its own file
+// (dpdk_<object>.cpp); the fid plumbing and the -FI_ENOSYS stubs shared by all
+// of them are in dpdk_fid.cpp; sharing one Engine between domains, its lock,
+// the optional progress thread and the blocking waits are in
+// dpdk_progress.cpp.
+//
+// Rules every file follows:
+//  * every function placed in an fi_ops table is noexcept and returns
+//    0/count or -FI_Exxx: no C++ exception ever reaches libfabric;
+//  * every touch of the Engine, of a CQ ring, an AV table or the MR registry
+//    happens inside a LockScope on the domain's SharedEngine (section 5:
+//    the engine is single-threaded; FI_THREAD_DOMAIN users skip the mutex);
+//  * engine errors are negative errnos, turned into -FI_E* by fi_errno().
+#ifndef DPDK_PROV_H
+#define DPDK_PROV_H
+
+#include <netinet/in.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/mr.h"
+
+namespace dpdk_fi {
+
+// ---------------------------------------------------------------- provider
+
+extern fi_provider g_prov;  // also the log handle of FI_WARN/FI_INFO
+
+#define DPDK_WARN(subsys, ...) FI_WARN(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
+#define DPDK_INFO(subsys, ...) FI_INFO(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
+#define DPDK_DBG(subsys, ...) FI_DBG(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
+constexpr const char* kProviderName = "dpdk";
+constexpr const char* kFabricName = "dpdk";
+
+// The FI_DPDK_* parameters (design.md section 5), read once in fi_prov_ini.
+// Strings are empty when unset.
+struct Params {
+    std::string device;     // FI_DPDK_DEVICE
+    std::string iface;      // FI_DPDK_IFACE
+    std::string ip;         // FI_DPDK_IP (as configured; see device_ip())
+    std::string eal_args;   // FI_DPDK_EAL_ARGS
+    std::string fault;      // FI_DPDK_FAULT
+    std::string pcap;       // FI_DPDK_PCAP
+    int mtu = 0;
+    int hugepages = 0;
+    int stats = 0;
+    size_t mbufs = 0;
+    size_t eager_limit = 0;
+    int window = 0;
+    int rto_min_us = 0;
+    int rto_max_us = 0;
+    int timeout_ms = 0;
+    int yield_after_us = 0;
+    int sleep_after_us = 0;
+    int sleep_us = 0;
+    // First problem found in the values above ("" when all are valid): a
+    // domain then refuses to open, naming it, instead of guessing.
+    std::string error;
+};
+const Params& params();
+
+// What fi_getinfo reports about the one configured device without starting
+// EAL (design.md section 8: fi_getinfo must be cheap).
+struct DeviceDesc {
+    std::string domain_name;  // "lo", "memif:/run/x.sock", "0000:01:00.0", ...
+    uint32_t ip_be = 0;       // the address endpoints get
+    std::string error;        // non-empty: the device cannot be used
+};
+const DeviceDesc& device_desc();
+
+// Fills an EngineConfig from params(). 0, or -FI_EINVAL with a warning
+// naming the variable.
+int make_engine_config(dpdk_engine::EngineConfig* cfg);
+
+// Engine (negative errno) to libfabric (-FI_E*) error codes. Values that
+// libfabric mirrors from errno pass unchanged; the rest become -FI_EOTHER.
+int fi_errno(int negative_errno) noexcept;
+
+// Error completion fields of a failed operation (design.md section 4:
+// FI_ETRUNC, FI_ECANCELED, FI_ENOMSG, FI_EIO/FI_ETIMEDOUT, FI_EACCES/FI_EINVAL).
+int op_status_errno(dpdk_engine::OpStatus s) noexcept;
+
+// ---------------------------------------------------------------- fi_getinfo
+int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+                 const fi_info* hints, fi_info** info) noexcept;
+// IPv4 sockaddr helpers shared by getinfo, the AV and endpoints.
+int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_in* out) noexcept;
+sockaddr_in to_sockaddr(const dpdk_engine::Address& a) noexcept;
+dpdk_engine::Address from_sockaddr(const sockaddr_in& s) noexcept;
+// Parses the FI_ADDR_STR form "fi_sockaddr_in://1.2.3.4:5678"; false if not it.
+bool parse_addr_str(const char* s, sockaddr_in* out) noexcept;
+
+// Capabilities (design.md section 8 lists who needs which).
+constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
+                                  FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                                  FI_DIRECTED_RECV;
+constexpr uint64_t kSecondaryCaps = FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps;
+constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
+                             FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
+                             FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
+                             FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |
+                                FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
+constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
+// The engine delivers every packet of a session exactly once and in order
+// and executes RMA and atomics at the target in that order, so every
+// ordering between sends, reads and writes to one peer holds.
+constexpr uint64_t kMsgOrder = FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW |
+                               FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
+                               FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+// MR modes we honour when asked; none is ever required.
+constexpr uint64_t kMrModeOptional = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                     FI_MR_ENDPOINT;
+
+// ---------------------------------------------------------------- fid plumbing
+// (dpdk_fid.cpp) A slot we do not implement: DPDK_NOSYS(fi_ops_xxx, slot) is
+// a noexcept function of exactly the slot's type that returns -FI_ENOSYS, so
+// every table sets every slot and the compiler checks each signature.
+template <typename F>
+struct Nosys;
+template <typename R, typename... A>
+struct Nosys<R (*)(A...)> {
+    static R fn(A...) noexcept { return static_cast<R>(-FI_ENOSYS); }
+};
+#define DPDK_NOSYS(table, slot) (&::dpdk_fi::Nosys<decltype(table::slot)>::fn)
+
+extern fi_ops_collective g_no_collective_ops;
+
+// Object reference counts: a fid that others are bound to refuses to close.
+struct RefCount {
+    std::atomic<int> n{0};
+    void get() noexcept { n.fetch_add(1, std::memory_order_relaxed); }
+    void put() noexcept { n.fetch_sub(1, std::memory_order_release); }
+    bool busy() const noexcept { return n.load(std::memory_order_acquire) != 0; }
+};
+
+// Runs fn and turns any exception into a libfabric error code, so that
+// allocation failures on control paths never unwind into libfabric.
+template <typename Fn>
+auto no_throw(Fn&& fn) noexcept -> decltype(fn())
+{
+    try {
+        return fn();
+    } catch (const std::bad_alloc&) {
+        return -FI_ENOMEM;
+    } catch (...) {
+        return -FI_EOTHER;
+    }
+}
+
+// ---------------------------------------------------------------- progress
+// (dpdk_progress.cpp) One Engine per process per device, shared by every
+// domain on it and reference-counted.
+class SharedEngine {
+public:
+    // Returns the engine of `domain_name`, creating it (EAL, port) on first
+    // use. `lockless_ok`: the caller is an FI_THREAD_DOMAIN domain with manual
+    // progress, which may skip the mutex while it is the engine's only user.
+    // `auto_progress`: the caller wants FI_PROGRESS_AUTO (progress thread).
+    static int acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress,
+                       SharedEngine** out) noexcept;
+    void release(bool auto_progress) noexcept;
+
+    dpdk_engine::Engine& engine() noexcept { return *engine_; }
+    bool auto_progress() const noexcept { return auto_users_ > 0; }
+
+    // The lock (use LockScope). Returns whether the mutex was taken.
+    bool enter() noexcept;
+    void leave(bool locked) noexcept;
+
+    // One progress step, taking the lock (never call it inside a LockScope:
+    // the lock is not recursive). Returns the engine's event count.
+    int progress() noexcept;
+
+private:
+    SharedEngine() = default;
+    void switch_to_locking() noexcept;
+    void start_thread() noexcept;
+    void stop_thread() noexcept;
+    void thread_main() noexcept;
+
+    friend struct SharedEngineRegistry;
+    std::string name_;
+    std::unique_ptr<dpdk_engine::Engine> engine_;
+    int users_ = 0;       // domains (guarded by the registry mutex)
+    int auto_users_ = 0;  // domains with FI_PROGRESS_AUTO
+    std::mutex mutex_;
+    // false only while one lockless-eligible domain is the sole user and no
+    // progress thread runs: then enter() takes no lock at all.
+    std::atomic<bool> locking_{true};
+    std::atomic<bool> unlocked_busy_{false};
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    int wake_fd_ = -1;  // eventfd that interrupts the thread's sleep
+};
+
+// RAII scope of SharedEngine::enter/leave.
+class LockScope {
+public:
+    explicit LockScope(SharedEngine* s) noexcept : s_(s), locked_(s->enter()) {}
+    ~LockScope() { s_->leave(locked_); }
+    LockScope(const LockScope&) = delete;
+    LockScope& operator=(const LockScope&) = delete;
+
+private:
+    SharedEngine* s_;
+    bool locked_;
+};
+
+// Blocking support for CQs, counters and EQs (design.md section 5: block on
+// a real fd, never spin). An epoll fd that holds an eventfd (signalled when
+// a completion arrives while someone waits), the engine's packet fd (manual
+// progress only) and a timerfd armed with the engine's next timer, so the
+// application can poll() it as an FI_WAIT_FD object too.
+class Waiter {
+public:
+    Waiter() = default;
+    ~Waiter();
+    Waiter(const Waiter&) = delete;
+    Waiter& operator=(const Waiter&) = delete;
+
+    // engine_fd < 0: no packet fd (auto progress, or a PMD without one).
+    int open(int engine_fd) noexcept;
+    bool is_open() const noexcept { return epfd_ >= 0; }
+    int fd() const noexcept { return epfd_; }
+    bool has_engine_fd() const noexcept { return has_engine_fd_; }
+
+    // A waiter announces itself before it checks for work (under the lock);
+    // notify() then writes the eventfd only if someone announced: the data
+    // path makes no system call while nobody waits.
+    void arm() noexcept { armed_.store(true, std::memory_order_release); }
+    void notify() noexcept;
+    void signal() noexcept;  // unconditional wake-up (fi_cq_signal)
+    void drain() noexcept;   // consume eventfd and timerfd readiness
+    void set_timer_us(uint64_t us) noexcept;
+    // Sleeps until an fd is ready or timeout_us passes (< 0: forever).
+    void wait_us(int64_t timeout_us) noexcept;
+
+private:
+    int epfd_ = -1, evfd_ = -1, tfd_ = -1;
+    bool has_engine_fd_ = false;
+    std::atomic<bool> armed_{false};
+};
+
+// Microseconds of a monotonic clock.
+uint64_t now_us() noexcept;
+// Converts a libfabric timeout (ms, negative = forever) into a deadline.
+int64_t deadline_from_ms(int timeout_ms) noexcept;  // -1 = none
+// Remaining microseconds until deadline (-1 = forever, 0 = expired).
+int64_t remaining_us(int64_t deadline) noexcept;
+// How long a blocked waiter may sleep before it must progress the engine
+// again: the engine's next timer, capped by a growing poll interval when no
+// fd tells us about arriving packets. -1 = as long as it likes.
+int64_t sleep_budget_us(uint32_t next_timeout_us, bool has_engine_fd,
+                        unsigned idle_rounds) noexcept;
+
+// The blocking loop of fi_cq_sread, fi_cntr_wait and friends: progress,
+// ask ready() (under the lock; non-zero = done, returned), otherwise arm the
+// waiter and sleep on its fds. Returns 0 once the deadline has passed.
+// thread_progress: a progress thread works for us; sleep until notified.
+template <typename Ready>
+ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t deadline,
+                    Ready&& ready) noexcept
+{
+    for (unsigned idle = 0;; idle++) {
+        uint32_t next;
+        {
+            LockScope scope(s);
+            s->engine().progress();
+            ssize_t r = ready();
+            if (r)
+                return r;
+            w.arm();
+            next = s->engine().next_timeout_us();
+        }
+        int64_t left = remaining_us(deadline);
+        if (left == 0)
+            return 0;
+        int64_t budget = thread_progress ? -1 : sleep_budget_us(next, w.has_engine_fd(), idle);
+        if (left > 0 && (budget < 0 || budget > left))
+            budget = left;
+        w.wait_us(budget);
+        w.drain();
+    }
+}
+
+// ---------------------------------------------------------------- objects
+struct Fabric;
+struct Domain;
+struct Ep;
+struct Cq;
+struct Cntr;
+struct Eq;
+struct Av;
+struct Mr;
+
+struct Fabric {
+    fid_fabric fid{};
+    RefCount refs;  // domains and EQs
+};
+int dpdk_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept;
+int dpdk_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept;
+int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain,
+                     void* context) noexcept;
+// fi_trywait for each waitable class: 0 = safe to block on the fd,
+// -FI_EAGAIN = something is already there.
+int cq_trywait(Cq* cq) noexcept;
+int cntr_trywait(Cntr* cntr) noexcept;
+int eq_trywait(Eq* eq) noexcept;
+
+struct Domain {
+    fid_domain fid{};
+    Fabric* fabric = nullptr;
+    SharedEngine* shared = nullptr;
+    uint32_t api_version = 0;
+    fi_threading threading = FI_THREAD_SAFE;
+    bool auto_progress = false;
+    bool mr_endpoint = false;  // FI_MR_ENDPOINT: MRs become live at fi_mr_enable
+    bool mr_prov_key = false;
+    bool mr_virt_addr = false;
+    std::unique_ptr<dpdk_engine::MemoryRegistry> regions;
+    uint32_t ip_be = 0;
+    RefCount refs;
+};
+int dpdk_query_atomic(fid_domain* domain, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                      uint64_t flags) noexcept;
+int dpdk_av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) noexcept;
+int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
+int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr,
+                   void* context) noexcept;
+int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
+extern fi_ops_mr g_mr_ops;
+
+// ---- completion queue
+// One queued completion; err == 0 for a success.
+struct CqEntry {
+    void* op_context;
+    uint64_t flags;
+    size_t len;
+    void* buf;
+    uint64_t data;
+    uint64_t tag;
+    fi_addr_t src;
+    size_t olen;
+    int err;         // positive FI_E* value of an error entry
+    int prov_errno;  // OpStatus of an error entry
+};
+
+struct Cq {
+    fid_cq fid{};
+    Domain* domain = nullptr;
+    fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+    fi_wait_obj wait_obj = FI_WAIT_NONE;
+    // Ring of entries, power-of-two capacity, grown (never dropped) when full.
+    std::vector<CqEntry> ring;
+    size_t head = 0, count = 0;
+    std::atomic<bool> signaled{false};
+    bool overrun = false;  // an entry could not be stored (out of memory)
+    Waiter waiter;
+    char err_text[96] = {};  // provider-owned err_data of the last readerr
+    RefCount refs;
+
+    // Appends a success or error entry. Under the engine lock.
+    void push(const CqEntry& e) noexcept;
+};
+
+// ---- counter
+struct Cntr {
+    fid_cntr fid{};
+    Domain* domain = nullptr;
+    fi_wait_obj wait_obj = FI_WAIT_NONE;
+    std::atomic<uint64_t> value{0};
+    std::atomic<uint64_t> errors{0};
+    Waiter waiter;
+    RefCount refs;
+
+    void add_one() noexcept;
+    void add_error() noexcept;
+};
+
+// ---- event queue
+struct EqEvent {
+    uint32_t event = 0;
+    uint64_t flags = 0;
+    std::vector<uint8_t> data;  // event payload, or an fi_eq_err_entry
+    bool is_error = false;
+};
+
+struct Eq {
+    fid_eq fid{};
+    Fabric* fabric = nullptr;
+    fi_wait_obj wait_obj = FI_WAIT_NONE;
+    std::mutex mutex;
+    std::deque<EqEvent> events;
+    Waiter waiter;
+    char err_text[64] = {};
+    RefCount refs;
+
+    // Queues an event (from an AV insert with FI_EVENT, or fi_eq_write).
+    int post(uint32_t event, const void* buf, size_t len, uint64_t flags, bool is_error) noexcept;
+};
+
+// ---- address vector
+// FI_AV_MAP addresses encode the peer directly (ip << 16 | port), so the
+// data path needs no table. FI_AV_TABLE addresses index `table`.
+struct Av {
+    fid_av fid{};
+    Domain* domain = nullptr;
+    fi_av_type type = FI_AV_TABLE;
+    uint64_t flags = 0;
+    Eq* eq = nullptr;  // FI_EVENT: inserts complete through this EQ
+    std::vector<dpdk_engine::Address> table;
+    std::vector<uint8_t> live;                      // TABLE: slot not removed
+    std::unordered_map<uint64_t, fi_addr_t> known;  // address key -> fi_addr
+    RefCount refs;
+
+    // Both under the engine lock; cheap enough for every data operation.
+    bool lookup(fi_addr_t a, dpdk_engine::Address* out) const noexcept;
+    fi_addr_t reverse(const dpdk_engine::Address& a) const noexcept;
+};
+inline uint64_t address_key(const dpdk_engine::Address& a) noexcept
+{
+    return (uint64_t{a.ip_be} << 16) | a.port;
+}
+
+// ---- memory region
+struct Mr {
+    fid_mr fid{};
+    Domain* domain = nullptr;
+    void* base = nullptr;
+    size_t len = 0;
+    uint32_t remote_access = 0;  // dpdk_engine::MrAccess bits
+    uint64_t requested_key = 0;
+    bool registered = false;     // present in the domain's MemoryRegistry
+    Ep* bound_ep = nullptr;      // FI_MR_ENDPOINT
+};
+
+// ---- endpoint
+struct Ep {
+    fid_ep fid{};
+    Domain* domain = nullptr;
+    dpdk_engine::Endpoint* engine_ep = nullptr;
+    dpdk_engine::Address addr;
+    uint64_t caps = 0;
+    uint64_t tx_op_flags = 0;  // defaults of operations that take no flags
+    uint64_t rx_op_flags = 0;
+    bool enabled = false;
+    bool directed_recv = false;  // FI_DIRECTED_RECV: honour src_addr in receives
+    bool want_source = false;    // FI_SOURCE: look up the sender's fi_addr
+    size_t min_multi_recv = 0;
+    Cq* tx_cq = nullptr;
+    Cq* rx_cq = nullptr;
+    bool tx_selective = false;
+    bool rx_selective = false;
+    Cntr* send_cntr = nullptr;
+    Cntr* recv_cntr = nullptr;
+    Cntr* read_cntr = nullptr;
+    Cntr* write_cntr = nullptr;
+    Cntr* remote_read_cntr = nullptr;
+    Cntr* remote_write_cntr = nullptr;
+    Av* av = nullptr;
+    Eq* eq = nullptr;
+};
+
+// The data operation tables (dpdk_msg.cpp, dpdk_tagged.cpp, dpdk_rma.cpp,
+// dpdk_atomic.cpp).
+extern fi_ops_msg g_msg_ops;
+extern fi_ops_tagged g_tagged_ops;
+extern fi_ops_rma g_rma_ops;
+extern fi_ops_atomic g_atomic_ops;
+
+// ---- the per-operation completion plan (dpdk_ep.cpp)
+//
+// What the application must see when an operation completes is decided when
+// it is posted: the FI_* flags of its CQ entry, whether it wants a CQ entry
+// at all (FI_SELECTIVE_COMPLETION), and which counter counts it. We ask the
+// engine for a success completion (kOpCompletion) exactly when someone
+// needs it; errors are always reported.
+//
+// The engine echoes nothing but the context today, so the completion
+// callback rebuilds the flags from the Completion. When the engine grows a
+// `user_data` field in the *Args structs echoed in Completion (requested in
+// ENGINE_REQUESTS.md), the code below picks it up automatically and carries
+// the exact plan through it instead.
+template <typename T, typename = void>
+struct HasUserData : std::false_type {};
+template <typename T>
+struct HasUserData<T, std::void_t<decltype(std::declval<T&>().user_data)>> : std::true_type {};
+constexpr bool kEngineEchoesUserData = HasUserData<dpdk_engine::Completion>::value &&
+                                       HasUserData<dpdk_engine::SendArgs>::value;
+
+template <typename Args>
+inline void set_user_data(Args& a, uint64_t v) noexcept
+{
+    if constexpr (HasUserData<Args>::value)
+        a.user_data = v;
+    else
+        (void)a, (void)v;
+}
+template <typename C>
+inline uint64_t get_user_data(const C& c) noexcept
+{
+    if constexpr (HasUserData<C>::value)
+        return c.user_data;
+    else
+        return (void)c, 0;
+}
+
+// The plan word: CQ flags to report, plus FI_COMPLETION when a CQ entry is
+// wanted (stripped before the entry is written).
+struct OpPlan {
+    uint32_t engine_flags = 0;  // dpdk_engine::OpFlags
+    uint64_t word = 0;          // reported flags | FI_COMPLETION if wanted
+    bool complete_now = false;  // inject: the engine never reports success;
+                                // the provider completes it after posting
+};
+
+enum class OpKind { kSend, kRecv, kWrite, kRead, kAtomicWrite, kAtomicRead };
+// flags: the operation's flags (msg forms) or the endpoint's defaults.
+OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept;
+// The plan of fi_inject and friends: like FI_INJECT, but never a CQ entry.
+OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept;
+// Completes an injected operation right after a successful post (counters,
+// and a CQ entry if FI_COMPLETION asked for one). Under the engine lock.
+void complete_injected(Ep* ep, const OpPlan& plan, void* context) noexcept;
+// Maps a posting error: -EAGAIN makes progress first so that retry loops of
+// applications that do not read their CQ still advance.
+ssize_t post_result(Ep* ep, int engine_ret) noexcept;
+
+// The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp. `flags`
+// are the operation's flags (msg forms) or the endpoint's defaults;
+// `inject_call`: fi_inject/fi_tinject and friends, which never complete.
+ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag,
+                bool has_data, uint64_t data, uint64_t flags, bool inject_call,
+                void* context) noexcept;
+ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag,
+                uint64_t ignore, uint64_t flags, void* context) noexcept;
+
+// Resolves a destination fi_addr_t through the bound AV.
+inline bool ep_dest(const Ep* ep, fi_addr_t a, dpdk_engine::Address* out) noexcept
+{
+    return ep->av && ep->av->lookup(a, out);
+}
+
+}  // namespace dpdk_fi
+
+#endif
