@@ -387,7 +387,7 @@ void Engine::close_endpoint(Endpoint* e)
             pp = &(*pp)->active_next;
     }
     for (auto& kv : ep->sessions)
-        session_fail(kv.second, OpStatus::kCanceled);
+        session_fail(kv.second, OpStatus::kCanceled, true);
     for (int q = 0; q < 2; q++)
         while (RxMsg* m = ep->unexpected[q].head) {
             ep->unexpected[q].remove(m);
@@ -416,8 +416,16 @@ uint32_t Engine::next_timeout_us() const
             next = s->rto_deadline;
         if (s->ack_pending && s->ack_deadline < next)
             next = s->ack_deadline;
-        if (s->una != s->next_psn) {
-            uint64_t dead = s->last_heard_us + uint64_t(impl_->cfg.peer_timeout_ms) * 1000;
+        if (s->una != s->next_psn || session_expecting(s)) {
+            uint64_t timeout = uint64_t(impl_->cfg.peer_timeout_ms) * 1000;
+            uint64_t dead = s->last_heard_us + timeout;
+            if (s->una == s->next_psn) {
+                // keepalive probe due (session_timers)
+                uint64_t probe = (s->last_heard_us > s->last_probe_us ? s->last_heard_us : s->last_probe_us) +
+                                 timeout / 4;
+                if (probe < dead)
+                    dead = probe;
+            }
             if (dead < next)
                 next = dead;
         }

@@ -217,6 +217,8 @@ struct Session {
     RttEstimator rtt;
     uint64_t rto_deadline = 0;    // 0 = not armed
     uint64_t last_heard_us = 0;   // any valid packet from the peer
+    uint64_t last_probe_us = 0;   // keepalive sent while waiting on the peer
+    uint32_t rdv_waiting = 0;     // CTSs we sent whose data has not all come
     TxOp* fifo_head = nullptr;    // ops with packets still to cut
     TxOp* fifo_tail = nullptr;
     List<TxOp> ops;               // every op bound to this session
@@ -370,8 +372,16 @@ void session_pump(Session* s, uint64_t now);
 void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now);
 void session_drain(Session* s, uint64_t now);
 void session_timers(Session* s, uint64_t now);
-void session_send_ack(Session* s, uint64_t now);
-void session_fail(Session* s, OpStatus why);
+void session_send_ack(Session* s, uint64_t now, uint16_t flags = 0);
+// A pure ACK that asks for an answer (keepalive while waiting on the peer).
+void session_send_probe(Session* s, uint64_t now);
+// True when the session waits for the peer: operations not finished, CTSs
+// whose data is due, an eager message half received.
+bool session_expecting(const Session* s);
+// Fails every operation of the session with `why` and starts a new tx
+// stream. With rx_too the peer's stream is retired as well (the peer is
+// presumed dead: what it was sending us is abandoned).
+void session_fail(Session* s, OpStatus why, bool rx_too);
 bool session_busy(const Session* s);
 size_t max_payload(const EngineImpl* e, wire::PacketType t);
 

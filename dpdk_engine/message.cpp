@@ -160,6 +160,8 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
     }
     if (m->session && m->session->cur_eager == m)
         m->session->cur_eager = nullptr;
+    if (m->session && m->rendezvous && m->cts_sent)
+        m->session->rdv_waiting--;
     free_msg(m);
     if (report)
         complete(c);
@@ -175,6 +177,7 @@ bool EndpointImpl::send_cts(RxMsg* m)
     op->rdv_handle = m->handle;
     op->message_len = granted;
     m->cts_sent = true;
+    m->session->rdv_waiting++;
     session_enqueue(m->session, op);
     if (granted == 0)
         finish_recv(m, OpStatus::kOk);

@@ -313,7 +313,8 @@ size_t max_payload(const EngineImpl* e, wire::PacketType t)
 
 bool session_busy(const Session* s)
 {
-    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->held;
+    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->held ||
+           session_expecting(s);
 }
 
 void session_enqueue(Session* s, TxOp* op)
@@ -387,7 +388,17 @@ void session_pump(Session* s, uint64_t now)
     }
 }
 
-void session_send_ack(Session* s, uint64_t now)
+bool session_expecting(const Session* s)
+{
+    return !s->ops.empty() || s->rdv_waiting || s->cur_eager;
+}
+
+void session_send_probe(Session* s, uint64_t now)
+{
+    session_send_ack(s, now, wire::kFlagAckRequest);
+}
+
+void session_send_ack(Session* s, uint64_t now, uint16_t flags)
 {
     EngineImpl* e = s->ep->engine;
     wire::FrameAddress fa;
@@ -402,7 +413,7 @@ void session_send_ack(Session* s, uint64_t now)
     m->pkt_len = static_cast<uint32_t>(frame_len);
     wire::write_l2l3l4(f, fa, sizeof(wire::TransportHeader));
     auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
-    wire::init_transport_header(th, wire::PacketType::kAck, 0, 0);
+    wire::init_transport_header(th, wire::PacketType::kAck, flags, 0);
     th->stream_id.set(s->tx_stream);
     fill_ack_fields(s, th, now);
     wire::seal(th);
@@ -452,8 +463,11 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     }
     if (p.type == wire::PacketType::kReset) {
         ep->st.resets_received++;
+        // The peer holds no state for our stream (it restarted, or timed us
+        // out). Only our direction restarts: its stream toward us, if new,
+        // is valid, and retiring it would make the peer reset in turn.
         if (th->ack_stream_id.get() == s->tx_stream)
-            session_fail(s, OpStatus::kPeerReset);
+            session_fail(s, OpStatus::kPeerReset, false);
         rte_pktmbuf_free(m);
         return;
     }
@@ -462,6 +476,9 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         s->last_heard_us = now;
         s->peer_ts = th->timestamp.get();
         process_ack(s, th, now);
+        if (p.flags & wire::kFlagAckRequest) {
+            s->ack_pending = s->ack_now = true;  // a keepalive probe: answer it
+        }
         rte_pktmbuf_free(m);
         ep->engine->activate(s);
         return;
@@ -541,11 +558,22 @@ void session_timers(Session* s, uint64_t now)
     const EngineConfig& cfg = s->ep->engine->cfg;
     if (s->blocked)
         session_drain(s, now);
-    if (s->una != s->next_psn) {
-        if (now - s->last_heard_us > uint64_t(cfg.peer_timeout_ms) * 1000) {
-            session_fail(s, OpStatus::kPeerTimeout);
+    bool unacked = s->una != s->next_psn;
+    if (unacked || session_expecting(s)) {
+        uint64_t silent = now - s->last_heard_us;
+        if (silent > uint64_t(cfg.peer_timeout_ms) * 1000) {
+            session_fail(s, OpStatus::kPeerTimeout, true);
             return;
         }
+        // Waiting on the peer with nothing of ours in flight (a CTS, a
+        // response, rendezvous data): probe it so a dead peer is noticed.
+        uint64_t keepalive = uint64_t(cfg.peer_timeout_ms) * 1000 / 4;
+        if (!unacked && silent > keepalive && now - s->last_probe_us > keepalive) {
+            s->last_probe_us = now;
+            session_send_probe(s, now);
+        }
+    }
+    if (unacked) {
         if (s->rto_deadline && now >= s->rto_deadline) {
             s->ep->st.rto_fires++;
             s->rtt.backoff();
@@ -572,7 +600,7 @@ void session_timers(Session* s, uint64_t now)
     }
 }
 
-void session_fail(Session* s, OpStatus why)
+void session_fail(Session* s, OpStatus why, bool rx_too)
 {
     EndpointImpl* ep = s->ep;
     ep->st.session_failures++;
@@ -596,6 +624,8 @@ void session_fail(Session* s, OpStatus why)
     s->in_recovery = false;
     s->rtt = RttEstimator(ep->engine->cfg.rto_initial_us, ep->engine->cfg.rto_min_us, ep->engine->cfg.rto_max_us);
 
+    if (!rx_too)
+        return;
     ep->abandon_rx(s, why);
     if (s->rx_stream)
         s->retired[s->retired_next++ & 3] = s->rx_stream;
