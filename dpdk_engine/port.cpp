@@ -212,8 +212,12 @@ constexpr size_t kMaxFilterPorts = 200;  // keeps every jump within 255
 // The af_packet rx filter (offsets from the Ethernet header):
 //   drop our own outgoing copies (pkttype, belt and braces with
 //   PACKET_IGNORE_OUTGOING), accept ARP and ICMP where we answer them, then
-//   only unfragmented IPv4/UDP whose payload starts with kTransportMagic
-//   and, if any are reserved, whose destination port is ours.
+//   only unfragmented IPv4/UDP whose payload starts with kTransportMagic and
+//   whose destination port is one we reserved.  With no port reserved no
+//   UDP frame passes: a fresh port on a busy lo would otherwise fill its
+//   ring with other processes' traffic before its first endpoint exists.
+//   Beyond kMaxFilterPorts reservations the port test is dropped (all
+//   magic frames pass; the engine demultiplexes anyway).
 bool build_rx_filter(bool arp_icmp, const std::vector<uint16_t>& ports,
                      std::vector<sock_filter>* out) {
   std::vector<Insn> p;
@@ -226,12 +230,13 @@ bool build_rx_filter(bool arp_icmp, const std::vector<uint16_t>& ports,
   jump(BPF_JMP | BPF_JEQ | BPF_K, RTE_ETHER_TYPE_IPV4, kNext, kDrop);
   stmt(BPF_LD | BPF_B | BPF_ABS, 14 + 9);                              // ip proto
   if (arp_icmp) jump(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, kAccept, kNext);
+  if (ports.empty()) return assemble(p, out);                          // no UDP at all
   jump(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, kNext, kDrop);
   stmt(BPF_LD | BPF_H | BPF_ABS, 14 + 6);                              // flags|frag
   jump(BPF_JMP | BPF_JSET | BPF_K, 0x3fff, kDrop, kNext);              // MF or offset
   stmt(BPF_LDX | BPF_B | BPF_MSH, 14);                                 // X = 4*IHL
   stmt(BPF_LD | BPF_H | BPF_IND, 14 + 8);                              // UDP payload[0..1]
-  if (ports.empty() || ports.size() > kMaxFilterPorts) {
+  if (ports.size() > kMaxFilterPorts) {
     jump(BPF_JMP | BPF_JEQ | BPF_K, kTransportMagic, kAccept, kDrop);
   } else {
     jump(BPF_JMP | BPF_JEQ | BPF_K, kTransportMagic, kNext, kDrop);
@@ -588,6 +593,13 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     rte_log_set_level(static_cast<uint32_t>(logtype), static_cast<uint32_t>(old_level));
   if (rc != 0) return rc < 0 ? rc : -EIO;
   p->started_ = true;
+  if (p->kind_ == Kind::kAfPacket) {
+    // The PMD bound its socket before we could attach the filter: whatever
+    // arrived in between (any lo traffic) is still in the ring.
+    rte_mbuf* junk[32];
+    uint16_t n;
+    while ((n = rte_eth_rx_burst(p->port_id_, 0, junk, 32)) > 0) rte_pktmbuf_free_bulk(junk, n);
+  }
 
   if (p->loopback_ || rte_eth_macaddr_get(p->port_id_, &p->mac_) != 0)
     p->mac_ = rte_ether_addr{};  // lo: 00:00:00:00:00:00

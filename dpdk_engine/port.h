@@ -21,10 +21,10 @@
 //    sent by another packet socket is otherwise seen twice: the
 //    dev_queue_xmit_nit copy and the looped-back one) and a classic BPF
 //    filter that lets through only ARP (not on lo), ICMP (not on lo) and
-//    IPv4/UDP frames carrying kTransportMagic as first payload bytes and,
-//    once ports are reserved, a destination port we reserved.  So MPI's TCP
-//    on lo, frames for other processes and our own looped-back frames to
-//    peers never reach userspace.
+//    IPv4/UDP frames carrying kTransportMagic as first payload bytes and a
+//    destination port reserved through reserve_udp_port() (none reserved:
+//    no UDP at all).  So MPI's TCP on lo, frames for other processes and
+//    our own looped-back frames to peers never reach userspace.
 //  * The PMD joins its socket to PACKET_FANOUT group (getpid() ^ ifindex):
 //    two af_packet ports on the same interface in one process share one
 //    group and each frame reaches only one of them.  open() refuses the
@@ -156,8 +156,9 @@ class Port {
   // binding a kernel UDP socket to 0.0.0.0:<port> (no SO_REUSEADDR, with
   // IP_FREEBIND) that carries a drop-all filter: two processes never share
   // a port, and the kernel neither answers our frames with ICMP port
-  // unreachable nor queues them.  On af_packet ports the rx filter is then
-  // narrowed to the reserved ports.  *got receives the port.
+  // unreachable nor queues them.  On af_packet ports only frames to
+  // reserved ports pass the rx filter: reserve before expecting traffic.
+  // *got receives the port.
   // Returns 0, -EADDRINUSE (taken, also by ourselves), -EINVAL (got null),
   // or the errno of socket/bind/setsockopt (e.g. -EACCES below 1024
   // without privilege).

@@ -483,14 +483,26 @@ void test_af_packet_lo_filter_exactly_once(void**) {
   const rte_ether_addr zero{};
   assert_memory_equal(&p->mac(), &zero, sizeof(zero));
 
-  uint16_t mine = 0, other = 0;
-  assert_int_equal(p->reserve_udp_port(0, &mine), 0);
-  assert_int_equal(p->reserve_udp_port(0, &other), 0);
-  p->release_udp_port(other);  // `other` is now a port that is not ours
-  drain(*p, 0.02);             // whatever was in flight before the filter
-
+  // Nothing reserved yet: not even our own magic frames pass.
   int raw = raw_lo_socket();
   FrameSpec f;
+  f.seq = 77;
+  raw_send(raw, f);
+  p->tx(make_mbuf(*p, f));
+  p->flush();
+  assert_int_equal(drain(*p, 0.02).size(), 0);
+
+  uint16_t mine = 0;
+  assert_int_equal(p->reserve_udp_port(0, &mine), 0);
+  // A port reserved on the host by someone else (a plain socket here):
+  // frames to it must not reach us, and no other process may own it.
+  int other_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in oa{};
+  oa.sin_family = AF_INET;
+  socklen_t olen = sizeof(oa);
+  assert_int_equal(bind(other_fd, reinterpret_cast<sockaddr*>(&oa), sizeof(oa)), 0);
+  assert_int_equal(getsockname(other_fd, reinterpret_cast<sockaddr*>(&oa), &olen), 0);
+  const uint16_t other = ntohs(oa.sin_port);
   f.dport = mine;
   f.seq = 1;
   raw_send(raw, f);  // ours: exactly once (not twice: IGNORE_OUTGOING)
@@ -536,6 +548,7 @@ void test_af_packet_lo_filter_exactly_once(void**) {
   }
   assert_true(seen5);
   close(raw);
+  close(other_fd);
 
   // A second af_packet port on lo in this process would share the PMD's
   // fanout group: refused.
