@@ -7,6 +7,7 @@
 // fi_enable.
 #include <arpa/inet.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "prov/dpdk/dpdk_prov.h"
@@ -68,9 +69,21 @@ uint64_t word_from_completion(const Completion& c)
 
 // EndpointConfig::on_complete: runs inside Engine::progress() (or a posting
 // call) under the engine lock.
-void on_engine_completion(void* owner, const Completion& c) noexcept
+void on_engine_completion(void* owner, const Completion& completion) noexcept
 {
     Ep* ep = static_cast<Ep*>(owner);
+    const Completion* cp = &completion;
+    Completion unwrapped;
+    if (!ep->inject_copies.empty() && completion.type != CompletionType::kRecv) {
+        auto it = ep->inject_copies.find(completion.context);
+        if (it != ep->inject_copies.end()) {
+            unwrapped = completion;
+            unwrapped.context = it->second->user_context;
+            drop_inject_copy(ep, it->second);
+            cp = &unwrapped;
+        }
+    }
+    const Completion& c = *cp;
     uint64_t word = 0;
     if constexpr (kEngineEchoesUserData) {
         if (c.type != CompletionType::kRemoteWrite)  // no operation behind it
@@ -143,6 +156,8 @@ int ep_close(fid* f) noexcept
         ep->av->refs.put();
     if (ep->eq)
         ep->eq->refs.put();
+    while (!ep->inject_copies.empty())  // the engine reports nothing at close
+        drop_inject_copy(ep, ep->inject_copies.begin()->second);
     ep->domain->refs.put();
     delete ep;
     return 0;
@@ -424,7 +439,7 @@ fi_ops_cm g_ep_cm_ops = {
 
 // ---------------------------------------------------------------- plans
 
-OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept
+OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool never_cq) noexcept
 {
     OpPlan p;
     const bool tx = kind != OpKind::kRecv;
@@ -450,7 +465,7 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept
     }
     const Cq* cq = tx ? ep->tx_cq : ep->rx_cq;
     const bool selective = tx ? ep->tx_selective : ep->rx_selective;
-    const bool want_cq = cq && (!selective || (flags & FI_COMPLETION));
+    const bool want_cq = !never_cq && cq && (!selective || (flags & FI_COMPLETION));
     const bool counted = cntr_for(ep, p.word) != nullptr;
     if (want_cq)
         p.word |= FI_COMPLETION;
@@ -468,9 +483,13 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept
             p.engine_flags |= dpdk_engine::kOpDeliveryComplete;
         else if (level & FI_INJECT_COMPLETE)
             p.engine_flags |= dpdk_engine::kOpInjectComplete;
-        if (flags & FI_INJECT) {
+        if ((flags & FI_INJECT) && want_cq && kind != OpKind::kAtomicWrite) {
+            // A CQ entry must wait for the requested completion level: the
+            // provider copies the payload (InjectCopy) and posts normally.
+            p.copy_payload = true;
+        } else if (flags & FI_INJECT) {
             // The engine copies the payload during the call and never
-            // reports success for it, so we complete it right after.
+            // reports success for it: we complete it right after.
             p.engine_flags |= dpdk_engine::kOpInject;
             p.complete_now = want_cq || counted;
             return p;
@@ -484,12 +503,39 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept
     return p;
 }
 
+InjectCopy* make_inject_copy(Ep* ep, const iovec* iov, size_t count, void* user_context,
+                             iovec* out) noexcept
+{
+    size_t len = 0;
+    for (size_t i = 0; i < count; i++)
+        len += iov[i].iov_len;
+    auto* copy = static_cast<InjectCopy*>(malloc(sizeof(InjectCopy) + len));
+    if (!copy)
+        return nullptr;
+    copy->user_context = user_context;
+    copy->len = len;
+    auto* payload = reinterpret_cast<uint8_t*>(copy + 1);
+    for (size_t i = 0, off = 0; i < count; off += iov[i].iov_len, i++)
+        memcpy(payload + off, iov[i].iov_base, iov[i].iov_len);
+    try {
+        ep->inject_copies.emplace(copy, copy);
+    } catch (...) {
+        free(copy);
+        return nullptr;
+    }
+    *out = {payload, len};
+    return copy;
+}
+
+void drop_inject_copy(Ep* ep, InjectCopy* copy) noexcept
+{
+    ep->inject_copies.erase(copy);
+    free(copy);
+}
+
 OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept
 {
-    OpPlan p = plan_op(ep, kind, tagged, FI_INJECT);
-    p.word &= ~uint64_t{FI_COMPLETION};
-    p.complete_now = true;  // counters still count it
-    return p;
+    return plan_op(ep, kind, tagged, FI_INJECT, true);
 }
 
 void complete_injected(Ep* ep, const OpPlan& plan, void* context) noexcept

@@ -118,7 +118,19 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
     LockScope scope(ep->domain->shared);
     if (!ep_dest(ep, dest, &a.dest))
         return -FI_EINVAL;
+    iovec copied;
+    InjectCopy* copy = nullptr;
+    if (plan.copy_payload) {
+        copy = make_inject_copy(ep, iov, count, context, &copied);
+        if (!copy)
+            return -FI_ENOMEM;
+        a.iov = &copied;
+        a.iov_count = 1;
+        a.context = copy;
+    }
     int ret = ep->engine_ep->send(a);
+    if (ret && copy)
+        drop_inject_copy(ep, copy);
     if (ret == 0 && plan.complete_now)
         complete_injected(ep, plan, context);
     return post_result(ep, ret);

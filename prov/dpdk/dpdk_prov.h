@@ -328,6 +328,7 @@ struct Cntr;
 struct Eq;
 struct Av;
 struct Mr;
+struct InjectCopy;
 
 struct Fabric {
     fid_fabric fid{};
@@ -495,6 +496,7 @@ struct Ep {
     Cntr* remote_write_cntr = nullptr;
     Av* av = nullptr;
     Eq* eq = nullptr;
+    std::unordered_map<void*, InjectCopy*> inject_copies;  // see InjectCopy
 };
 
 // The data operation tables (dpdk_msg.cpp, dpdk_tagged.cpp, dpdk_rma.cpp,
@@ -548,11 +550,34 @@ struct OpPlan {
     uint64_t word = 0;          // reported flags | FI_COMPLETION if wanted
     bool complete_now = false;  // inject: the engine never reports success;
                                 // the provider completes it after posting
+    bool copy_payload = false;  // FI_INJECT that wants a CQ entry: see
+                                // InjectCopy below
 };
+
+// FI_INJECT on an operation that must still complete into a CQ (e.g.
+// fi_sendmsg(FI_INJECT | FI_TRANSMIT_COMPLETE), as fi_pingpong's last
+// message): the engine's kOpInject never reports success, and completing at
+// post time would let the application exit before the message is delivered.
+// So the provider copies the payload into a block of its own, posts an
+// ordinary operation with the block as context, and on completion frees the
+// block and reports the application's context (ENGINE_REQUESTS.md asks for
+// kOpInject|kOpCompletion instead).
+struct InjectCopy {
+    void* user_context;
+    size_t len;
+    // payload follows
+};
+// Copies the payload; *iov describes the copy. nullptr when out of memory.
+// Under the engine lock.
+InjectCopy* make_inject_copy(Ep* ep, const iovec* iov, size_t count, void* user_context,
+                             iovec* out) noexcept;
+void drop_inject_copy(Ep* ep, InjectCopy* copy) noexcept;
 
 enum class OpKind { kSend, kRecv, kWrite, kRead, kAtomicWrite, kAtomicRead };
 // flags: the operation's flags (msg forms) or the endpoint's defaults.
-OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags) noexcept;
+// never_cq: fi_inject and friends, which complete into counters only.
+OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags,
+               bool never_cq = false) noexcept;
 // The plan of fi_inject and friends: like FI_INJECT, but never a CQ entry.
 OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept;
 // Completes an injected operation right after a successful post (counters,
