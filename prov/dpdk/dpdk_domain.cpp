@@ -82,7 +82,7 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
     }
     if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
         return -FI_ENOSYS;
-    return no_throw([&]() -> int {
+    int ret = no_throw([&]() -> int {
         std::unique_ptr<Domain> d(new Domain());
         d->fabric = reinterpret_cast<Fabric*>(fabric);
         d->api_version = fabric->api_version;
@@ -106,14 +106,20 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
         d->fid.ops = &g_domain_ops;
         d->fid.mr = &g_mr_ops;
         d->fabric->refs.get();
-        DPDK_INFO(FI_LOG_DOMAIN, "domain %s: threading %d, %s progress, mr keys %s, %s\n",
-                  device_desc().domain_name.c_str(), int(d->threading),
-                  d->auto_progress ? "auto" : "manual", d->mr_prov_key ? "provider" : "user",
-                  d->mr_virt_addr ? "virtual addresses" : "offsets");
         *out = &d->fid;
         d.release();
         return 0;
     });
+    if (ret == 0) {
+        const Domain* d = reinterpret_cast<const Domain*>(*out);
+        char threading[32];
+        fi_tostr_r(threading, sizeof(threading), &d->threading, FI_TYPE_THREADING);
+        DPDK_INFO(FI_LOG_DOMAIN, "domain %s: %s, %s progress, %s keys, remote %s\n",
+                  device_desc().domain_name.c_str(), threading,
+                  d->auto_progress ? "auto" : "manual", d->mr_prov_key ? "provider" : "user",
+                  d->mr_virt_addr ? "virtual addresses" : "offsets");
+    }
+    return ret;
 }
 
 }  // namespace dpdk_fi

@@ -587,7 +587,7 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
             return -FI_EINVAL;
         port = ntohs(s.sin_port);
     }
-    return no_throw([&]() -> int {
+    int ret = no_throw([&]() -> int {
         std::unique_ptr<Ep> ep(new Ep());
         ep->domain = d;
         ep->caps = info->caps ? info->caps : kCaps;
@@ -613,15 +613,19 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         ep->fid.atomic = &g_atomic_ops;
         ep->fid.collective = &g_no_collective_ops;
         d->refs.get();
+        *out = &ep->fid;
+        ep.release();
+        return 0;
+    });
+    if (ret == 0) {
+        const Ep* ep = reinterpret_cast<const Ep*>(*out);
         char ip[INET_ADDRSTRLEN] = {};
         in_addr a{};
         a.s_addr = ep->addr.ip_be;
         inet_ntop(AF_INET, &a, ip, sizeof(ip));
         DPDK_INFO(FI_LOG_EP_CTRL, "endpoint %s:%u opened\n", ip, unsigned{ep->addr.port});
-        *out = &ep->fid;
-        ep.release();
-        return 0;
-    });
+    }
+    return ret;
 }
 
 }  // namespace dpdk_fi

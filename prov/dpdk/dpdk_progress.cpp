@@ -185,44 +185,48 @@ struct SharedEngineRegistry {
 int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress,
                           SharedEngine** out) noexcept
 {
-    return no_throw([&]() -> int {
-        std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
-        auto& engines = SharedEngineRegistry::engines();
-        SharedEngine* s;
-        auto it = engines.find(domain_name);
-        if (it == engines.end()) {
-            dpdk_engine::EngineConfig cfg;
-            int ret = make_engine_config(&cfg);
-            if (ret)
-                return ret;
-            std::unique_ptr<dpdk_engine::Engine> engine;
-            ret = dpdk_engine::Engine::create(cfg, &engine);
-            if (ret) {
-                DPDK_WARN(FI_LOG_DOMAIN, "cannot open DPDK device %s: %s\n", domain_name.c_str(),
-                          strerror(-ret));
-                return fi_errno(ret);
-            }
-            DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());
-            std::unique_ptr<SharedEngine> fresh(new SharedEngine());
-            fresh->name_ = domain_name;
-            fresh->engine_ = std::move(engine);
-            fresh->locking_.store(!(lockless_ok && !auto_progress && membarrier_ready()));
-            s = fresh.get();
-            engines.emplace(domain_name, s);
-            fresh.release();
-        } else {
-            s = it->second;
-            // Two domains may be used from two threads at once.
-            s->switch_to_locking();
+    return no_throw([&] { return join_or_create(domain_name, lockless_ok, auto_progress, out); });
+}
+
+int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_ok,
+                                 bool auto_progress, SharedEngine** out)
+{
+    std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
+    auto& engines = SharedEngineRegistry::engines();
+    SharedEngine* s;
+    auto it = engines.find(domain_name);
+    if (it == engines.end()) {
+        dpdk_engine::EngineConfig cfg;
+        int ret = make_engine_config(&cfg);
+        if (ret)
+            return ret;
+        std::unique_ptr<dpdk_engine::Engine> engine;
+        ret = dpdk_engine::Engine::create(cfg, &engine);
+        if (ret) {
+            DPDK_WARN(FI_LOG_DOMAIN, "cannot open DPDK device %s: %s\n", domain_name.c_str(),
+                      strerror(-ret));
+            return fi_errno(ret);
         }
-        s->users_++;
-        if (auto_progress && s->auto_users_++ == 0) {
-            s->switch_to_locking();
-            s->start_thread();
-        }
-        *out = s;
-        return 0;
-    });
+        DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());
+        std::unique_ptr<SharedEngine> fresh(new SharedEngine());
+        fresh->name_ = domain_name;
+        fresh->engine_ = std::move(engine);
+        fresh->locking_.store(!(lockless_ok && !auto_progress && membarrier_ready()));
+        s = fresh.get();
+        engines.emplace(domain_name, s);
+        fresh.release();
+    } else {
+        s = it->second;
+        // Two domains may be used from two threads at once.
+        s->switch_to_locking();
+    }
+    s->users_++;
+    if (auto_progress && s->auto_users_++ == 0) {
+        s->switch_to_locking();
+        s->start_thread();
+    }
+    *out = s;
+    return 0;
 }
 
 void SharedEngine::release(bool auto_progress) noexcept

@@ -209,6 +209,8 @@ public:
 
 private:
     SharedEngine() = default;
+    static int join_or_create(const std::string& domain_name, bool lockless_ok,
+                              bool auto_progress, SharedEngine** out);
     void switch_to_locking() noexcept;
     void start_thread() noexcept;
     void stop_thread() noexcept;
