@@ -1,0 +1,184 @@
+#!/bin/sh
+# Two-process engine tests: engine_peer server + client over memif and over
+# af_packet on lo, with the fault injector off and at 5% loss + 1% dup +
+# reorder, then a killed server (kill -9 mid-transfer): the client's pending
+# operations must fail with kPeerTimeout within the peer timeout.
+#
+# Runs the pairs one at a time (two busy-polling processes fill a 2-core
+# box). Every process is bounded by its own --deadline and by a watchdog
+# here; the whole script takes about a minute.
+#
+# Environment: ENGINE_PEER=<path to engine_peer> (default: found next to
+# this script or in the build tree); TWO_PROCESS_SEED=<n> (default: fixed);
+# KEEP_LOGS=1 keeps the log directory.
+set -u
+
+find_peer() {
+    for p in "${ENGINE_PEER:-}" ./dpdk_engine/tests/engine_peer "$(dirname "$0")/engine_peer"; do
+        if [ -n "$p" ] && [ -x "$p" ]; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+PEER=$(find_peer) || { echo "test_two_process: engine_peer not found (set ENGINE_PEER)"; exit 99; }
+if [ "$(id -u)" != 0 ]; then
+    echo "test_two_process: needs root (af_packet, memif); skipped"
+    exit 77
+fi
+SEED=${TWO_PROCESS_SEED:-4242}
+LOGS=$(mktemp -d /tmp/dpdk-two-process.XXXXXX)
+SOCK=/tmp/dpdk-test-$$.sock
+# A UDP port per run of this script: two scripts at once never collide.
+BASE_PORT=$((40000 + $$ % 20000))
+FAULT="loss=0.05,dup=0.01,reorder=0.01"
+FAILED=0
+PASSED=0
+SERVER_PID=
+CLIENT_PID=
+
+cleanup() {
+    for pid in $SERVER_PID $CLIENT_PID; do
+        kill -9 "$pid" 2>/dev/null
+    done
+    rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
+    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $FAILED -ne 0 ]; then
+        echo "test_two_process: logs in $LOGS"
+    else
+        rm -rf "$LOGS"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# Waits (at most $2 seconds) for pattern $3 in file $1.
+wait_for() {
+    i=0
+    while [ $i -lt $(($2 * 10)) ]; do
+        grep -q "$3" "$1" 2>/dev/null && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
+# Waits (at most $2 seconds) for process $1; returns its status, or 124 if
+# the watchdog had to kill it.
+wait_bounded() {
+    pid=$1
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt $(($2 * 10)) ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        return 124
+    fi
+    wait "$pid"
+}
+
+result() { # name status detail
+    if [ "$2" = ok ]; then
+        PASSED=$((PASSED + 1))
+        echo "PASS: $1 $3"
+    else
+        FAILED=$((FAILED + 1))
+        echo "FAIL: $1 $3"
+        for f in "$LOGS/$1".*.log; do
+            echo "---- $f"
+            tail -n 20 "$f"
+        done
+    fi
+}
+
+# run_pair NAME DEVICE FAULT PORT ARGS...: a normal server/client run.
+run_pair() {
+    name=$1 dev=$2 fault=$3 port=$4
+    shift 4
+    rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
+    t0=$(now_ms)
+    FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 1))} \
+        "$PEER" server --device "$dev" --port "$port" --seed "$SEED" --deadline 100 "$@" \
+        >"$LOGS/$name.server.log" 2>&1 &
+    SERVER_PID=$!
+    if ! wait_for "$LOGS/$name.server.log" 20 LISTENING; then
+        kill -9 $SERVER_PID 2>/dev/null
+        SERVER_PID=
+        result "$name" fail "(server did not start)"
+        return
+    fi
+    FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 2))} \
+        "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --deadline 100 "$@" \
+        >"$LOGS/$name.client.log" 2>&1 &
+    CLIENT_PID=$!
+    wait_bounded $CLIENT_PID 110
+    crc=$?
+    CLIENT_PID=
+    wait_bounded $SERVER_PID 10
+    src=$?
+    SERVER_PID=
+    ms=$(($(now_ms) - t0))
+    summary=$(grep -h "messages:" "$LOGS/$name.client.log" | sed 's/.*messages: //')
+    if [ $crc -eq 0 ] && [ $src -eq 0 ]; then
+        result "$name" ok "(${ms} ms; client: $summary)"
+    else
+        result "$name" fail "(client exit $crc, server exit $src, ${ms} ms)"
+    fi
+}
+
+# run_kill NAME DEVICE PORT: kill -9 the server mid-transfer; the client
+# must report every pending operation failed with kPeerTimeout and exit 3
+# within the peer timeout (+ margin) of the kill.
+run_kill() {
+    name=$1 dev=$2 port=$3
+    timeout_ms=1000
+    rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
+    "$PEER" server --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms \
+        --deadline 60 >"$LOGS/$name.server.log" 2>&1 &
+    SERVER_PID=$!
+    if ! wait_for "$LOGS/$name.server.log" 20 LISTENING; then
+        result "$name" fail "(server did not start)"
+        return
+    fi
+    "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms \
+        --deadline 60 >"$LOGS/$name.client.log" 2>&1 &
+    CLIENT_PID=$!
+    if ! wait_for "$LOGS/$name.server.log" 30 READY; then
+        result "$name" fail "(transfer never started)"
+        return
+    fi
+    kill -9 $SERVER_PID
+    t0=$(now_ms)
+    wait $SERVER_PID 2>/dev/null
+    SERVER_PID=
+    wait_bounded $CLIENT_PID 30
+    crc=$?
+    CLIENT_PID=
+    ms=$(($(now_ms) - t0))
+    line=$(grep -h "PEER DEAD" "$LOGS/$name.client.log")
+    # Margin: the timeout counts from the last packet heard, which precedes
+    # the kill; the client also waits timeout + 0.5 s before canceling its
+    # unmatched receives. 3 x timeout + 2 s bounds all of it.
+    if [ $crc -eq 3 ] && [ -n "$line" ] && [ $ms -le $((3 * timeout_ms + 2000)) ]; then
+        result "$name" ok "(client exited ${ms} ms after the kill: ${line#*: })"
+    else
+        result "$name" fail "(client exit $crc, ${ms} ms after the kill, expected exit 3 within $((3 * timeout_ms + 2000)) ms)"
+    fi
+}
+
+echo "test_two_process: $PEER, seed $SEED, logs $LOGS"
+T_START=$(now_ms)
+run_pair memif_clean "memif:$SOCK" "" $BASE_PORT --count 2000
+run_pair memif_lossy "memif:$SOCK" "$FAULT" $((BASE_PORT + 1)) --count 1000 --rma-ops 100
+run_pair afpacket_clean "" "" $((BASE_PORT + 2)) --count 2000
+run_pair afpacket_lossy "" "$FAULT" $((BASE_PORT + 3)) --count 1000 --rma-ops 100
+run_kill memif_kill "memif:$SOCK" $((BASE_PORT + 4))
+run_kill afpacket_kill "" $((BASE_PORT + 5))
+echo "test_two_process: $PASSED passed, $FAILED failed in $((($(now_ms) - T_START) / 1000)) s"
+[ $FAILED -eq 0 ]
