@@ -27,7 +27,7 @@ uint64_t cntr_readerr(fid_cntr* f) noexcept
 int cntr_add(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
-    c->value.fetch_add(v, std::memory_order_acq_rel);
+    c->value.fetch_add(v, std::memory_order_seq_cst);
     c->waiter.notify();
     return 0;
 }
@@ -35,7 +35,7 @@ int cntr_add(fid_cntr* f, uint64_t v) noexcept
 int cntr_set(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
-    c->value.store(v, std::memory_order_release);
+    c->value.store(v, std::memory_order_seq_cst);
     c->waiter.notify();
     return 0;
 }
@@ -43,7 +43,7 @@ int cntr_set(fid_cntr* f, uint64_t v) noexcept
 int cntr_adderr(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
-    c->errors.fetch_add(v, std::memory_order_acq_rel);
+    c->errors.fetch_add(v, std::memory_order_seq_cst);
     c->waiter.notify();
     return 0;
 }
@@ -51,7 +51,7 @@ int cntr_adderr(fid_cntr* f, uint64_t v) noexcept
 int cntr_seterr(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
-    c->errors.store(v, std::memory_order_release);
+    c->errors.store(v, std::memory_order_seq_cst);
     c->waiter.notify();
     return 0;
 }
@@ -123,13 +123,13 @@ fi_ops_cntr g_cntr_ops = {
 
 void Cntr::add_one() noexcept
 {
-    value.fetch_add(1, std::memory_order_acq_rel);
+    value.fetch_add(1, std::memory_order_seq_cst);
     waiter.notify();
 }
 
 void Cntr::add_error() noexcept
 {
-    errors.fetch_add(1, std::memory_order_acq_rel);
+    errors.fetch_add(1, std::memory_order_seq_cst);
     waiter.notify();
 }
 

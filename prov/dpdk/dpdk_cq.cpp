@@ -260,9 +260,9 @@ int cq_trywait(Cq* cq) noexcept
     {
         LockScope scope(cq->domain->shared);
         cq->domain->shared->engine().progress();
+        cq->waiter.arm();
         if (cq->count)
             return -FI_EAGAIN;
-        cq->waiter.arm();
         next = cq->domain->shared->engine().next_timeout_us();
     }
     // With manual progress the engine's timers (retransmissions, delayed

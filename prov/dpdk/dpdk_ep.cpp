@@ -123,8 +123,6 @@ void on_engine_completion(void* owner, const Completion& completion) noexcept
     e.err = op_status_errno(c.status);
     e.prov_errno = static_cast<int>(c.status);
     e.olen = c.olen;
-    if (c.status == OpStatus::kTruncated)
-        e.len = c.len;
     if (cntr)
         cntr->add_error();
     if (cq)

@@ -102,10 +102,10 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
     for (;;) {
         {
             std::lock_guard<std::mutex> g(eq->mutex);
+            eq->waiter.arm();
             ssize_t ret = eq_read_locked(eq, event, buf, len, flags);
             if (ret != -FI_EAGAIN)
                 return ret;
-            eq->waiter.arm();
         }
         int64_t left = remaining_us(deadline);
         if (left == 0)
@@ -191,10 +191,8 @@ int eq_trywait(Eq* eq) noexcept
 {
     eq->waiter.drain();
     std::lock_guard<std::mutex> g(eq->mutex);
-    if (!eq->events.empty())
-        return -FI_EAGAIN;
     eq->waiter.arm();
-    return 0;
+    return eq->events.empty() ? 0 : -FI_EAGAIN;
 }
 
 int dpdk_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) noexcept

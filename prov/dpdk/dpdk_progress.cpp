@@ -102,9 +102,11 @@ int Waiter::open(int engine_fd) noexcept
 
 void Waiter::notify() noexcept
 {
-    // The relaxed load keeps the common case (nobody waits) free of atomic
-    // read-modify-writes as well as of system calls.
-    if (armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_acq_rel))
+    // The plain load keeps the common case (nobody waits) free of atomic
+    // read-modify-writes as well as of system calls. seq_cst pairs with
+    // arm(): a waiter that armed before looking, and a producer that
+    // published before this load, cannot both miss each other.
+    if (armed_.load(std::memory_order_seq_cst) && armed_.exchange(false, std::memory_order_acq_rel))
         signal();
 }
 

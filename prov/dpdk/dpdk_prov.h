@@ -262,10 +262,10 @@ public:
     int fd() const noexcept { return epfd_; }
     bool has_engine_fd() const noexcept { return has_engine_fd_; }
 
-    // A waiter announces itself before it checks for work (under the lock);
-    // notify() then writes the eventfd only if someone announced: the data
-    // path makes no system call while nobody waits.
-    void arm() noexcept { armed_.store(true, std::memory_order_release); }
+    // A waiter announces itself before it checks for work; notify() then
+    // writes the eventfd only if someone announced: the data path makes no
+    // system call while nobody waits.
+    void arm() noexcept { armed_.store(true, std::memory_order_seq_cst); }
     void notify() noexcept;
     void signal() noexcept;  // unconditional wake-up (fi_cq_signal)
     void drain() noexcept;   // consume eventfd and timerfd readiness
@@ -304,10 +304,13 @@ ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t de
         {
             LockScope scope(s);
             s->engine().progress();
+            // Armed before looking: a notify() from a thread that does not
+            // hold the lock (fi_cntr_add) between the look and the sleep
+            // then still wakes us.
+            w.arm();
             ssize_t r = ready();
             if (r)
                 return r;
-            w.arm();
             next = s->engine().next_timeout_us();
         }
         int64_t left = remaining_us(deadline);
