@@ -10,6 +10,7 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -303,6 +304,38 @@ struct ScopedFd {
   }
 };
 
+// Quiet mode: PMDs log at ERR for things that are fine for us (af_packet
+// replays the MAC through SIOCSIFHWADDR, which lo refuses; tap cannot add
+// its multiq qdisc nor reach secondary processes we do not have).  While a
+// port opens, DPDK's log goes to memory: dropped on success, replayed to
+// stderr on failure so the error code comes with its explanation.
+class LogCapture {
+ public:
+  explicit LogCapture(bool active) {
+    if (!active) return;
+    prev_ = rte_log_get_stream();
+    mem_ = open_memstream(&buf_, &len_);
+    if (mem_ != nullptr) rte_openlog_stream(mem_);
+  }
+  void replay() {
+    if (mem_ == nullptr) return;
+    fflush(mem_);
+    if (len_ > 0) fwrite(buf_, 1, len_, stderr);
+  }
+  ~LogCapture() {
+    if (mem_ == nullptr) return;
+    rte_openlog_stream(prev_);
+    fclose(mem_);
+    free(buf_);
+  }
+
+ private:
+  FILE* prev_ = nullptr;
+  FILE* mem_ = nullptr;
+  char* buf_ = nullptr;
+  size_t len_ = 0;
+};
+
 int pool_create(const std::string& name, unsigned n, unsigned data_room, rte_mempool** out) {
   const unsigned cache = std::min(256u, n / 4);
   *out = rte_pktmbuf_pool_create(name.c_str(), n, cache, 0,
@@ -416,6 +449,13 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
   } else if (p->kind_ == Kind::kNull) {
     // A null port otherwise "receives" an endless stream of zeroed frames.
     if (!kv_get(kv, "no-rx") && !kv_get(kv, "size")) args += (args.empty() ? "" : ",") + std::string("no-rx=1");
+  } else if (p->kind_ == Kind::kAfXdp) {
+    // The PMD registers the mempool itself as the AF_XDP umem, one chunk
+    // per mbuf object: the kernel wants 2048 <= chunk <= PAGE_SIZE
+    // (XDP_UMEM_REG fails with EINVAL otherwise), and 22.11 has no
+    // multi-buffer AF_XDP, so jumbo frames cannot work here.
+    data_room = std::max(data_room, 2048u);
+    if (data_room > 3584) return -EINVAL;
   } else if (p->kind_ == Kind::kMemif) {
     // One frame per memif buffer (no descriptor chains), and mbufs at least
     // as large so the PMD takes its bulk, non-chaining rx path.
@@ -442,12 +482,32 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
   if (rc != 0) return rc;
 
   // ---- create the ethdev
+  LogCapture capture(!cfg.verbose);
+  struct ReplayOnFailure {
+    LogCapture* c;
+    bool ok = false;
+    ~ReplayOnFailure() {
+      if (!ok) c->replay();
+    }
+  } replay{&capture};
   std::set<int> fds_before;
   int ifindex = 0;
   ScopedFd memif_mutex;
   if (p->kind_ == Kind::kAfPacket) {
     ifindex = static_cast<int>(if_nametoindex(iface.c_str()));
     if (ifindex == 0) return -ENODEV;
+    // Claim the fanout group the PMD is about to join (22.11 uses id
+    // (getpid() ^ ifindex) & 0xffff) before creating anything: a second
+    // socket in the group, even briefly, would take its share of the first
+    // port's frames.  Checked again against the real id below.
+    const int predicted = (getpid() ^ ifindex) & 0xffff;
+    std::string path = fanout_lock_path(ifindex, predicted);
+    int lfd = lock_file(path, true);
+    if (lfd == -EWOULDBLOCK) return -EBUSY;
+    if (lfd >= 0) {  // else no writable lock dir: just unchecked
+      p->fanout_lock_fd_ = lfd;
+      p->fanout_lock_path_ = path;
+    }
     fds_before = open_fds();
   }
   if (p->kind_ == Kind::kMemif) {
@@ -538,11 +598,14 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     socklen_t len = sizeof(fanout);
     if (getsockopt(p->rx_fd_, SOL_PACKET, PACKET_FANOUT, &fanout, &len) == 0 && fanout != 0) {
       std::string path = fanout_lock_path(ifindex, fanout);
-      int lfd = lock_file(path, true);
-      if (lfd == -EWOULDBLOCK) return -EBUSY;
-      if (lfd >= 0) {  // else no writable lock dir: just unchecked
-        p->fanout_lock_fd_ = lfd;
-        p->fanout_lock_path_ = path;
+      if (path != p->fanout_lock_path_) {  // another PMD version's formula
+        unlock_file(p->fanout_lock_path_, &p->fanout_lock_fd_);
+        int lfd = lock_file(path, true);
+        if (lfd == -EWOULDBLOCK) return -EBUSY;
+        if (lfd >= 0) {
+          p->fanout_lock_fd_ = lfd;
+          p->fanout_lock_path_ = path;
+        }
       }
     }
     int one = 1;
@@ -578,19 +641,7 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
   if (rc == 0) rc = rte_eth_rx_queue_setup(p->port_id_, 0, nb_rxd, socket, nullptr, p->pool_);
   if (rc == 0) rc = rte_eth_tx_queue_setup(p->port_id_, 0, nb_txd, socket, nullptr);
   if (rc != 0) return rc < 0 ? rc : -EIO;
-  // Starting af_packet replays the MAC through SIOCSIFHWADDR, which lo
-  // refuses: two spurious ERR lines per start.  Silence only that.
-  int logtype = -1, old_level = 0;
-  if (p->kind_ == Kind::kAfPacket && !cfg.verbose) {
-    logtype = rte_log_register("pmd.net.af_packet");
-    if (logtype >= 0) {
-      old_level = rte_log_get_level(static_cast<uint32_t>(logtype));
-      rte_log_set_level(static_cast<uint32_t>(logtype), RTE_LOG_CRIT);
-    }
-  }
   rc = rte_eth_dev_start(p->port_id_);
-  if (logtype >= 0 && old_level >= 0)
-    rte_log_set_level(static_cast<uint32_t>(logtype), static_cast<uint32_t>(old_level));
   if (rc != 0) return rc < 0 ? rc : -EIO;
   p->started_ = true;
   if (p->kind_ == Kind::kAfPacket) {
@@ -599,10 +650,12 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     rte_mbuf* junk[32];
     uint16_t n;
     while ((n = rte_eth_rx_burst(p->port_id_, 0, junk, 32)) > 0) rte_pktmbuf_free_bulk(junk, n);
+    p->kernel_rx_stats(nullptr, nullptr);  // reset: count from here on
   }
 
   if (p->loopback_ || rte_eth_macaddr_get(p->port_id_, &p->mac_) != 0)
     p->mac_ = rte_ether_addr{};  // lo: 00:00:00:00:00:00
+  replay.ok = true;
   *out = std::move(p);
   return 0;
 }

@@ -95,7 +95,8 @@ class Port {
   // configures 1 rx + 1 tx queue and starts it.  Never blocks on a peer:
   // a memif port comes up later (link_up()).
   // Returns 0 and sets *out, or a negative errno:
-  //   -EINVAL      malformed device string, ip, mtu or eal_args
+  //   -EINVAL      malformed device string, ip, mtu or eal_args; mtu
+  //                above ~3500 on af_xdp (umem chunks are at most a page)
   //   -EBUSY       a second af_packet port on the same interface in this
   //                process (the PMD's fanout group would split traffic)
   //   -EEXIST      a vdev of that name already exists in this process
@@ -166,7 +167,7 @@ class Port {
   // Releases a reservation (no-op if `port` is not reserved).
   void release_udp_port(uint16_t port);
 
-  // Kernel counters of the af_packet socket since the last call
+  // Kernel counters of the af_packet socket since open() or the last call
   // (PACKET_STATISTICS: frames queued to the ring, frames dropped because
   // the ring was full).  0, or -ENOTSUP on other devices.
   int kernel_rx_stats(uint64_t* received, uint64_t* dropped);
