@@ -219,7 +219,7 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
 {
     if (user_kind(op->kind)) {
         bool already = op->flags & kOpInjectComplete;  // reported at post time
-        bool report = status != OpStatus::kOk || ((op->flags & kOpCompletion) && !(op->flags & kOpInject));
+        bool report = status != OpStatus::kOk || (op->flags & kOpCompletion);
         if (report && !(already && status == OpStatus::kOk)) {
             Completion c;
             c.context = op->context;
@@ -231,6 +231,7 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
             c.data = op->data;
             c.has_data = op->flags & kOpRemoteData;
             c.src = op->session->peer;
+            c.user_data = op->user_data;
             complete(c);
         }
     }
@@ -308,6 +309,7 @@ int Endpoint::send(const SendArgs& a)
         return -EAGAIN;
     op->flags = a.flags;
     op->context = a.context;
+    op->user_data = a.user_data;
     op->tag = a.tag;
     op->data = a.data;
     op->msg_id = s->next_msg_id++;
@@ -335,6 +337,7 @@ int Endpoint::send(const SendArgs& a)
         c.tag = op->tag;
         c.data = op->data;
         c.src = a.dest;
+        c.user_data = op->user_data;
         ep->complete(c);
     }
     session_enqueue(s, op);

@@ -259,7 +259,7 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     session_on_packet(s, p, m, now);
 }
 
-int EngineImpl::progress()
+int EngineImpl::progress(bool may_back_off)
 {
     uint64_t now = now_us();
     int work = 0;
@@ -317,7 +317,7 @@ int EngineImpl::progress()
     // Idle backoff: two busy-polling processes already fill a 2-core box.
     if (work) {
         idle_since_us = now;
-    } else {
+    } else if (may_back_off) {
         uint64_t idle = now - idle_since_us;
         if (idle > cfg.sleep_after_us) {
             timespec ts{0, long(cfg.sleep_us) * 1000};
@@ -348,9 +348,9 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out)
     return *out ? 0 : -ENOMEM;
 }
 
-int Engine::progress()
+int Engine::progress(bool may_back_off)
 {
-    return impl_->progress();
+    return impl_->progress(may_back_off);
 }
 
 int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
@@ -379,6 +379,13 @@ void Engine::close_endpoint(Endpoint* e)
     if (impl_->cfg.dump_stats)
         ep->dump_stats(stderr);
     ep->closing = true;  // completions are no longer reported
+    // Acknowledge what we received: a peer whose last message we took must
+    // not retransmit it into a closed port until its timeout.
+    uint64_t now = now_us();
+    for (auto& kv : ep->sessions)
+        if (kv.second->ack_pending)
+            session_send_ack(kv.second, now);
+    impl_->port->flush();
     Session** pp = &impl_->active;
     while (*pp) {
         if ((*pp)->ep == ep)

@@ -112,6 +112,7 @@ struct Completion {
     uint64_t tag = 0;
     uint64_t data = 0;
     Address src;                    // receive: the sender
+    uint64_t user_data = 0;         // the posting call's user_data (0 for kRemoteWrite)
 };
 
 using CompletionFn = void (*)(void* owner, const Completion& c);
@@ -143,6 +144,7 @@ struct SendArgs {
     uint64_t data = 0;
     uint32_t flags = 0;
     void* context = nullptr;
+    uint64_t user_data = 0;     // echoed in every completion of this operation
 };
 
 struct RecvArgs {
@@ -154,6 +156,7 @@ struct RecvArgs {
     uint64_t ignore = 0;        // tag bits that need not match
     uint32_t flags = 0;
     void* context = nullptr;
+    uint64_t user_data = 0;     // echoed in every completion of this operation
 };
 
 struct RmaArgs {
@@ -165,6 +168,7 @@ struct RmaArgs {
     uint64_t data = 0;          // with kOpRemoteData
     uint32_t flags = 0;
     void* context = nullptr;
+    uint64_t user_data = 0;     // echoed in every completion of this operation
 };
 
 struct AtomicArgs {
@@ -180,6 +184,7 @@ struct AtomicArgs {
     uint64_t key = 0;
     uint32_t flags = 0;
     void* context = nullptr;
+    uint64_t user_data = 0;     // echoed in every completion of this operation
 };
 
 struct EndpointConfig {
@@ -239,7 +244,9 @@ class Engine {
 
     // Receives, delivers, retransmits, acknowledges, transmits. Returns the
     // number of events handled (packets and completions), 0 when idle.
-    int progress();
+    // may_back_off false: never yield or sleep when idle (for callers that
+    // block on wait_fd() themselves, or that hold a lock others wait for).
+    int progress(bool may_back_off = true);
 
     // 0; -EADDRINUSE (port taken); -EINVAL (no callback); -ENOMEM.
     int open_endpoint(const EndpointConfig& cfg, Endpoint** out);

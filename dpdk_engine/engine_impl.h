@@ -59,6 +59,7 @@ struct TxOp {
     uint32_t flags = 0;           // OpFlags
     Session* session = nullptr;
     void* context = nullptr;
+    uint64_t user_data = 0;
 
     // Payload source: user buffers, the bounce buffer, or target memory.
     iovec iov[kMaxIov];
@@ -122,6 +123,7 @@ struct PostedRecv {
     uint64_t tag = 0, ignore = 0;
     uint32_t flags = 0;
     void* context = nullptr;
+    uint64_t user_data = 0;
     // Multi-receive: slices are cut from the front of iov[0].
     uint64_t used = 0;
     uint32_t slices_open = 0;     // messages still landing in this buffer
@@ -156,6 +158,7 @@ struct RxMsg {
     uint32_t dest_count = 0;
     uint64_t capacity = 0;
     void* context = nullptr;
+    uint64_t user_data = 0;
     uint32_t recv_flags = 0;
     RxMsg* next = nullptr;
     RxMsg* prev = nullptr;
@@ -353,7 +356,7 @@ class EngineImpl {
         uint64_t rx_by_result[16];
     } st{};
 
-    int progress();
+    int progress(bool may_back_off);
     void activate(Session* s);
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).

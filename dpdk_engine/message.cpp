@@ -100,6 +100,7 @@ void EndpointImpl::bind_slice(RxMsg* m, PostedRecv* r)
     m->state = RxMsg::State::kMatched;
     m->recv = r;
     m->context = r->context;
+    m->user_data = r->user_data;
     m->recv_flags = r->flags;
     if (r->flags & kOpMultiRecv) {
         uint64_t avail = r->capacity - r->used;
@@ -143,6 +144,7 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
     c.tag = m->tag;
     c.data = m->data;
     c.src = m->src;
+    c.user_data = m->user_data;
     c.status = status;
     if (status == OpStatus::kOk && m->total_len > m->capacity && !(m->recv_flags & kOpDiscard)) {
         c.status = OpStatus::kTruncated;
@@ -239,6 +241,7 @@ int EndpointImpl::post_recv(const RecvArgs& a)
         unexpected_count--;
         if (a.flags & kOpDiscard) {
             m->context = a.context;
+            m->user_data = a.user_data;
             m->recv_flags = a.flags | kOpCompletion;
             m->capacity = 0;
             m->dest_count = 0;
@@ -266,6 +269,7 @@ int EndpointImpl::post_recv(const RecvArgs& a)
         r->capacity = iov_total(a.iov, a.iov_count);
         r->flags = a.flags & ~kOpMultiRecv;
         r->context = a.context;
+        r->user_data = a.user_data;
         r->retired = true;
         bind_slice(m, r);
         deliver_bound_unexpected(this, m);
@@ -283,6 +287,7 @@ int EndpointImpl::post_recv(const RecvArgs& a)
     r->ignore = a.ignore;
     r->flags = a.flags;
     r->context = a.context;
+    r->user_data = a.user_data;
     // Queue first so bind_slice can unlink it; matching unexpected messages
     // in arrival order keeps MPI's ordering rule.
     posted[tagged].push_back(r);
@@ -308,6 +313,7 @@ int EndpointImpl::peek(const RecvArgs& a)
     }
     Completion c;
     c.context = a.context;
+    c.user_data = a.user_data;
     c.type = CompletionType::kRecv;
     c.tagged = tagged;
     if (!found) {
@@ -362,6 +368,7 @@ int EndpointImpl::cancel_recv(void* context)
             c.status = OpStatus::kCanceled;
             c.tagged = q == 1;
             c.tag = r->tag;
+            c.user_data = r->user_data;
             c.buf = r->iov_count ? r->iov[0].iov_base : nullptr;
             if (r->slices_open == 0) {
                 c.multi_recv_released = r->flags & kOpMultiRecv;

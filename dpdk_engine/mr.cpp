@@ -152,10 +152,10 @@ int MemoryRegistry::add(void* base, size_t len, uint32_t access, uint64_t reques
         return -EINVAL;
     if ((access & ~kMrAccessAll) != 0)
         return -EINVAL;
-    uint64_t start = virt_addr_ ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)) : 0;
+    uint64_t start = virt_addr_ ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)) : remote_start;
     // A region whose last byte would sit past 2^64 - 1 cannot exist in
     // memory; refusing it keeps every end computation in check() exact.
-    if (virt_addr_ && static_cast<uint64_t>(len) > UINT64_MAX - start)
+    if (static_cast<uint64_t>(len) > UINT64_MAX - start)
         return -EINVAL;
 
     uint64_t key = requested_key;

@@ -52,14 +52,17 @@ public:
     // stored in *key_out (may be null when the caller knows it).
     // Returns:
     //   0        success;
-    //   -EINVAL  len > 0 with a null base, unknown access bits, or (virtual
-    //            address mode) base + len exceeds 2^64 - 1 (the region's
-    //            end must be representable);
+    //   -EINVAL  len > 0 with a null base, unknown access bits, or the
+    //            region's remote end (base + len, or remote_start + len)
+    //            exceeds 2^64 - 1 (it must be representable);
     //   -EEXIST  requested-key mode and a live region already has that key;
     //   -ENOMEM  the table could not grow;
     //   -EIO     provider-key mode and the kernel gave no random bytes
     //            (getrandom(2) and /dev/urandom both failed).
-    int add(void* base, size_t len, uint32_t access, uint64_t requested_key, uint64_t* key_out);
+    // `remote_start` (offset mode only; ignored with virt_addr) is the remote
+    // address of the region's first byte (fi_mr_reg's `offset`).
+    int add(void* base, size_t len, uint32_t access, uint64_t requested_key, uint64_t* key_out,
+            uint64_t remote_start = 0);
 
     // Unregisters the region with `key`. Later check()s with it fail with
     // kInvalidKey. Never allocates.

@@ -68,6 +68,7 @@ int Endpoint::write(const RmaArgs& a)
         return -EAGAIN;
     op->flags = a.flags & ~kOpTagged;
     op->context = a.context;
+    op->user_data = a.user_data;
     op->remote_addr = a.addr;
     op->key = a.key;
     op->data = a.data;
@@ -103,6 +104,7 @@ int Endpoint::read(const RmaArgs& a)
         return -EAGAIN;
     op->flags = a.flags & ~kOpTagged;
     op->context = a.context;
+    op->user_data = a.user_data;
     op->remote_addr = a.addr;
     op->key = a.key;
     op->message_len = len;   // bytes to read
@@ -145,6 +147,7 @@ int Endpoint::atomic(const AtomicArgs& a)
         memcpy(op->bounce + bytes, a.compare, bytes);
     op->flags = a.flags & ~(kOpTagged | kOpRemoteData);
     op->context = a.context;
+    op->user_data = a.user_data;
     op->remote_addr = a.addr;
     op->key = a.key;
     op->atomic_op = static_cast<uint8_t>(a.op);
