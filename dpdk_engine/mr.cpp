@@ -146,7 +146,7 @@ int MemoryRegistry::random_key(uint64_t* key)
 }
 
 int MemoryRegistry::add(void* base, size_t len, uint32_t access, uint64_t requested_key,
-                        uint64_t* key_out)
+                        uint64_t* key_out, uint64_t remote_start)
 {
     if (len > 0 && base == nullptr)
         return -EINVAL;
