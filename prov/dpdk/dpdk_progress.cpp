@@ -18,6 +18,7 @@
 // memory barrier on every running thread of the process, so either the fast
 // path saw locking_ or its busy flag is now visible and we wait for it to
 // clear. Without membarrier support we never run lockless.
+#include <dlfcn.h>
 #include <linux/membarrier.h>
 #include <poll.h>
 #include <sched.h>
@@ -169,6 +170,18 @@ bool membarrier_ready() noexcept
     return ok;
 }
 
+// Once EAL runs, its threads and memory live until the process exits (EAL
+// cannot be torn down), so the code they may call must never be unmapped:
+// keep this library loaded even if libfabric dlclose()s it at fi_fini.
+void pin_library() noexcept
+{
+    static bool pinned = false;
+    Dl_info info{};
+    if (pinned || !dladdr(reinterpret_cast<void*>(&pin_library), &info) || !info.dli_fname)
+        return;
+    pinned = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
+}
+
 }  // namespace
 
 struct SharedEngineRegistry {
@@ -210,6 +223,7 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
             return fi_errno(ret);
         }
         DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());
+        pin_library();
         std::unique_ptr<SharedEngine> fresh(new SharedEngine());
         fresh->name_ = domain_name;
         fresh->engine_ = std::move(engine);
