@@ -98,15 +98,12 @@ ssize_t ep_atomic(Ep* ep, const AtomicCall& c, uint64_t flags, bool inject_call)
     a.key = c.key;
     a.flags = plan.engine_flags;
     a.context = c.context;
-    set_user_data(a, plan.word);
+    a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
     if (!ep_dest(ep, c.peer, &a.dest))
         return -FI_EINVAL;
-    ret = ep->engine_ep->atomic(a);
-    if (ret == 0 && plan.complete_now)
-        complete_injected(ep, plan, c.context);
-    return post_result(ep, ret);
+    return post_result(ep, ep->engine_ep->atomic(a));
 }
 
 // The ioc forms take one element vector each.

@@ -14,8 +14,10 @@ Cntr* cntr_of(fid_cntr* f)
 uint64_t cntr_read(fid_cntr* f) noexcept
 {
     Cntr* c = cntr_of(f);
-    if (!c->domain->auto_progress)
-        c->domain->shared->progress();
+    if (!c->domain->auto_progress) {
+        SharedEngine* shared = c->domain->shared;
+        shared->after_poll(shared->progress() > 0);
+    }
     return c->value.load(std::memory_order_acquire);
 }
 
@@ -139,7 +141,7 @@ int cntr_trywait(Cntr* c) noexcept
     uint32_t next;
     {
         LockScope scope(c->domain->shared);
-        c->domain->shared->engine().progress();
+        c->domain->shared->engine().progress(false);
         c->waiter.arm();
         next = c->domain->shared->engine().next_timeout_us();
     }

@@ -89,9 +89,16 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexcept
     Cq* cq = cq_of(f);
     if (!buf && count)
         return -FI_EINVAL;
-    LockScope scope(cq->domain->shared);
-    cq->domain->shared->engine().progress();
-    return pop_entries(cq, buf, count, src);
+    SharedEngine* shared = cq->domain->shared;
+    int events;
+    ssize_t ret;
+    {
+        LockScope scope(shared);
+        events = shared->engine().progress(false);
+        ret = pop_entries(cq, buf, count, src);
+    }
+    shared->after_poll(events > 0 || ret != -FI_EAGAIN);
+    return ret;
 }
 
 ssize_t cq_read(fid_cq* f, void* buf, size_t count) noexcept
@@ -259,7 +266,7 @@ int cq_trywait(Cq* cq) noexcept
     uint32_t next;
     {
         LockScope scope(cq->domain->shared);
-        cq->domain->shared->engine().progress();
+        cq->domain->shared->engine().progress(false);
         cq->waiter.arm();
         if (cq->count)
             return -FI_EAGAIN;

@@ -7,7 +7,6 @@
 // fi_enable.
 #include <arpa/inet.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "prov/dpdk/dpdk_prov.h"
@@ -43,8 +42,8 @@ Cntr* cntr_for(const Ep* ep, uint64_t word)
     return ep->write_cntr;     // RMA writes and plain atomics
 }
 
-// The plan word of a completion when the engine did not carry ours (see
-// dpdk_prov.h): what can be told from the completion itself.
+// What can be told from a completion itself: the plan word of operations
+// the provider did not post (remote writes with CQ data).
 uint64_t word_from_completion(const Completion& c)
 {
     const uint64_t msg = c.tagged ? FI_TAGGED : FI_MSG;
@@ -58,8 +57,6 @@ uint64_t word_from_completion(const Completion& c)
     case CompletionType::kRead:
         return FI_RMA | FI_READ | FI_COMPLETION;
     case CompletionType::kAtomic:
-        // Fetching atomics should say FI_READ; the engine does not tell us
-        // which kind completed (ENGINE_REQUESTS.md).
         return FI_ATOMIC | FI_WRITE | FI_COMPLETION;
     case CompletionType::kRemoteWrite:
         return FI_RMA | FI_REMOTE_WRITE | FI_COMPLETION;
@@ -69,26 +66,12 @@ uint64_t word_from_completion(const Completion& c)
 
 // EndpointConfig::on_complete: runs inside Engine::progress() (or a posting
 // call) under the engine lock.
-void on_engine_completion(void* owner, const Completion& completion) noexcept
+void on_engine_completion(void* owner, const Completion& c) noexcept
 {
     Ep* ep = static_cast<Ep*>(owner);
-    const Completion* cp = &completion;
-    Completion unwrapped;
-    if (!ep->inject_copies.empty() && completion.type != CompletionType::kRecv) {
-        auto it = ep->inject_copies.find(completion.context);
-        if (it != ep->inject_copies.end()) {
-            unwrapped = completion;
-            unwrapped.context = it->second->user_context;
-            drop_inject_copy(ep, it->second);
-            cp = &unwrapped;
-        }
-    }
-    const Completion& c = *cp;
-    uint64_t word = 0;
-    if constexpr (kEngineEchoesUserData) {
-        if (c.type != CompletionType::kRemoteWrite)  // no operation behind it
-            word = get_user_data(c);
-    }
+    // The plan word of the operation; a remote write with CQ data has no
+    // operation behind it (user_data 0).
+    uint64_t word = c.user_data;
     if (!word)
         word = word_from_completion(c);
 
@@ -154,8 +137,6 @@ int ep_close(fid* f) noexcept
         ep->av->refs.put();
     if (ep->eq)
         ep->eq->refs.put();
-    while (!ep->inject_copies.empty())  // the engine reports nothing at close
-        drop_inject_copy(ep, ep->inject_copies.begin()->second);
     ep->domain->refs.put();
     delete ep;
     return 0;
@@ -481,54 +462,15 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool neve
             p.engine_flags |= dpdk_engine::kOpDeliveryComplete;
         else if (level & FI_INJECT_COMPLETE)
             p.engine_flags |= dpdk_engine::kOpInjectComplete;
-        if ((flags & FI_INJECT) && want_cq && kind != OpKind::kAtomicWrite) {
-            // A CQ entry must wait for the requested completion level: the
-            // provider copies the payload (InjectCopy) and posts normally.
-            p.copy_payload = true;
-        } else if (flags & FI_INJECT) {
-            // The engine copies the payload during the call and never
-            // reports success for it: we complete it right after.
+        // The engine copies the payload during the call; with kOpCompletion
+        // it still reports success at the level above.
+        if (flags & FI_INJECT)
             p.engine_flags |= dpdk_engine::kOpInject;
-            p.complete_now = want_cq || counted;
-            return p;
-        }
     }
-    // A success completion only when someone will look at it. Without
-    // user_data echo (see dpdk_prov.h) a counter alone can only ask for one
-    // when no CQ is bound, or the callback could not tell the two apart.
-    if (want_cq || (counted && (kEngineEchoesUserData || !cq)))
+    // A success completion only when someone will look at it.
+    if (want_cq || counted)
         p.engine_flags |= dpdk_engine::kOpCompletion;
     return p;
-}
-
-InjectCopy* make_inject_copy(Ep* ep, const iovec* iov, size_t count, void* user_context,
-                             iovec* out) noexcept
-{
-    size_t len = 0;
-    for (size_t i = 0; i < count; i++)
-        len += iov[i].iov_len;
-    auto* copy = static_cast<InjectCopy*>(malloc(sizeof(InjectCopy) + len));
-    if (!copy)
-        return nullptr;
-    copy->user_context = user_context;
-    copy->len = len;
-    auto* payload = reinterpret_cast<uint8_t*>(copy + 1);
-    for (size_t i = 0, off = 0; i < count; off += iov[i].iov_len, i++)
-        memcpy(payload + off, iov[i].iov_base, iov[i].iov_len);
-    try {
-        ep->inject_copies.emplace(copy, copy);
-    } catch (...) {
-        free(copy);
-        return nullptr;
-    }
-    *out = {payload, len};
-    return copy;
-}
-
-void drop_inject_copy(Ep* ep, InjectCopy* copy) noexcept
-{
-    ep->inject_copies.erase(copy);
-    free(copy);
 }
 
 OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept
@@ -536,30 +478,16 @@ OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept
     return plan_op(ep, kind, tagged, FI_INJECT, true);
 }
 
-void complete_injected(Ep* ep, const OpPlan& plan, void* context) noexcept
-{
-    if (Cntr* c = cntr_for(ep, plan.word))
-        c->add_one();
-    Cq* cq = cq_for(ep, plan.word);
-    if (cq && (plan.word & FI_COMPLETION)) {
-        CqEntry e{};
-        e.op_context = context;
-        e.flags = plan.word & ~uint64_t{FI_COMPLETION};
-        e.src = FI_ADDR_NOTAVAIL;
-        cq->push(e);
-    }
-}
-
 ssize_t post_result(Ep* ep, int ret) noexcept
 {
     dpdk_engine::Engine& engine = ep->domain->shared->engine();
     if (ret == -EAGAIN) {
         // Out of operation slots: completing older ones is what frees them.
-        engine.progress();
+        engine.progress(false);
         return -FI_EAGAIN;
     }
     if (ret == 0 && !ep->domain->auto_progress)
-        engine.progress();  // push the packets out now (manual progress)
+        engine.progress(false);  // push the packets out now (manual progress)
     return fi_errno(ret);
 }
 

@@ -32,7 +32,8 @@ int make_live(Mr* mr)
     int ret;
     {
         LockScope scope(d->shared);
-        ret = d->regions->add(mr->base, mr->len, mr->remote_access, mr->requested_key, &key);
+        ret = d->regions->add(mr->base, mr->len, mr->remote_access, mr->requested_key, &key,
+                              mr->remote_start);
     }
     if (ret == -EEXIST)
         return -FI_ENOKEY;  // libfabric's code for a requested key in use
@@ -111,18 +112,14 @@ int mr_register(fid* domain_fid, const iovec* iov, size_t count, uint64_t access
         return -FI_EINVAL;  // mr_iov_limit is 1: the registry holds ranges
     if (iface != FI_HMEM_SYSTEM)
         return -FI_ENOSYS;
-    if (offset && !d->mr_virt_addr) {
-        // The registry maps remote offset 0 to the first byte; a non-zero
-        // starting offset needs engine support (ENGINE_REQUESTS.md).
-        DPDK_WARN(FI_LOG_MR, "fi_mr_reg: non-zero offset needs FI_MR_VIRT_ADDR\n");
-        return -FI_EINVAL;
-    }
     std::unique_ptr<Mr> mr(new Mr());
     mr->domain = d;
     mr->base = count ? iov[0].iov_base : nullptr;
     mr->len = count ? iov[0].iov_len : 0;
     mr->remote_access = remote_access_bits(access);
     mr->requested_key = requested_key;
+    // Without FI_MR_VIRT_ADDR, remote address `offset` names the first byte.
+    mr->remote_start = offset;
     mr->fid.fid.fclass = FI_CLASS_MR;
     mr->fid.fid.context = context;
     mr->fid.fid.ops = &g_mr_fi_ops;

@@ -113,27 +113,12 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
     a.data = data;
     a.flags = plan.engine_flags | (has_data ? dpdk_engine::kOpRemoteData : 0u);
     a.context = context;
-    set_user_data(a, plan.word);
+    a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
     if (!ep_dest(ep, dest, &a.dest))
         return -FI_EINVAL;
-    iovec copied;
-    InjectCopy* copy = nullptr;
-    if (plan.copy_payload) {
-        copy = make_inject_copy(ep, iov, count, context, &copied);
-        if (!copy)
-            return -FI_ENOMEM;
-        a.iov = &copied;
-        a.iov_count = 1;
-        a.context = copy;
-    }
-    int ret = ep->engine_ep->send(a);
-    if (ret && copy)
-        drop_inject_copy(ep, copy);
-    if (ret == 0 && plan.complete_now)
-        complete_injected(ep, plan, context);
-    return post_result(ep, ret);
+    return post_result(ep, ep->engine_ep->send(a));
 }
 
 ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag,
@@ -167,7 +152,7 @@ ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagg
     if (flags & FI_DISCARD)
         a.flags |= dpdk_engine::kOpDiscard;
     a.context = context;
-    set_user_data(a, plan.word);
+    a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
     // Without FI_DIRECTED_RECV the source address is ignored (fi_msg(3));

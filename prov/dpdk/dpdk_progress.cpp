@@ -227,6 +227,10 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         std::unique_ptr<SharedEngine> fresh(new SharedEngine());
         fresh->name_ = domain_name;
         fresh->engine_ = std::move(engine);
+        fresh->yield_after_us_ = cfg.yield_after_us;
+        fresh->sleep_after_us_ = cfg.sleep_after_us;
+        fresh->sleep_us_ = cfg.sleep_us;
+        fresh->idle_since_us_.store(now_us());
         fresh->locking_.store(!(lockless_ok && !auto_progress && membarrier_ready()));
         s = fresh.get();
         engines.emplace(domain_name, s);
@@ -296,7 +300,23 @@ void SharedEngine::switch_to_locking() noexcept
 int SharedEngine::progress() noexcept
 {
     LockScope scope(this);
-    return engine_->progress();
+    return engine_->progress(false);
+}
+
+void SharedEngine::after_poll(bool found_work) noexcept
+{
+    const uint64_t now = now_us();
+    if (found_work) {
+        idle_since_us_.store(now, std::memory_order_relaxed);
+        return;
+    }
+    const uint64_t idle = now - idle_since_us_.load(std::memory_order_relaxed);
+    if (idle > sleep_after_us_) {
+        timespec ts = {0, long(sleep_us_) * 1000};
+        nanosleep(&ts, nullptr);
+    } else if (idle > yield_after_us_) {
+        sched_yield();
+    }
 }
 
 // ---------------------------------------------------------------- thread
@@ -335,7 +355,7 @@ void SharedEngine::thread_main() noexcept
         uint32_t next;
         {
             LockScope scope(this);
-            events = engine_->progress();
+            events = engine_->progress(false);
             next = engine_->next_timeout_us();
             fd = engine_->wait_fd();
         }

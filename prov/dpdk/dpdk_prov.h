@@ -42,7 +42,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -197,15 +196,23 @@ public:
     void release(bool auto_progress) noexcept;
 
     dpdk_engine::Engine& engine() noexcept { return *engine_; }
-    bool auto_progress() const noexcept { return auto_users_ > 0; }
 
     // The lock (use LockScope). Returns whether the mutex was taken.
     bool enter() noexcept;
     void leave(bool locked) noexcept;
 
     // One progress step, taking the lock (never call it inside a LockScope:
-    // the lock is not recursive). Returns the engine's event count.
+    // the lock is not recursive). Returns the engine's event count. Calls
+    // under the lock use engine().progress(false): the engine must never
+    // sleep while holding it.
     int progress() noexcept;
+
+    // The idle backoff of design.md section 5, outside the lock: after polls
+    // that found nothing (no packets, no completion for the caller) for
+    // FI_DPDK_YIELD_AFTER_US yield the CPU, after FI_DPDK_SLEEP_AFTER_US
+    // sleep FI_DPDK_SLEEP_US, so that busy-polling processes on few cores
+    // still let each other run.
+    void after_poll(bool found_work) noexcept;
 
 private:
     SharedEngine() = default;
@@ -229,6 +236,8 @@ private:
     std::thread thread_;
     std::atomic<bool> stop_{false};
     int wake_fd_ = -1;  // eventfd that interrupts the thread's sleep
+    std::atomic<uint64_t> idle_since_us_{0};
+    uint32_t yield_after_us_ = 0, sleep_after_us_ = 0, sleep_us_ = 0;
 };
 
 // RAII scope of SharedEngine::enter/leave.
@@ -303,7 +312,7 @@ ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t de
         uint32_t next;
         {
             LockScope scope(s);
-            s->engine().progress();
+            s->engine().progress(false);  // we sleep on the fds below instead
             // Armed before looking: a notify() from a thread that does not
             // hold the lock (fi_cntr_add) between the look and the sleep
             // then still wakes us.
@@ -333,7 +342,6 @@ struct Cntr;
 struct Eq;
 struct Av;
 struct Mr;
-struct InjectCopy;
 
 struct Fabric {
     fid_fabric fid{};
@@ -472,6 +480,7 @@ struct Mr {
     size_t len = 0;
     uint32_t remote_access = 0;  // dpdk_engine::MrAccess bits
     uint64_t requested_key = 0;
+    uint64_t remote_start = 0;   // offset mode: remote address of `base`
     bool registered = false;     // present in the domain's MemoryRegistry
     Ep* bound_ep = nullptr;      // FI_MR_ENDPOINT
 };
@@ -501,7 +510,6 @@ struct Ep {
     Cntr* remote_write_cntr = nullptr;
     Av* av = nullptr;
     Eq* eq = nullptr;
-    std::unordered_map<void*, InjectCopy*> inject_copies;  // see InjectCopy
 };
 
 // The data operation tables (dpdk_msg.cpp, dpdk_tagged.cpp, dpdk_rma.cpp,
@@ -515,68 +523,16 @@ extern fi_ops_atomic g_atomic_ops;
 //
 // What the application must see when an operation completes is decided when
 // it is posted: the FI_* flags of its CQ entry, whether it wants a CQ entry
-// at all (FI_SELECTIVE_COMPLETION), and which counter counts it. We ask the
-// engine for a success completion (kOpCompletion) exactly when someone
-// needs it; errors are always reported.
-//
-// The engine echoes nothing but the context today, so the completion
-// callback rebuilds the flags from the Completion. When the engine grows a
-// `user_data` field in the *Args structs echoed in Completion (requested in
-// ENGINE_REQUESTS.md), the code below picks it up automatically and carries
-// the exact plan through it instead.
-template <typename T, typename = void>
-struct HasUserData : std::false_type {};
-template <typename T>
-struct HasUserData<T, std::void_t<decltype(std::declval<T&>().user_data)>> : std::true_type {};
-constexpr bool kEngineEchoesUserData = HasUserData<dpdk_engine::Completion>::value &&
-                                       HasUserData<dpdk_engine::SendArgs>::value;
-
-template <typename Args>
-inline void set_user_data(Args& a, uint64_t v) noexcept
-{
-    if constexpr (HasUserData<Args>::value)
-        a.user_data = v;
-    else
-        (void)a, (void)v;
-}
-template <typename C>
-inline uint64_t get_user_data(const C& c) noexcept
-{
-    if constexpr (HasUserData<C>::value)
-        return c.user_data;
-    else
-        return (void)c, 0;
-}
-
-// The plan word: CQ flags to report, plus FI_COMPLETION when a CQ entry is
-// wanted (stripped before the entry is written).
+// at all (FI_SELECTIVE_COMPLETION), and which counter counts it. That plan
+// word travels through the engine in the operation's user_data and comes
+// back in its completions. We ask the engine for a success completion
+// (kOpCompletion) exactly when a CQ entry or a counter needs it; errors are
+// always reported.
 struct OpPlan {
     uint32_t engine_flags = 0;  // dpdk_engine::OpFlags
-    uint64_t word = 0;          // reported flags | FI_COMPLETION if wanted
-    bool complete_now = false;  // inject: the engine never reports success;
-                                // the provider completes it after posting
-    bool copy_payload = false;  // FI_INJECT that wants a CQ entry: see
-                                // InjectCopy below
+    uint64_t word = 0;          // CQ flags to report | FI_COMPLETION if a CQ
+                                // entry is wanted (stripped before writing)
 };
-
-// FI_INJECT on an operation that must still complete into a CQ (e.g.
-// fi_sendmsg(FI_INJECT | FI_TRANSMIT_COMPLETE), as fi_pingpong's last
-// message): the engine's kOpInject never reports success, and completing at
-// post time would let the application exit before the message is delivered.
-// So the provider copies the payload into a block of its own, posts an
-// ordinary operation with the block as context, and on completion frees the
-// block and reports the application's context (ENGINE_REQUESTS.md asks for
-// kOpInject|kOpCompletion instead).
-struct InjectCopy {
-    void* user_context;
-    size_t len;
-    // payload follows
-};
-// Copies the payload; *iov describes the copy. nullptr when out of memory.
-// Under the engine lock.
-InjectCopy* make_inject_copy(Ep* ep, const iovec* iov, size_t count, void* user_context,
-                             iovec* out) noexcept;
-void drop_inject_copy(Ep* ep, InjectCopy* copy) noexcept;
 
 enum class OpKind { kSend, kRecv, kWrite, kRead, kAtomicWrite, kAtomicRead };
 // flags: the operation's flags (msg forms) or the endpoint's defaults.
@@ -585,9 +541,6 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags,
                bool never_cq = false) noexcept;
 // The plan of fi_inject and friends: like FI_INJECT, but never a CQ entry.
 OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept;
-// Completes an injected operation right after a successful post (counters,
-// and a CQ entry if FI_COMPLETION asked for one). Under the engine lock.
-void complete_injected(Ep* ep, const OpPlan& plan, void* context) noexcept;
 // Maps a posting error: -EAGAIN makes progress first so that retry loops of
 // applications that do not read their CQ still advance.
 ssize_t post_result(Ep* ep, int engine_ret) noexcept;

@@ -43,27 +43,12 @@ ssize_t ep_rma(Ep* ep, bool write, const iovec* iov, size_t count, fi_addr_t pee
     a.data = data;
     a.flags = plan.engine_flags | (has_data ? dpdk_engine::kOpRemoteData : 0u);
     a.context = context;
-    set_user_data(a, plan.word);
+    a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
     if (!ep_dest(ep, peer, &a.dest))
         return -FI_EINVAL;
-    iovec copied;
-    InjectCopy* copy = nullptr;
-    if (plan.copy_payload) {
-        copy = make_inject_copy(ep, iov, count, context, &copied);
-        if (!copy)
-            return -FI_ENOMEM;
-        a.iov = &copied;
-        a.iov_count = 1;
-        a.context = copy;
-    }
-    int ret = write ? ep->engine_ep->write(a) : ep->engine_ep->read(a);
-    if (ret && copy)
-        drop_inject_copy(ep, copy);
-    if (ret == 0 && plan.complete_now)
-        complete_injected(ep, plan, context);
-    return post_result(ep, ret);
+    return post_result(ep, write ? ep->engine_ep->write(a) : ep->engine_ep->read(a));
 }
 
 // The msg forms: one remote segment (rma_iov_limit 1), at least as long as
