@@ -230,7 +230,6 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         fresh->yield_after_us_ = cfg.yield_after_us;
         fresh->sleep_after_us_ = cfg.sleep_after_us;
         fresh->sleep_us_ = cfg.sleep_us;
-        fresh->idle_since_us_.store(now_us());
         fresh->locking_.store(!(lockless_ok && !auto_progress && membarrier_ready()));
         s = fresh.get();
         engines.emplace(domain_name, s);
@@ -305,12 +304,24 @@ int SharedEngine::progress() noexcept
 
 void SharedEngine::after_poll(bool found_work) noexcept
 {
-    const uint64_t now = now_us();
+    // Busy pollers call this millions of times a second: read the clock
+    // only on every 16th empty poll (idle_since_us_ 0 = not idle yet).
     if (found_work) {
+        if (idle_polls_.load(std::memory_order_relaxed))
+            idle_polls_.store(0, std::memory_order_relaxed);
+        if (idle_since_us_.load(std::memory_order_relaxed))
+            idle_since_us_.store(0, std::memory_order_relaxed);
+        return;
+    }
+    if (idle_polls_.fetch_add(1, std::memory_order_relaxed) % 16 != 15)
+        return;
+    const uint64_t now = now_us();
+    uint64_t since = idle_since_us_.load(std::memory_order_relaxed);
+    if (!since) {
         idle_since_us_.store(now, std::memory_order_relaxed);
         return;
     }
-    const uint64_t idle = now - idle_since_us_.load(std::memory_order_relaxed);
+    const uint64_t idle = now - since;
     if (idle > sleep_after_us_) {
         timespec ts = {0, long(sleep_us_) * 1000};
         nanosleep(&ts, nullptr);

@@ -236,7 +236,8 @@ private:
     std::thread thread_;
     std::atomic<bool> stop_{false};
     int wake_fd_ = -1;  // eventfd that interrupts the thread's sleep
-    std::atomic<uint64_t> idle_since_us_{0};
+    std::atomic<uint64_t> idle_since_us_{0};  // 0: not idle
+    std::atomic<uint32_t> idle_polls_{0};
     uint32_t yield_after_us_ = 0, sleep_after_us_ = 0, sleep_us_ = 0;
 };
 
