@@ -486,8 +486,12 @@ ssize_t post_result(Ep* ep, int ret) noexcept
         engine.progress(false);
         return -FI_EAGAIN;
     }
+    // Posting is a progress point (manual progress): it also sends what the
+    // engine holds back, ACKs included, which an application that posts its
+    // next receive and then stops calling would otherwise never send
+    // (ENGINE_REQUESTS.md, item 6).
     if (ret == 0 && !ep->domain->auto_progress)
-        engine.progress(false);  // push the packets out now (manual progress)
+        engine.progress(false);
     return fi_errno(ret);
 }
 

@@ -542,8 +542,9 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags,
                bool never_cq = false) noexcept;
 // The plan of fi_inject and friends: like FI_INJECT, but never a CQ entry.
 OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept;
-// Maps a posting error: -EAGAIN makes progress first so that retry loops of
-// applications that do not read their CQ still advance.
+// Finishes a posting call under the lock: one progress step (posting is a
+// progress point with manual progress: see dpdk_ep.cpp), and the engine's
+// result as -FI_E*.
 ssize_t post_result(Ep* ep, int engine_ret) noexcept;
 
 // The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp. `flags`
