@@ -263,7 +263,6 @@ int EngineImpl::progress(bool may_back_off)
 {
     uint64_t now = now_us();
     int work = 0;
-    tick++;
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n = port->rx_burst(pkts, kRxBurst);
     if (fault_rx && fault_rx->enabled())

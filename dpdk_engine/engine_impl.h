@@ -239,7 +239,6 @@ struct Session {
     bool ack_now = false;
     uint32_t unacked = 0;
     uint64_t ack_deadline = 0;
-    uint64_t ack_tick = 0;        // progress round that first saw ack_now
     uint32_t peer_ts = 0;         // newest peer timestamp, echoed back
     RxMsg* cur_eager = nullptr;   // eager message being reassembled
     uint32_t failed_write_op = 0; // RMA write op refused; skip its segments
@@ -345,7 +344,6 @@ class EngineImpl {
     Session* active = nullptr;           // sessions with timers or work
     std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
     uint64_t idle_since_us = 0;
-    uint64_t tick = 1;                   // progress rounds
     // mbufs held as hidden buffers of unexpected messages, and their cap
     // (a share of the pool, so receiving in order never runs dry).
     uint32_t held_unexpected = 0;

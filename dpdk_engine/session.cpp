@@ -90,7 +90,6 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
     th->window.set(static_cast<uint16_t>(s->mask + 1 > 65535 ? 65535 : s->mask + 1));
     s->ack_pending = false;
     s->ack_now = false;
-    s->ack_tick = 0;
     s->unacked = 0;
     s->ack_deadline = 0;
 }
@@ -589,15 +588,12 @@ void session_timers(Session* s, uint64_t now)
             s->rto_deadline = now + s->rtt.rto_us();
         }
     }
-    // An urgent ACK waits one progress round: the application usually answers
-    // a message it just received, and the answer carries the ACK for free.
-    if (s->ack_pending) {
-        uint64_t tick = s->ep->engine->tick;
-        if (s->ack_now && !s->ack_tick)
-            s->ack_tick = tick;
-        if ((s->ack_now && s->ack_tick != tick) || now >= s->ack_deadline)
-            session_send_ack(s, now);
-    }
+    // An urgent ACK leaves in the progress round that made it urgent. Holding
+    // it for the application's answer saves a packet in a ping-pong, but an
+    // application that stops calling us after its last receive (an MPI rank
+    // computing) would then stall its sender until the peer timeout.
+    if (s->ack_pending && (s->ack_now || now >= s->ack_deadline))
+        session_send_ack(s, now);
 }
 
 void session_fail(Session* s, OpStatus why, bool rx_too)
