@@ -80,6 +80,12 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
 {
     th->timestamp.set(timestamp32(now));
     th->timestamp_echo.set(s->peer_ts);
+    // Whatever was owed is paid by this packet, even when there is no peer
+    // stream to acknowledge (an answer to a probe): else it is resent forever.
+    s->ack_pending = false;
+    s->ack_now = false;
+    s->unacked = 0;
+    s->ack_deadline = 0;
     if (s->rx_stream == 0)
         return;
     th->flags.set(th->flags.get() | wire::kFlagHasAck);
@@ -88,10 +94,6 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
     th->sack.set(sack_bits(s));
     // Credits: the receive ring takes any PSN below expected + window.
     th->window.set(static_cast<uint16_t>(s->mask + 1 > 65535 ? 65535 : s->mask + 1));
-    s->ack_pending = false;
-    s->ack_now = false;
-    s->unacked = 0;
-    s->ack_deadline = 0;
 }
 
 void fill_extension(const TxOp* op, const InflightPacket& ip, uint8_t* ext)
@@ -605,10 +607,25 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     for (InflightPacket& ip : s->inflight)
         ip = InflightPacket();
     s->fifo_head = s->fifo_tail = nullptr;
+    // Our own operations fail. Our answers to the peer (CTS, responses) are
+    // kept when its stream lives on (rx_too false: the peer only lost our
+    // stream): they go again, whole, on the new stream, else the peer's
+    // rendezvous or RMA request would wait for them forever.
+    List<TxOp> keep;
     while (!s->ops.empty()) {
         TxOp* op = s->ops.head;
         op->inflight = 0;
         op->queued = false;
+        op->fifo_next = nullptr;
+        bool answer = op->kind == TxOp::Kind::kCts || op->kind == TxOp::Kind::kReadResp ||
+                      op->kind == TxOp::Kind::kWriteResp || op->kind == TxOp::Kind::kAtomicResp;
+        if (answer && !rx_too) {
+            s->ops.remove(op);
+            op->next_offset = 0;
+            op->header_sent = false;
+            keep.push_back(op);
+            continue;
+        }
         ep->complete_op(op, why);
     }
     s->tx_stream = random_stream_id();
@@ -619,6 +636,11 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->peer_window = s->mask + 1;
     s->in_recovery = false;
     s->rtt = RttEstimator(ep->engine->cfg.rto_initial_us, ep->engine->cfg.rto_min_us, ep->engine->cfg.rto_max_us);
+    while (TxOp* op = keep.head) {
+        keep.remove(op);
+        s->ops.push_back(op);
+        session_enqueue(s, op);
+    }
 
     if (!rx_too)
         return;
