@@ -1,0 +1,360 @@
+// Shared helpers of the dpdk provider's functional tests (fabtests style).
+//
+// Every test is one program run twice: as the server (no address argument)
+// and as the client (the server's host as the last argument). The two
+// processes talk libfabric to each other and, beside it, over a plain TCP
+// "out-of-band" (OOB) channel of their own: endpoint names, remote keys,
+// barriers, and the verdicts of checks only one side can make (the target
+// of an RMA write reports whether its memory holds what it should).
+//
+// A program is a list of subtests that both sides run in the same order.
+// A failed check marks the current subtest failed and carries on; a failed
+// requirement (FT_REQUIRE, a timeout) abandons it. At the end of every
+// subtest the two sides trade verdicts over the OOB channel, so a subtest
+// that failed on either side is reported as failed by both, and a side that
+// abandoned a subtest early tells its peer, which then stops waiting for
+// completions that will never come. Exit status: 0 when every subtest
+// passed on both sides, 1 otherwise, 2 on a setup error.
+//
+// Waits never block forever: each has a timeout (-T, default 10 s).
+#ifndef FT_COMMON_H
+#define FT_COMMON_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ft {
+
+// ------------------------------------------------------------------ options
+
+struct Opts {
+    const char* prov = "dpdk";    // -p: provider name
+    const char* domain = nullptr; // -d: domain name
+    const char* dst = nullptr;    // positional: server host (client mode)
+    int oob_port = 47611;         // -E: OOB TCP port
+    int timeout_ms = 10000;       // -T <s>: longest wait for one event
+    const char* only = nullptr;   // -t: run only subtests whose name contains this
+    bool verbose = false;         // -v
+    bool server() const { return dst == nullptr; }
+};
+extern Opts opts;
+
+// Parses the common options (-p -d -e -E -T -t -v -h); exits on -h or on a
+// bad option. `what` is a one-line description for the usage text.
+void parse_opts(int argc, char** argv, const char* what);
+
+// "server" or "client".
+const char* role();
+
+// printf to stdout with a role prefix; vlog only with -v.
+void log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void vlog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ------------------------------------------------------------------ checks
+
+struct Abort {};      // abandons the current subtest (thrown by FT_REQUIRE)
+struct PeerAbort {};  // the peer abandoned the current subtest
+
+void fail(const char* file, int line, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+[[noreturn]] void fail_abort(const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define FT_CHECK(cond, ...)                                                         \
+    do {                                                                            \
+        if (!(cond))                                                                \
+            ::ft::fail(__FILE__, __LINE__, "check failed: " #cond ": " __VA_ARGS__); \
+    } while (0)
+
+#define FT_REQUIRE(cond, ...)                                                             \
+    do {                                                                                  \
+        if (!(cond))                                                                      \
+            ::ft::fail_abort(__FILE__, __LINE__, "requirement failed: " #cond ": " __VA_ARGS__); \
+    } while (0)
+
+// A libfabric call that must return 0 (or a non-negative count).
+#define FT_CALL(expr)                                                                      \
+    do {                                                                                   \
+        long ft_ret_ = static_cast<long>(expr);                                            \
+        if (ft_ret_ < 0)                                                                   \
+            ::ft::fail_abort(__FILE__, __LINE__, "%s = %ld (%s)", #expr, ft_ret_,          \
+                             fi_strerror(static_cast<int>(-ft_ret_)));                     \
+    } while (0)
+
+// A posting call that may return -FI_EAGAIN while the provider is busy:
+// progresses and retries until the timeout.
+#define FT_POST(expr)                                                                      \
+    do {                                                                                   \
+        long ft_ret_ = ::ft::post_retry([&]() -> long { return static_cast<long>(expr); }); \
+        if (ft_ret_ < 0)                                                                   \
+            ::ft::fail_abort(__FILE__, __LINE__, "%s = %ld (%s)", #expr, ft_ret_,          \
+                             fi_strerror(static_cast<int>(-ft_ret_)));                     \
+    } while (0)
+long post_retry(const std::function<long()>& post);
+
+// Runs one subtest on both sides. The name must be the same on both.
+void run(const char* name, const std::function<void()>& body);
+// Prints the summary; returns the exit status.
+int finish();
+
+// ------------------------------------------------------------------ time
+
+uint64_t now_ms();
+uint64_t now_us();
+
+// ------------------------------------------------------------------ OOB
+
+// Typed messages over one TCP connection. Receiving progresses libfabric
+// (ft::progress) while it waits, so a target whose memory the peer writes
+// keeps its engine going while it waits for the verdict request.
+class Oob {
+public:
+    void listen_accept(int port);
+    void connect_to(const char* host, int port);
+    void close_fd();
+
+    void send(uint32_t type, const void* buf, size_t len);
+    // Returns the payload of the next message, which must be of `type`;
+    // a status message from a peer that abandoned its subtest throws
+    // PeerAbort.
+    std::vector<uint8_t> recv(uint32_t type);
+    // Reads whatever has arrived without blocking (used inside waits: a
+    // peer's abort must end them early). Throws PeerAbort on a status
+    // message when `abort_on_status`.
+    void pump(bool abort_on_status);
+
+    void send_u64(uint32_t type, uint64_t v) { send(type, &v, sizeof(v)); }
+    uint64_t recv_u64(uint32_t type);
+    void send_str(uint32_t type, const std::string& s) { send(type, s.data(), s.size()); }
+    std::string recv_str(uint32_t type);
+
+    // Both sides call it; returns when both arrived. `what` must match.
+    void barrier(const char* what);
+
+    // End of subtest: sends our verdict, returns the peer's.
+    bool trade_status(bool ok);
+
+private:
+    struct Msg {
+        uint32_t type;
+        std::vector<uint8_t> data;
+    };
+    bool read_one(bool block);
+    int fd_ = -1;
+    std::deque<Msg> inbox_;
+    bool peer_status_valid_ = false;
+    bool peer_status_ = false;
+    size_t pre_status_ = 0;  // inbox messages that came before the peer's verdict
+    std::vector<uint8_t> partial_;
+};
+extern Oob oob;
+
+enum : uint32_t {
+    kMsgStatus = 1,   // reserved: subtest verdict
+    kMsgBarrier = 2,
+    kMsgName = 3,     // endpoint name(s)
+    kMsgKey = 4,      // remote key / address
+    kMsgCheck = 5,    // verification request
+    kMsgVerdict = 6,  // verification result
+    kMsgGo = 7,
+    kMsgData = 8,
+};
+
+// ------------------------------------------------------------------ fabric
+
+struct Fabric {
+    fi_info* info = nullptr;       // the entry everything was opened from
+    fid_fabric* fabric = nullptr;
+    fid_eq* eq = nullptr;
+    fid_domain* domain = nullptr;
+    fid_cq* progress_cq = nullptr; // bound to nothing: reading it drives progress
+};
+extern Fabric fab;
+
+// Hints every test starts from: FI_EP_RDM, the given caps, mode FI_CONTEXT
+// (we always pass fi_context), mr_mode as given, the provider (-p) and
+// domain (-d) as selected. The caller owns the result (fi_freeinfo).
+fi_info* make_hints(uint64_t caps, int mr_mode);
+
+// Opens fab (fabric, EQ, domain) from hints and the OOB channel, in the
+// order that makes the server the first opener of the device (memif roles):
+// the server opens its domain before it accepts, the client after it
+// connected.
+void setup(fi_info* hints);
+// Opens another domain on fab.fabric (e.g. with another mr_mode).
+fid_domain* open_domain(fi_info* info);
+void teardown();
+
+// Drives progress: reads every live CQ wrapper into its stash and reads the
+// progress CQ and every registered counter.
+void progress();
+
+// ------------------------------------------------------------------ completions
+
+struct Comp {
+    bool is_err = false;
+    void* ctx = nullptr;
+    uint64_t flags = 0;
+    size_t len = 0;
+    void* buf = nullptr;
+    uint64_t data = 0;
+    uint64_t tag = 0;
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    // error entries
+    int err = 0;
+    int prov_errno = 0;
+    size_t olen = 0;
+    std::string strerror;  // fi_cq_strerror of the entry
+};
+
+std::string flags_str(uint64_t flags);
+
+// A CQ and the completions read from it but not yet consumed by the test.
+class Cq {
+public:
+    Cq() = default;
+    Cq(const Cq&) = delete;
+    Cq& operator=(const Cq&) = delete;
+    ~Cq();
+    // pumped: ft::progress() may read it (off for tests that read raw).
+    void open(fid_domain* domain, fi_cq_format format, fi_wait_obj wait = FI_WAIT_NONE,
+              bool pumped = true, size_t size = 0);
+    void close();
+    fid_cq* fid() const { return cq_; }
+    fi_cq_format format() const { return format_; }
+
+    // Reads everything available into the stash; returns how many.
+    int pump();
+    // The next completion (success or error); abandons the subtest on timeout.
+    Comp wait(const char* what, int timeout_ms = -1);
+    // The next completion must be a success of context ctx.
+    Comp expect(void* ctx, const char* what, int timeout_ms = -1);
+    // The next completion must be an error of context ctx with error err
+    // (0: any error).
+    Comp expect_err(void* ctx, int err, const char* what, int timeout_ms = -1);
+    // No completion may arrive within ms.
+    void expect_none(int ms, const char* what);
+    size_t stashed() const { return stash_.size(); }
+    bool use_readfrom = false;
+
+private:
+    fid_cq* cq_ = nullptr;
+    fi_cq_format format_ = FI_CQ_FORMAT_TAGGED;
+    bool pumped_ = true;
+    std::deque<Comp> stash_;
+};
+
+// Reads one error entry with fi_cq_readerr the way Open MPI does
+// (err_data_size 0, err_data pointing at a sentinel buffer that must stay
+// untouched) and fills c. Returns the readerr result.
+ssize_t read_err(fid_cq* cq, Comp* c);
+
+// Counters registered for progress.
+void register_cntr(fid_cntr* c);
+void unregister_cntr(fid_cntr* c);
+
+// ------------------------------------------------------------------ endpoints
+
+struct EpCfg {
+    uint64_t caps = 0;          // 0: fab.info's
+    bool set_tx_op_flags = false;
+    uint64_t tx_op_flags = 0;
+    bool set_rx_op_flags = false;
+    uint64_t rx_op_flags = 0;
+    fi_cq_format tx_format = FI_CQ_FORMAT_TAGGED;
+    fi_cq_format rx_format = FI_CQ_FORMAT_TAGGED;
+    fi_wait_obj wait = FI_WAIT_NONE;
+    uint64_t tx_bind = 0;       // extra fi_ep_bind flags (FI_SELECTIVE_COMPLETION)
+    uint64_t rx_bind = 0;
+    bool cntrs = false;         // send/recv/read/write counters
+    bool pumped = true;         // CQs read by ft::progress()
+    fi_av_type av_type = FI_AV_TABLE;
+    fid_domain* domain = nullptr;  // nullptr: fab.domain
+    std::function<void(fid_ep*)> before_enable;  // e.g. fi_setopt
+};
+
+struct Ep {
+    Ep() = default;
+    Ep(const Ep&) = delete;
+    Ep& operator=(const Ep&) = delete;
+    ~Ep() { close(); }
+    void open(const EpCfg& cfg = EpCfg());
+    void close();
+
+    fid_ep* ep = nullptr;
+    fid_av* av = nullptr;
+    Cq tx, rx;
+    fid_cntr* send_cntr = nullptr;
+    fid_cntr* recv_cntr = nullptr;
+    fid_cntr* read_cntr = nullptr;
+    fid_cntr* write_cntr = nullptr;
+    fi_info* info = nullptr;
+    std::vector<uint8_t> name;  // fi_getname
+    fi_addr_t peer = FI_ADDR_NOTAVAIL;
+};
+
+// Trades endpoint names with the peer over OOB and inserts the peer's into
+// ep.av (ep.peer). Both sides call it for their corresponding endpoints.
+void connect(Ep& ep);
+// Same for n endpoints on each side: every local endpoint gets every peer
+// endpoint inserted, peers[i][j] = fi_addr of peer endpoint j in ep i's AV.
+void connect_many(std::vector<Ep*> eps, std::vector<std::vector<fi_addr_t>>* peers);
+
+// ------------------------------------------------------------------ data
+
+// Deterministic byte pattern: byte i of stream `seed`.
+inline uint8_t pattern_byte(uint64_t seed, size_t i)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 29;
+    return static_cast<uint8_t>(x);
+}
+void fill(void* buf, size_t len, uint64_t seed, size_t first = 0);
+// Index of the first byte that differs from the pattern, or SIZE_MAX.
+size_t verify(const void* buf, size_t len, uint64_t seed, size_t first = 0);
+// FT_CHECKs the pattern and reports the first bad byte.
+bool check_pattern(const void* buf, size_t len, uint64_t seed, const char* what,
+                   size_t first = 0);
+// FT_CHECKs that every byte equals `value`.
+bool check_bytes(const void* buf, size_t len, uint8_t value, const char* what);
+
+// Page-aligned, zeroed buffer.
+class Buf {
+public:
+    Buf() = default;
+    explicit Buf(size_t len) { alloc(len); }
+    Buf(const Buf&) = delete;
+    Buf& operator=(const Buf&) = delete;
+    ~Buf();
+    void alloc(size_t len);
+    uint8_t* data() const { return p_; }
+    size_t size() const { return len_; }
+    uint8_t& operator[](size_t i) { return p_[i]; }
+
+private:
+    uint8_t* p_ = nullptr;
+    size_t len_ = 0;
+};
+
+// Pretty size: 0, 1, 4k, 1M+3 ...
+std::string size_str(size_t n);
+
+}  // namespace ft
+
+#endif
