@@ -755,6 +755,29 @@ Comp Cq::expect(void* ctx, const char* what, int timeout_ms)
     return c;
 }
 
+std::vector<Comp> Cq::expect_all(const std::vector<void*>& ctxs, const char* what, int timeout_ms)
+{
+    std::vector<Comp> out(ctxs.size());
+    std::vector<bool> done(ctxs.size(), false);
+    for (size_t k = 0; k < ctxs.size(); k++) {
+        Comp c = wait(what, timeout_ms);
+        if (c.is_err)
+            fail_abort(__FILE__, __LINE__,
+                       "%s: error completion err %d (%s) prov_errno %d (%s), flags %s, len %zu, olen %zu",
+                       what, c.err, fi_strerror(c.err), c.prov_errno, c.strerror.c_str(),
+                       flags_str(c.flags).c_str(), c.len, c.olen);
+        size_t i = 0;
+        while (i < ctxs.size() && (ctxs[i] != c.ctx || done[i]))
+            i++;
+        if (i == ctxs.size())
+            fail_abort(__FILE__, __LINE__, "%s: completion for unexpected context %p (flags %s)",
+                       what, c.ctx, flags_str(c.flags).c_str());
+        done[i] = true;
+        out[i] = c;
+    }
+    return out;
+}
+
 Comp Cq::expect_err(void* ctx, int err, const char* what, int timeout_ms)
 {
     Comp c = wait(what, timeout_ms);

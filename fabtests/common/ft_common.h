@@ -243,6 +243,10 @@ public:
     Comp wait(const char* what, int timeout_ms = -1);
     // The next completion must be a success of context ctx.
     Comp expect(void* ctx, const char* what, int timeout_ms = -1);
+    // Successes for all of ctxs, in any order (completion order is not
+    // message order: FI_ORDER_NONE); returned in the order of ctxs.
+    std::vector<Comp> expect_all(const std::vector<void*>& ctxs, const char* what,
+                                 int timeout_ms = -1);
     // The next completion must be an error of context ctx with error err
     // (0: any error).
     Comp expect_err(void* ctx, int err, const char* what, int timeout_ms = -1);

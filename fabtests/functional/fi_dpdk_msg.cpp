@@ -266,9 +266,13 @@ void inject(bool with_data)
             FT_POST(fi_recv(ep.ep, b[i].data(), lens[i], nullptr, FI_ADDR_UNSPEC, &ctx[i]));
         }
         oob.send(kMsgGo, nullptr, 0);
+        std::vector<void*> all;
+        for (auto& c : ctx)
+            all.push_back(&c);
+        std::vector<Comp> comps = ep.rx.expect_all(all, "inject receive");
         for (size_t i = 0; i < n; i++) {
             std::string what = std::string(with_data ? "injectdata " : "inject ") + size_str(lens[i]);
-            Comp c = ep.rx.expect(&ctx[i], what.c_str());
+            const Comp& c = comps[i];
             check_recv(c, lens[i], with_data, 0xabcdef0000000000ull + i, what.c_str());
             check_pattern(b[i].data(), lens[i], 900 + i, what.c_str());
             check_bytes(b[i].data() + lens[i], kGuard, kGuardByte, what.c_str());
@@ -307,11 +311,15 @@ void senddata()
             FT_POST(fi_recv(ep.ep, b[i].data(), lens[i / 2], nullptr, FI_ADDR_UNSPEC, &ctx[i]));
         }
         oob.send(kMsgGo, nullptr, 0);
+        std::vector<void*> all;
+        for (auto& c : ctx)
+            all.push_back(&c);
+        std::vector<Comp> comps = ep.rx.expect_all(all, "senddata receive");
         for (size_t i = 0; i < 2 * n; i++) {
             const bool with_data = (i % 2) == 0;
             std::string what = std::string(with_data ? "senddata " : "send after senddata ") +
                                size_str(lens[i / 2]);
-            Comp c = ep.rx.expect(&ctx[i], what.c_str());
+            const Comp& c = comps[i];
             check_recv(c, lens[i / 2], with_data, ~uint64_t(0) - i, what.c_str());
             check_pattern(b[i].data(), lens[i / 2], 1300 + i, what.c_str());
             check_bytes(b[i].data() + lens[i / 2], kGuard, kGuardByte, what.c_str());
@@ -328,10 +336,11 @@ void senddata()
             else
                 FT_POST(fi_send(ep.ep, b[i].data(), lens[i / 2], nullptr, ep.peer, &ctx[i]));
         }
-        for (size_t i = 0; i < 2 * n; i++) {
-            Comp c = ep.tx.expect(&ctx[i], "senddata tx");
+        std::vector<void*> all;
+        for (auto& c : ctx)
+            all.push_back(&c);
+        for (const Comp& c : ep.tx.expect_all(all, "senddata tx"))
             FT_CHECK(!(c.flags & FI_REMOTE_CQ_DATA), "send completion carries FI_REMOTE_CQ_DATA");
-        }
     }
     oob.barrier("senddata done");
 }
@@ -453,8 +462,10 @@ void multi_recv(size_t min_space, size_t buf_len, const std::vector<size_t>& msg
             fill(b[i].data(), msgs[i], salt + i);
             FT_POST(fi_send(ep.ep, b[i].data(), msgs[i], nullptr, ep.peer, &ctx[i]));
         }
-        for (size_t i = 0; i < n; i++)
-            ep.tx.expect(&ctx[i], "multi-recv send");
+        std::vector<void*> all;
+        for (auto& c : ctx)
+            all.push_back(&c);
+        ep.tx.expect_all(all, "multi-recv send");
         oob.barrier("multi-recv checked");
     }
 }
