@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -939,6 +940,53 @@ void connect_many(std::vector<Ep*> eps, std::vector<std::vector<fi_addr_t>>* pee
         if (!names.empty())
             eps[i]->peer = (*peers)[i][0];
     }
+}
+
+// ------------------------------------------------------------------ memory regions
+
+fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access, uint64_t requested_key,
+               int mr_mode, fid_ep* ep)
+{
+    fid_mr* mr = nullptr;
+    FT_CALL(fi_mr_reg(domain, buf, len, access, 0, requested_key, 0, &mr, nullptr));
+    if (mr_mode != FI_MR_BASIC && (mr_mode & FI_MR_ENDPOINT)) {
+        FT_REQUIRE(ep, "FI_MR_ENDPOINT needs an endpoint");
+        FT_CALL(fi_mr_bind(mr, &ep->fid, 0));
+        FT_CALL(fi_mr_enable(mr));
+    }
+    return mr;
+}
+
+RemoteMr describe(fid_mr* mr, void* buf, size_t len, int mr_mode)
+{
+    RemoteMr r;
+    r.addr = mr_virt_addr(mr_mode) ? reinterpret_cast<uint64_t>(buf) : 0;
+    r.key = fi_mr_key(mr);
+    r.len = len;
+    FT_REQUIRE(r.key != FI_KEY_NOTAVAIL, "fi_mr_key gave FI_KEY_NOTAVAIL");
+    return r;
+}
+
+void send_mr(const RemoteMr& r)
+{
+    oob.send(kMsgKey, &r, sizeof(r));
+}
+
+RemoteMr recv_mr()
+{
+    std::vector<uint8_t> d = oob.recv(kMsgKey);
+    FT_REQUIRE(d.size() == sizeof(RemoteMr), "bad key message");
+    RemoteMr r;
+    memcpy(&r, d.data(), sizeof(r));
+    return r;
+}
+
+uint64_t cpu_us()
+{
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+           static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 // ------------------------------------------------------------------ data

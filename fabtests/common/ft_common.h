@@ -318,6 +318,39 @@ void connect(Ep& ep);
 // endpoint inserted, peers[i][j] = fi_addr of peer endpoint j in ep i's AV.
 void connect_many(std::vector<Ep*> eps, std::vector<std::vector<fi_addr_t>>* peers);
 
+// ------------------------------------------------------------------ memory regions
+
+// What the initiator needs to address a region: the address to use (the
+// virtual address with FI_MR_VIRT_ADDR, else an offset: 0 = region start)
+// and the key.
+struct RemoteMr {
+    uint64_t addr = 0;
+    uint64_t key = 0;
+    uint64_t len = 0;
+};
+
+// fi_mr_reg; with FI_MR_ENDPOINT in `mr_mode` binds the region to ep and
+// enables it.
+fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access,
+               uint64_t requested_key = 0, int mr_mode = 0, fid_ep* ep = nullptr);
+RemoteMr describe(fid_mr* mr, void* buf, size_t len, int mr_mode);
+void send_mr(const RemoteMr& r);
+RemoteMr recv_mr();
+
+// Modes in which the application addresses remote memory by virtual address
+// (FI_MR_BASIC is the pre-1.5 spelling of VIRT_ADDR|PROV_KEY|ALLOCATED).
+inline bool mr_virt_addr(int mr_mode)
+{
+    return mr_mode == FI_MR_BASIC || (mr_mode & FI_MR_VIRT_ADDR);
+}
+inline bool mr_prov_key(int mr_mode)
+{
+    return mr_mode == FI_MR_BASIC || (mr_mode & FI_MR_PROV_KEY);
+}
+
+// CPU time (user + system) of this process, in microseconds.
+uint64_t cpu_us();
+
 // ------------------------------------------------------------------ data
 
 // Deterministic byte pattern: byte i of stream `seed`.
