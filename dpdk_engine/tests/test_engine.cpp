@@ -3,17 +3,47 @@
 // DPDK ethdev, the fault injector and the parser; endpoints of the same
 // Engine would short-circuit through the software loopback instead.
 //
-// Every behavioural test runs in three modes (see kModes):
+// Modes (kModes; which test runs in which: kTests):
 //   clean  - fault injector off;
 //   lossy  - loss=0.05,dup=0.01,reorder=0.01 on receive, seeded;
 //   harsh  - the same plus corrupt=0.001, on transmit and receive.
-// and checks that nothing is lost, duplicated, reordered or corrupted:
-// payloads are random bytes regenerated from (flow, sequence number) at the
-// receiver, start with the sequence number, and every receive is checked
-// against the message it must hold in per-sender order.
+// Nothing may be lost, duplicated, reordered or corrupted: payloads are
+// random bytes regenerated from (flow, sequence number) at the receiver and
+// start with that stamp, and every receive is checked against the message
+// it must hold in per-sender order.
 //
-// Environment: TEST_ENGINE_SEED=<n> replays another seed (the seed of a
-// failing run is printed); TEST_ENGINE_VERBOSE=1 prints endpoint counters.
+// Tests:
+//   stream              5 flows at once (both directions, two senders into
+//                       one receiver with directed receives, tagged with an
+//                       ignore mask and untagged), 0 B..16 MiB, random iovs,
+//                       inject / inject-complete / delivery-complete sends,
+//                       remote CQ data, user_data, late receives (unexpected
+//                       eager and rendezvous)
+//   unexpected          everything sent before any receive; matched by tag
+//                       in reverse order, untagged in arrival order
+//   directed_and_masks  FI_DIRECTED_RECV, tag/ignore masks, separate queues
+//   peek_claim_discard  FI_PEEK, FI_CLAIM, FI_DISCARD (eager and rendezvous)
+//   multi_recv          slices, FI_OPT_MIN_MULTI_RECV, release flag,
+//                       truncated last slice, cancel
+//   cancel, truncation  kCanceled; kTruncated with len/olen, no overrun
+//   send_flags          FI_INJECT, FI_INJECT_COMPLETE, transmit complete,
+//                       FI_DELIVERY_COMPLETE ordering, selective completion
+//   remote_data         CQ data on eager/rendezvous, tagged/untagged
+//   rma                 writes (+ remote CQ data at the target), reads,
+//                       read-after-write order, offset-keyed regions
+//   atomics             every op on several types, fetch and compare, the
+//                       largest requests, exactly-once fetch-add sequences
+//   protection          wrong key / bounds / access: refused, target memory
+//                       byte-for-byte unchanged, errors even when silent
+//   dead_peer_*         a killed or stalled peer: pending operations fail
+//                       with kPeerTimeout within the timeout; a new engine at
+//                       the same port (or the woken peer) works again
+//   resume_after_timeout, dead_peer_receiver_only: regressions of fixed
+//                       engine bugs (engine_bug() names them)
+//
+// Environment: TEST_ENGINE_SEED=<n> replays another seed (the seed is
+// printed first); TEST_ENGINE_VERBOSE=1 dumps endpoint counters after each
+// test; an argument selects tests by substring ("stream/lossy", "rma").
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -612,6 +642,7 @@ struct Stream {
             a.data = o->plan.data;
             a.flags = o->plan.send_flags;
             a.context = o;
+            a.user_data = ~o->plan.stamp;
             int rc = f.src->ep->send(a);
             if (rc == -EAGAIN) {
                 delete o;
@@ -670,6 +701,7 @@ struct Stream {
             a.any_source = !f.directed;
             a.src = f.src->addr();
             a.context = o;
+            a.user_data = o->plan.stamp;
             int rc = f.dst->ep->recv(a);
             if (rc == -EAGAIN) {
                 delete o;
@@ -688,6 +720,7 @@ struct Stream {
         CHECK(!o->done, "flow %u send %u completed twice", f.id, o->seq);
         CHECK_STATUS(c, OpStatus::kOk);
         CHECK(c.type == CompletionType::kSend, "flow %u send %u: type %d", f.id, o->seq, int(c.type));
+        CHECK(c.user_data == ~o->plan.stamp, "flow %u send %u: user_data %#" PRIx64, f.id, o->seq, c.user_data);
         if (o->plan.send_flags & kOpDeliveryComplete) {
             // Delivery complete: the receiver has the data before we hear.
             CHECK(f.delivered[o->seq], "flow %u send %u (%zu B): delivery-complete before delivery", f.id,
@@ -724,6 +757,7 @@ struct Stream {
         if (want_data)
             CHECK(c.data == pl.data, "flow %u recv %u: data %#" PRIx64, f.id, o->seq, c.data);
         CHECK(c.src == f.src->addr(), "flow %u recv %u: src %s", f.id, o->seq, addr_str(c.src).c_str());
+        CHECK(c.user_data == pl.stamp, "flow %u recv %u: user_data %#" PRIx64, f.id, o->seq, c.user_data);
         CHECK(c.buf == o->buf.iov[0].iov_base, "flow %u recv %u: buf %p, posted %p", f.id, o->seq, c.buf,
               o->buf.iov[0].iov_base);
         std::vector<uint8_t> want = payload(pl.len, pl.stamp);
@@ -1899,6 +1933,38 @@ void test_atomics(void** state)
         CHECK(*counter == 100, "cswap chain end %" PRIu64, *counter);
         st.ops += kN + 100;
     }
+    // Selective completion: a silent atomic reports nothing but executes
+    // (in order before the fetching one that follows it).
+    {
+        uint64_t* x = reinterpret_cast<uint64_t*>(region + 3072);
+        *x = 10;
+        uint64_t five = 5, zero = 0, old = 0;
+        AtomicArgs aa;
+        aa.dest = b->addr();
+        aa.op = AtomicOp::kSum;
+        aa.type = AtomicType::kUint64;
+        aa.kind = K::kPlain;
+        aa.operands = &five;
+        aa.count = 1;
+        aa.addr = reinterpret_cast<uint64_t>(x);
+        aa.key = key;
+        aa.flags = 0;
+        aa.context = ctx(0x51);
+        CHECK(a->ep->atomic(aa) == 0, "silent atomic");
+        aa.kind = K::kFetch;
+        aa.operands = &zero;
+        aa.result = &old;
+        aa.flags = kOpCompletion;
+        aa.context = ctx(0x52);
+        aa.user_data = 0xfeed;
+        CHECK(a->ep->atomic(aa) == 0, "fetch");
+        Completion c = take(p, a, ctx(0x52), t);
+        CHECK_STATUS(c, OpStatus::kOk);
+        CHECK(c.user_data == 0xfeed, "atomic user_data %#" PRIx64, c.user_data);
+        CHECK(old == 15 && *x == 15, "silent atomic not executed before the next: fetched %" PRIu64, old);
+        p.run_for(5);
+        CHECK(a->sink.c.empty(), "silent atomic reported a completion");
+    }
     print_message("      atomics [%s]: %zu operations verified\n", M(state).name, st.ops);
     CHECK(p.mr[1]->remove(key) == 0, "mr remove");
 }
@@ -2214,14 +2280,11 @@ void expect_working(Pair& p, Ep* a, Ep* b, uint64_t timeout, uintptr_t c0, const
     CHECK(err.empty(), "%s", err.c_str());
 }
 
-// Engine bugs found by these tests and not fixed yet: reported loudly and
-// skipped, so `make check` stays usable; TEST_ENGINE_STRICT=1 fails them.
-void known_bug(const char* id, const std::string& what)
+// Regression checks for engine bugs these tests found (all fixed): fail
+// with the name and the mechanism of the bug, to point at the likely cause.
+void engine_bug(const char* id, const std::string& what)
 {
-    print_error("      KNOWN ENGINE BUG [%s]: %s\n", id, what.c_str());
-    if (getenv("TEST_ENGINE_STRICT"))
-        fail_msg("known engine bug %s (TEST_ENGINE_STRICT set)", id);
-    skip();
+    fail_msg("engine bug regression [%s]: %s", id, what.c_str());
 }
 
 const uint32_t kDeadTimeoutMs = 500;
@@ -2347,7 +2410,7 @@ void test_dead_peer_silent(void** state)
         int resets = 0;
         std::string err2 = try_working(p, a, b, op_timeout(state), 800, "retry", 6, &resets);
         CHECK(err2.empty(), "the pair never works again: %s (first: %s)", err2.c_str(), err.c_str());
-        known_bug("reset-cascade", err + "; converged after " + std::to_string(resets) +
+        engine_bug("reset-cascade", err + "; converged after " + std::to_string(resets) +
                                        " more kPeerReset failures (each side's reset-triggered session_fail retires "
                                        "the new stream the other side had just started)");
     }
@@ -2407,7 +2470,7 @@ void test_resume_after_timeout(void** state)
             Ep* from = dir ? b : a;
             Ep* to = dir ? a : b;
             if (!exchange(from, to, 100000, 10 + 2 * uintptr_t(round) + uintptr_t(dir), &x))
-                known_bug("resume-hang",
+                engine_bug("resume-hang",
                           "round " + std::to_string(round) + ": a 100000-byte send " + (dir ? "b->a" : "a->b") +
                               " never completes after the peer resumed (" + ack_report() +
                               "). The side that did not time out answers the new stream's RTS with a CTS on "
@@ -2423,7 +2486,7 @@ void test_resume_after_timeout(void** state)
     print_message("      resume after timeout [%s]: %d kPeerReset, %s\n", M(state).name, failures,
                   ack_report().c_str());
     if (acks > 2 * pk + 1000)
-        known_bug("ack-storm", ack_report() + ": session_send_ack() with rx_stream == 0 returns from "
+        engine_bug("ack-storm", ack_report() + ": session_send_ack() with rx_stream == 0 returns from "
                                               "fill_ack_fields() before clearing ack_pending/ack_now");
 }
 
@@ -2445,7 +2508,7 @@ void test_dead_peer_receiver_only(void** state)
     uint64_t t0 = now_ms();
     bool ok = p.run_until([&] { return !a->sink.c.empty(); }, kDeadTimeoutMs + 1500);
     if (!ok)
-        known_bug("receiver-hang", "a receive matched to a rendezvous from a dead peer never completes (waited " +
+        engine_bug("receiver-hang", "a receive matched to a rendezvous from a dead peer never completes (waited " +
                                        std::to_string(now_ms() - t0) +
                                        " ms): the peer timeout only runs while we have packets unacknowledged");
     CHECK(a->sink.c[0].status == OpStatus::kPeerTimeout, "status %s", to_string(a->sink.c[0].status));
