@@ -891,6 +891,60 @@ void test_stream(void** state)
     check_faults_seen(state);
 }
 
+// The same streams under other configurations: tiny resource pools (every
+// -EAGAIN path, receiver-not-ready stalls with a hidden-buffer pool of a few
+// messages, a 16-packet window), jumbo frames and a small MTU.
+void stream_variant(void** state, const char* what, const std::function<void(EngineConfig&)>& tweak, uint32_t n,
+                    size_t big)
+{
+    auto* st = static_cast<State*>(*state);
+    st->pair.reset(new Pair(st->mode, tweak));
+    Pair& p = *st->pair;
+    Ep* a = p.open(0);
+    Ep* a2 = p.open(0);
+    Ep* b = p.open(1);
+    Stream s(p);
+    s.flows.push_back(make_flow(1, a, b, false, true, n, big));
+    s.flows.push_back(make_flow(2, a2, b, true, false, n, big));
+    s.flows.push_back(make_flow(3, b, a, true, true, n, big));
+    uint64_t t0 = now_ms();
+    s.run(faulty(state) ? 50000 : 30000);
+    uint64_t msgs = 0, bytes = 0;
+    for (Flow& f : s.flows) {
+        msgs += f.n;
+        bytes += f.bytes;
+    }
+    report(state, what, t0, msgs, bytes);
+    check_faults_seen(state);
+}
+
+void test_stream_tight(void** state)
+{
+    stream_variant(
+        state, "stream_tight",
+        [](EngineConfig& c) {
+            c.max_ops = 24;
+            c.max_recvs = 40;
+            c.unexpected_max = 6;
+            c.window = 16;
+        },
+        faulty(state) ? 200 : 300, 100);
+    EndpointStats s = P(state).total_stats();
+    CHECK(s.rnr_stalls > 0, "no receiver-not-ready stall with 6 unexpected messages allowed");
+}
+
+void test_stream_jumbo(void** state)
+{
+    stream_variant(
+        state, "stream_jumbo", [](EngineConfig& c) { c.port.mtu = 9000; }, faulty(state) ? 300 : 400, 100);
+}
+
+void test_stream_small_mtu(void** state)
+{
+    stream_variant(
+        state, "stream_mtu576", [](EngineConfig& c) { c.port.mtu = 576; }, faulty(state) ? 200 : 300, 150);
+}
+
 // ---------------------------------------------------------------------------
 // Unexpected messages, eager and rendezvous, matched in an order other than
 // their arrival (tagged), and untagged in arrival order.
@@ -2528,6 +2582,9 @@ struct Entry {
 // both directions) on the data-moving tests, where it costs most time.
 const Entry kTests[] = {
     {"stream", test_stream, kAll},
+    {"stream_tight", test_stream_tight, kClean | kLossy},
+    {"stream_jumbo", test_stream_jumbo, kClean | kLossy},
+    {"stream_small_mtu", test_stream_small_mtu, kClean | kLossy},
     {"unexpected", test_unexpected, kClean | kLossy},
     {"directed_and_masks", test_directed_and_masks, kClean | kLossy},
     {"peek_claim_discard", test_peek_claim_discard, kClean | kLossy},
