@@ -175,6 +175,33 @@ void fail_abort(const char* file, int line, const char* fmt, ...)
     throw Abort();
 }
 
+namespace {
+std::string vformat(const char* fmt, va_list ap)
+{
+    char b[1024];
+    vsnprintf(b, sizeof(b), fmt, ap);
+    return b;
+}
+}  // namespace
+
+void fail_check(const char* file, int line, const char* cond, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    std::string m = vformat(fmt, ap);
+    va_end(ap);
+    fail(file, line, "check failed: %s: %s", cond, m.c_str());
+}
+
+void fail_require(const char* file, int line, const char* cond, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    std::string m = vformat(fmt, ap);
+    va_end(ap);
+    fail_abort(file, line, "requirement failed: %s: %s", cond, m.c_str());
+}
+
 long post_retry(const std::function<long()>& post)
 {
     const uint64_t deadline = now_ms() + static_cast<uint64_t>(opts.timeout_ms);
@@ -564,7 +591,9 @@ std::string flags_str(uint64_t flags)
         {FI_MULTI_RECV, "MULTI_RECV"},   {FI_REMOTE_CQ_DATA, "REMOTE_CQ_DATA"},
         {FI_COMPLETION, "COMPLETION"},   {FI_MORE, "MORE"},
         {FI_CLAIM, "CLAIM"},             {FI_PEEK, "PEEK"},
-        {FI_DISCARD, "DISCARD"},
+        {FI_DISCARD, "DISCARD"},         {FI_INJECT, "INJECT"},
+        {FI_INJECT_COMPLETE, "INJECT_COMPLETE"}, {FI_TRANSMIT_COMPLETE, "TRANSMIT_COMPLETE"},
+        {FI_DELIVERY_COMPLETE, "DELIVERY_COMPLETE"}, {FI_SOURCE, "SOURCE"},
     };
     std::string s;
     uint64_t rest = flags;
@@ -834,7 +863,7 @@ void unregister_cntr(fid_cntr* c)
 void Ep::open(const EpCfg& cfg)
 {
     fid_domain* domain = cfg.domain ? cfg.domain : fab.domain;
-    info = fi_dupinfo(fab.info);
+    info = fi_dupinfo(cfg.info ? cfg.info : fab.info);
     FT_REQUIRE(info, "fi_dupinfo");
     if (cfg.caps)
         info->caps = cfg.caps;

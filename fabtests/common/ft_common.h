@@ -74,16 +74,21 @@ void fail(const char* file, int line, const char* fmt, ...) __attribute__((forma
 [[noreturn]] void fail_abort(const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define FT_CHECK(cond, ...)                                                         \
-    do {                                                                            \
-        if (!(cond))                                                                \
-            ::ft::fail(__FILE__, __LINE__, "check failed: " #cond ": " __VA_ARGS__); \
+void fail_check(const char* file, int line, const char* cond, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+[[noreturn]] void fail_require(const char* file, int line, const char* cond, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define FT_CHECK(cond, ...)                                                \
+    do {                                                                   \
+        if (!(cond))                                                       \
+            ::ft::fail_check(__FILE__, __LINE__, #cond, __VA_ARGS__);      \
     } while (0)
 
-#define FT_REQUIRE(cond, ...)                                                             \
-    do {                                                                                  \
-        if (!(cond))                                                                      \
-            ::ft::fail_abort(__FILE__, __LINE__, "requirement failed: " #cond ": " __VA_ARGS__); \
+#define FT_REQUIRE(cond, ...)                                              \
+    do {                                                                   \
+        if (!(cond))                                                       \
+            ::ft::fail_require(__FILE__, __LINE__, #cond, __VA_ARGS__);    \
     } while (0)
 
 // A libfabric call that must return 0 (or a non-negative count).
@@ -288,6 +293,7 @@ struct EpCfg {
     bool pumped = true;         // CQs read by ft::progress()
     fi_av_type av_type = FI_AV_TABLE;
     fid_domain* domain = nullptr;  // nullptr: fab.domain
+    const fi_info* info = nullptr; // nullptr: fab.info (the domain's entry)
     std::function<void(fid_ep*)> before_enable;  // e.g. fi_setopt
 };
 
