@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# run_mpi.sh: Open MPI 4.1 over the dpdk libfabric provider, results checked.
+#
+#   1. mpi_check, 2 ranks, default device (af_packet on lo), MPI_THREAD_MULTIPLE
+#      (so the MTL asks for FI_THREAD_SAFE) plus the threads test
+#   2. mpi_check, 4 ranks on 2 cores, default device (FI_THREAD_DOMAIN)
+#   3. mpi_check, 2 ranks over memif, with the single-element MAX/MIN/BOR/BXOR
+#      one-sided atomics (-A, needs --mca osc_rdma_acc_use_amo false: see
+#      mpi_check.c and BUGS.md)
+#
+# Every run uses --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dpdk
+# and one-sided over --mca osc rdma --mca osc_rdma_btls ofi --mca btl self,ofi,
+# and checks in Open MPI's own verbose output that every rank's MTL picked the
+# native "dpdk" provider (not "dpdk;ofi_rxd" or another one whose name starts
+# with dpdk: Open MPI's include list matches prefixes), and in the provider's
+# FI_DPDK_STATS that btl/ofi's endpoints carried traffic too.
+#
+# Exit status: 0 all passed, 1 a run failed or timed out, 77 (automake SKIP)
+# without Open MPI, mpicc-built programs or the provider library.
+#
+# Run from the top build directory (as `make check` does), or set
+#   RUN_MPI_BUILDDIR   where fabtests/mpi/mpi_check and .libs/libdpdk-fi.so are
+#   RUN_MPI_PROVIDER_PATH  FI_PROVIDER_PATH for the ranks (default: builddir/.libs)
+#   RUN_MPI_ONLY       space-separated run names to do (np2 np4 memif)
+#   RUN_MPI_TIMEOUT    seconds per run multiplier in percent (default 100)
+# automake runs .sh tests with $(SHELL), which may be dash
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -u
+
+SKIP=77
+builddir=${RUN_MPI_BUILDDIR:-$(pwd)}
+mpidir=$builddir/fabtests/mpi
+provpath=${RUN_MPI_PROVIDER_PATH:-$builddir/.libs}
+scale=${RUN_MPI_TIMEOUT:-100}
+only=${RUN_MPI_ONLY:-np2 np4 memif}
+
+say() { printf 'run_mpi: %s\n' "$*"; }
+
+# ------------------------------------------------------------------ skip checks
+if ! command -v mpirun >/dev/null 2>&1; then
+	say "SKIP: mpirun not found (install openmpi-bin libopenmpi-dev)"
+	exit $SKIP
+fi
+if ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
+	say "SKIP: mpirun is not Open MPI ($(mpirun --version 2>&1 | head -1)); the runs use Open MPI's MCA parameters"
+	exit $SKIP
+fi
+if [ ! -x "$mpidir/mpi_check" ]; then
+	say "SKIP: $mpidir/mpi_check not built (configure found no mpicc; install libopenmpi-dev and re-run configure)"
+	exit $SKIP
+fi
+if [ ! -f "$provpath/libdpdk-fi.so" ]; then
+	say "SKIP: no provider library $provpath/libdpdk-fi.so"
+	exit $SKIP
+fi
+
+if [ "$(id -u)" = 0 ]; then
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# Open MPI's own files (session directories) and ours in one private place.
+work=$(mktemp -d "${TMPDIR:-/tmp}/run_mpi.XXXXXX") || exit 1
+export TMPDIR=$work
+
+# ------------------------------------------------------------- process control
+current_pid=
+
+descendants() {
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do
+		echo "$c"
+		descendants "$c"
+	done
+}
+
+# Kills a job and everything it started (ranks are mpirun's children; once
+# mpirun is gone they would be orphans spinning on the CPU).
+kill_tree() {
+	local pid=$1 kids
+	kids=$(descendants "$pid")
+	kill -TERM "$pid" $kids 2>/dev/null
+	sleep 2
+	kids="$kids $(descendants "$pid")"
+	kill -KILL "$pid" $kids 2>/dev/null
+}
+
+cleanup() {
+	if [ -n "$current_pid" ] && kill -0 "$current_pid" 2>/dev/null; then
+		kill_tree "$current_pid"
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 1' INT TERM
+
+# run_timeout SECONDS LOG CMD...: CMD's output into LOG; 124 on timeout.
+run_timeout() {
+	local secs=$1 log=$2 ticks=0 rc
+	shift 2
+	"$@" >"$log" 2>&1 &
+	current_pid=$!
+	while kill -0 "$current_pid" 2>/dev/null; do
+		sleep 0.2
+		ticks=$((ticks + 1))
+		if [ "$ticks" -ge $((secs * 5)) ]; then
+			echo "run_mpi: TIMEOUT after $secs s, killing the job" >>"$log"
+			kill_tree "$current_pid"
+			wait "$current_pid" 2>/dev/null
+			current_pid=
+			return 124
+		fi
+	done
+	wait "$current_pid"
+	rc=$?
+	current_pid=
+	return $rc
+}
+
+# ----------------------------------------------------------------------- runs
+common_mca=(
+	--oversubscribe
+	-x "FI_PROVIDER_PATH=$provpath" -x FI_DPDK_STATS=1
+	--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dpdk
+	--mca osc rdma --mca osc_rdma_btls ofi
+	--mca btl self,ofi --mca btl_ofi_provider_include dpdk
+	--mca mtl_base_verbose 100 --mca mtl_ofi_verbose 1
+)
+
+# A provider built with --enable-sanitizers needs the ASan runtime loaded
+# first in every rank (the MPI programs themselves are not instrumented).
+asan_lib=$(ldd "$provpath/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
+if [ -n "$asan_lib" ]; then
+	say "provider built with ASan: ranks get LD_PRELOAD=$asan_lib"
+	common_mca+=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
+fi
+
+failed=0
+passed=0
+t_start=$(date +%s)
+
+# check_run NAME NP LOG RC: decides PASS/FAIL from the exit status, mpi_check's
+# summary, the MTL's provider choice and the provider's counters.
+check_run() {
+	local name=$1 np=$2 log=$3 rc=$4 secs=$5 why=() n_dpdk n_other n_ep n_busy
+	grep -E '^(mpi_check: |FAIL |NOTE )' "$log" | sed 's/^/    /'
+	[ "$rc" = 124 ] && why+=("timed out")
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] && why+=("exit status $rc")
+	grep -q '^mpi_check: all [0-9]* tests passed' "$log" || why+=("no 'all tests passed' line")
+	grep -q '^FAIL ' "$log" && why+=("FAIL lines")
+	# The MTL's choice, one line per rank: "mtl_ofi_component.c:NNN: mtl:ofi:prov: dpdk"
+	n_dpdk=$(grep -cE 'mtl:ofi:prov: dpdk$' "$log")
+	n_other=$(grep -E 'mtl:ofi:prov: ' "$log" | grep -cvE 'mtl:ofi:prov: dpdk$')
+	if [ "$n_dpdk" != "$np" ] || [ "$n_other" != 0 ]; then
+		why+=("MTL provider: $n_dpdk of $np ranks on native dpdk, $n_other on another ($(grep -oE 'mtl:ofi:prov: .*' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';'))")
+	else
+		echo "    MTL provider: native dpdk on all $np ranks"
+	fi
+	# Each rank has two provider endpoints (mtl/ofi and btl/ofi), both used.
+	n_ep=$(grep -c '^dpdk endpoint ' "$log")
+	n_busy=$(grep -E '^dpdk endpoint ' "$log" | grep -cE 'rx_packets [1-9]')
+	if [ "$n_ep" = 0 ]; then
+		echo "    NOTE: no FI_DPDK_STATS lines; btl/ofi's use of dpdk not verified"
+	elif [ "$n_busy" -lt $((2 * np)) ]; then
+		why+=("only $n_busy of $n_ep dpdk endpoints carried traffic, want 2 per rank (mtl/ofi + btl/ofi)")
+	else
+		echo "    dpdk endpoints with traffic: $n_busy of $n_ep (mtl/ofi and btl/ofi in every rank)"
+	fi
+	if [ ${#why[@]} = 0 ]; then
+		say "PASS: $name (${secs} s)"
+		passed=$((passed + 1))
+	else
+		say "FAIL: $name (${secs} s): $(IFS=';'; echo "${why[*]}")"
+		echo "---- last lines of $name's output (Open MPI's 'not in include list' lines left out):"
+		grep -v 'not in include list' "$log" | tail -n 80 | sed 's/^/    /'
+		echo "----"
+		failed=$((failed + 1))
+	fi
+}
+
+# do_run NAME NP TIMEOUT [extra mpirun args...] -- [mpi_check args...]
+do_run() {
+	local name=$1 np=$2 tmo=$(( $3 * scale / 100 )) log=$work/$1.log mpiargs=() args=() t0 rc
+	shift 3
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do mpiargs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	args=("$@")
+	case " $only " in *" $name "*) ;; *) return ;; esac
+	say "run $name: mpirun -np $np ${mpiargs[*]} mpi_check ${args[*]} (timeout $tmo s)"
+	t0=$(date +%s)
+	run_timeout "$tmo" "$log" mpirun -np "$np" "${common_mca[@]}" "${mpiargs[@]}" \
+		"$mpidir/mpi_check" -w $((tmo / 2)) "${args[@]}"
+	rc=$?
+	check_run "$name" "$np" "$log" "$rc" $(( $(date +%s) - t0 ))
+	# nothing of ours may outlive a run
+	sleep 0.5
+	if pgrep -f "$mpidir/mpi_check" >/dev/null 2>&1; then
+		say "FAIL: $name: mpi_check processes left behind: $(pgrep -f "$mpidir/mpi_check" | tr '\n' ' ')"
+		failed=$((failed + 1))
+	fi
+}
+
+say "Open MPI $(mpirun --version 2>&1 | head -1 | grep -oE '[0-9]+\.[0-9.]+'), provider $provpath/libdpdk-fi.so"
+
+do_run np2 2 80 -- -T
+do_run np4 4 100 --
+memif_sock=$work/memif.sock
+do_run memif 2 60 -x "FI_DPDK_DEVICE=memif:$memif_sock" --mca osc_rdma_acc_use_amo false -- -A
+
+say "$passed passed, $failed failed, $(( $(date +%s) - t_start )) s"
+[ "$failed" = 0 ] || exit 1
+[ "$passed" -gt 0 ] || exit $SKIP
+exit 0
