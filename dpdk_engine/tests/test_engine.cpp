@@ -2544,6 +2544,72 @@ void test_resume_after_timeout(void** state)
                                               "fill_ack_fields() before clearing ack_pending/ack_now");
 }
 
+// One peer endpoint closes mid-transfer: operations to it fail within the
+// timeout, transfers to another endpoint of the same engine are untouched,
+// and an endpoint reopened at the same UDP port works again.
+void test_endpoint_close(void** state)
+{
+    auto* st = static_cast<State*>(*state);
+    st->pair.reset(new Pair(st->mode, [](EngineConfig& c) { c.peer_timeout_ms = kDeadTimeoutMs; }));
+    Pair& p = *st->pair;
+    Ep* a = p.open(0);
+    Ep* b1 = p.open(1);
+    Ep* b2 = p.open(1);
+    uint16_t b1_port = b1->addr().port;
+    const size_t kLen = 4u << 20;
+    const int kN = 6;
+    std::vector<std::vector<uint8_t>> src, r1, r2;
+    for (int i = 0; i < kN; i++) {
+        src.push_back(payload(kLen, 0xC1 + i));
+        r1.emplace_back(kLen);
+        r2.emplace_back(kLen);
+        CHECK(post_recv(b1, r1[i].data(), kLen, kOpCompletion, 0, 0, ctx(100 + i)) == 0, "recv");
+        CHECK(post_recv(b2, r2[i].data(), kLen, kOpCompletion, 0, 0, ctx(200 + i)) == 0, "recv");
+    }
+    for (int i = 0; i < kN; i++) {
+        CHECK(send_msg(a, b1, src[i].data(), kLen, kOpCompletion, 0, 0, ctx(300 + i)) == 0, "send");
+        CHECK(send_msg(a, b2, src[i].data(), kLen, kOpCompletion, 0, 0, ctx(400 + i)) == 0, "send");
+    }
+    CHECK(p.run_until([&] { return b1->ep->stats().rx_packets > 2000; }, 5000), "no traffic");
+    p.e[1]->close_endpoint(b1->ep);
+    b1->ep = nullptr;
+    uint64_t t0 = now_ms();
+    size_t to_b1 = 0, to_b1_failed = 0, to_b2 = 0;
+    bool ok = p.run_until(
+        [&] {
+            for (const Completion& c : a->sink.c) {
+                uintptr_t v = uintptr_t(c.context);
+                if (v >= 400) {
+                    CHECK(c.status == OpStatus::kOk, "send to the live endpoint: %s", to_string(c.status));
+                    to_b2++;
+                } else {
+                    CHECK(c.status == OpStatus::kOk || c.status == OpStatus::kPeerTimeout ||
+                              c.status == OpStatus::kPeerReset,
+                          "send to the closed endpoint: %s", to_string(c.status));
+                    to_b1++;
+                    to_b1_failed += c.status != OpStatus::kOk;
+                }
+            }
+            a->sink.c.clear();
+            return to_b1 == kN && to_b2 == kN;
+        },
+        kDeadTimeoutMs + 3000);
+    CHECK(ok, "after closing one endpoint: %zu of %d sends to it and %zu of %d to the other ended", to_b1, kN, to_b2,
+          kN);
+    print_message("      endpoint close [%s]: %zu of %d sends to the closed endpoint failed after %" PRIu64
+                  " ms; %d to its neighbour succeeded\n", M(state).name, to_b1_failed, kN, now_ms() - t0, kN);
+    CHECK(to_b1_failed > 0, "every send to the closed endpoint succeeded");
+    CHECK(wait_count(p, b2->sink, kN, op_timeout(state)), "receives at the live endpoint");
+    for (const Completion& c : b2->sink.c) {
+        CHECK_STATUS(c, OpStatus::kOk);
+        int i = int(uintptr_t(c.context) - 200);
+        CHECK(memcmp(r2[i].data(), src[i].data(), kLen) == 0, "payload %d at the live endpoint", i);
+    }
+    Ep* b1n = p.open(1, nullptr, b1_port);
+    std::string err = try_working(p, a, b1n, op_timeout(state), 900, "endpoint reopened at the same port");
+    CHECK(err.empty(), "%s", err.c_str());
+}
+
 // A receiver whose only business with a peer is an incoming rendezvous
 // message must not wait forever when that peer dies.
 void test_dead_peer_receiver_only(void** state)
@@ -2598,6 +2664,7 @@ const Entry kTests[] = {
     {"protection", test_protection, kAll},
     {"dead_peer_killed", test_dead_peer_killed, kAll},
     {"dead_peer_silent", test_dead_peer_silent, kClean | kLossy},
+    {"endpoint_close", test_endpoint_close, kClean | kLossy},
     {"resume_after_timeout", test_resume_after_timeout, kClean | kLossy},
     {"dead_peer_receiver_only", test_dead_peer_receiver_only, kClean},
 };
