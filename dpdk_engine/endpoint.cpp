@@ -215,25 +215,45 @@ void EndpointImpl::complete(const Completion& c)
         cfg.on_complete(cfg.owner, c);
 }
 
+void EndpointImpl::report(const TxOp* op, OpStatus status)
+{
+    Completion c;
+    c.context = op->context;
+    c.type = completion_type(op->kind);
+    c.status = status;
+    c.tagged = op->flags & kOpTagged;
+    c.len = op->message_len;
+    c.tag = op->tag;
+    c.data = op->data;
+    c.has_data = op->flags & kOpRemoteData;
+    c.src = op->session->peer;
+    c.user_data = op->user_data;
+    complete(c);
+}
+
+void EndpointImpl::take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len)
+{
+    if ((op->flags & (kOpInject | kOpInjectComplete)) && len <= kBounceSize) {
+        copy_from_iov(iov, n, 0, op->bounce, len);
+        op->iov[0] = {op->bounce, len};
+        op->iov_count = 1;
+        // The caller's buffer is free now: that is all inject-complete asks.
+        if ((op->flags & kOpInjectComplete) && (op->flags & kOpCompletion))
+            report(op, OpStatus::kOk);
+        return;
+    }
+    memcpy(op->iov, iov, sizeof(iovec) * n);
+    op->iov_count = static_cast<uint32_t>(n);
+    op->flags &= ~kOpInjectComplete;  // too big to copy: complete on ACK instead
+}
+
 void EndpointImpl::complete_op(TxOp* op, OpStatus status)
 {
     if (user_kind(op->kind)) {
         bool already = op->flags & kOpInjectComplete;  // reported at post time
-        bool report = status != OpStatus::kOk || (op->flags & kOpCompletion);
-        if (report && !(already && status == OpStatus::kOk)) {
-            Completion c;
-            c.context = op->context;
-            c.type = completion_type(op->kind);
-            c.status = status;
-            c.tagged = op->flags & kOpTagged;
-            c.len = op->message_len;
-            c.tag = op->tag;
-            c.data = op->data;
-            c.has_data = op->flags & kOpRemoteData;
-            c.src = op->session->peer;
-            c.user_data = op->user_data;
-            complete(c);
-        }
+        bool wanted = status != OpStatus::kOk || (op->flags & kOpCompletion);
+        if (wanted && !(already && status == OpStatus::kOk))
+            report(op, status);
     }
     if (op->queued) {
         // Unlink from the FIFO (only on failure paths).
@@ -314,32 +334,10 @@ int Endpoint::send(const SendArgs& a)
     op->data = a.data;
     op->msg_id = s->next_msg_id++;
     op->message_len = len;
-    bool copy = (a.flags & (kOpInject | kOpInjectComplete)) && len <= kBounceSize;
-    if (copy) {
-        copy_from_iov(a.iov, a.iov_count, 0, op->bounce, len);
-        op->iov[0] = {op->bounce, len};
-        op->iov_count = 1;
-    } else {
-        memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
-        op->iov_count = static_cast<uint32_t>(a.iov_count);
-        if (a.flags & kOpInjectComplete)
-            op->flags &= ~kOpInjectComplete;  // too big to copy: complete on ACK
-    }
+    ep->take_payload(op, a.iov, a.iov_count, len);
     op->total_len = rendezvous ? 0 : len;
     if (rendezvous)
         ep->st.rendezvous++;
-    if ((op->flags & kOpInjectComplete) && (op->flags & kOpCompletion)) {
-        Completion c;
-        c.context = op->context;
-        c.type = CompletionType::kSend;
-        c.tagged = op->flags & kOpTagged;
-        c.len = len;
-        c.tag = op->tag;
-        c.data = op->data;
-        c.src = a.dest;
-        c.user_data = op->user_data;
-        ep->complete(c);
-    }
     session_enqueue(s, op);
     ep->engine->kick(s);
     return 0;

@@ -296,6 +296,13 @@ class EndpointImpl : public Endpoint {
     TxOp* op_by_id(uint32_t id);
     void complete(const Completion& c);
     void complete_op(TxOp* op, OpStatus status);
+    // Reports op's completion with `status` (no checks of its flags).
+    void report(const TxOp* op, OpStatus status);
+    // Takes the payload of a send or write: copied into the op's bounce
+    // buffer when the caller may reuse its buffer at once (kOpInject, or
+    // kOpInjectComplete while it fits, which is then reported at once), else
+    // referenced, and kOpInjectComplete falls back to completion on ACK.
+    void take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len);
     void maybe_finish_op(TxOp* op);
 
     // ---- in-order delivery (message.cpp / rma.cpp)

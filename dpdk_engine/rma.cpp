@@ -73,14 +73,7 @@ int Endpoint::write(const RmaArgs& a)
     op->key = a.key;
     op->data = a.data;
     op->message_len = op->total_len = len;
-    if (a.flags & kOpInject) {
-        copy_from_iov(a.iov, a.iov_count, 0, op->bounce, len);
-        op->iov[0] = {op->bounce, len};
-        op->iov_count = 1;
-    } else {
-        memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
-        op->iov_count = static_cast<uint32_t>(a.iov_count);
-    }
+    ep->take_payload(op, a.iov, a.iov_count, len);
     session_enqueue(s, op);
     ep->engine->kick(s);
     return 0;
@@ -102,7 +95,7 @@ int Endpoint::read(const RmaArgs& a)
     TxOp* op = ep->alloc_op(TxOp::Kind::kRead, s);
     if (!op)
         return -EAGAIN;
-    op->flags = a.flags & ~kOpTagged;
+    op->flags = a.flags & ~(kOpTagged | kOpInjectComplete);  // completes when the data is here
     op->context = a.context;
     op->user_data = a.user_data;
     op->remote_addr = a.addr;
@@ -145,7 +138,11 @@ int Endpoint::atomic(const AtomicArgs& a)
     memcpy(op->bounce, a.operands, bytes);
     if (compare)
         memcpy(op->bounce + bytes, a.compare, bytes);
+    // Operands are copied, so inject-complete is met at once for a plain
+    // atomic; fetching kinds complete when the result is here.
     op->flags = a.flags & ~(kOpTagged | kOpRemoteData);
+    if (a.kind != wire::AtomicKind::kPlain)
+        op->flags &= ~kOpInjectComplete;
     op->context = a.context;
     op->user_data = a.user_data;
     op->remote_addr = a.addr;
@@ -159,6 +156,8 @@ int Endpoint::atomic(const AtomicArgs& a)
     op->total_len = compare ? 2 * bytes : bytes;
     op->iov[0] = {op->bounce, op->total_len};
     op->iov_count = 1;
+    if ((op->flags & kOpInjectComplete) && (op->flags & kOpCompletion))
+        ep->report(op, OpStatus::kOk);
     session_enqueue(s, op);
     ep->engine->kick(s);
     return 0;
