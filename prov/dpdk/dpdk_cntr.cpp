@@ -146,7 +146,8 @@ int cntr_trywait(Cntr* c) noexcept
         next = c->domain->shared->engine().next_timeout_us();
     }
     if (!c->domain->auto_progress) {
-        int64_t budget = sleep_budget_us(next, c->waiter.has_engine_fd(), 0);
+        int64_t budget =
+            sleep_budget_us(next, c->waiter.has_engine_fd(), c->waiter.next_quiet_round());
         c->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
     }
     return 0;

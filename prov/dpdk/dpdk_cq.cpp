@@ -275,7 +275,8 @@ int cq_trywait(Cq* cq) noexcept
     // With manual progress the engine's timers (retransmissions, delayed
     // ACKs) need a call by then: make the fd fire so the application calls.
     if (!cq->domain->auto_progress) {
-        int64_t budget = sleep_budget_us(next, cq->waiter.has_engine_fd(), 0);
+        int64_t budget =
+            sleep_budget_us(next, cq->waiter.has_engine_fd(), cq->waiter.next_quiet_round());
         cq->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
     }
     return 0;

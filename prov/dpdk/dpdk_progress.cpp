@@ -107,6 +107,8 @@ void Waiter::notify() noexcept
     // read-modify-writes as well as of system calls. seq_cst pairs with
     // arm(): a waiter that armed before looking, and a producer that
     // published before this load, cannot both miss each other.
+    if (quiet_rounds_.load(std::memory_order_relaxed))
+        quiet_rounds_.store(0, std::memory_order_relaxed);
     if (armed_.load(std::memory_order_seq_cst) && armed_.exchange(false, std::memory_order_acq_rel))
         signal();
 }

@@ -282,11 +282,19 @@ public:
     void set_timer_us(uint64_t us) noexcept;
     // Sleeps until an fd is ready or timeout_us passes (< 0: forever).
     void wait_us(int64_t timeout_us) noexcept;
+    // fi_trywait calls since the last notify(): an application that waits on
+    // fd() without a packet fd behind it (memif) then gets a timer that
+    // backs off like fi_cq_sread's loop instead of firing every 20 us.
+    unsigned next_quiet_round() noexcept
+    {
+        return quiet_rounds_.fetch_add(1, std::memory_order_relaxed);
+    }
 
 private:
     int epfd_ = -1, evfd_ = -1, tfd_ = -1;
     bool has_engine_fd_ = false;
     std::atomic<bool> armed_{false};
+    std::atomic<unsigned> quiet_rounds_{0};
 };
 
 // Microseconds of a monotonic clock.
