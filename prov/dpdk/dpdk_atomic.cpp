@@ -90,7 +90,9 @@ ssize_t ep_atomic(Ep* ep, const AtomicCall& c, uint64_t flags, bool inject_call)
     a.op = static_cast<AtomicOp>(c.op);
     a.type = static_cast<AtomicType>(c.datatype);
     a.kind = c.kind;
-    a.operands = c.operands;
+    // A read has no operands; hand the engine a readable buffer of the right
+    // size anyway (the result buffer), which it may copy but never applies.
+    a.operands = c.operands ? c.operands : c.result;
     a.compare = c.compare;
     a.result = c.result;
     a.count = c.count;
@@ -112,12 +114,22 @@ bool single(const fi_ioc* iov, size_t count)
     return iov && count == 1;
 }
 
-bool fill_from_msg(const fi_msg_atomic* msg, AtomicCall* c)
+// result_count: elements of the result buffer of a fetching call (0 for
+// plain atomics); FI_ATOMIC_READ may come without operands (fi_atomic(3)),
+// and then the result buffer says how many elements to read.
+bool fill_from_msg(const fi_msg_atomic* msg, AtomicCall* c, size_t result_count = 0)
 {
-    if (!msg || !single(msg->msg_iov, msg->iov_count) || !msg->rma_iov || msg->rma_iov_count != 1)
+    if (!msg || !msg->rma_iov || msg->rma_iov_count != 1)
         return false;
-    c->operands = msg->msg_iov[0].addr;
-    c->count = msg->msg_iov[0].count;
+    if (msg->op == FI_ATOMIC_READ && (!msg->msg_iov || msg->iov_count == 0)) {
+        c->operands = nullptr;
+        c->count = result_count;
+    } else if (single(msg->msg_iov, msg->iov_count)) {
+        c->operands = msg->msg_iov[0].addr;
+        c->count = msg->msg_iov[0].count;
+    } else {
+        return false;
+    }
     c->peer = msg->addr;
     c->addr = msg->rma_iov[0].addr;
     c->key = msg->rma_iov[0].key;
@@ -208,7 +220,8 @@ ssize_t atomic_readwritemsg(fid_ep* f, const fi_msg_atomic* msg, fi_ioc* resultv
                             size_t result_count, uint64_t flags) noexcept
 {
     AtomicCall c;
-    if (!fill_from_msg(msg, &c) || !single(resultv, result_count) || resultv[0].count < c.count)
+    if (!single(resultv, result_count) || !fill_from_msg(msg, &c, resultv[0].count) ||
+        resultv[0].count < c.count)
         return -FI_EINVAL;
     c.kind = AtomicKind::kFetch;
     c.result = resultv[0].addr;
