@@ -1,0 +1,742 @@
+// fi_dpdk_getinfo: what fi_getinfo and the AV give the consumers that
+// matter (design.md section 8).
+//
+//   - the hints Open MPI 4.1.4's mtl/ofi and btl/ofi pass (captured from the
+//     real library with an LD_PRELOAD shim: fi_getinfo version 1.5, see
+//     below), MPICH 4.0 ch4:ofi's and fabtests' defaults: the fi_info that
+//     comes back (caps, mode, FI_THREAD_DOMAIN exactly when asked,
+//     cq_data_size, mem_tag_format, msg_order with FI_ORDER_SAS, mr_mode);
+//   - no layered "dpdk;ofi_rxm" / "dpdk;ofi_rxd" entries, FI_EP_MSG and
+//     FI_EP_DGRAM hints -> -FI_ENODATA, unsupported hints -> -FI_ENODATA;
+//   - NULL hints and version 0 accepted; fi_getinfo is cheap and starts
+//     no EAL (no new threads);
+//   - node/service resolution: the client's dest_addr equals the server's
+//     fi_getname, and a message sent there arrives;
+//   - fi_av_insert / insertsvc / lookup / straddr / remove, FI_AV_MAP and
+//     FI_AV_TABLE, a named AV refused;
+//   - the FI_DPDK_* parameters are registered (fi_info -e lists them).
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstring>
+#include <string>
+
+#include "fabtests/common/ft_common.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr uint64_t kSecondary = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SHARED_AV |
+                                FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
+                                FI_SOURCE_ERR | FI_RMA_PMEM | FI_VARIABLE_MSG;
+// Directions: a bare FI_MSG/FI_TAGGED/FI_RMA/FI_ATOMIC implies them all.
+constexpr uint64_t kDirections = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                                 FI_REMOTE_WRITE;
+
+std::string caps_str(uint64_t caps)
+{
+    return fi_tostr(&caps, FI_TYPE_CAPS);
+}
+
+// fi_getinfo without a provider name (as Open MPI and MPICH call it); keeps
+// the entries whose provider name mentions ours. With FI_PROVIDER=dpdk in
+// the environment the core already filters.
+struct Result {
+    int ret = 0;
+    fi_info* list = nullptr;
+    std::vector<fi_info*> ours;  // prov_name contains opts.prov
+    ~Result()
+    {
+        if (list)
+            fi_freeinfo(list);
+    }
+};
+
+void getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+             const fi_info* hints, Result* r)
+{
+    r->ret = fi_getinfo(version, node, service, flags, hints, &r->list);
+    for (fi_info* i = r->ret ? nullptr : r->list; i; i = i->next) {
+        if (i->fabric_attr && i->fabric_attr->prov_name &&
+            strstr(i->fabric_attr->prov_name, opts.prov))
+            r->ours.push_back(i);
+    }
+}
+
+// The native entry must come first, and no utility provider may be layered
+// over us for an RDM request (we offer no FI_EP_MSG or FI_EP_DGRAM).
+void check_native(const Result& r, const char* what)
+{
+    FT_REQUIRE(r.ret == 0, "%s: fi_getinfo = %d (%s)", what, r.ret, fi_strerror(-r.ret));
+    FT_REQUIRE(!r.ours.empty(), "%s: no %s entry", what, opts.prov);
+    for (fi_info* i : r.ours)
+        FT_CHECK(strcmp(i->fabric_attr->prov_name, opts.prov) == 0,
+                 "%s: layered entry \"%s\" (Open MPI's prefix match could pick it)", what,
+                 i->fabric_attr->prov_name);
+}
+
+// Checks shared by every RDM answer.
+void check_common(const fi_info* i, const fi_info* h, const char* what)
+{
+    FT_CHECK(i->ep_attr->type == FI_EP_RDM, "%s: ep type %d", what, i->ep_attr->type);
+    FT_CHECK((i->caps & h->caps) == h->caps, "%s: caps %s lack some of the requested %s", what,
+             caps_str(i->caps).c_str(), caps_str(h->caps).c_str());
+    if (h->caps)
+        FT_CHECK((i->caps & ~(h->caps | kSecondary | kDirections)) == 0,
+                 "%s: primary caps not asked for: %s", what,
+                 caps_str(i->caps & ~(h->caps | kSecondary | kDirections)).c_str());
+    FT_CHECK((i->mode & ~h->mode) == 0, "%s: mode %s beyond the hints' %s", what,
+             fi_tostr(&i->mode, FI_TYPE_MODE), fi_tostr(&h->mode, FI_TYPE_MODE));
+    FT_CHECK(i->addr_format == FI_SOCKADDR_IN, "%s: addr_format %u", what, i->addr_format);
+    FT_CHECK(i->fabric_attr->name && strcmp(i->fabric_attr->name, "dpdk") == 0,
+             "%s: fabric name %s", what, i->fabric_attr->name ? i->fabric_attr->name : "(null)");
+    FT_CHECK(i->domain_attr->name && *i->domain_attr->name, "%s: no domain name", what);
+    FT_CHECK(i->ep_attr->mem_tag_format == ~uint64_t(0), "%s: mem_tag_format 0x%" PRIx64, what,
+             i->ep_attr->mem_tag_format);
+    FT_CHECK(i->tx_attr->inject_size > 0, "%s: inject_size 0", what);
+    FT_CHECK(i->ep_attr->max_msg_size >= (4u << 20), "%s: max_msg_size %zu", what,
+             i->ep_attr->max_msg_size);
+    if (h->domain_attr->threading)
+        FT_CHECK(i->domain_attr->threading == h->domain_attr->threading,
+                 "%s: threading %s, asked %s", what,
+                 fi_tostr(&i->domain_attr->threading, FI_TYPE_THREADING),
+                 fi_tostr(&h->domain_attr->threading, FI_TYPE_THREADING));
+    if (h->domain_attr->av_type)
+        FT_CHECK(i->domain_attr->av_type == h->domain_attr->av_type, "%s: av_type %s, asked %s",
+                 what, fi_tostr(&i->domain_attr->av_type, FI_TYPE_AV_TYPE),
+                 fi_tostr(&h->domain_attr->av_type, FI_TYPE_AV_TYPE));
+    if (h->domain_attr->cq_data_size)
+        FT_CHECK(i->domain_attr->cq_data_size >= h->domain_attr->cq_data_size,
+                 "%s: cq_data_size %zu < %zu", what, i->domain_attr->cq_data_size,
+                 h->domain_attr->cq_data_size);
+    for (uint64_t o : {h->tx_attr->msg_order})
+        FT_CHECK((i->tx_attr->msg_order & o) == o, "%s: tx msg_order %s lacks %s", what,
+                 fi_tostr(&i->tx_attr->msg_order, FI_TYPE_MSG_ORDER), fi_tostr(&o, FI_TYPE_MSG_ORDER));
+    for (uint64_t o : {h->rx_attr->msg_order})
+        FT_CHECK((i->rx_attr->msg_order & o) == o, "%s: rx msg_order %s lacks %s", what,
+                 fi_tostr(&i->rx_attr->msg_order, FI_TYPE_MSG_ORDER), fi_tostr(&o, FI_TYPE_MSG_ORDER));
+    FT_CHECK((i->tx_attr->op_flags & h->tx_attr->op_flags) == h->tx_attr->op_flags,
+             "%s: tx op_flags %s, asked %s", what, fi_tostr(&i->tx_attr->op_flags, FI_TYPE_OP_FLAGS),
+             fi_tostr(&h->tx_attr->op_flags, FI_TYPE_OP_FLAGS));
+    FT_CHECK((i->rx_attr->op_flags & h->rx_attr->op_flags) == h->rx_attr->op_flags,
+             "%s: rx op_flags %s, asked %s", what, fi_tostr(&i->rx_attr->op_flags, FI_TYPE_OP_FLAGS),
+             fi_tostr(&h->rx_attr->op_flags, FI_TYPE_OP_FLAGS));
+    const int hm = h->domain_attr->mr_mode, im = i->domain_attr->mr_mode;
+    if (hm != FI_MR_BASIC && hm != FI_MR_SCALABLE)
+        FT_CHECK((im & ~hm) == 0, "%s: mr_mode %s beyond the hints' %s", what,
+                 fi_tostr(&im, FI_TYPE_MR_MODE), fi_tostr(&hm, FI_TYPE_MR_MODE));
+    FT_CHECK(!(im & FI_MR_LOCAL) || im == FI_MR_BASIC, "%s: mr_mode requires FI_MR_LOCAL", what);
+}
+
+// ------------------------------------------------------------------ consumers
+
+// Open MPI 4.1.4 mtl/ofi, as captured: fi_getinfo(FI_VERSION(1,5), NULL,
+// NULL, 0, hints) with these hints (threading FI_THREAD_SAFE under
+// MPI_THREAD_MULTIPLE, av_type FI_AV_TABLE with mtl_ofi_av=table).
+fi_info* ompi_mtl_hints(fi_threading threading, fi_av_type av)
+{
+    fi_info* h = fi_allocinfo();
+    h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    h->tx_attr->msg_order = FI_ORDER_SAS;
+    h->rx_attr->msg_order = FI_ORDER_SAS;
+    h->tx_attr->op_flags = FI_COMPLETION;
+    h->rx_attr->op_flags = FI_COMPLETION;
+    h->domain_attr->threading = threading;
+    h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+    h->domain_attr->av_type = av;
+    h->domain_attr->cq_data_size = 4;
+    h->domain_attr->mr_mode = 0;
+    return h;
+}
+
+void ompi_mtl(fi_threading threading, fi_av_type av)
+{
+    fi_info* h = ompi_mtl_hints(threading, av);
+    Result r;
+    getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &r);
+    check_native(r, "Open MPI mtl/ofi");
+    fi_info* i = r.ours[0];
+    check_common(i, h, "Open MPI mtl/ofi");
+    FT_CHECK(i->domain_attr->mr_mode == 0, "mtl/ofi: mr_mode %d, the hints have 0",
+             i->domain_attr->mr_mode);
+    FT_CHECK(i->domain_attr->resource_mgmt == FI_RM_ENABLED, "mtl/ofi: resource_mgmt %d",
+             i->domain_attr->resource_mgmt);
+    FT_CHECK(i->domain_attr->cq_data_size >= 4, "mtl/ofi: cq_data_size %zu",
+             i->domain_attr->cq_data_size);
+    // The MTL then opens fabric, domain, endpoint, a TAGGED CQ of 100 (or
+    // default) entries bound FI_TRANSMIT|FI_RECV|FI_SELECTIVE_COMPLETION,
+    // the AV, and enables: all of that must work with this very fi_info.
+    fid_fabric* fabric = nullptr;
+    fid_domain* domain = nullptr;
+    fid_ep* ep = nullptr;
+    fid_cq* cq = nullptr;
+    fid_av* avp = nullptr;
+    FT_CALL(fi_fabric(i->fabric_attr, &fabric, nullptr));
+    FT_CALL(fi_domain(fabric, i, &domain, nullptr));
+    FT_CALL(fi_endpoint(domain, i, &ep, nullptr));
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ca.size = 100;
+    FT_CALL(fi_cq_open(domain, &ca, &cq, nullptr));
+    fi_av_attr aa{};
+    aa.type = av;
+    FT_CALL(fi_av_open(domain, &aa, &avp, nullptr));
+    FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
+    FT_CALL(fi_ep_bind(ep, &avp->fid, 0));
+    FT_CALL(fi_enable(ep));
+    char name[64];
+    size_t len = sizeof(name);
+    FT_CALL(fi_getname(&ep->fid, name, &len));
+    FT_CHECK(len == sizeof(sockaddr_in), "fi_getname length %zu", len);
+    // ... and inserts every peer, itself included.
+    fi_addr_t self;
+    FT_CHECK(fi_av_insert(avp, name, 1, &self, 0, nullptr) == 1, "inserting our own name");
+    fi_close(&ep->fid);
+    fi_close(&avp->fid);
+    fi_close(&cq->fid);
+    fi_close(&domain->fid);
+    fi_close(&fabric->fid);
+    fi_freeinfo(h);
+}
+
+// Open MPI 4.1.4 btl/ofi (one-sided), as captured.
+void ompi_btl()
+{
+    fi_info* h = fi_allocinfo();
+    h->caps = FI_RMA | FI_ATOMIC;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    h->tx_attr->iov_limit = 1;
+    h->rx_attr->iov_limit = 1;
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    Result r;
+    getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &r);
+    check_native(r, "Open MPI btl/ofi");
+    check_common(r.ours[0], h, "Open MPI btl/ofi");
+    FT_CHECK(r.ours[0]->tx_attr->iov_limit >= 1 && r.ours[0]->rx_attr->iov_limit >= 1, "iov_limit");
+    fi_freeinfo(h);
+}
+
+// MPICH 4.0 ch4:ofi: the minimum it needs, and its full set.
+void mpich(bool full)
+{
+    fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_MSG | FI_MULTI_RECV;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    if (full) {
+        h->caps |= FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_RECV | FI_SEND |
+                   FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
+        h->mode = FI_CONTEXT | FI_ASYNC_IOV | FI_RX_CQ_DATA | FI_CONTEXT2;
+        h->addr_format = FI_FORMAT_UNSPEC;
+        h->domain_attr->av_type = FI_AV_TABLE;
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+        h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+        h->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+        h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+        h->tx_attr->op_flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+        h->rx_attr->op_flags = FI_COMPLETION | FI_MULTI_RECV;
+        h->tx_attr->msg_order = FI_ORDER_SAS;
+        h->rx_attr->msg_order = FI_ORDER_SAS;
+    }
+    Result r;
+    getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, h, &r);
+    check_native(r, "MPICH");
+    check_common(r.ours[0], h, "MPICH");
+    FT_CHECK(r.ours[0]->domain_attr->threading == FI_THREAD_DOMAIN, "MPICH: threading must be exactly FI_THREAD_DOMAIN");
+    FT_CHECK(r.ours[0]->caps & FI_MULTI_RECV, "MPICH: no FI_MULTI_RECV");
+    // MPICH then opens counters bound FI_READ|FI_WRITE, tries a named AV
+    // (which must fail cleanly) and falls back to an unnamed one.
+    fid_fabric* fabric = nullptr;
+    fid_domain* domain = nullptr;
+    FT_CALL(fi_fabric(r.ours[0]->fabric_attr, &fabric, nullptr));
+    FT_CALL(fi_domain(fabric, r.ours[0], &domain, nullptr));
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    aa.name = const_cast<char*>("FI_NAMED_AV_0\n");
+    aa.flags = FI_READ;
+    fid_av* av = nullptr;
+    int ret = fi_av_open(domain, &aa, &av, nullptr);
+    FT_CHECK(ret < 0, "a named (shared) AV opened (%d): expected an error", ret);
+    if (ret == 0)
+        fi_close(&av->fid);
+    aa.name = nullptr;
+    aa.flags = 0;
+    FT_CALL(fi_av_open(domain, &aa, &av, nullptr));
+    fi_close(&av->fid);
+    fi_close(&domain->fid);
+    fi_close(&fabric->fid);
+    fi_freeinfo(h);
+}
+
+// fabtests' defaults: FI_CONTEXT, mr_mode LOCAL|ENDPOINT|BASIC_MAP|RAW... ,
+// the provider chosen by name.
+void fabtests_defaults()
+{
+    fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_MSG;
+    h->mode = FI_CONTEXT;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY;
+    h->fabric_attr->prov_name = strdup(opts.prov);
+    Result r;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
+    check_native(r, "fabtests defaults");
+    check_common(r.ours[0], h, "fabtests defaults");
+    fi_freeinfo(h);
+}
+
+// ------------------------------------------------------------------ refusals
+
+void ep_types()
+{
+    for (fi_ep_type t : {FI_EP_MSG, FI_EP_DGRAM}) {
+        const char* tn = t == FI_EP_MSG ? "FI_EP_MSG" : "FI_EP_DGRAM";
+        fi_info* h = fi_allocinfo();
+        h->ep_attr->type = t;
+        h->caps = FI_MSG;
+        h->fabric_attr->prov_name = strdup(opts.prov);
+        fi_info* i = nullptr;
+        int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &i);
+        FT_CHECK(ret == -FI_ENODATA, "%s hints for %s: fi_getinfo = %d, expected -FI_ENODATA", tn,
+                 opts.prov, ret);
+        if (ret == 0)
+            fi_freeinfo(i);
+        // Without a provider name: nothing of ours in the list.
+        free(h->fabric_attr->prov_name);
+        h->fabric_attr->prov_name = nullptr;
+        Result r;
+        getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
+        for (fi_info* x : r.ours)
+            FT_CHECK(false, "%s hints: entry \"%s\" (type %d)", tn, x->fabric_attr->prov_name,
+                     x->ep_attr->type);
+        fi_freeinfo(h);
+    }
+    // No ep type at all: only native RDM entries of ours.
+    fi_info* h = fi_allocinfo();
+    Result r;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
+    check_native(r, "no ep_type hint");
+    for (fi_info* x : r.ours)
+        FT_CHECK(x->ep_attr->type == FI_EP_RDM, "entry of type %d", x->ep_attr->type);
+    fi_freeinfo(h);
+}
+
+void unsupported()
+{
+    struct Case {
+        const char* what;
+        std::function<void(fi_info*)> set;
+    };
+    const Case cases[] = {
+        {"caps FI_TRIGGER", [](fi_info* h) { h->caps = FI_MSG | FI_TRIGGER; }},
+        {"caps FI_RMA_EVENT", [](fi_info* h) { h->caps = FI_RMA | FI_RMA_EVENT; }},
+        {"domain name that is not ours", [](fi_info* h) { h->domain_attr->name = strdup("no-such-domain"); }},
+        {"fabric name that is not ours", [](fi_info* h) { h->fabric_attr->name = strdup("no-such-fabric"); }},
+        {"inject_size 1 GiB", [](fi_info* h) { h->tx_attr->inject_size = 1u << 30; }},
+        {"tx iov_limit 1000", [](fi_info* h) { h->tx_attr->iov_limit = 1000; }},
+        {"scalable endpoints (tx_ctx_cnt 4)", [](fi_info* h) { h->ep_attr->tx_ctx_cnt = 4; }},
+        {"auth_key_size 8", [](fi_info* h) { h->domain_attr->auth_key_size = 8; }},
+        {"addr_format FI_SOCKADDR_IB", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IB; }},
+    };
+    for (const Case& c : cases) {
+        fi_info* h = fi_allocinfo();
+        h->ep_attr->type = FI_EP_RDM;
+        h->caps = FI_MSG;
+        h->fabric_attr->prov_name = strdup(opts.prov);
+        c.set(h);
+        fi_info* i = nullptr;
+        int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &i);
+        FT_CHECK(ret == -FI_ENODATA, "%s: fi_getinfo = %d, expected -FI_ENODATA", c.what, ret);
+        if (ret == 0)
+            fi_freeinfo(i);
+        fi_freeinfo(h);
+    }
+}
+
+// ------------------------------------------------------------------ call forms
+
+void null_hints_and_versions()
+{
+    Result r;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &r);
+    FT_REQUIRE(r.ret == 0, "fi_getinfo(NULL hints) = %d", r.ret);
+    FT_CHECK(!r.ours.empty(), "fi_getinfo(NULL hints) has no %s entry", opts.prov);
+    for (fi_info* x : r.ours)
+        FT_CHECK(strcmp(x->fabric_attr->prov_name, opts.prov) == 0, "layered entry %s with NULL hints",
+                 x->fabric_attr->prov_name);
+
+    Result r0;
+    fi_info* h = fi_allocinfo();
+    h->fabric_attr->prov_name = strdup(opts.prov);
+    getinfo(0, nullptr, nullptr, 0, h, &r0);
+    FT_CHECK(r0.ret == 0 && !r0.ours.empty(), "fi_getinfo(version 0) = %d", r0.ret);
+    // Before 1.5 mr_mode is an enum: FI_MR_BASIC and FI_MR_SCALABLE.
+    for (int mm : {FI_MR_BASIC, FI_MR_SCALABLE, FI_MR_UNSPEC}) {
+        h->domain_attr->mr_mode = mm;
+        Result r4;
+        getinfo(FI_VERSION(1, 4), nullptr, nullptr, 0, h, &r4);
+        FT_CHECK(r4.ret == 0 && !r4.ours.empty(), "fi_getinfo(1.4, mr_mode %d) = %d", mm, r4.ret);
+        if (r4.ret == 0 && !r4.ours.empty()) {
+            int got = r4.ours[0]->domain_attr->mr_mode;
+            FT_CHECK(got == FI_MR_BASIC || got == FI_MR_SCALABLE,
+                     "API 1.4: mr_mode %d is not FI_MR_BASIC or FI_MR_SCALABLE", got);
+            if (mm != FI_MR_UNSPEC)
+                FT_CHECK(got == mm, "API 1.4: mr_mode %d asked, %d returned", mm, got);
+        }
+    }
+    // FI_THREAD_SAFE and no threading hint.
+    h->domain_attr->mr_mode = 0;
+    h->domain_attr->threading = FI_THREAD_SAFE;
+    Result rs;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &rs);
+    FT_CHECK(rs.ret == 0 && rs.ours[0]->domain_attr->threading == FI_THREAD_SAFE,
+             "FI_THREAD_SAFE asked");
+    fi_freeinfo(h);
+}
+
+int thread_count()
+{
+    int n = 0;
+    DIR* d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    while (dirent* e = readdir(d))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+// fi_getinfo is called often (Open MPI twice per process): it must be
+// cheap and start nothing (EAL would start threads). Measured in main()
+// before anything else is opened; reported by the subtest.
+struct CheapResult {
+    uint64_t per_call_us = 0;
+    int threads_before = 0, threads_after = 0;
+    int ret = 0;
+} g_cheap;
+
+void measure_cheap()
+{
+    g_cheap.threads_before = thread_count();
+    fi_info* h = ompi_mtl_hints(FI_THREAD_DOMAIN, FI_AV_MAP);
+    h->fabric_attr->prov_name = strdup(opts.prov);
+    const uint64_t t0 = now_us();
+    const int n = 200;
+    for (int k = 0; k < n && g_cheap.ret == 0; k++) {
+        fi_info* i = nullptr;
+        g_cheap.ret = fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &i);
+        if (g_cheap.ret == 0)
+            fi_freeinfo(i);
+    }
+    g_cheap.per_call_us = (now_us() - t0) / n;
+    g_cheap.threads_after = thread_count();
+    fi_freeinfo(h);
+}
+
+void cheap()
+{
+    FT_REQUIRE(g_cheap.ret == 0, "fi_getinfo = %d", g_cheap.ret);
+    log("fi_getinfo: %" PRIu64 " us per call", g_cheap.per_call_us);
+    FT_CHECK(g_cheap.per_call_us < 2000, "fi_getinfo takes %" PRIu64 " us per call",
+             g_cheap.per_call_us);
+    FT_CHECK(g_cheap.threads_after == g_cheap.threads_before,
+             "fi_getinfo started threads (%d -> %d): EAL must wait for fi_domain",
+             g_cheap.threads_before, g_cheap.threads_after);
+}
+
+// The FI_DPDK_* variables are registered with fi_param_define.
+void params()
+{
+    fi_param* p = nullptr;
+    int n = 0;
+    FT_CALL(fi_getparams(&p, &n));
+    const char* want[] = {"FI_DPDK_DEVICE", "FI_DPDK_IFACE",     "FI_DPDK_IP",
+                          "FI_DPDK_MTU",    "FI_DPDK_HUGEPAGES", "FI_DPDK_EAL_ARGS",
+                          "FI_DPDK_FAULT",  "FI_DPDK_PCAP",      "FI_DPDK_STATS"};
+    for (const char* w : want) {
+        bool found = false;
+        for (int k = 0; k < n; k++) {
+            if (p[k].name && strcasecmp(p[k].name, w) == 0) {
+                found = true;
+                FT_CHECK(p[k].help_string && *p[k].help_string, "%s has no help text", w);
+                FT_CHECK(p[k].help_string && strcasestr(p[k].help_string, "default"),
+                         "%s: the help text does not state the default: \"%s\"", w,
+                         p[k].help_string ? p[k].help_string : "");
+            }
+        }
+        FT_CHECK(found, "parameter %s is not registered (fi_info -e)", w);
+    }
+    fi_freeparams(p);
+}
+
+// ------------------------------------------------------------------ AV
+
+sockaddr_in sin_of(const char* ip, uint16_t port)
+{
+    sockaddr_in s{};
+    s.sin_family = AF_INET;
+    s.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &s.sin_addr);
+    return s;
+}
+
+void av(fi_av_type type)
+{
+    const char* tn = type == FI_AV_MAP ? "FI_AV_MAP" : "FI_AV_TABLE";
+    fi_av_attr aa{};
+    aa.type = type;
+    aa.count = 4;  // a hint: inserting more must work
+    fid_av* av = nullptr;
+    FT_CALL(fi_av_open(fab.domain, &aa, &av, nullptr));
+    sockaddr_in addrs[6] = {sin_of("127.0.0.1", 1111), sin_of("127.0.0.1", 2222),
+                            sin_of("10.1.2.3", 3333),  sin_of("127.0.0.1", 4444),
+                            sin_of("192.168.7.9", 5555), sin_of("127.0.0.1", 6666)};
+    fi_addr_t fa[6];
+    int n = fi_av_insert(av, addrs, 6, fa, 0, nullptr);
+    FT_REQUIRE(n == 6, "%s: fi_av_insert of 6 = %d", tn, n);
+    for (int i = 0; i < 6; i++) {
+        FT_CHECK(fa[i] != FI_ADDR_NOTAVAIL, "%s: address %d not inserted", tn, i);
+        for (int j = 0; j < i; j++)
+            FT_CHECK(fa[i] != fa[j], "%s: addresses %d and %d got the same fi_addr", tn, i, j);
+        if (type == FI_AV_TABLE)
+            FT_CHECK(fa[i] == static_cast<fi_addr_t>(i), "FI_AV_TABLE: fi_addr %" PRIu64 " for entry %d",
+                     static_cast<uint64_t>(fa[i]), i);
+        sockaddr_in out;
+        size_t len = sizeof(out);
+        FT_CALL(fi_av_lookup(av, fa[i], &out, &len));
+        FT_CHECK(len == sizeof(sockaddr_in), "%s: lookup length %zu", tn, len);
+        FT_CHECK(out.sin_family == AF_INET && out.sin_port == addrs[i].sin_port &&
+                     out.sin_addr.s_addr == addrs[i].sin_addr.s_addr,
+                 "%s: lookup of entry %d gives another address", tn, i);
+    }
+    // A buffer too small: truncated, the needed length reported.
+    uint8_t small[8 + 8];
+    memset(small, 0x3c, sizeof(small));
+    size_t len = 4;
+    int ret = fi_av_lookup(av, fa[0], small, &len);
+    FT_CHECK(ret == 0 || ret == -FI_ETOOSMALL, "%s: lookup into 4 bytes = %d", tn, ret);
+    FT_CHECK(len == sizeof(sockaddr_in), "%s: lookup into 4 bytes reports length %zu", tn, len);
+    check_bytes(small + 4, sizeof(small) - 4, 0x3c, "fi_av_lookup wrote past the 4 bytes it was given");
+    // straddr
+    char str[64];
+    len = sizeof(str);
+    const char* s = fi_av_straddr(av, &addrs[2], str, &len);
+    FT_CHECK(s && strstr(s, "10.1.2.3") && strstr(s, "3333"), "%s: fi_av_straddr gives \"%s\"", tn,
+             s ? s : "(null)");
+    FT_CHECK(s && len == strlen(s) + 1, "%s: fi_av_straddr length %zu for \"%s\"", tn, len, s ? s : "");
+    char tiny[6];
+    memset(tiny, 0x3c, sizeof(tiny));
+    len = 4;
+    s = fi_av_straddr(av, &addrs[2], tiny, &len);
+    FT_CHECK(len > 4, "%s: fi_av_straddr into 4 bytes: needed length %zu", tn, len);
+    FT_CHECK(tiny[4] == 0x3c && tiny[5] == 0x3c, "fi_av_straddr wrote past the 4 bytes");
+    FT_CHECK(!s || memchr(tiny, 0, 4), "fi_av_straddr into 4 bytes is not terminated");
+    // insertsvc
+    fi_addr_t sv;
+    n = fi_av_insertsvc(av, "127.0.0.1", "4242", &sv, 0, nullptr);
+    FT_CHECK(n == 1, "%s: fi_av_insertsvc = %d", tn, n);
+    if (n == 1) {
+        sockaddr_in out;
+        len = sizeof(out);
+        FT_CALL(fi_av_lookup(av, sv, &out, &len));
+        FT_CHECK(ntohs(out.sin_port) == 4242 && out.sin_addr.s_addr == htonl(INADDR_LOOPBACK),
+                 "%s: insertsvc(127.0.0.1, 4242) looks up as port %u", tn, ntohs(out.sin_port));
+    }
+    n = fi_av_insertsvc(av, "localhost", "4243", &sv, 0, nullptr);
+    FT_CHECK(n == 1, "%s: fi_av_insertsvc(localhost) = %d", tn, n);
+    // Not an IPv4 address: not inserted, FI_ADDR_NOTAVAIL.
+    sockaddr_in6 bad6{};
+    bad6.sin6_family = AF_INET6;
+    uint8_t badbuf[sizeof(sockaddr_in6)];
+    memcpy(badbuf, &bad6, sizeof(bad6));
+    fi_addr_t fbad = 0;
+    n = fi_av_insert(av, badbuf, 1, &fbad, 0, nullptr);
+    FT_CHECK(n == 0 || n < 0, "%s: inserting an AF_INET6 address = %d", tn, n);
+    if (n == 0)
+        FT_CHECK(fbad == FI_ADDR_NOTAVAIL, "%s: failed insert left fi_addr %" PRIu64, tn,
+                 static_cast<uint64_t>(fbad));
+    // remove
+    FT_CALL(fi_av_remove(av, &fa[1], 1, 0));
+    if (type == FI_AV_TABLE) {
+        sockaddr_in out;
+        len = sizeof(out);
+        ret = fi_av_lookup(av, fa[1], &out, &len);
+        FT_CHECK(ret != 0, "FI_AV_TABLE: lookup of a removed entry = 0");
+        // NULL fi_addr array (the fabtests server does this with FI_AV_TABLE).
+        n = fi_av_insert(av, addrs, 2, nullptr, 0, nullptr);
+        FT_CHECK(n == 2, "FI_AV_TABLE: insert with a NULL fi_addr array = %d", n);
+    }
+    FT_CALL(fi_close(&av->fid));
+    // Named AV: refused.
+    aa.name = const_cast<char*>("ftest-named-av");
+    ret = fi_av_open(fab.domain, &aa, &av, nullptr);
+    FT_CHECK(ret < 0, "%s: a named AV opened (%d)", tn, ret);
+    if (ret == 0)
+        fi_close(&av->fid);
+}
+
+// ------------------------------------------------------------------ node/service
+
+uint16_t free_udp_port()
+{
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in sin = sin_of("127.0.0.1", 0);
+    bind(s, reinterpret_cast<sockaddr*>(&sin), sizeof(sin));
+    socklen_t l = sizeof(sin);
+    getsockname(s, reinterpret_cast<sockaddr*>(&sin), &l);
+    close(s);
+    return ntohs(sin.sin_port);
+}
+
+void node_service()
+{
+    fi_info* h = make_hints(FI_MSG | FI_SOURCE, 0);
+    if (opts.server()) {
+        const uint16_t port = free_udp_port();
+        char service[16];
+        snprintf(service, sizeof(service), "%u", port);
+        fi_info* i = nullptr;
+        int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, service, FI_SOURCE, h, &i);
+        FT_REQUIRE(ret == 0, "server fi_getinfo(NULL, \"%s\", FI_SOURCE) = %d", service, ret);
+        sockaddr_in src{};
+        FT_REQUIRE(i->src_addr && i->src_addrlen == sizeof(src), "no src_addr");
+        memcpy(&src, i->src_addr, sizeof(src));
+        FT_CHECK(ntohs(src.sin_port) == port, "src_addr port %u, service %u", ntohs(src.sin_port), port);
+        EpCfg cfg;
+        cfg.info = i;
+        Ep ep;
+        ep.open(cfg);
+        ep.rx.use_readfrom = true;
+        FT_REQUIRE(ep.name.size() == sizeof(sockaddr_in), "name length %zu", ep.name.size());
+        sockaddr_in name;
+        memcpy(&name, ep.name.data(), sizeof(name));
+        FT_CHECK(ntohs(name.sin_port) == port, "the endpoint opened from it has port %u, not %u",
+                 ntohs(name.sin_port), port);
+        oob.send(kMsgName, ep.name.data(), ep.name.size());
+        oob.send_str(kMsgData, service);
+        uint64_t v = 0;
+        fi_context2 rc;
+        FT_POST(fi_recv(ep.ep, &v, 8, nullptr, FI_ADDR_UNSPEC, &rc));
+        oob.send(kMsgGo, nullptr, 0);
+        ep.rx.expect(&rc, "message sent to the resolved address");
+        FT_CHECK(v == 0x5e41ce, "payload %" PRIx64, v);
+        oob.barrier("node-service done");
+        ep.close();
+        fi_freeinfo(i);
+    } else {
+        std::vector<uint8_t> name = oob.recv(kMsgName);
+        std::string service = oob.recv_str(kMsgData);
+        FT_REQUIRE(name.size() == sizeof(sockaddr_in), "server name length %zu", name.size());
+        sockaddr_in sname;
+        memcpy(&sname, name.data(), sizeof(sname));
+        fi_info* chosen = nullptr;
+        for (const char* node : {opts.dst, "127.0.0.1", "localhost"}) {
+            for (uint64_t flags : {uint64_t{0}, uint64_t{FI_NUMERICHOST}}) {
+                if (flags && strcmp(node, "localhost") == 0)
+                    continue;
+                fi_info* i = nullptr;
+                int ret = fi_getinfo(FI_VERSION(1, 17), node, service.c_str(), flags, h, &i);
+                FT_CHECK(ret == 0, "fi_getinfo(\"%s\", \"%s\", %s) = %d", node, service.c_str(),
+                         flags ? "FI_NUMERICHOST" : "0", ret);
+                if (ret)
+                    continue;
+                sockaddr_in d{};
+                FT_CHECK(i->dest_addr && i->dest_addrlen == sizeof(d), "%s: dest_addrlen %zu", node,
+                         i->dest_addrlen);
+                if (i->dest_addr) {
+                    memcpy(&d, i->dest_addr, sizeof(d));
+                    FT_CHECK(d.sin_family == AF_INET && d.sin_port == sname.sin_port &&
+                                 d.sin_addr.s_addr == sname.sin_addr.s_addr,
+                             "fi_getinfo(\"%s\", \"%s\"): dest_addr %s:%u, the server's fi_getname %s:%u",
+                             node, service.c_str(), inet_ntoa(d.sin_addr), ntohs(d.sin_port),
+                             inet_ntoa(sname.sin_addr), ntohs(sname.sin_port));
+                }
+                if (!chosen)
+                    chosen = i;
+                else
+                    fi_freeinfo(i);
+            }
+        }
+        // Unresolvable host: an error, not a crash.
+        fi_info* bad = nullptr;
+        int ret = fi_getinfo(FI_VERSION(1, 17), "no-such-host.invalid", service.c_str(), 0, h, &bad);
+        FT_CHECK(ret < 0, "fi_getinfo(no-such-host.invalid) = %d", ret);
+        if (ret == 0)
+            fi_freeinfo(bad);
+        FT_REQUIRE(chosen, "no usable fi_info");
+        EpCfg cfg;
+        cfg.info = chosen;
+        Ep ep;
+        ep.open(cfg);
+        FT_REQUIRE(fi_av_insert(ep.av, chosen->dest_addr, 1, &ep.peer, 0, nullptr) == 1,
+                   "inserting dest_addr");
+        const uint64_t v = 0x5e41ce;
+        fi_context2 sc;
+        oob.recv(kMsgGo);
+        FT_POST(fi_send(ep.ep, &v, 8, nullptr, ep.peer, &sc));
+        ep.tx.expect(&sc, "send to dest_addr");
+        oob.barrier("node-service done");
+        ep.close();
+        fi_freeinfo(chosen);
+    }
+    fi_freeinfo(h);
+}
+
+// fi_getname: same length for every endpoint, fits Open MPI's 64 bytes.
+void getname()
+{
+    Ep a, b;
+    a.open();
+    b.open();
+    FT_CHECK(a.name.size() == b.name.size() && a.name.size() <= 64, "name lengths %zu and %zu",
+             a.name.size(), b.name.size());
+    FT_CHECK(a.name != b.name, "two endpoints have the same name");
+    size_t len = 2;
+    char small[2];
+    int ret = fi_getname(&a.ep->fid, small, &len);
+    FT_CHECK(ret == -FI_ETOOSMALL && len == a.name.size(),
+             "fi_getname into 2 bytes = %d, len %zu (expected -FI_ETOOSMALL and the needed length)",
+             ret, len);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    parse_opts(argc, argv, "fi_getinfo as Open MPI, MPICH and fabtests call it; address vectors; "
+                           "node/service resolution.");
+    measure_cheap();
+    fi_info* hints = make_hints(FI_MSG | FI_TAGGED, 0);
+    setup(hints);
+    fi_freeinfo(hints);
+
+    run("getinfo/ompi-mtl-domain-map", [] { ompi_mtl(FI_THREAD_DOMAIN, FI_AV_MAP); });
+    run("getinfo/ompi-mtl-safe-table", [] { ompi_mtl(FI_THREAD_SAFE, FI_AV_TABLE); });
+    run("getinfo/ompi-btl", ompi_btl);
+    run("getinfo/mpich-minimal", [] { mpich(false); });
+    run("getinfo/mpich-full", [] { mpich(true); });
+    run("getinfo/fabtests-defaults", fabtests_defaults);
+    run("getinfo/ep-types", ep_types);
+    run("getinfo/unsupported", unsupported);
+    run("getinfo/null-hints-versions", null_hints_and_versions);
+    run("getinfo/cheap", cheap);
+    run("getinfo/params", params);
+    run("getinfo/av-map", [] { av(FI_AV_MAP); });
+    run("getinfo/av-table", [] { av(FI_AV_TABLE); });
+    run("getinfo/getname", getname);
+    run("getinfo/node-service", node_service);
+
+    int ret = finish();
+    teardown();
+    return ret;
+}
