@@ -242,7 +242,8 @@ void EndpointImpl::take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t l
             report(op, OpStatus::kOk);
         return;
     }
-    memcpy(op->iov, iov, sizeof(iovec) * n);
+    if (n)  // iov may be null when n == 0: memcpy forbids null even then
+        memcpy(op->iov, iov, sizeof(iovec) * n);
     op->iov_count = static_cast<uint32_t>(n);
     op->flags &= ~kOpInjectComplete;  // too big to copy: complete on ACK instead
 }

@@ -264,7 +264,8 @@ int EndpointImpl::post_recv(const RecvArgs& a)
         PostedRecv* r = free_recvs;
         free_recvs = r->next;
         *r = PostedRecv();
-        memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
+        if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
+            memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
         r->iov_count = static_cast<uint32_t>(a.iov_count);
         r->capacity = iov_total(a.iov, a.iov_count);
         r->flags = a.flags & ~kOpMultiRecv;
@@ -278,7 +279,8 @@ int EndpointImpl::post_recv(const RecvArgs& a)
     PostedRecv* r = free_recvs;
     free_recvs = r->next;
     *r = PostedRecv();
-    memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
+    if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
+        memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
     r->iov_count = static_cast<uint32_t>(a.iov_count);
     r->capacity = iov_total(a.iov, a.iov_count);
     r->any_source = a.any_source;

@@ -102,7 +102,8 @@ int Endpoint::read(const RmaArgs& a)
     op->key = a.key;
     op->message_len = len;   // bytes to read
     op->total_len = 0;       // the request itself carries no payload
-    memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
+    if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
+        memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
     op->iov_count = static_cast<uint32_t>(a.iov_count);
     session_enqueue(s, op);
     ep->engine->kick(s);
