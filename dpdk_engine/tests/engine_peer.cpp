@@ -87,6 +87,20 @@ void say(const char* fmt, ...)
     fflush(stdout);
 }
 
+// memcmp/memcpy that accept null pointers with a zero length (empty
+// std::vector::data() is null; the C functions forbid it even then).
+int mcmp(const void* a, const void* b, size_t n) { return n ? memcmp(a, b, n) : 0; }
+void mcpy(void* d, const void* s, size_t n)
+{
+    if (n)
+        memcpy(d, s, n);
+}
+void mset(void* d, int c, size_t n)
+{
+    if (n)
+        memset(d, c, n);
+}
+
 uint64_t splitmix(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
@@ -108,21 +122,23 @@ struct Rng {
 // The 8-byte stamp (direction << 32 | seq) first, then a seeded stream.
 void fill_payload(uint8_t* p, size_t len, uint64_t stamp)
 {
+    if (len == 0)
+        return;
     size_t h = len < 8 ? len : 8;
-    memcpy(p, &stamp, h);
+    mcpy(p, &stamp, h);
     uint64_t x = mix(g_seed, stamp) | 1;
     size_t i = h;
     for (; i + 8 <= len; i += 8) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        memcpy(p + i, &x, 8);
+        mcpy(p + i, &x, 8);
     }
     if (i < len) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        memcpy(p + i, &x, len - i);
+        mcpy(p + i, &x, len - i);
     }
 }
 
@@ -490,7 +506,7 @@ struct Stream {
             sent++;
             bytes_out += m->plan.len;
             if (m->plan.flags & kOpInject) {
-                memset(m->buf.data(), 0, m->buf.size());  // copied: may be reused at once
+                mset(m->buf.data(), 0, m->buf.size());  // copied: may be reused at once
                 send_done++;
                 delete m;
                 continue;
@@ -517,7 +533,7 @@ struct Stream {
                     die("receive %u (%zu B): %s", mm->seq, pl.len, to_string(c.status));
                 if (c.len >= 8) {
                     uint64_t stamp;
-                    memcpy(&stamp, mm->buf.data(), 8);
+                    mcpy(&stamp, mm->buf.data(), 8);
                     if (stamp != pl.stamp)
                         die("receive #%u holds message %u of direction %u: lost, duplicated or reordered",
                             mm->seq, uint32_t(stamp), uint32_t(stamp >> 32));
@@ -530,7 +546,7 @@ struct Stream {
                     die("receive %u: remote data %d %#" PRIx64, mm->seq, c.has_data, c.data);
                 std::vector<uint8_t> want(pl.len);
                 fill_payload(want.data(), pl.len, pl.stamp);
-                if (memcmp(want.data(), mm->buf.data(), pl.len) != 0) {
+                if (mcmp(want.data(), mm->buf.data(), pl.len) != 0) {
                     size_t i = 0;
                     while (want[i] == mm->buf[i])
                         i++;
@@ -630,7 +646,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
             uint64_t off = rng.below(kCounterOff - len + 1);
             w->data.resize(len);
             fill_payload(w->data.data(), len, 0x99000000ull + posted);
-            memcpy(mirror.data() + off, w->data.data(), len);
+            mcpy(mirror.data() + off, w->data.data(), len);
             w->on_done = [&done](Op* op, const Completion& c) {
                 auto* ww = static_cast<W*>(op);
                 if (c.status != OpStatus::kOk)
@@ -680,7 +696,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
             "read");
         if (c.status != OpStatus::kOk)
             die("rma read %u: %s", i, to_string(c.status));
-        if (memcmp(buf.data(), mirror.data() + off, len) != 0 || buf[len] != 0xA5)
+        if (mcmp(buf.data(), mirror.data() + off, len) != 0 || buf[len] != 0xA5)
             die("rma read %u (%zu B at +%" PRIu64 "): data differs from what was written", i, len, off);
         bytes += len;
     }
@@ -809,7 +825,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
         if (c.status != OpStatus::kOk || old != expect)
             die("failing cswap: %s, fetched %" PRIu64, to_string(c.status), old);
     }
-    memcpy(mirror.data() + kCounterOff, &expect, 8);
+    mcpy(mirror.data() + kCounterOff, &expect, 8);
     int32_t mm[2] = {-5, 1000};
     for (int k = 0; k < 2; k++) {
         Completion c = wait_op(
@@ -845,7 +861,7 @@ void server_main(Peer& p)
     std::vector<uint8_t> region(kRegionLen);
     fill_payload(region.data(), kRegionLen, 0x5E5E);
     // Counter 0; the MIN/MAX pair: int32 0 and 0.
-    memset(region.data() + kCounterOff, 0, 16);
+    mset(region.data() + kCounterOff, 0, 16);
     uint64_t key = 0;
     if (p.mr.add(region.data(), kRegionLen, kMrAccessAll, 0, &key) != 0)
         die("mr add");
@@ -928,10 +944,10 @@ void server_main(Peer& p)
     p.run_until([&] { return verify.got; });
     uint64_t hash = fnv1a(region.data(), kRegionLen);
     uint64_t counter;
-    memcpy(&counter, region.data() + kCounterOff, 8);
+    mcpy(&counter, region.data() + kCounterOff, 8);
     int32_t mn, mx;
-    memcpy(&mn, region.data() + kCounterOff + 8, 4);
-    memcpy(&mx, region.data() + kCounterOff + 12, 4);
+    mcpy(&mn, region.data() + kCounterOff + 8, 4);
+    mcpy(&mx, region.data() + kCounterOff + 12, 4);
     bool ok = hash == verify.m.a && counter == verify.m.b && mn == -5 && mx == 1000;
     say("verify at the target: region hash %s, counter %" PRIu64 " (client expects %" PRIu64 "), min %d max %d: %s",
         hash == verify.m.a ? "matches" : "DIFFERS", counter, verify.m.b, mn, mx, ok ? "OK" : "FAIL");
@@ -1092,14 +1108,14 @@ void client_main(Peer& p)
     s.run();
     std::vector<uint8_t> mirror(kRegionLen);
     fill_payload(mirror.data(), kRegionLen, 0x5E5E);
-    memset(mirror.data() + kCounterOff, 0, 16);
+    mset(mirror.data() + kCounterOff, 0, 16);
     rma_phase(p, r, mirror);
     int32_t mn = -5, mx = 1000;
-    memcpy(mirror.data() + kCounterOff + 8, &mn, 4);
-    memcpy(mirror.data() + kCounterOff + 12, &mx, 4);
+    mcpy(mirror.data() + kCounterOff + 8, &mn, 4);
+    mcpy(mirror.data() + kCounterOff + 12, &mx, 4);
     CtlMsg v;
     v.a = fnv1a(mirror.data(), kRegionLen);
-    memcpy(&v.b, mirror.data() + kCounterOff, 8);
+    mcpy(&v.b, mirror.data() + kCounterOff, 8);
     p.phase = "VERIFY";
     ctl_send(p, kVerify, v);
     p.phase = "waiting for RESULT";

@@ -91,6 +91,20 @@ uint64_t now_ms()
                                      .count());
 }
 
+// memcmp/memcpy that accept null pointers with a zero length (empty
+// std::vector::data() is null; the C functions forbid it even then).
+int mcmp(const void* a, const void* b, size_t n) { return n ? memcmp(a, b, n) : 0; }
+void mcpy(void* d, const void* s, size_t n)
+{
+    if (n)
+        memcpy(d, s, n);
+}
+void mset(void* d, int c, size_t n)
+{
+    if (n)
+        memset(d, c, n);
+}
+
 uint64_t splitmix(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
@@ -120,23 +134,25 @@ struct Rng {
 // messages), then a xorshift stream seeded from the stamp and the run seed.
 void fill_payload(uint8_t* p, size_t len, uint64_t stamp)
 {
+    if (len == 0)
+        return;
     uint8_t head[8];
-    memcpy(head, &stamp, 8);
+    mcpy(head, &stamp, 8);
     size_t h = len < 8 ? len : 8;
-    memcpy(p, head, h);
+    mcpy(p, head, h);
     uint64_t x = mix(g_seed, stamp) | 1;
     size_t i = h;
     for (; i + 8 <= len; i += 8) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        memcpy(p + i, &x, 8);
+        mcpy(p + i, &x, 8);
     }
     if (i < len) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        memcpy(p + i, &x, len - i);
+        mcpy(p + i, &x, len - i);
     }
 }
 
@@ -211,7 +227,7 @@ struct SegBuf {
         size_t off = 0;
         for (size_t i = 0; i < nseg && off < len; i++) {
             size_t n = std::min(iov[i].iov_len, len - off);
-            memcpy(iov[i].iov_base, src + off, n);
+            mcpy(iov[i].iov_base, src + off, n);
             off += n;
         }
     }
@@ -222,7 +238,7 @@ struct SegBuf {
         size_t off = 0;
         for (size_t i = 0; i < nseg && off < n; i++) {
             size_t k = std::min(iov[i].iov_len, n - off);
-            if (memcmp(iov[i].iov_base, want + off, k) != 0) {
+            if (mcmp(iov[i].iov_base, want + off, k) != 0) {
                 const auto* b = static_cast<const uint8_t*>(iov[i].iov_base);
                 for (size_t j = 0; j < k; j++)
                     if (b[j] != want[off + j])
@@ -659,7 +675,7 @@ struct Stream {
                 // The engine copied the payload: scribbling over it now must
                 // not change what the receiver gets.
                 for (size_t i = 0; i < o->buf.nseg; i++)
-                    memset(o->buf.iov[i].iov_base, 0x5A, o->buf.iov[i].iov_len);
+                    mset(o->buf.iov[i].iov_base, 0x5A, o->buf.iov[i].iov_len);
             }
             if (o->plan.send_flags & kOpInject) {
                 f.injects++;
@@ -744,7 +760,7 @@ struct Stream {
         if (c.len >= 8) {
             std::vector<uint8_t> head = o->buf.gather(8);
             uint64_t stamp;
-            memcpy(&stamp, head.data(), 8);
+            mcpy(&stamp, head.data(), 8);
             CHECK(stamp == pl.stamp, "flow %u receive #%u got message %u of flow %u (reordered/duplicated/lost)",
                   f.id, o->seq, uint32_t(stamp), uint32_t(stamp >> 32));
         }
@@ -982,7 +998,7 @@ void test_unexpected(void** state)
         CHECK_STATUS(c, OpStatus::kOk);
         CHECK(c.len == sizes[k] && c.tag == 100 + k, "len %zu tag %" PRIu64, c.len, c.tag);
         CHECK(c.has_data == false, "has_data");
-        CHECK(memcmp(dst[k].data(), src[k].data(), sizes[k]) == 0, "tagged payload %zu", k);
+        CHECK(mcmp(dst[k].data(), src[k].data(), sizes[k]) == 0, "tagged payload %zu", k);
         CHECK(dst[k][sizes[k]] == kCanary, "overrun");
     }
     // Untagged: arrival order.
@@ -994,7 +1010,7 @@ void test_unexpected(void** state)
         Completion c = take(p, b, ctx(2000 + k), op_timeout(state));
         CHECK_STATUS(c, OpStatus::kOk);
         CHECK(c.len == sizes[k], "untagged %zu: len %zu", k, c.len);
-        CHECK(memcmp(dst[k].data(), src[k].data(), sizes[k]) == 0, "untagged payload %zu", k);
+        CHECK(mcmp(dst[k].data(), src[k].data(), sizes[k]) == 0, "untagged payload %zu", k);
     }
     CHECK(wait_count(p, a->sink, 2 * n, op_timeout(state)), "sends: %zu of %zu", a->sink.c.size(), 2 * n);
     for (const Completion& c : a->sink.c)
@@ -1030,7 +1046,7 @@ void test_directed_and_masks(void** state)
     // Tagged directed: unexpected message from a must wait for a's receive.
     CHECK(send_msg(a, b, "ta", 3, kOpTagged | kOpCompletion, 0x77) == 0, "send");
     CHECK(p.run_until([&] { return b->ep->stats().unexpected_msgs >= 1; }, t), "no unexpected");
-    memset(r1, 0, sizeof r1);
+    mset(r1, 0, sizeof r1);
     CHECK(post_recv(b, r1, sizeof r1, kOpTagged | kOpCompletion, 0x77, 0, ctx(3), &from_a2) == 0, "recv");
     p.run_for(10);
     CHECK(b->sink.c.empty(), "directed tagged receive for a2 took a's unexpected message");
@@ -1136,7 +1152,7 @@ void test_peek_claim_discard(void** state)
             CHECK(send_msg(a, b, m2.data(), len, tagged | kOpCompletion, tag, 0, ctx(12)) == 0, "send");
             c = take(p, b, ctx(6), t);
             CHECK_STATUS(c, OpStatus::kOk);
-            CHECK(memcmp(r2.data(), m2.data(), len) == 0, "ordinary receive must get m2, not the claimed m1");
+            CHECK(mcmp(r2.data(), m2.data(), len) == 0, "ordinary receive must get m2, not the claimed m1");
             // A claim with an unknown context.
             CHECK(post_recv(b, r.data(), len, tagged | kOpClaim | kOpCompletion, tag, 0, ctx(999)) == -ENOMSG,
                   "claim of nothing");
@@ -1145,7 +1161,7 @@ void test_peek_claim_discard(void** state)
             c = take(p, b, ctx(4), t);
             CHECK_STATUS(c, OpStatus::kOk);
             CHECK(c.len == len && c.has_data && c.data == 0xd1, "claimed fields");
-            CHECK(memcmp(r.data(), m1.data(), len) == 0 && r[len] == kCanary, "claimed payload");
+            CHECK(mcmp(r.data(), m1.data(), len) == 0 && r[len] == kCanary, "claimed payload");
             // Peek + discard.
             unexp = b->ep->stats().unexpected_msgs;
             CHECK(send_msg(a, b, m3.data(), len, tagged | kOpCompletion, tag, 0, ctx(13)) == 0, "send");
@@ -1247,7 +1263,7 @@ void test_multi_recv(void** state)
             i++;
         CHECK(i < sizes.size(), "slice of buffer %d at +%zu, %zu B: no message belongs there", buffer, off, c.len);
         seen[i] = 1;
-        CHECK(memcmp(c.buf, src[i].data(), sizes[i]) == 0, "message %zu payload", i);
+        CHECK(mcmp(c.buf, src[i].data(), sizes[i]) == 0, "message %zu payload", i);
         if (buffer == 1)
             last_of_1 = k;
         if (c.multi_recv_released) {
@@ -1279,7 +1295,7 @@ void test_multi_recv(void** state)
     CHECK_STATUS(c2, OpStatus::kTruncated);
     CHECK(c2.len == 4000 && c2.olen == 2000, "truncated slice len %zu olen %zu", c2.len, c2.olen);
     CHECK(c2.multi_recv_released, "last slice releases the buffer");
-    CHECK(memcmp(small.data(), m1.data(), 6000) == 0 && memcmp(small.data() + 6000, m2.data(), 4000) == 0,
+    CHECK(mcmp(small.data(), m1.data(), 6000) == 0 && mcmp(small.data() + 6000, m2.data(), 4000) == 0,
           "slices' payload");
     CHECK(small[10000] == kCanary, "overrun");
     // Tagged multi-receive is a libfabric extension we do not rely on; the
@@ -1299,10 +1315,10 @@ void test_cancel(void** state)
     Ep* b = p.open(1);
     uint64_t t = op_timeout(state);
     char buf[64], buf2[64] = {};
-    memset(buf, kCanary, sizeof buf);
+    mset(buf, kCanary, sizeof buf);
     CHECK(b->ep->cancel(ctx(1)) == -ENOENT, "cancel of nothing");
     for (uint32_t tagged : {0u, uint32_t(kOpTagged)}) {
-        memset(buf, kCanary, sizeof buf);
+        mset(buf, kCanary, sizeof buf);
         CHECK(post_recv(b, buf, sizeof buf, tagged | kOpCompletion, 9, 0, ctx(1)) == 0, "recv");
         CHECK(b->ep->cancel(ctx(1)) == 0, "cancel");
         CHECK(b->sink.c.size() == 1, "cancel completes at once");
@@ -1408,9 +1424,9 @@ void test_send_flags(void** state)
             std::vector<uint8_t> tmp = m;
             CHECK(post_recv(b, r.data(), len, kOpCompletion, 0, 0, ctx(1)) == 0, "recv");
             CHECK(send_msg(a, b, tmp.data(), len, kOpInject | with, 0, 0, ctx(2)) == 0, "inject");
-            memset(tmp.data(), 0, len);
+            mset(tmp.data(), 0, len);
             take(p, b, ctx(1), t);
-            CHECK(memcmp(r.data(), m.data(), len) == 0, "inject payload (%zu)", len);
+            CHECK(mcmp(r.data(), m.data(), len) == 0, "inject payload (%zu)", len);
             if (with) {
                 Completion c = take(p, a, ctx(2), t);
                 CHECK_STATUS(c, OpStatus::kOk);
@@ -1427,10 +1443,10 @@ void test_send_flags(void** state)
         CHECK(a->sink.c.size() == 1 && a->sink.c[0].context == ctx(3), "no immediate completion");
         CHECK_STATUS(a->sink.c[0], OpStatus::kOk);
         a->sink.c.clear();
-        memset(tmp.data(), 0, tmp.size());
+        mset(tmp.data(), 0, tmp.size());
         CHECK(post_recv(b, r.data(), 1500, kOpCompletion, 0, 0, ctx(4)) == 0, "recv");
         take(p, b, ctx(4), t);
-        CHECK(memcmp(r.data(), m.data(), 1500) == 0, "inject-complete payload");
+        CHECK(mcmp(r.data(), m.data(), 1500) == 0, "inject-complete payload");
         p.run_for(5);
         CHECK(a->sink.c.empty(), "second completion for inject-complete");
     }
@@ -1449,7 +1465,7 @@ void test_send_flags(void** state)
         take(p, b, ctx(7), t);
         take(p, b, ctx(8), t);
         take(p, a, ctx(6), t);
-        CHECK(memcmp(r2.data(), big2.data(), 200000) == 0, "payload");
+        CHECK(mcmp(r2.data(), big2.data(), 200000) == 0, "payload");
     }
     // Delivery complete: never before the receiver has the data.
     for (size_t len : {size_t(1), size_t(3000), size_t(300000)}) {
@@ -1474,7 +1490,7 @@ void test_send_flags(void** state)
         take(p, b, ctx(10), t);
         Completion c = take(p, a, ctx(9), t);
         CHECK_STATUS(c, OpStatus::kOk);
-        CHECK(memcmp(r.data(), m.data(), len) == 0, "payload");
+        CHECK(mcmp(r.data(), m.data(), len) == 0, "payload");
     }
     // Selective completion: no kOpCompletion -> no success completion, on
     // either side; the data still arrives (checked through a later message
@@ -1491,11 +1507,11 @@ void test_send_flags(void** state)
         take(p, a, ctx(25), t);
         // Matching follows send order, completion need not: the rendezvous
         // data of m2 may still be on its way after "last" has landed.
-        p.run_until([&] { return memcmp(r2.data(), m2.data(), 300000) == 0; }, t);
+        p.run_until([&] { return mcmp(r2.data(), m2.data(), 300000) == 0; }, t);
         p.run_for(20);
         CHECK(a->sink.c.empty() && b->sink.c.empty(), "selective completion: %zu/%zu unexpected completions",
               a->sink.c.size(), b->sink.c.size());
-        CHECK(memcmp(r1.data(), m1.data(), 3000) == 0 && memcmp(r2.data(), m2.data(), 300000) == 0,
+        CHECK(mcmp(r1.data(), m1.data(), 3000) == 0 && mcmp(r2.data(), m2.data(), 300000) == 0,
               "silent receives' payload");
         // Errors are always reported: a silent receive that truncates.
         CHECK(post_recv(b, r1.data(), 10, 0, 0, 0, ctx(26)) == 0, "recv");
@@ -1588,7 +1604,7 @@ void test_rma(void** state)
             ra.flags = kOpCompletion | (w->with_data ? uint32_t(kOpRemoteData) : 0u);
             ra.context = ctx(posted + 1);
             CHECK(a->ep->write(ra) == 0, "write");
-            memcpy(mirror.data() + w->off, w->data.data(), len);
+            mcpy(mirror.data() + w->off, w->data.data(), len);
             if (w->with_data) {
                 remote_writes_expected++;
                 rdata.push_back(ra.data);
@@ -1609,7 +1625,7 @@ void test_rma(void** state)
         }
         a->sink.c.clear();
     }
-    CHECK(memcmp(region.data(), mirror.data(), kRegion) == 0, "target region differs after writes");
+    CHECK(mcmp(region.data(), mirror.data(), kRegion) == 0, "target region differs after writes");
     // Target-side completions of writes with remote data, in order.
     p.run_for(5);
     CHECK(b->sink.c.size() == remote_writes_expected, "%zu remote write completions, expected %zu", b->sink.c.size(),
@@ -1664,13 +1680,13 @@ void test_rma(void** state)
         CHECK(a->ep->read(ra) == 0, "read");
         Completion c = take(p, a, ctx(5000 + i), t);
         CHECK_STATUS(c, OpStatus::kOk);
-        CHECK(memcmp(r.data(), w.data(), len) == 0, "read after write %d: stale data", i);
-        memcpy(mirror.data() + off, w.data(), len);
+        CHECK(mcmp(r.data(), w.data(), len) == 0, "read after write %d: stale data", i);
+        mcpy(mirror.data() + off, w.data(), len);
     }
     p.run_for(5);
     CHECK(a->sink.c.empty(), "silent writes completed");
     CHECK(b->sink.c.empty(), "target completions without remote data");
-    CHECK(memcmp(region.data(), mirror.data(), kRegion) == 0, "region");
+    CHECK(mcmp(region.data(), mirror.data(), kRegion) == 0, "region");
     // Reverse direction against the offset-keyed registry of a.
     std::vector<uint8_t> aregion(1 << 20, 0);
     uint64_t akey = 0;
@@ -1689,7 +1705,7 @@ void test_rma(void** state)
     CHECK(b->ep->write(ra) == 0, "write");
     Completion c = take(p, b, ctx(9), t);
     CHECK_STATUS(c, OpStatus::kOk);
-    CHECK(memcmp(aregion.data() + 4096, w.data(), w.size()) == 0, "offset-mode write");
+    CHECK(mcmp(aregion.data() + 4096, w.data(), w.size()) == 0, "offset-mode write");
     c = take(p, a, nullptr, t);
     CHECK(c.type == CompletionType::kRemoteWrite && c.data == 77 && c.len == w.size(), "remote write fields");
     // Zero-length write with data: a notification only.
@@ -1797,7 +1813,7 @@ void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp 
         cmp[i] = rng.below(2) ? before[i] : rand_val<T>(rng);
         target[i] = before[i];
         expect[i] = ref_apply<T>(op, before[i], opnd[i], cmp[i]);
-        memset(&result[i], 0xEE, sizeof(T));
+        mset(&result[i], 0xEE, sizeof(T));
     }
     AtomicArgs aa;
     aa.dest = b->addr();
@@ -1821,10 +1837,10 @@ void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp 
           to_string(c.status));
     CHECK(c.type == CompletionType::kAtomic, "type");
     for (size_t i = 0; i < count; i++) {
-        CHECK(memcmp(&target[i], &expect[i], sizeof(T)) == 0, "atomic %s %s kind %d elem %zu: target wrong",
+        CHECK(mcmp(&target[i], &expect[i], sizeof(T)) == 0, "atomic %s %s kind %d elem %zu: target wrong",
               to_string(op), to_string(type_of<T>()), int(kind), i);
         if (kind != wire::AtomicKind::kPlain)
-            CHECK(memcmp(&result[i], &before[i], sizeof(T)) == 0, "atomic %s %s elem %zu: fetched wrong",
+            CHECK(mcmp(&result[i], &before[i], sizeof(T)) == 0, "atomic %s %s elem %zu: fetched wrong",
                   to_string(op), to_string(type_of<T>()), i);
     }
     CHECK(reinterpret_cast<uint8_t*>(target + count) <= region + 4096, "layout");
@@ -1838,7 +1854,7 @@ void test_atomics(void** state)
     Ep* b = p.open(1);
     uint64_t t = op_timeout(state);
     alignas(64) static uint8_t region[4096];
-    memset(region, 0, sizeof region);
+    mset(region, 0, sizeof region);
     uint64_t key = 0;
     CHECK(p.mr[1]->add(region, sizeof region, kMrAccessAll, 0, &key) == 0, "mr add");
     Rng rng(mix(g_seed, 0xA7));
@@ -2125,7 +2141,7 @@ void test_protection(void** state)
             Completion c = take(p, a, ctx(k), t);
             CHECK(c.status == cs.want, "%s%s: status '%s', expected '%s'", cs.what, silent ? " (silent)" : "",
                   to_string(c.status), to_string(cs.want));
-            CHECK(memcmp(mem.data(), snapshot.data(), mem.size()) == 0, "%s: target memory changed", cs.what);
+            CHECK(mcmp(mem.data(), snapshot.data(), mem.size()) == 0, "%s: target memory changed", cs.what);
             if (cs.kind == 'r')
                 CHECK(dst == dst0, "%s: initiator buffer written by a refused read", cs.what);
             if (cs.kind == 'f' || cs.kind == 'c')
@@ -2150,7 +2166,7 @@ void test_protection(void** state)
     CHECK(a->ep->write(ra) == 0, "write");
     Completion c = take(p, a, ctx(900), t);
     CHECK_STATUS(c, OpStatus::kOk);
-    CHECK(memcmp(rw + 100, good.data(), good.size()) == 0, "good write");
+    CHECK(mcmp(rw + 100, good.data(), good.size()) == 0, "good write");
     ra.iov = &bi;
     ra.addr = A(ro);
     ra.key = kro;
@@ -2158,7 +2174,7 @@ void test_protection(void** state)
     CHECK(a->ep->read(ra) == 0, "read");
     c = take(p, a, ctx(901), t);
     CHECK_STATUS(c, OpStatus::kOk);
-    CHECK(memcmp(back.data(), ro, back.size()) == 0, "good read of read-only region");
+    CHECK(mcmp(back.data(), ro, back.size()) == 0, "good read of read-only region");
     // Removed region: its key is dead.
     CHECK(p.mr[1]->remove(krw) == 0, "remove");
     ra.iov = &gi;
@@ -2169,7 +2185,7 @@ void test_protection(void** state)
     CHECK(a->ep->write(ra) == 0, "write");
     c = take(p, a, ctx(902), t);
     CHECK_STATUS(c, OpStatus::kRemoteInvalidKey);
-    CHECK(memcmp(rw, before.data(), kLen) == 0, "write through a removed key changed memory");
+    CHECK(mcmp(rw, before.data(), kLen) == 0, "write through a removed key changed memory");
     p.mr[1]->remove(kro);
     p.mr[1]->remove(kwo);
     p.mr[1]->remove(kna);
@@ -2316,11 +2332,11 @@ std::string try_working(Pair& p, Ep* a, Ep* b, uint64_t timeout, uintptr_t c0, c
             }
         }
         Completion c;
-        if (!wait_ctx(b, ctx(c0), &c) || c.status != OpStatus::kOk || memcmp(r.data(), m.data(), len) != 0) {
+        if (!wait_ctx(b, ctx(c0), &c) || c.status != OpStatus::kOk || mcmp(r.data(), m.data(), len) != 0) {
             snprintf(err, sizeof err, "%s: receive of %zu B at b: %s", when, len, to_string(c.status));
             return err;
         }
-        if (!wait_ctx(a, ctx(c0 + 1), &c) || c.status != OpStatus::kOk || memcmp(r2.data(), m.data(), len) != 0) {
+        if (!wait_ctx(a, ctx(c0 + 1), &c) || c.status != OpStatus::kOk || mcmp(r2.data(), m.data(), len) != 0) {
             snprintf(err, sizeof err, "%s: receive of %zu B at a: %s", when, len, to_string(c.status));
             return err;
         }
@@ -2603,7 +2619,7 @@ void test_endpoint_close(void** state)
     for (const Completion& c : b2->sink.c) {
         CHECK_STATUS(c, OpStatus::kOk);
         int i = int(uintptr_t(c.context) - 200);
-        CHECK(memcmp(r2[i].data(), src[i].data(), kLen) == 0, "payload %d at the live endpoint", i);
+        CHECK(mcmp(r2[i].data(), src[i].data(), kLen) == 0, "payload %d at the live endpoint", i);
     }
     Ep* b1n = p.open(1, nullptr, b1_port);
     std::string err = try_working(p, a, b1n, op_timeout(state), 900, "endpoint reopened at the same port");
