@@ -56,7 +56,8 @@ void usage(const char* argv0, const char* what)
            " -p <provider>   provider name (default: dpdk)\n"
            " -d <domain>     domain name\n"
            " -e <ep_type>    endpoint type: rdm (the only one tested)\n"
-           " -E <port>       out-of-band TCP port (default: 47611)\n"
+           " -E <port>       out-of-band TCP port (default: 47611; server: 0 = any)\n"
+           " -O <file>       server: write the out-of-band port to <file> once listening\n"
            " -T <seconds>    longest wait for one completion (default: 10)\n"
            " -t <substring>  run only the subtests whose name contains it\n"
            " -v              verbose\n"
@@ -71,7 +72,7 @@ void usage(const char* argv0, const char* what)
 void parse_opts(int argc, char** argv, const char* what)
 {
     int c;
-    while ((c = getopt(argc, argv, "p:d:e:E:T:t:vh")) != -1) {
+    while ((c = getopt(argc, argv, "p:d:e:E:O:T:t:vh")) != -1) {
         switch (c) {
         case 'p':
             opts.prov = optarg;
@@ -87,6 +88,9 @@ void parse_opts(int argc, char** argv, const char* what)
             break;
         case 'E':
             opts.oob_port = atoi(optarg);
+            break;
+        case 'O':
+            opts.port_file = optarg;
             break;
         case 'T':
             opts.timeout_ms = atoi(optarg) * 1000;
@@ -295,6 +299,18 @@ void Oob::listen_accept(int port)
         die("OOB bind to TCP port %d: %s", port, strerror(errno));
     if (::listen(ls, 1) < 0)
         die("listen: %s", strerror(errno));
+    socklen_t sl = sizeof(sin);
+    getsockname(ls, reinterpret_cast<sockaddr*>(&sin), &sl);
+    port = ntohs(sin.sin_port);
+    if (opts.port_file) {
+        // Written whole under another name, then renamed: a reader never
+        // sees half a number.
+        std::string tmp = std::string(opts.port_file) + ".tmp";
+        FILE* f = fopen(tmp.c_str(), "w");
+        if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 ||
+            rename(tmp.c_str(), opts.port_file) != 0)
+            die("cannot write the OOB port to %s: %s", opts.port_file, strerror(errno));
+    }
     pollfd p{ls, POLLIN, 0};
     // The client may start a little later (the runner starts it second).
     int r = poll(&p, 1, 60000);
@@ -545,14 +561,17 @@ fid_domain* open_domain(fi_info* info)
 
 void teardown()
 {
-    if (fab.progress_cq)
-        fi_close(&fab.progress_cq->fid);
-    if (fab.domain)
-        fi_close(&fab.domain->fid);
-    if (fab.eq)
-        fi_close(&fab.eq->fid);
-    if (fab.fabric)
-        fi_close(&fab.fabric->fid);
+    // A failing close means something is still open: our leak or the
+    // provider's reference counting. Worth a line either way.
+    auto close = [](fid* f, const char* what) {
+        int ret = f ? fi_close(f) : 0;
+        if (ret)
+            log("teardown: fi_close(%s) = %d (%s)", what, ret, fi_strerror(-ret));
+    };
+    close(fab.progress_cq ? &fab.progress_cq->fid : nullptr, "progress cq");
+    close(fab.domain ? &fab.domain->fid : nullptr, "domain");
+    close(fab.eq ? &fab.eq->fid : nullptr, "eq");
+    close(fab.fabric ? &fab.fabric->fid : nullptr, "fabric");
     if (fab.info)
         fi_freeinfo(fab.info);
     fab = Fabric();
@@ -994,6 +1013,18 @@ RemoteMr describe(fid_mr* mr, void* buf, size_t len, int mr_mode)
     r.len = len;
     FT_REQUIRE(r.key != FI_KEY_NOTAVAIL, "fi_mr_key gave FI_KEY_NOTAVAIL");
     return r;
+}
+
+int MrGuard::close()
+{
+    int ret = 0;
+    if (mr_) {
+        ret = fi_close(&mr_->fid);
+        if (ret)
+            log("fi_close(mr) = %d (%s)", ret, fi_strerror(-ret));
+    }
+    mr_ = nullptr;
+    return ret;
 }
 
 void send_mr(const RemoteMr& r)

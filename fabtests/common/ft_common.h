@@ -45,7 +45,8 @@ struct Opts {
     const char* prov = "dpdk";    // -p: provider name
     const char* domain = nullptr; // -d: domain name
     const char* dst = nullptr;    // positional: server host (client mode)
-    int oob_port = 47611;         // -E: OOB TCP port
+    int oob_port = 47611;         // -E: OOB TCP port (server: 0 = any free one)
+    const char* port_file = nullptr;  // -O: the server writes its OOB port there
     int timeout_ms = 10000;       // -T <s>: longest wait for one event
     const char* only = nullptr;   // -t: run only subtests whose name contains this
     bool verbose = false;         // -v
@@ -128,6 +129,7 @@ uint64_t now_us();
 // keeps its engine going while it waits for the verdict request.
 class Oob {
 public:
+    // Listens (port 0: any), writes the port to opts.port_file if set, accepts.
     void listen_accept(int port);
     void connect_to(const char* host, int port);
     void close_fd();
@@ -340,6 +342,22 @@ struct RemoteMr {
 fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access,
                uint64_t requested_key = 0, int mr_mode = 0, fid_ep* ep = nullptr);
 RemoteMr describe(fid_mr* mr, void* buf, size_t len, int mr_mode);
+
+// Closes the region when the scope ends, also when a subtest is abandoned
+// (a leaked region keeps the domain busy: fi_close(domain) = -FI_EBUSY).
+class MrGuard {
+public:
+    explicit MrGuard(fid_mr* mr = nullptr) : mr_(mr) {}
+    MrGuard(const MrGuard&) = delete;
+    MrGuard& operator=(const MrGuard&) = delete;
+    ~MrGuard() { close(); }
+    void reset(fid_mr* mr) { close(); mr_ = mr; }
+    fid_mr* get() const { return mr_; }
+    int close();
+
+private:
+    fid_mr* mr_;
+};
 void send_mr(const RemoteMr& r);
 RemoteMr recv_mr();
 

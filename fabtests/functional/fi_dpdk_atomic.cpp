@@ -309,9 +309,9 @@ struct Combo {
 void serve(Ep& ep)
 {
     Buf region(kRegion);
-    fid_mr* mr = reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-                        kMrMode, ep.ep);
-    send_mr(describe(mr, region.data(), kRegion, kMrMode));
+    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+                      kMrMode, ep.ep));
+    send_mr(describe(mr.get(), region.data(), kRegion, kMrMode));
     for (;;) {
         std::vector<uint8_t> m = oob.recv(kMsgCheck);
         if (m.empty())
@@ -324,7 +324,7 @@ void serve(Ep& ep)
             oob.send(kMsgVerdict, region.data(), kRegion);
         }
     }
-    FT_CALL(fi_close(&mr->fid));
+    FT_CALL(mr.close());
 }
 
 struct Client {

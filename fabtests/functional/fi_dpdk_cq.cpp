@@ -619,9 +619,9 @@ void counters()
     Buf region(len), local(len);
     if (opts.server()) {
         fill(region.data(), len, 31);
-        fid_mr* mr = reg_mr(fab.domain, region.data(), len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-                            kMrMode, ep.ep);
-        send_mr(describe(mr, region.data(), len, kMrMode));
+        MrGuard mr(reg_mr(fab.domain, region.data(), len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+                          kMrMode, ep.ep));
+        send_mr(describe(mr.get(), region.data(), len, kMrMode));
         std::vector<fi_context2> rc(10);
         for (auto& c : rc)
             FT_POST(fi_recv(ep.ep, local.data(), 64, nullptr, FI_ADDR_UNSPEC, &c));
@@ -644,7 +644,6 @@ void counters()
                                             &rc[7], &rc[8], &rc[9]},
                          "receives");
         oob.barrier("counters done");
-        fi_close(&mr->fid);
     } else {
         RemoteMr rm = recv_mr();
         oob.recv(kMsgGo);

@@ -396,7 +396,9 @@ int main(int argc, char** argv)
             }
         }
         ep.close();
-        fi_close(&st.domain->fid);
+        int cret = fi_close(&st.domain->fid);
+        if (cret)
+            log("fi_close(%s domain) = %d (%s)", mode.name, cret, fi_strerror(-cret));
         fi_freeinfo(st.info);
         st.info = nullptr;
     }

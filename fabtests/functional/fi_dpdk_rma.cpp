@@ -64,9 +64,9 @@ void target(Ep& ep, bool expect_remote_data, uint64_t* remote_data_seen)
     Buf shadow(kRegion);
     fill(shadow.data(), kRegion, 1);
     const uint64_t key = mr_prov_key(g.mode.mr_mode) ? 0 : g_key_seq++;
-    fid_mr* mr = reg_mr(g.domain, region, kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, key,
-                        g.mode.mr_mode, ep.ep);
-    RemoteMr rm = describe(mr, region, kRegion, g.mode.mr_mode);
+    MrGuard mr(reg_mr(g.domain, region, kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, key,
+                      g.mode.mr_mode, ep.ep));
+    RemoteMr rm = describe(mr.get(), region, kRegion, g.mode.mr_mode);
     if (!mr_prov_key(g.mode.mr_mode))
         FT_CHECK(rm.key == key, "fi_mr_key = 0x%" PRIx64 ", requested 0x%" PRIx64, rm.key, key);
     send_mr(rm);
@@ -136,7 +136,7 @@ void target(Ep& ep, bool expect_remote_data, uint64_t* remote_data_seen)
     if (expect_remote_data)
         vlog("%zu remote CQ data completions", remote_cq);
     oob.send_u64(kMsgData, remote_cq);
-    FT_CALL(fi_close(&mr->fid));
+    FT_CALL(mr.close());
 }
 
 // Client side helpers.
@@ -582,7 +582,9 @@ int main(int argc, char** argv)
         run((prefix + "inject-complete").c_str(), inject_complete);
         run((prefix + "writedata").c_str(), writedata);
         run((prefix + "delivery-complete").c_str(), delivery_complete_default);
-        fi_close(&g.domain->fid);
+        int cret = fi_close(&g.domain->fid);
+        if (cret)
+            log("fi_close(%s domain) = %d (%s)", m.name, cret, fi_strerror(-cret));
         g.domain = nullptr;
         if (g.info)
             fi_freeinfo(g.info);

@@ -1,0 +1,241 @@
+#!/bin/bash
+# Runs the dpdk provider's functional tests (fabtests/functional/fi_dpdk_*)
+# and libfabric-bin's fi_pingpong as server/client process pairs, over the
+# default device (af_packet on lo, no FI_DPDK_* variable set: the zero-config
+# path) and over memif (FI_DPDK_DEVICE=memif:<socket>).
+#
+# One pair at a time (two busy-polling processes already fill a 2-core
+# machine), each process under a timeout. Prints PASS/FAIL per pair with its
+# time; exits 1 if any pair failed, 77 (automake's SKIP) if the provider or
+# the test programs are missing.
+#
+# Usage: fabtests/run_tests.sh [-b builddir] [-t filter] [-d devices]
+#                              [-T seconds] [-l logdir] [-k]
+#   -b  build tree holding .libs/libdpdk-fi.so and fabtests/functional/
+#       (default: $FT_BUILDDIR, else the current directory if it holds the
+#       provider, else the directory above this script)
+#   -t  run only the pairs whose name contains this (e.g. rma, pingpong)
+#   -d  devices to run on, comma separated: default,memif (default: both)
+#   -T  timeout of each process in seconds (default: 60)
+#   -l  where the logs go (default: a fresh directory under ${TMPDIR:-/tmp})
+#   -k  keep the logs of passing pairs too
+#
+# Environment: FT_BUILDDIR (the build tree, as -b; `make check` sets it to
+# $(abs_top_builddir)); FT_EAL_ERRORS=warn turns "EAL: Error" lines on a
+# process's stderr (see fabtests/BUGS.md) from a failure into a warning.
+
+# automake runs .sh tests with $(SHELL), which may be dash.
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -n "${FT_BUILDDIR:-}" ]; then
+    builddir=$FT_BUILDDIR
+elif [ -e "$(pwd)/.libs/libdpdk-fi.so" ]; then
+    builddir=$(pwd)  # the top build directory, where make check runs us
+else
+    builddir=$(cd "$here/.." && pwd)
+fi
+filter=
+devices=default,memif
+tmo=60
+logdir=
+keep=0
+while getopts "b:t:d:T:l:kh" opt; do
+    case $opt in
+    b) builddir=$(cd "$OPTARG" && pwd) ;;
+    t) filter=$OPTARG ;;
+    d) devices=$OPTARG ;;
+    T) tmo=$OPTARG ;;
+    l) logdir=$OPTARG ;;
+    k) keep=1 ;;
+    *) sed -n '2,28p' "$0"; exit 2 ;;
+    esac
+done
+
+bindir=$builddir/fabtests/functional
+if [ ! -e "$builddir/.libs/libdpdk-fi.so" ]; then
+    echo "SKIP: $builddir/.libs/libdpdk-fi.so not built"
+    exit 77
+fi
+# The just-built provider, and nothing of the caller's choosing: the
+# default-device runs are the zero-config path.
+export FI_PROVIDER_PATH=$builddir/.libs
+unset FI_PROVIDER
+for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+
+if [ -z "$logdir" ]; then
+    logdir=$(mktemp -d "${TMPDIR:-/tmp}/fabtests.XXXXXX")
+fi
+mkdir -p "$logdir"
+
+tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection"
+pass=0
+fail=0
+failed=()
+t_all=$(date +%s.%N)
+
+elapsed() {  # start -> seconds with 2 decimals
+    awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
+}
+
+# A TCP port nobody listens on, below the ephemeral range (fi_pingpong's
+# control port; our own tests let the server pick and tell us).
+pick_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 12000))
+        if ! ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then
+            echo "$p"
+            return
+        fi
+    done
+    echo $((20000 + RANDOM % 12000))
+}
+
+# check_logs <log>...: fails on "EAL: Error" lines unless FT_EAL_ERRORS=warn.
+eal_errors() {
+    grep -h "EAL: Error" "$@" 2>/dev/null | sort | uniq -c | sed 's/^ */    /'
+}
+
+# report <name> <device> <rc> <start> <server log> <client log>
+report() {
+    local name=$1 dev=$2 rc=$3 start=$4 slog=$5 clog=$6 t
+    t=$(elapsed "$start")
+    local eal
+    eal=$(eal_errors "$slog" "$clog")
+    if [ "$rc" = 0 ] && [ -n "$eal" ]; then
+        if [ "${FT_EAL_ERRORS:-fail}" = warn ]; then
+            echo "WARN $dev/$name: EAL errors on stderr:"
+            echo "$eal"
+        else
+            echo "     $dev/$name: EAL errors on stderr (FT_EAL_ERRORS=warn to ignore):"
+            echo "$eal"
+            rc=1
+        fi
+    fi
+    if [ "$rc" = 0 ]; then
+        printf "PASS %-28s %-8s %6ss\n" "$name" "$dev" "$t"
+        pass=$((pass + 1))
+        [ "$keep" = 1 ] || rm -f "$slog" "$clog"
+    else
+        printf "FAIL %-28s %-8s %6ss   (logs: %s %s)\n" "$name" "$dev" "$t" "$slog" "$clog"
+        fail=$((fail + 1))
+        failed+=("$dev/$name")
+        # The failing subtests and their reasons, from both sides.
+        grep -h -E '^\[(server|client)\] (FAIL|.*: (check|requirement) failed|.*timeout|OOB)' \
+            "$slog" "$clog" 2>/dev/null | head -40 | sed 's/^/    /'
+        tail -n 3 "$slog" "$clog" 2>/dev/null | grep -v '^$' | sed 's/^/    | /'
+    fi
+}
+
+# dev_env <device> <name>: the environment of both processes of a pair.
+dev_env() {
+    case $1 in
+    default) echo "" ;;
+    memif) echo "FI_DPDK_DEVICE=memif:$logdir/$2.memif.sock" ;;
+    *) echo "unknown device $1" >&2; exit 2 ;;
+    esac
+}
+
+# run_test <binary> <device>
+run_test() {
+    local name=$1 dev=$2 bin=$bindir/$1
+    local slog=$logdir/$dev.$name.server.log clog=$logdir/$dev.$name.client.log
+    local pfile=$logdir/$dev.$name.port env start rc src crc port
+    env=$(dev_env "$dev" "$name")
+    rm -f "$pfile" "$logdir/$name.memif.sock"
+    start=$(date +%s.%N)
+    # The server opens its domain (the memif server side) before it
+    # listens; the client starts once the port file says it listens.
+    env $env timeout -k 5 "$tmo" "$bin" -E 0 -O "$pfile" >"$slog" 2>&1 &
+    local spid=$!
+    for _ in $(seq 1 $((tmo * 10))); do
+        [ -s "$pfile" ] && break
+        kill -0 $spid 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ ! -s "$pfile" ]; then
+        wait $spid
+        echo "[runner] the server never listened" >>"$slog"
+        report "$name" "$dev" 1 "$start" "$slog" "$clog"
+        return
+    fi
+    port=$(cat "$pfile")
+    env $env timeout -k 5 "$tmo" "$bin" -E "$port" 127.0.0.1 >"$clog" 2>&1
+    crc=$?
+    wait $spid
+    src=$?
+    [ $crc = 124 ] && echo "[runner] client killed after ${tmo}s" >>"$clog"
+    [ $src = 124 ] && echo "[runner] server killed after ${tmo}s" >>"$slog"
+    rc=0
+    { [ $src = 0 ] && [ $crc = 0 ]; } || rc=1
+    rm -f "$pfile"
+    report "$name" "$dev" $rc "$start" "$slog" "$clog"
+}
+
+# run_pingpong <device>: fi_pingpong -p dpdk -e rdm, every size up to (and
+# past) 1 MiB, with its data checks (-c) and debug output (-v) on.
+run_pingpong() {
+    local dev=$1 name=fi_pingpong
+    local slog=$logdir/$dev.$name.server.log clog=$logdir/$dev.$name.client.log
+    local env start port src crc rc
+    env=$(dev_env "$dev" "$name")
+    rm -f "$logdir/$name.memif.sock"
+    port=$(pick_port)
+    start=$(date +%s.%N)
+    env $env timeout -k 5 "$tmo" fi_pingpong -p dpdk -e rdm -S all -I 10 -c -B "$port" \
+        >"$slog" 2>&1 &
+    local spid=$!
+    # fi_pingpong's client gives up at once if nobody listens yet.
+    for _ in $(seq 1 100); do
+        ss -Htln "sport = :$port" 2>/dev/null | grep -q . && break
+        kill -0 $spid 2>/dev/null || break
+        sleep 0.1
+    done
+    env $env timeout -k 5 "$tmo" fi_pingpong -p dpdk -e rdm -S all -I 10 -c -P "$port" \
+        127.0.0.1 >"$clog" 2>&1
+    crc=$?
+    wait $spid
+    src=$?
+    rc=0
+    { [ $src = 0 ] && [ $crc = 0 ]; } || rc=1
+    # It must really have gone up to 1 MiB with the checks on.
+    if [ $rc = 0 ] && ! grep -Eq '^1m +10 +=10' "$clog"; then
+        echo "[runner] no 1m line in the client's output" >>"$clog"
+        rc=1
+    fi
+    if [ $rc = 0 ]; then
+        # Latency of 1 byte and bandwidth at 1 MiB, for the record.
+        awk -v d="$dev" '$1 == "1" || $1 == "1m" { printf "     %s fi_pingpong %-3s: %8s usec/xfer %8s MB/s\n", d, $1, $7, $6 }' \
+            "$clog"
+    fi
+    report "$name" "$dev" $rc "$start" "$slog" "$clog"
+}
+
+command -v fi_pingpong >/dev/null || echo "note: fi_pingpong not found (libfabric-bin): skipped"
+for dev in ${devices//,/ }; do
+    for t in $tests; do
+        [ -n "$filter" ] && [[ $t != *"$filter"* ]] && continue
+        if [ ! -x "$bindir/$t" ]; then
+            echo "FAIL $t: $bindir/$t not built (make check builds it)"
+            fail=$((fail + 1))
+            failed+=("$dev/$t")
+            continue
+        fi
+        run_test "$t" "$dev"
+    done
+    if [ -z "$filter" ] || [[ fi_pingpong == *"$filter"* ]]; then
+        command -v fi_pingpong >/dev/null && run_pingpong "$dev"
+    fi
+done
+
+echo "----"
+echo "$pass passed, $fail failed in $(elapsed "$t_all")s (logs: $logdir)"
+for f in "${failed[@]+"${failed[@]}"}"; do
+    echo "  failed: $f"
+done
+if [ "$fail" = 0 ] && [ "$keep" = 0 ]; then
+    rm -rf "$logdir"
+fi
+[ "$fail" = 0 ]
