@@ -51,6 +51,29 @@ CompletionType completion_type(TxOp::Kind k)
     return CompletionType::kSend;
 }
 
+// Walks the iov range [offset, offset + len), clipped to the iov capacity,
+// calling fn(iov byte pointer, bytes done so far, chunk). Returns bytes done.
+template <typename Fn>
+uint64_t walk_iov(const iovec* iov, size_t n, uint64_t offset, uint64_t len, Fn fn)
+{
+    uint64_t done = 0;
+    for (size_t i = 0; i < n && done < len; i++) {
+        if (offset >= iov[i].iov_len) {
+            offset -= iov[i].iov_len;
+            continue;
+        }
+        uint64_t chunk = iov[i].iov_len - offset;
+        if (chunk > len - done)
+            chunk = len - done;
+        fn(static_cast<uint8_t*>(iov[i].iov_base) + offset, done, chunk);
+        done += chunk;
+        offset = 0;
+    }
+    return done;
+}
+
+} // namespace
+
 int check_iov(const iovec* iov, size_t n)
 {
     if (n > kMaxIov || (n && !iov))
@@ -60,8 +83,6 @@ int check_iov(const iovec* iov, size_t n)
             return -EINVAL;
     return 0;
 }
-
-} // namespace
 
 uint64_t iov_total(const iovec* iov, size_t n)
 {
@@ -74,39 +95,17 @@ uint64_t iov_total(const iovec* iov, size_t n)
 uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len)
 {
     const auto* from = static_cast<const uint8_t*>(src);
-    uint64_t done = 0;
-    for (size_t i = 0; i < n && done < len; i++) {
-        if (offset >= iov[i].iov_len) {
-            offset -= iov[i].iov_len;
-            continue;
-        }
-        uint64_t chunk = iov[i].iov_len - offset;
-        if (chunk > len - done)
-            chunk = len - done;
-        memcpy(static_cast<uint8_t*>(iov[i].iov_base) + offset, from + done, chunk);
-        done += chunk;
-        offset = 0;
-    }
-    return done;
+    return walk_iov(iov, n, offset, len, [from](uint8_t* p, uint64_t done, uint64_t chunk) {
+        memcpy(p, from + done, chunk);
+    });
 }
 
 uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len)
 {
     auto* to = static_cast<uint8_t*>(dst);
-    uint64_t done = 0;
-    for (size_t i = 0; i < n && done < len; i++) {
-        if (offset >= iov[i].iov_len) {
-            offset -= iov[i].iov_len;
-            continue;
-        }
-        uint64_t chunk = iov[i].iov_len - offset;
-        if (chunk > len - done)
-            chunk = len - done;
-        memcpy(to + done, static_cast<const uint8_t*>(iov[i].iov_base) + offset, chunk);
-        done += chunk;
-        offset = 0;
-    }
-    return done;
+    return walk_iov(iov, n, offset, len, [to](const uint8_t* p, uint64_t done, uint64_t chunk) {
+        memcpy(to + done, p, chunk);
+    });
 }
 
 EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a)

@@ -163,11 +163,26 @@ void EngineImpl::transmit(rte_mbuf* m, const Address& dst)
     port->tx(m);
 }
 
-void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p)
+wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wire::PacketType type, uint16_t flags,
+                                               uint32_t payload_len, rte_mbuf** out)
 {
     rte_mbuf* m = port->alloc();
     if (!m)
-        return;
+        return nullptr;
+    size_t hlen = sizeof(wire::TransportHeader) + wire::extension_len(type);
+    size_t frame_len = wire::kL2L3L4Len + hlen + payload_len;
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    m->data_len = static_cast<uint16_t>(frame_len);
+    m->pkt_len = static_cast<uint32_t>(frame_len);
+    wire::write_l2l3l4(f, fa, hlen + payload_len);
+    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
+    wire::init_transport_header(th, type, flags, static_cast<uint16_t>(payload_len));
+    *out = m;
+    return th;
+}
+
+void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p)
+{
     wire::FrameAddress fa;
     memcpy(fa.src_mac, port->mac().addr_bytes, 6);
     memcpy(fa.dst_mac, p.src_mac, 6);
@@ -175,13 +190,10 @@ void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket
     fa.dst_ip_be = p.src_ip_be;
     fa.src_port = ep->addr.port;
     fa.dst_port = p.src_port;
-    size_t frame_len = wire::kL2L3L4Len + sizeof(wire::TransportHeader);
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    m->data_len = static_cast<uint16_t>(frame_len);
-    m->pkt_len = static_cast<uint32_t>(frame_len);
-    wire::write_l2l3l4(f, fa, sizeof(wire::TransportHeader));
-    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
-    wire::init_transport_header(th, wire::PacketType::kReset, 0, 0);
+    rte_mbuf* m;
+    wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, 0, 0, &m);
+    if (!th)
+        return;
     th->ack_stream_id.set(p.th->stream_id.get());
     wire::seal(th);
     ep->st.resets_sent++;

@@ -317,6 +317,7 @@ class EndpointImpl : public Endpoint {
     Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_atomic_req(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_atomic_resp(Session* s, const wire::ParsedPacket& p);
+    TxOp* waiting_request(Session* s, const wire::RespExt* x, TxOp::Kind kind);
     // Receive messages from a stream that ended (peer reset or timeout).
     void abandon_rx(Session* s, OpStatus why);
 
@@ -371,6 +372,11 @@ class EngineImpl {
     void kick(Session* s);
     void handle_frame(rte_mbuf* m, uint64_t now);
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
+    // Allocates an mbuf and writes Ethernet/IPv4/UDP and an initialised
+    // transport header for a `type` packet with `payload_len` bytes of
+    // payload to follow the header. nullptr when the pool is empty.
+    wire::TransportHeader* start_frame(const wire::FrameAddress& fa, wire::PacketType type, uint16_t flags,
+                                       uint32_t payload_len, rte_mbuf** out);
     bool fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now);
 };
 
@@ -394,6 +400,8 @@ bool session_busy(const Session* s);
 size_t max_payload(const EngineImpl* e, wire::PacketType t);
 
 // ---- iov helpers (endpoint.cpp)
+// -EINVAL when n > kMaxIov, or a null array or buffer with a length.
+int check_iov(const iovec* iov, size_t n);
 uint64_t iov_total(const iovec* iov, size_t n);
 // Copies len bytes from src into the iov range starting at offset, clipped
 // to the iov capacity. Returns bytes copied.

@@ -25,16 +25,6 @@ OpStatus op_status(wire::WireStatus s)
     return OpStatus::kProtocolError;
 }
 
-int check_local_iov(const iovec* iov, size_t n)
-{
-    if (n > kMaxIov || (n && !iov))
-        return -EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (iov[i].iov_len && !iov[i].iov_base)
-            return -EINVAL;
-    return 0;
-}
-
 // Access a remote atomic needs at the target.
 uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
 {
@@ -53,7 +43,7 @@ uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
 int Endpoint::write(const RmaArgs& a)
 {
     EndpointImpl* ep = impl(this);
-    if (int rc = check_local_iov(a.iov, a.iov_count))
+    if (int rc = check_iov(a.iov, a.iov_count))
         return rc;
     uint64_t len = iov_total(a.iov, a.iov_count);
     if (len > kMaxMessageSize)
@@ -82,7 +72,7 @@ int Endpoint::write(const RmaArgs& a)
 int Endpoint::read(const RmaArgs& a)
 {
     EndpointImpl* ep = impl(this);
-    if (int rc = check_local_iov(a.iov, a.iov_count))
+    if (int rc = check_iov(a.iov, a.iov_count))
         return rc;
     uint64_t len = iov_total(a.iov, a.iov_count);
     if (len > kMaxMessageSize)
@@ -253,13 +243,22 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
     return Delivery::kDone;
 }
 
+// The request a response answers: ours, of the expected kind, on this
+// session, still waiting. nullptr for anything else (counted by the caller).
+TxOp* EndpointImpl::waiting_request(Session* s, const wire::RespExt* x, TxOp::Kind kind)
+{
+    TxOp* op = op_by_id(x->op_id.get());
+    if (!op || op->kind != kind || op->session != s || op->response_done)
+        return nullptr;
+    return op;
+}
+
 Delivery EndpointImpl::deliver_read_resp(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
-    TxOp* op = op_by_id(x->op_id.get());
+    TxOp* op = waiting_request(s, x, TxOp::Kind::kRead);
     uint64_t offset = x->offset.get();
-    if (!op || op->kind != TxOp::Kind::kRead || op->session != s || op->response_done ||
-        offset != op->received || offset + p.payload_len > op->message_len) {
+    if (!op || offset != op->received || p.payload_len > op->message_len - offset) {
         st.protocol_errors++;
         return Delivery::kDone;
     }
@@ -280,8 +279,8 @@ Delivery EndpointImpl::deliver_read_resp(Session* s, const wire::ParsedPacket& p
 Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
-    TxOp* op = op_by_id(x->op_id.get());
-    if (!op || op->kind != TxOp::Kind::kWrite || op->session != s || op->response_done) {
+    TxOp* op = waiting_request(s, x, TxOp::Kind::kWrite);
+    if (!op) {
         st.protocol_errors++;
         return Delivery::kDone;
     }
@@ -333,8 +332,8 @@ Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& 
 Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
-    TxOp* op = op_by_id(x->op_id.get());
-    if (!op || op->kind != TxOp::Kind::kAtomic || op->session != s || op->response_done) {
+    TxOp* op = waiting_request(s, x, TxOp::Kind::kAtomic);
+    if (!op) {
         st.protocol_errors++;
         return Delivery::kDone;
     }

@@ -174,29 +174,23 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     wire::FrameAddress fa;
     if (!e->fill_frame_address(s, &fa, now))
         return false;
-    rte_mbuf* m = e->port->alloc();
-    if (!m)
-        return false;
     auto type = static_cast<wire::PacketType>(ip.type);
-    size_t hlen = sizeof(wire::TransportHeader) + wire::extension_len(type);
-    size_t frame_len = wire::kL2L3L4Len + hlen + ip.len;
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    m->data_len = static_cast<uint16_t>(frame_len);
-    m->pkt_len = static_cast<uint32_t>(frame_len);
-    wire::write_l2l3l4(f, fa, hlen + ip.len);
-    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
     uint16_t flags = ip.flags;
     if (!s->stream_acked)
         flags |= wire::kFlagStreamStart;
     if (retransmit)
         flags |= wire::kFlagAckRequest;
-    wire::init_transport_header(th, type, flags, static_cast<uint16_t>(ip.len));
+    rte_mbuf* m;
+    wire::TransportHeader* th = e->start_frame(fa, type, flags, ip.len, &m);
+    if (!th)
+        return false;
     th->stream_id.set(s->tx_stream);
     th->psn.set(psn);
     fill_ack_fields(s, th, now);
     fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
     if (ip.len)
-        copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset, f + wire::kL2L3L4Len + hlen, ip.len);
+        copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
+                      reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
     wire::seal(th);
     e->transmit(m, s->peer);
     ip.sent_us = now;
@@ -405,16 +399,10 @@ void session_send_ack(Session* s, uint64_t now, uint16_t flags)
     wire::FrameAddress fa;
     if (!e->fill_frame_address(s, &fa, now))
         return;
-    rte_mbuf* m = e->port->alloc();
-    if (!m)
+    rte_mbuf* m;
+    wire::TransportHeader* th = e->start_frame(fa, wire::PacketType::kAck, flags, 0, &m);
+    if (!th)
         return;
-    size_t frame_len = wire::kL2L3L4Len + sizeof(wire::TransportHeader);
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    m->data_len = static_cast<uint16_t>(frame_len);
-    m->pkt_len = static_cast<uint32_t>(frame_len);
-    wire::write_l2l3l4(f, fa, sizeof(wire::TransportHeader));
-    auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
-    wire::init_transport_header(th, wire::PacketType::kAck, flags, 0);
     th->stream_id.set(s->tx_stream);
     fill_ack_fields(s, th, now);
     wire::seal(th);
