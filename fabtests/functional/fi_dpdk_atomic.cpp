@@ -746,11 +746,15 @@ void inject_complete()
     m.op = FI_SUM;
     m.context = &ctx;
     FT_POST(fi_atomicmsg(ep.ep, &m, FI_COMPLETION | FI_INJECT_COMPLETE));
+    v = 77;  // FI_INJECT_COMPLETE: the operand buffer may be reused now
     ep.tx.expect(&ctx, "fi_atomicmsg FI_INJECT_COMPLETE", 3000);
-    std::vector<uint8_t> snap = cl.snapshot();
-    uint64_t got = 0;
-    memcpy(&got, snap.data(), 8);
-    FT_CHECK(got == 5, "target %" PRIu64 ", expected 5", got);
+    // The completion says nothing about the target yet: a fetch behind it
+    // (atomics to one peer are ordered, FI_ORDER_ATOMIC_RAW) sees the sum.
+    uint64_t got = 0, zero = 0;
+    FT_POST(fi_fetch_atomic(ep.ep, &zero, 1, nullptr, &got, nullptr, ep.peer, cl.rm.addr, cl.rm.key,
+                            FI_UINT64, FI_SUM, &ctx));
+    ep.tx.expect(&ctx, "fetch after the FI_INJECT_COMPLETE atomic");
+    FT_CHECK(got == 5, "target %" PRIu64 " after SUM 5 with FI_INJECT_COMPLETE, expected 5", got);
     cl.done();
 }
 

@@ -493,7 +493,11 @@ void wait_fd()
         uint64_t dc = cpu_us() - c0;
         log("idle FI_WAIT_FD second: %u wake-ups, %" PRIu64 " ms CPU", wakeups, dc / 1000);
         FT_CHECK(dc < 200000, "waiting on the FI_WAIT_FD fd spins: %" PRIu64 " ms CPU in 1 s", dc / 1000);
-        FT_CHECK(wakeups < 1000, "the fd woke us %u times in an idle second", wakeups);
+        // A device without a receive fd (memif) needs a poll timer; the
+        // provider's backs off to 1 ms (~1000 wake-ups a second, ~2% CPU).
+        // What must not happen is the 20 us spin of BUGS.md #2 (16466
+        // wake-ups, 469 ms CPU).
+        FT_CHECK(wakeups < 2000, "the fd woke us %u times in an idle second", wakeups);
 
         // A completion 300 ms after "go".
         uint8_t buf[64];
