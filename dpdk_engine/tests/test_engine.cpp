@@ -961,6 +961,50 @@ void test_stream_small_mtu(void** state)
         state, "stream_mtu576", [](EngineConfig& c) { c.port.mtu = 576; }, faulty(state) ? 200 : 300, 150);
 }
 
+void test_stream_eager_limits(void** state)
+{
+    // Everything through the rendezvous (even empty messages)...
+    stream_variant(
+        state, "stream_eager0", [](EngineConfig& c) { c.eager_limit = 0; }, faulty(state) ? 150 : 250, 100);
+    // ...and eager messages of up to 1 MiB (hundreds of packets into hidden
+    // buffers when unexpected).
+    stream_variant(
+        state, "stream_eager1M", [](EngineConfig& c) { c.eager_limit = 1u << 20; }, faulty(state) ? 150 : 250, 100);
+    // ...and 16 MiB eager messages: one unexpected message is larger than
+    // the whole hidden-buffer allowance (a quarter of the mbuf pool), so the
+    // receiver stalls mid-message until its receive is posted.
+    stream_variant(
+        state, "stream_eager16M", [](EngineConfig& c) { c.eager_limit = 16u << 20; }, faulty(state) ? 100 : 150,
+        50);
+}
+
+// A receiver not ready (hidden buffers full) for longer than the peer
+// timeout: the sender keeps retrying, nothing fails, and the message
+// completes once the receive is posted.
+void test_rnr_longer_than_timeout(void** state)
+{
+    auto* st = static_cast<State*>(*state);
+    st->pair.reset(new Pair(st->mode, [](EngineConfig& c) {
+        c.eager_limit = 16u << 20;
+        c.peer_timeout_ms = 300;
+    }));
+    Pair& p = *st->pair;
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    std::vector<uint8_t> m = payload(16u << 20, 0x5252), r(16u << 20);
+    CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
+    p.run_for(1000);
+    CHECK(a->sink.c.empty(), "send finished (%s) although the receiver never posted",
+          a->sink.c.empty() ? "" : to_string(a->sink.c[0].status));
+    CHECK(b->ep->stats().rnr_stalls > 0, "no receiver-not-ready stall");
+    CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
+    Completion c = take(p, b, ctx(2), op_timeout(state));
+    CHECK_STATUS(c, OpStatus::kOk);
+    CHECK(c.len == m.size() && mcmp(r.data(), m.data(), m.size()) == 0, "payload");
+    c = take(p, a, ctx(1), op_timeout(state));
+    CHECK_STATUS(c, OpStatus::kOk);
+}
+
 // ---------------------------------------------------------------------------
 // Unexpected messages, eager and rendezvous, matched in an order other than
 // their arrival (tagged), and untagged in arrival order.
@@ -2667,6 +2711,8 @@ const Entry kTests[] = {
     {"stream_tight", test_stream_tight, kClean | kLossy},
     {"stream_jumbo", test_stream_jumbo, kClean | kLossy},
     {"stream_small_mtu", test_stream_small_mtu, kClean | kLossy},
+    {"stream_eager_limits", test_stream_eager_limits, kClean | kLossy},
+    {"rnr_longer_than_timeout", test_rnr_longer_than_timeout, kClean | kLossy},
     {"unexpected", test_unexpected, kClean | kLossy},
     {"directed_and_masks", test_directed_and_masks, kClean | kLossy},
     {"peek_claim_discard", test_peek_claim_discard, kClean | kLossy},
