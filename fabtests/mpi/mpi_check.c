@@ -25,6 +25,7 @@
  *          -l        list tests                 -m N    largest message (8388608)
  *          -w S      watchdog seconds per test (120; 0 = off)
  *          -T        also run the MPI_THREAD_MULTIPLE test (threads)
+ *          p2p_flood (unexpected-message flood) runs only when named with -t
  *          -A        also single-element MAX/MIN/BOR/BXOR one-sided atomics (needs
  *                    --mca osc_rdma_acc_use_amo false with Open MPI 4.1, see all_ops)
  *          -C        also int64 Compare_and_swap on the caller's own rank (see self_cas)
@@ -771,6 +772,57 @@ static void test_p2p_many(void)
 	free(st);
 	free(idx);
 	free(st1);
+}
+
+/* Flood of unexpected messages (opt-in, BUGS.md): every other rank Isends
+ * 6000 messages of 8 B, then 600 of 16 KiB (eager at the provider's default
+ * limit) to rank 0 with tags 0..N-1; after a barrier rank 0 receives each
+ * sender's LAST tag first, then the rest in order.  Legal MPI: by the progress
+ * rule the last send and its posted receive must complete, however many
+ * earlier messages wait unexpected.  A provider that parks unexpected eager
+ * data in a bounded pool and delivers in order can deadlock here. */
+static void test_p2p_flood(void)
+{
+	static const struct {
+		int n;
+		size_t size;
+	} phases[] = {{6000, 8}, {600, 16384}};
+
+	for (size_t ph = 0; ph < sizeof(phases) / sizeof(phases[0]); ph++) {
+		int n = phases[ph].n;
+		size_t s = phases[ph].size;
+		if (rank != 0) {
+			uint8_t *b = xmalloc((size_t)n * s);
+			MPI_Request *q = xmalloc(sizeof(*q) * n);
+			for (int i = 0; i < n; i++) {
+				fill(b + (size_t)i * s, s, mkseed(rank, i, s, (int)ph));
+				MPI_OK(MPI_Isend(b + (size_t)i * s, (int)s, MPI_BYTE, 0, i, MPI_COMM_WORLD, &q[i]));
+			}
+			MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+			MPI_OK(MPI_Waitall(n, q, MPI_STATUSES_IGNORE));
+			free(b);
+			free(q);
+		} else {
+			uint8_t *rb = xmalloc(s + GUARD);
+			MPI_Status st;
+			MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+			usleep(100000); /* let the flood arrive */
+			for (int p = 1; p < nprocs; p++) {
+				memset(rb, GUARD_BYTE, s + GUARD);
+				MPI_OK(MPI_Recv(rb, (int)s, MPI_BYTE, p, n - 1, MPI_COMM_WORLD, &st));
+				check_status(&st, p, n - 1, s, "flood: last message first");
+				CHECK_DATA(rb, s, mkseed(p, n - 1, s, (int)ph), "flood %d x %zu B from %d: last first",
+					   n, s, p);
+			}
+			for (int p = 1; p < nprocs; p++)
+				for (int i = 0; i < n - 1; i++) {
+					MPI_OK(MPI_Recv(rb, (int)s, MPI_BYTE, p, i, MPI_COMM_WORLD, &st));
+					CHECK_DATA(rb, s, mkseed(p, i, s, (int)ph), "flood %d x %zu B from %d: message %d",
+						   n, s, p, i);
+				}
+			free(rb);
+		}
+	}
 }
 
 /* Probe, Iprobe, Mprobe/Mrecv, Improbe/Imrecv, with eager and rendezvous sizes. */
@@ -2024,6 +2076,7 @@ static const struct test tests[] = {
 	{"rma_allocate", test_rma_allocate, 0},
 	{"rma_dynamic", test_rma_dynamic, 0},
 	{"threads", test_threads, 1},
+	{"p2p_flood", test_p2p_flood, 1},
 };
 #define NTESTS (sizeof(tests) / sizeof(tests[0]))
 
@@ -2106,7 +2159,10 @@ int main(int argc, char **argv)
 	if (list) {
 		if (rank == 0)
 			for (size_t i = 0; i < NTESTS; i++)
-				printf("%s%s\n", tests[i].name, tests[i].optional ? " (with -T)" : "");
+				printf("%s%s\n", tests[i].name,
+				       !tests[i].optional ? ""
+				       : !strcmp(tests[i].name, "threads") ? " (with -T)"
+									    : " (only with -t)");
 		MPI_Finalize();
 		return 0;
 	}
