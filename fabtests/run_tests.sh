@@ -49,7 +49,7 @@ while getopts "b:t:d:T:l:kh" opt; do
     T) tmo=$OPTARG ;;
     l) logdir=$OPTARG ;;
     k) keep=1 ;;
-    *) sed -n '2,28p' "$0"; exit 2 ;;
+    *) sed -n '2,26p' "$0"; exit 2 ;;
     esac
 done
 

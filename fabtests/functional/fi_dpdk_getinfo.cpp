@@ -292,6 +292,10 @@ void fabtests_defaults()
     getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
     check_native(r, "fabtests defaults");
     check_common(r.ours[0], h, "fabtests defaults");
+    // FI_THREAD_DOMAIN comes back exactly when asked: an application that
+    // says nothing may use the domain from several threads.
+    FT_CHECK(r.ours[0]->domain_attr->threading != FI_THREAD_DOMAIN,
+             "no threading hint, FI_THREAD_DOMAIN returned");
     fi_freeinfo(h);
 }
 
