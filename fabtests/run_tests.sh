@@ -67,7 +67,7 @@ for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 if [ -z "$logdir" ]; then
     logdir=$(mktemp -d "${TMPDIR:-/tmp}/fabtests.XXXXXX")
 fi
-mkdir -p "$logdir"
+mkdir -p "$logdir" || { echo "cannot create the log directory $logdir"; exit 2; }
 
 tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection"
 pass=0
