@@ -75,6 +75,17 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
     }
     cfg->port.mtu = static_cast<uint16_t>(mtu);
     cfg->eager_limit = eager;
+    if (const char* s = getenv("FI_DPDK_UNEXPECTED_BYTES")) {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 0);
+        if (errno || !*s || *end || *s == '-') {
+            if (bad)
+                *bad = "FI_DPDK_UNEXPECTED_BYTES";
+            return -EINVAL;
+        }
+        cfg->unexpected_bytes = v;
+    }
     if (const char* s = getenv("FI_DPDK_DEVICE"))
         cfg->port.device = s;
     if (const char* s = getenv("FI_DPDK_IFACE"))

@@ -125,13 +125,7 @@ EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a)
         recv_pool[i].next = free_recvs;
         free_recvs = &recv_pool[i];
     }
-    uint32_t msgs = ec.unexpected_max + ec.max_recvs;
-    msg_pool.resize(msgs);
-    for (uint32_t i = msgs; i-- > 0;) {
-        msg_pool[i].handle = i;
-        msg_pool[i].next = free_msgs;
-        free_msgs = &msg_pool[i];
-    }
+    grow_msgs();
 }
 
 EndpointImpl::~EndpointImpl()
@@ -387,13 +381,14 @@ void Endpoint::dump_stats(FILE* f) const
             " rx_bytes %" PRIu64 " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64
             " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
             " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
-            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " rendezvous %" PRIu64
+            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
+            " rendezvous %" PRIu64
             " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
             "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
-            s.unexpected_msgs, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
+            s.unexpected_msgs, s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
             s.session_failures);
     for (const auto& kv : ep->sessions) {
         const Session* ss = kv.second;

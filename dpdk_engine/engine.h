@@ -61,7 +61,9 @@ struct EngineConfig {
     uint32_t ack_every = 16;        // ACK at least every this many packets
     uint32_t max_ops = 4096;        // per endpoint: outstanding send/RMA/atomic operations
     uint32_t max_recvs = 4096;      // per endpoint: posted receives
-    uint32_t unexpected_max = 4096; // per endpoint: unexpected messages held
+    uint32_t unexpected_max = 65536;// per endpoint: unexpected messages held
+    uint64_t unexpected_bytes = 256ull << 20; // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
+                                    // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
     // progress() call yields the CPU; after sleep_after_us it sleeps sleep_us.
     uint32_t yield_after_us = 200;
@@ -201,7 +203,7 @@ struct EndpointStats {
     uint64_t retransmits, rto_fires, fast_retransmits;
     uint64_t duplicates, out_of_order, out_of_window, stale_stream;
     uint64_t acks_sent, acks_received, resets_sent, resets_received;
-    uint64_t rnr_stalls, window_stalls, unexpected_msgs, rendezvous;
+    uint64_t rnr_stalls, window_stalls, unexpected_msgs, unexpected_spilled, rendezvous;
     uint64_t rma_refused, protocol_errors, sessions, session_failures;
 };
 

@@ -152,6 +152,8 @@ struct RxMsg {
     uint32_t generation = 0;
     void* claimed_by = nullptr;   // FI_CLAIM context
     rte_mbuf* held = nullptr;     // unexpected eager data: chain of payloads
+    uint8_t* spill = nullptr;     // ... or a heap copy when mbufs ran short
+    uint32_t reserved_segs = 0;   // mbufs reserved against held_limit
     // Destination once matched.
     PostedRecv* recv = nullptr;
     iovec dest[kMaxIov];
@@ -279,8 +281,18 @@ class EndpointImpl : public Endpoint {
     uint32_t ops_in_use = 0;
     std::vector<PostedRecv> recv_pool;
     PostedRecv* free_recvs = nullptr;
-    std::vector<RxMsg> msg_pool;
+    // Messages being received or waiting unexpected. Grows in chunks (the
+    // slow path of an unexpected flood) up to unexpected_max + max_recvs;
+    // chunks never move, so handles and pointers stay valid.
+    static constexpr uint32_t kMsgChunk = 1024;
+    std::vector<std::unique_ptr<RxMsg[]>> msg_chunks;
+    uint32_t msg_capacity = 0;
     RxMsg* free_msgs = nullptr;
+    RxMsg* msg_at(uint32_t index) { return &msg_chunks[index / kMsgChunk][index % kMsgChunk]; }
+    bool grow_msgs();
+    // Frees an unexpected message's hidden buffers (held mbufs or heap copy)
+    // and gives back what it reserved.
+    void release_hidden(RxMsg* m);
     uint32_t unexpected_count = 0;
 
     List<PostedRecv> posted[2];     // [0] untagged, [1] tagged
@@ -356,6 +368,10 @@ class EngineImpl {
     // (a share of the pool, so receiving in order never runs dry).
     uint32_t held_unexpected = 0;
     uint32_t held_limit = 0;
+    // Beyond held_limit, unexpected eager data is copied to the heap, up to
+    // this many bytes (FI_DPDK_UNEXPECTED_BYTES); only past both does the
+    // session stall (receiver not ready).
+    uint64_t spilled_bytes = 0;
     uint32_t held_out_of_order = 0;
     struct Stats {
         uint64_t rx_frames, rx_not_ours, rx_bad, rx_bad_crc, rx_no_endpoint, rx_loopback;

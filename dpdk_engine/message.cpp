@@ -29,8 +29,14 @@ bool source_matches(const PostedRecv* r, Address src)
 }
 
 // Copies the payloads held for an unexpected message into its destination.
+// (The caller then frees them with release_hidden.)
 void copy_held(RxMsg* m)
 {
+    if (m->spill) {
+        uint64_t len = m->received < m->capacity ? m->received : m->capacity;
+        copy_to_iov(m->dest, m->dest_count, 0, m->spill, len);
+        return;
+    }
     uint64_t offset = 0;
     for (rte_mbuf* seg = m->held; seg; seg = seg->next) {
         uint64_t len = seg->data_len;
@@ -38,18 +44,35 @@ void copy_held(RxMsg* m)
             copy_to_iov(m->dest, m->dest_count, offset, rte_pktmbuf_mtod(seg, const void*), len);
         offset += len;
     }
-    if (m->held)
-        rte_pktmbuf_free(m->held);
-    m->held = nullptr;
 }
 
 } // namespace
 
+bool EndpointImpl::grow_msgs()
+{
+    uint32_t limit = engine->cfg.unexpected_max + engine->cfg.max_recvs;
+    if (msg_capacity >= limit)
+        return false;
+    std::unique_ptr<RxMsg[]> chunk(new (std::nothrow) RxMsg[kMsgChunk]);
+    if (!chunk)
+        return false;
+    msg_chunks.push_back(std::move(chunk));
+    uint32_t base = msg_capacity;
+    msg_capacity += kMsgChunk;
+    for (uint32_t i = kMsgChunk; i-- > 0;) {
+        RxMsg* m = msg_at(base + i);
+        m->handle = base + i;
+        m->next = free_msgs;
+        free_msgs = m;
+    }
+    return true;
+}
+
 RxMsg* EndpointImpl::alloc_msg()
 {
-    RxMsg* m = free_msgs;
-    if (!m)
+    if (!free_msgs && !grow_msgs())
         return nullptr;
+    RxMsg* m = free_msgs;
     free_msgs = m->next;
     uint32_t index = m->handle & kMsgIndexMask;
     uint32_t generation = m->generation + 1;
@@ -60,13 +83,23 @@ RxMsg* EndpointImpl::alloc_msg()
     return m;
 }
 
+void EndpointImpl::release_hidden(RxMsg* m)
+{
+    if (m->held)
+        rte_pktmbuf_free(m->held);
+    m->held = nullptr;
+    if (m->spill) {
+        free(m->spill);
+        engine->spilled_bytes -= m->total_len;
+        m->spill = nullptr;
+    }
+    engine->held_unexpected -= m->reserved_segs;
+    m->reserved_segs = 0;
+}
+
 void EndpointImpl::free_msg(RxMsg* m)
 {
-    if (m->held) {
-        engine->held_unexpected -= m->held->nb_segs;
-        rte_pktmbuf_free(m->held);
-        m->held = nullptr;
-    }
+    release_hidden(m);
     m->state = RxMsg::State::kFree;
     m->next = free_msgs;
     m->prev = nullptr;
@@ -76,9 +109,9 @@ void EndpointImpl::free_msg(RxMsg* m)
 RxMsg* EndpointImpl::msg_by_handle(uint32_t handle)
 {
     uint32_t index = handle & kMsgIndexMask;
-    if (index >= msg_pool.size())
+    if (index >= msg_capacity)
         return nullptr;
-    RxMsg* m = &msg_pool[index];
+    RxMsg* m = msg_at(index);
     if (m->state != RxMsg::State::kMatched || m->handle != handle)
         return nullptr;
     return m;
@@ -194,8 +227,8 @@ static void deliver_bound_unexpected(EndpointImpl* ep, RxMsg* m)
         ep->send_cts(m);
         return;
     }
-    ep->engine->held_unexpected -= m->held ? m->held->nb_segs : 0;
     copy_held(m);
+    ep->release_hidden(m);
     if (m->complete)
         ep->finish_recv(m, OpStatus::kOk);
 }
@@ -253,9 +286,7 @@ int EndpointImpl::post_recv(const RecvArgs& a)
             if (!m->complete && m->session->cur_eager == m) {
                 // Still arriving: the rest is dropped as it lands.
                 m->state = RxMsg::State::kMatched;
-                engine->held_unexpected -= m->held ? m->held->nb_segs : 0;
-                rte_pktmbuf_free(m->held);
-                m->held = nullptr;
+                release_hidden(m);
                 return 0;
             }
             finish_recv(m, OpStatus::kOk);
@@ -343,9 +374,7 @@ int EndpointImpl::peek(const RecvArgs& a)
             found->state = RxMsg::State::kMatched;  // rest dropped as it lands
             found->capacity = 0;
             found->recv_flags = kOpDiscard;
-            engine->held_unexpected -= found->held ? found->held->nb_segs : 0;
-            rte_pktmbuf_free(found->held);
-            found->held = nullptr;
+            release_hidden(found);
         } else {
             free_msg(found);
         }
@@ -409,12 +438,38 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
         if (!s->cur_eager) {
             bool tagged = p.flags & wire::kFlagTagged;
             PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
-            if (!r && (unexpected_count >= engine->cfg.unexpected_max ||
-                       engine->held_unexpected >= engine->held_limit))
-                return Delivery::kBlocked;  // hidden buffers full: receiver not ready
+            // Hidden buffers for an unexpected message: its own mbufs while
+            // the share set aside for that lasts (zero copy), else a heap
+            // copy within FI_DPDK_UNEXPECTED_BYTES. Past both the receiver is
+            // not ready and the session waits (RNR) for receives to be posted.
+            uint32_t segs = 0;
+            bool spill = false;
+            if (!r) {
+                if (unexpected_count >= engine->cfg.unexpected_max)
+                    return Delivery::kBlocked;
+                uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
+                segs = static_cast<uint32_t>(total ? (total + room - 1) / room : 0);
+                if (engine->held_unexpected + segs > engine->held_limit) {
+                    if (engine->spilled_bytes + total > engine->cfg.unexpected_bytes)
+                        return Delivery::kBlocked;
+                    spill = true;
+                    segs = 0;
+                }
+            }
             m = alloc_msg();
             if (!m)
                 return Delivery::kBlocked;
+            if (spill) {
+                m->spill = static_cast<uint8_t*>(malloc(total));
+                if (!m->spill) {
+                    free_msg(m);
+                    return Delivery::kBlocked;
+                }
+                engine->spilled_bytes += total;
+                st.unexpected_spilled++;
+            }
+            m->reserved_segs = segs;
+            engine->held_unexpected += segs;
             m->session = s;
             m->src = s->peer;
             m->tagged = tagged;
@@ -443,10 +498,11 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
     if (m->state == RxMsg::State::kMatched) {
         if (offset < m->capacity)
             copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
+    } else if (m->spill) {
+        memcpy(m->spill + offset, p.payload, p.payload_len);
     } else if (p.payload_len) {
-        if (engine->held_unexpected >= engine->held_limit)
-            return Delivery::kBlocked;
-        // Zero copy: the mbuf itself becomes the hidden buffer.
+        // Zero copy: the mbuf itself becomes the hidden buffer (reserved
+        // against held_limit when the message began).
         rte_pktmbuf_adj(mbuf, static_cast<uint16_t>(p.payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
         rte_pktmbuf_trim(mbuf, static_cast<uint16_t>(mbuf->data_len - p.payload_len));
         if (!m->held) {
@@ -455,7 +511,6 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
             st.protocol_errors++;  // more segments than an mbuf chain holds
             return Delivery::kDone;
         }
-        engine->held_unexpected++;
         result = Delivery::kKept;
     }
     m->received += p.payload_len;
@@ -553,7 +608,8 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
     }
     // Rendezvous messages from this stream: matched ones wait for data that
     // will never come; unmatched RTSs name a sender operation that is gone.
-    for (RxMsg& m : msg_pool) {
+    for (uint32_t i = 0; i < msg_capacity; i++) {
+        RxMsg& m = *msg_at(i);
         if (m.session != s || !m.rendezvous)
             continue;
         if (m.state == RxMsg::State::kMatched && m.cts_sent) {

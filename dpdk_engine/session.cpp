@@ -203,9 +203,19 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     return true;
 }
 
+// The RTO, never backed off beyond a quarter of the peer timeout: a live
+// peer that cannot take our data yet (receiver not ready) answers every
+// retransmission, and must be heard several times before we call it dead.
+uint64_t rto_us(const Session* s)
+{
+    uint64_t rto = s->rtt.rto_us();
+    uint64_t cap = uint64_t(s->ep->engine->cfg.peer_timeout_ms) * 1000 / 4;
+    return rto < cap || cap == 0 ? rto : cap;
+}
+
 void arm_rto(Session* s, uint64_t now)
 {
-    s->rto_deadline = s->una == s->next_psn ? 0 : now + s->rtt.rto_us();
+    s->rto_deadline = s->una == s->next_psn ? 0 : now + rto_us(s);
 }
 
 void enter_recovery(Session* s)
@@ -413,6 +423,7 @@ void session_send_ack(Session* s, uint64_t now, uint16_t flags)
 void session_drain(Session* s, uint64_t now)
 {
     EndpointImpl* ep = s->ep;
+    bool was_blocked = s->blocked;
     s->blocked = false;
     for (;;) {
         RxSlot& slot = s->ring[s->expected_psn & s->mask];
@@ -422,7 +433,7 @@ void session_drain(Session* s, uint64_t now)
         if (d == Delivery::kBlocked) {
             // Receiver not ready (RNR): keep the packet parked; the sender
             // keeps it in flight and retransmits until we take it.
-            if (!s->blocked)
+            if (!was_blocked)
                 ep->st.rnr_stalls++;
             s->blocked = true;
             break;
@@ -575,7 +586,7 @@ void session_timers(Session* s, uint64_t now)
             s->in_recovery = false;
             enter_recovery(s);
             transmit_slot(s, psn, now, true);
-            s->rto_deadline = now + s->rtt.rto_us();
+            s->rto_deadline = now + rto_us(s);
         }
     }
     // An urgent ACK leaves in the progress round that made it urgent. Holding

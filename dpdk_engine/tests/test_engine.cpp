@@ -987,6 +987,7 @@ void test_rnr_longer_than_timeout(void** state)
     st->pair.reset(new Pair(st->mode, [](EngineConfig& c) {
         c.eager_limit = 16u << 20;
         c.peer_timeout_ms = 300;
+        c.unexpected_bytes = 0;  // no heap for unexpected data: the receiver is not ready
     }));
     Pair& p = *st->pair;
     Ep* a = p.open(0);
@@ -1003,6 +1004,37 @@ void test_rnr_longer_than_timeout(void** state)
     CHECK(c.len == m.size() && mcmp(r.data(), m.data(), m.size()) == 0, "payload");
     c = take(p, a, ctx(1), op_timeout(state));
     CHECK_STATUS(c, OpStatus::kOk);
+}
+
+// More unexpected eager data than the mbufs set aside for hidden buffers:
+// the rest is copied to the heap (FI_DPDK_UNEXPECTED_BYTES), the sender
+// completes, and a receive posted for the LAST message is not stuck behind
+// the others (an MPI flood before a barrier).
+void test_unexpected_spill(void** state)
+{
+    auto* st = static_cast<State*>(*state);
+    st->pair.reset(new Pair(st->mode, [](EngineConfig& c) { c.eager_limit = 1u << 20; }));
+    Pair& p = *st->pair;
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    const size_t n = 40, size = 1u << 20;  // 40 MiB: far beyond a quarter of the pool
+    std::vector<std::vector<uint8_t>> src(n), dst(n);
+    for (size_t i = 0; i < n; i++) {
+        src[i] = payload(size, 0x5100 + i);
+        dst[i].assign(size, kCanary);
+        CHECK(send_msg(a, b, src[i].data(), size, kOpTagged | kOpCompletion, i, 0, ctx(i + 1)) == 0, "send");
+    }
+    for (size_t i = 0; i < n; i++) {
+        Completion c = take(p, a, ctx(i + 1), op_timeout(state));
+        CHECK_STATUS(c, OpStatus::kOk);
+    }
+    CHECK(b->ep->stats().unexpected_spilled > 0, "nothing was spilled to the heap");
+    for (size_t k = n; k-- > 0;) {  // last first
+        CHECK(post_recv(b, dst[k].data(), size, kOpTagged | kOpCompletion, k, 0, ctx(100 + k)) == 0, "recv");
+        Completion c = take(p, b, ctx(100 + k), op_timeout(state));
+        CHECK_STATUS(c, OpStatus::kOk);
+        CHECK(c.len == size && mcmp(dst[k].data(), src[k].data(), size) == 0, "payload %zu", k);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -2713,6 +2745,7 @@ const Entry kTests[] = {
     {"stream_small_mtu", test_stream_small_mtu, kClean | kLossy},
     {"stream_eager_limits", test_stream_eager_limits, kClean | kLossy},
     {"rnr_longer_than_timeout", test_rnr_longer_than_timeout, kClean | kLossy},
+    {"unexpected_spill", test_unexpected_spill, kClean | kLossy},
     {"unexpected", test_unexpected, kClean | kLossy},
     {"directed_and_masks", test_directed_and_masks, kClean | kLossy},
     {"peek_claim_discard", test_peek_claim_discard, kClean | kLossy},

@@ -69,6 +69,10 @@ void define_params()
                     "Largest message sent eagerly; larger ones use a rendezvous "
                     "(default: %zu)",
                     ec.eager_limit);
+    fi_param_define(&g_prov, "unexpected_bytes", FI_PARAM_SIZE_T,
+                    "Heap bytes for unexpected eager messages once the packet buffers "
+                    "set aside for them are in use; past it a sender waits (default: %zu)",
+                    size_t(ec.unexpected_bytes));
     fi_param_define(&g_prov, "window", FI_PARAM_INT,
                     "Packets in flight per peer, a power of two 16..4096 (default: %u)",
                     ec.window);
@@ -148,6 +152,7 @@ void read_params()
     get_num("stats", int{ec.dump_stats}, &p.stats);
     get_num("mbufs", size_t{pc.mbufs}, &p.mbufs);
     get_num("eager_limit", ec.eager_limit, &p.eager_limit);
+    get_num("unexpected_bytes", size_t(ec.unexpected_bytes), &p.unexpected_bytes);
     get_num("window", static_cast<int>(ec.window), &p.window);
     get_num("rto_min_us", static_cast<int>(ec.rto_min_us), &p.rto_min_us);
     get_num("rto_max_us", static_cast<int>(ec.rto_max_us), &p.rto_max_us);
@@ -261,6 +266,7 @@ int make_engine_config(dpdk_engine::EngineConfig* cfg)
     cfg->pcap_path = p.pcap;
     cfg->dump_stats = p.stats != 0;
     cfg->eager_limit = p.eager_limit;
+    cfg->unexpected_bytes = p.unexpected_bytes;
     cfg->window = static_cast<uint32_t>(p.window);
     cfg->rto_min_us = static_cast<uint32_t>(p.rto_min_us);
     cfg->rto_max_us = static_cast<uint32_t>(p.rto_max_us);

@@ -78,6 +78,7 @@ struct Params {
     int stats = 0;
     size_t mbufs = 0;
     size_t eager_limit = 0;
+    size_t unexpected_bytes = 0;
     int window = 0;
     int rto_min_us = 0;
     int rto_max_us = 0;
