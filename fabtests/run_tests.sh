@@ -123,7 +123,7 @@ report() {
         fail=$((fail + 1))
         failed+=("$dev/$name")
         # The failing subtests and their reasons, from both sides.
-        grep -h -E '^\[(server|client)\] (FAIL|.*: (check|requirement) failed|.*timeout|OOB)' \
+        grep -h -E '^\[(server|client)\] (FAIL|.*: (check|requirement) failed|.*timeout|OOB)|^\[error\]|^\[runner\]' \
             "$slog" "$clog" 2>/dev/null | head -40 | sed 's/^/    /'
         tail -n 3 "$slog" "$clog" 2>/dev/null | grep -v '^$' | sed 's/^/    | /'
     fi
