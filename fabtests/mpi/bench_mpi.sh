@@ -13,7 +13,9 @@
 #
 # Run from the top build directory (as root).  Environment:
 #   ROUNDS (3), SIZES (8,64,1024,65536,1048576), BENCH_ONLY (mpi fi), OUT (a dir
-#   for the raw results; default a temporary one, removed)
+#   for the raw results; default a temporary one, removed), QUIET (percent of
+#   CPU idle, sampled over 1 s, to wait for before each measurement, at most
+#   QUIET_WAIT seconds (300); default 80, 0 = do not wait)
 # Prints one table per family: median over rounds of each figure, and the
 # load average seen at the start of each round (the machine has 2 cores: two
 # busy-polling processes fill it, so anything else running skews the figures).
@@ -35,10 +37,33 @@ mkdir -p "$out"
 [ -x "$pp" ] || { echo "bench_mpi: $pp not built"; exit 1; }
 [ -f "$prov/libdpdk-fi.so" ] || { echo "bench_mpi: no $prov/libdpdk-fi.so"; exit 1; }
 
+quiet=${QUIET:-80}
+quiet_wait=${QUIET_WAIT:-300}
+
+cpu_idle() { # percent idle of all CPUs over 1 s
+	local a b
+	a=($(awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8, $5 + $6 }' /proc/stat))
+	sleep 1
+	b=($(awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8, $5 + $6 }' /proc/stat))
+	echo $(( (b[1] - a[1]) * 100 / (b[0] - a[0] > 0 ? b[0] - a[0] : 1) ))
+}
+
+# Waits until the machine is idle enough; notes what it saw in idle.txt.
+wait_quiet() { # label
+	local t0=$SECONDS idle
+	idle=$(cpu_idle)
+	while [ "$quiet" -gt 0 ] && [ "$idle" -lt "$quiet" ] && [ $((SECONDS - t0)) -lt "$quiet_wait" ]; do
+		sleep 4
+		idle=$(cpu_idle)
+	done
+	echo "$round $1 idle ${idle}% after waiting $((SECONDS - t0)) s" >>"$out/idle.txt"
+}
+
 # mpi_pingpong lines: "  label bytes iters lat_med lat_p99 lat_min bw msg/s"
 mpi_run() { # label mpirun-args...
 	local label=$1
 	shift
+	wait_quiet "$label"
 	timeout -k 5 300 mpirun -np 2 "$@" "$pp" -S "$sizes" -L "$label" 2>/dev/null |
 		awk -v r="$round" '$1 !~ /^#/ && NF == 8 { print r, $1, $2, $4, $5, $7 }' >>"$out/mpi.txt"
 }
@@ -48,6 +73,7 @@ mpi_run() { # label mpirun-args...
 fi_run() { # label provider size iters [env...]
 	local label=$1 p=$2 s=$3 it=$4 port=$((47700 + RANDOM % 200)) line
 	shift 4
+	wait_quiet "$label/$s"
 	env "$@" FI_PROVIDER_PATH="$prov" timeout -k 3 120 fi_pingpong -p "$p" -e rdm -S "$s" -I "$it" -B "$port" \
 		>/dev/null 2>&1 &
 	local srv=$!
@@ -65,6 +91,7 @@ fi_iters() { # size -> iterations
 : >"$out/mpi.txt"
 : >"$out/fi.txt"
 : >"$out/load.txt"
+: >"$out/idle.txt"
 for round in $(seq 1 "$rounds"); do
 	echo "round $round: load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/load.txt"
 	sock=$out/memif.$round.sock
@@ -113,3 +140,6 @@ table() { # file title col-names...
 
 table "$out/mpi.txt" "mpi_pingpong: half round trip (us) and windowed bandwidth (MB/s)" lat_med_us lat_p99_us bw_MB/s
 table "$out/fi.txt" "fi_pingpong -e rdm: usec/xfer and MB/sec as printed" usec/xfer MB/sec
+echo
+echo "CPU idle before the measurements (QUIET=$quiet): min $(awk '{ sub("%", "", $4); print $4 }' "$out/idle.txt" | sort -n | head -1)%," \
+	"median $(awk '{ sub("%", "", $4); print $4 }' "$out/idle.txt" | median)%"

@@ -133,7 +133,8 @@ common_mca=(
 asan_lib=$(ldd "$provpath/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
 if [ -n "$asan_lib" ]; then
 	say "provider built with ASan: ranks get LD_PRELOAD=$asan_lib"
-	common_mca+=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
+	common_mca+=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}"
+		-x "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}")
 fi
 
 failed=0
@@ -149,6 +150,7 @@ check_run() {
 	[ "$rc" != 0 ] && [ "$rc" != 124 ] && why+=("exit status $rc")
 	grep -q '^mpi_check: all [0-9]* tests passed' "$log" || why+=("no 'all tests passed' line")
 	grep -q '^FAIL ' "$log" && why+=("FAIL lines")
+	grep -qE 'runtime error:|ERROR: AddressSanitizer' "$log" && why+=("sanitizer report")
 	# The MTL's choice, one line per rank: "mtl_ofi_component.c:NNN: mtl:ofi:prov: dpdk"
 	n_dpdk=$(grep -cE 'mtl:ofi:prov: dpdk$' "$log")
 	n_other=$(grep -E 'mtl:ofi:prov: ' "$log" | grep -cvE 'mtl:ofi:prov: dpdk$')
