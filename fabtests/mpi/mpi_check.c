@@ -1617,20 +1617,19 @@ static void rma_body(MPI_Win win, int64_t *base, const char *fl, int net)
 	int bad;
 
 	/* --- fence: Put into every target, Accumulate SUM/MAX, then Get back */
+	/* origin buffers of the epoch: they must live until its closing fence */
+	int64_t one = rank + 1, neg = -(rank + 1), bit = (int64_t)1 << (rank % 63), mx[40];
+	/* count 40 > osc_rdma_network_max_amo (32): osc/rdma uses get/op/put under
+	 * its accumulate lock, not network atomics per element (see all_ops) */
+	for (int i = 0; i < 40; i++)
+		mx[i] = (rank + i) % n + 1 + i;
 	MPI_OK(MPI_Win_fence(MPI_MODE_NOPRECEDE, win));
 	for (int t = 0; t < n; t++) {
-		int64_t v = ((int64_t)rank << 16) | t, one = rank + 1;
-		tmp[t] = v;
+		tmp[t] = ((int64_t)rank << 16) | t;
 		MPI_OK(MPI_Put(&tmp[t], 1, MPI_INT64_T, t, rank, 1, MPI_INT64_T, win));
 		MPI_OK(MPI_Accumulate(&one, 1, MPI_INT64_T, t, n, 1, MPI_INT64_T, MPI_SUM, win));
-		/* count 40 > osc_rdma_network_max_amo (32): osc/rdma uses get/op/put under
-		 * its accumulate lock, not network atomics per element (see all_ops) */
-		int64_t mx[40];
-		for (int i = 0; i < 40; i++)
-			mx[i] = (rank + i) % n + 1 + i;
 		MPI_OK(MPI_Accumulate(mx, 40, MPI_INT64_T, t, n + 140, 40, MPI_INT64_T, MPI_MAX, win));
 		if (all_ops) {
-			int64_t neg = -(rank + 1), bit = (int64_t)1 << (rank % 63);
 			MPI_OK(MPI_Accumulate(&one, 1, MPI_INT64_T, t, n + 1, 1, MPI_INT64_T, MPI_MAX, win));
 			MPI_OK(MPI_Accumulate(&neg, 1, MPI_INT64_T, t, n + 130, 1, MPI_INT64_T, MPI_MIN, win));
 			MPI_OK(MPI_Accumulate(&bit, 1, MPI_INT64_T, t, n + 131, 1, MPI_INT64_T, MPI_BOR, win));
