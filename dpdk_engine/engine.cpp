@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,6 +20,7 @@ namespace dpdk_engine {
 namespace {
 
 constexpr uint16_t kRxBurst = 32;
+constexpr uint64_t kMemifLingerUs = 20000;
 
 uint64_t cycles_per_us()
 {
@@ -69,9 +72,23 @@ EngineImpl::EngineImpl(const EngineConfig& c) : cfg(c) {}
 
 EngineImpl::~EngineImpl()
 {
+    // memif: closing the port drops frames still in the shared ring, such as
+    // the ACK a closing endpoint just sent for its peer's last message. Give
+    // the peer a moment to read them (and us to answer its retransmissions).
+    if (port && port->kind() == Port::Kind::kMemif && port->link_up()) {
+        uint64_t until = now_us() + kMemifLingerUs;
+        while (now_us() < until)
+            progress(false);
+    }
     for (EndpointImpl* ep : by_port)
         if (ep)
-            delete ep;
+            close_endpoint(ep);  // gives back the packet buffers it holds
+    if (cfg.dump_stats && port)
+        fprintf(stderr,
+                "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
+                " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 "\n",
+                port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
+                st.rx_loopback);
     for (rte_mbuf* m : loopback)
         rte_pktmbuf_free(m);
     if (fault_rx)
@@ -212,7 +229,7 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     size_t len = m->data_len;
     wire::ParsedPacket p;
     wire::ParseResult r = wire::parse_frame(data, len, &p);
-    st.rx_by_result[static_cast<unsigned>(r) & 15]++;
+    rx_by_result[static_cast<unsigned>(r) & 15]++;
     switch (r) {
     case wire::ParseResult::kOk:
         break;
@@ -384,10 +401,18 @@ int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
 
 void Engine::close_endpoint(Endpoint* e)
 {
-    if (!e)
-        return;
-    EndpointImpl* ep = impl(e);
-    if (impl_->cfg.dump_stats)
+    if (e)
+        impl_->close_endpoint(impl(e));
+}
+
+const EngineStats& Engine::stats() const
+{
+    return impl_->st;
+}
+
+void EngineImpl::close_endpoint(EndpointImpl* ep)
+{
+    if (cfg.dump_stats)
         ep->dump_stats(stderr);
     ep->closing = true;  // completions are no longer reported
     // Acknowledge what we received: a peer whose last message we took must
@@ -396,8 +421,8 @@ void Engine::close_endpoint(Endpoint* e)
     for (auto& kv : ep->sessions)
         if (kv.second->ack_pending)
             session_send_ack(kv.second, now);
-    impl_->port->flush();
-    Session** pp = &impl_->active;
+    port->flush();
+    Session** pp = &active;
     while (*pp) {
         if ((*pp)->ep == ep)
             *pp = (*pp)->active_next;
@@ -411,8 +436,8 @@ void Engine::close_endpoint(Endpoint* e)
             ep->unexpected[q].remove(m);
             ep->free_msg(m);
         }
-    impl_->by_port[ep->addr.port] = nullptr;
-    impl_->port->release_udp_port(ep->addr.port);
+    by_port[ep->addr.port] = nullptr;
+    port->release_udp_port(ep->addr.port);
     delete ep;
 }
 

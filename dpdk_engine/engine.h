@@ -123,7 +123,7 @@ using CompletionFn = void (*)(void* owner, const Completion& c);
 enum OpFlags : uint32_t {
     kOpTagged = 1u << 0,            // tagged queue
     kOpRemoteData = 1u << 1,        // carry `data` as remote CQ data
-    kOpInject = 1u << 2,            // copy the payload now; never report success
+    kOpInject = 1u << 2,            // copy the payload now (success reported only with kOpCompletion)
     kOpCompletion = 1u << 3,        // report success (errors are always reported)
     kOpInjectComplete = 1u << 4,    // complete once the payload is copied
     kOpDeliveryComplete = 1u << 5,  // complete once placed in the target buffer
@@ -207,6 +207,16 @@ struct EndpointStats {
     uint64_t rma_refused, protocol_errors, sessions, session_failures;
 };
 
+// Per-engine receive counters: frames dropped before they reach an endpoint.
+struct EngineStats {
+    uint64_t rx_frames;       // frames received (device and loopback)
+    uint64_t rx_not_ours;     // other traffic (not IPv4/UDP with our magic)
+    uint64_t rx_bad;          // malformed: truncated, bad IP header, fragment, version, type, length
+    uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
+    uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
+    uint64_t rx_loopback;     // frames between endpoints of this engine
+};
+
 class Endpoint {
  public:
     // Queues a message. 0; -EINVAL (bad args: iov_count > kMaxIov, null iov
@@ -266,6 +276,7 @@ class Engine {
 
     Port& port();
     const EngineConfig& config() const;
+    const EngineStats& stats() const;
     // Parses a host name or dotted quad and a service into an Address.
     static int resolve(const char* node, const char* service, Address* out);
 

@@ -373,12 +373,13 @@ class EngineImpl {
     // session stall (receiver not ready).
     uint64_t spilled_bytes = 0;
     uint32_t held_out_of_order = 0;
-    struct Stats {
-        uint64_t rx_frames, rx_not_ours, rx_bad, rx_bad_crc, rx_no_endpoint, rx_loopback;
-        uint64_t rx_by_result[16];
-    } st{};
+    EngineStats st{};
+    uint64_t rx_by_result[16] = {};
 
     int progress(bool may_back_off);
+    // Acknowledges what is owed, drops everything outstanding (no
+    // completions), frees held packet buffers and the endpoint.
+    void close_endpoint(EndpointImpl* ep);
     void activate(Session* s);
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).

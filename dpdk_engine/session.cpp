@@ -18,6 +18,8 @@ namespace dpdk_engine {
 
 namespace {
 
+constexpr uint32_t kMinCwnd = 32;  // packets
+
 uint32_t random_stream_id()
 {
     uint32_t v;
@@ -224,7 +226,11 @@ void enter_recovery(Session* s)
         return;
     s->in_recovery = true;
     s->recover_psn = s->next_psn;
-    s->cwnd = s->cwnd / 2 < 4 ? 4 : s->cwnd / 2;
+    // Halve, but keep a floor: on an Ethernet segment most loss is random
+    // (or injected), and a window of a few packets would turn 5% loss into
+    // a crawl (measured: 12 MB/s over memif with a floor of 4).
+    uint32_t floor = kMinCwnd < s->mask + 1 ? kMinCwnd : s->mask + 1;
+    s->cwnd = s->cwnd / 2 < floor ? floor : s->cwnd / 2;
     s->cwnd_acc = 0;
 }
 

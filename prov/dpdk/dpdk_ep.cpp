@@ -98,7 +98,9 @@ void on_engine_completion(void* owner, const Completion& c) noexcept
     if (c.status == OpStatus::kOk) {
         if (cntr)
             cntr->add_one();
-        if (cq && (word & FI_COMPLETION))
+        // A multi-receive buffer's release is always reported (fi_msg(3)),
+        // FI_SELECTIVE_COMPLETION or not: it is how the buffer comes back.
+        if (cq && ((word & FI_COMPLETION) || c.multi_recv_released))
             cq->push(e);
         return;
     }
