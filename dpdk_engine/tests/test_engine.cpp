@@ -1006,6 +1006,24 @@ void test_rnr_longer_than_timeout(void** state)
     CHECK_STATUS(c, OpStatus::kOk);
 }
 
+// The largest message the issue asks for: 1 GiB, one rendezvous, received
+// into a posted buffer and compared byte for byte.
+void test_one_gib(void** state)
+{
+    Pair& p = P(state);
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    const size_t size = 1ull << 30;
+    std::vector<uint8_t> src = payload(size, 0x61B), dst(size, kCanary);
+    CHECK(post_recv(b, dst.data(), size, kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
+    CHECK(send_msg(a, b, src.data(), size, kOpCompletion, 0, 0, ctx(1)) == 0, "send");
+    Completion c = take(p, b, ctx(2), 120000);
+    CHECK_STATUS(c, OpStatus::kOk);
+    CHECK(c.len == size && mcmp(dst.data(), src.data(), size) == 0, "1 GiB payload differs");
+    c = take(p, a, ctx(1), 10000);
+    CHECK_STATUS(c, OpStatus::kOk);
+}
+
 // More unexpected eager data than the mbufs set aside for hidden buffers:
 // the rest is copied to the heap (FI_DPDK_UNEXPECTED_BYTES), the sender
 // completes, and a receive posted for the LAST message is not stuck behind
@@ -2746,6 +2764,7 @@ const Entry kTests[] = {
     {"stream_eager_limits", test_stream_eager_limits, kClean | kLossy},
     {"rnr_longer_than_timeout", test_rnr_longer_than_timeout, kClean | kLossy},
     {"unexpected_spill", test_unexpected_spill, kClean | kLossy},
+    {"one_gib", test_one_gib, kClean},
     {"unexpected", test_unexpected, kClean | kLossy},
     {"directed_and_masks", test_directed_and_masks, kClean | kLossy},
     {"peek_claim_discard", test_peek_claim_discard, kClean | kLossy},
