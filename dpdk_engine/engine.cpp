@@ -446,6 +446,16 @@ int Engine::wait_fd() const
     return impl_->port->rx_wait_fd();
 }
 
+int Engine::arm_wait()
+{
+    return impl_->port->arm_rx_wait();
+}
+
+void Engine::disarm_wait()
+{
+    impl_->port->disarm_rx_wait();
+}
+
 uint32_t Engine::next_timeout_us() const
 {
     if (!impl_->loopback.empty())

@@ -269,7 +269,17 @@ class Engine {
 
     // An fd that becomes readable when packets may have arrived, or -1 (the
     // caller then polls with a timeout of at most next_timeout_us()).
+    // Sleep on it only between arm_wait() = 0 and disarm_wait().
     int wait_fd() const;
+    // Before sleeping on wait_fd(): asks the device to signal arriving
+    // packets (memif: unmasks its rx ring's interrupt; af_packet, tap: the
+    // fd is always live, nothing to do). 0: armed: sleep, and call
+    // disarm_wait() once awake, so that the busy path pays no system call
+    // for signals; -EAGAIN: packets are already waiting, nothing armed:
+    // call progress() instead of sleeping; -EIO: cannot arm: sleep no longer
+    // than a poll interval. Arms nest (several sleepers; Port::arm_rx_wait).
+    int arm_wait();
+    void disarm_wait();
     // Microseconds until the engine next needs progress() for its own timers
     // (retransmission, delayed ACKs); UINT32_MAX when none are armed.
     uint32_t next_timeout_us() const;

@@ -144,11 +144,37 @@ class Port {
   bool is_loopback() const { return loopback_; }
   // false for lo, memif, ring, ringpair, null; true for the rest.
   bool needs_arp() const { return needs_arp_; }
-  // A pollable fd that becomes readable when frames are waiting in the
-  // af_packet rx ring; -1 for other devices (memif runs its rings in
-  // polling mode, MEMIF_RING_FLAG_MASK_INT, so its event fds never fire):
-  // fall back to a timer there.
-  int rx_wait_fd() const { return rx_fd_; }
+  // Sleeping until frames arrive.  rx_wait_fd() is a pollable fd that
+  // becomes readable when frames may be waiting, or -1 (ring, ringpair,
+  // null, af_xdp, PCI, other vdevs; memif when its PMD is not the 22.11
+  // one described in port.cpp): poll with a timer there.  A sleeper calls
+  // arm_rx_wait() first and sleeps only if it returned 0, then calls
+  // disarm_rx_wait() once awake:
+  //  * af_packet: the PMD's socket; tap: the rx queue's tap fd (DPDK's rx
+  //    interrupt fd).  Always live; arming costs nothing.
+  //  * memif: an epoll fd of this Port holding the rx ring's interrupt
+  //    eventfd and a timerfd.  The PMD runs its rings in polling mode
+  //    (MEMIF_RING_FLAG_MASK_INT): the peer writes the eventfd after a
+  //    burst only while the flag is clear, and rx_burst() then reads it.
+  //    arm_rx_wait() clears the flag, drains the eventfd and looks at the
+  //    ring once more; disarm_rx_wait() sets the flag again, so the busy
+  //    path (rx_burst/tx/flush while nobody sleeps) makes no system call on
+  //    either side.  The timerfd fires kMemifLinkPollUs.. kMemifLinkPollMaxUs
+  //    after an arm while no peer is connected (the PMD signals no link
+  //    change) and kMemifSafetyUs after one while connected (a peer that
+  //    reconnects meanwhile starts with a masked ring and a new eventfd).
+  int rx_wait_fd() const { return wait_fd_; }
+  // 0: armed (sleep on rx_wait_fd(), then disarm_rx_wait()); -EAGAIN:
+  // frames are already waiting, nothing armed: receive instead of sleeping;
+  // -EIO: memif's eventfd is unusable (blocking, or epoll refused it),
+  // nothing armed: sleep no longer than a poll interval.
+  // Arms nest (several sleepers): the ring goes back to polling mode when
+  // the last one disarms.  A no-op (0) without a wait fd or where it is
+  // always live.
+  int arm_rx_wait();
+  void disarm_rx_wait();
+  // Arms in force (arm_rx_wait() = 0 without disarm_rx_wait()).
+  unsigned rx_wait_armed() const { return wait_arms_; }
   // Link state without waiting (memif: true once the peer has connected).
   bool link_up() const;
   Kind kind() const { return kind_; }
@@ -178,11 +204,18 @@ class Port {
   static constexpr unsigned kTxBatch = 64;
   static constexpr unsigned kTxRetries = 8;
   static constexpr unsigned kDefaultMbufs = 16384;
+  static constexpr unsigned kMemifLinkPollUs = 1000;      // doubling per arm
+  static constexpr unsigned kMemifLinkPollMaxUs = 128000;
+  static constexpr unsigned kMemifSafetyUs = 250000;
 
  private:
   Port() = default;
   int install_rx_filter();
   void teardown();
+  void close_ethdev();
+  bool setup_memif_wait();
+  void* memif_ring() const;
+  void set_wait_timer(unsigned us);
 
   Kind kind_ = Kind::kOtherVdev;
   std::string name_;
@@ -197,6 +230,12 @@ class Port {
   bool loopback_ = false;
   bool needs_arp_ = true;
   int rx_fd_ = -1;         // af_packet socket (owned by the PMD)
+  int wait_fd_ = -1;       // rx_wait_fd(): rx_fd_, tap's queue fd, or ours (memif)
+  int wait_tfd_ = -1;      // memif: timerfd inside wait_fd_
+  unsigned wait_arms_ = 0;
+  unsigned link_polls_ = 0;      // memif: arms in a row without a peer
+  void* memif_rxq_ = nullptr;    // memif: the PMD's rx queue and per-process
+  void* memif_proc_ = nullptr;   // data (regions), 22.11 layout (port.cpp)
   int fanout_lock_fd_ = -1;
   std::string fanout_lock_path_;
   int memif_server_fd_ = -1;  // held by the memif server for its lifetime

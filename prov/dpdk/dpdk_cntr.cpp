@@ -16,6 +16,10 @@ uint64_t cntr_read(fid_cntr* f) noexcept
     Cntr* c = cntr_of(f);
     if (!c->domain->auto_progress) {
         SharedEngine* shared = c->domain->shared;
+        if (c->waiter.engine_armed()) {  // the application is awake again
+            LockScope scope(shared);
+            c->waiter.release_engine(shared->engine());
+        }
         shared->after_poll(shared->progress() > 0);
     }
     return c->value.load(std::memory_order_acquire);
@@ -95,6 +99,10 @@ int cntr_close(fid* f) noexcept
     Cntr* c = reinterpret_cast<Cntr*>(f);
     if (c->refs.busy())
         return -FI_EBUSY;
+    if (c->waiter.engine_armed()) {
+        LockScope scope(c->domain->shared);
+        c->waiter.release_engine(c->domain->shared->engine());
+    }
     c->domain->refs.put();
     delete c;
     return 0;
@@ -139,15 +147,21 @@ int cntr_trywait(Cntr* c) noexcept
 {
     c->waiter.drain();
     uint32_t next;
+    bool engine_fd;
     {
         LockScope scope(c->domain->shared);
-        c->domain->shared->engine().progress(false);
+        dpdk_engine::Engine& e = c->domain->shared->engine();
+        c->waiter.release_engine(e);  // the previous fi_trywait's hold
+        e.progress(false);
         c->waiter.arm();
-        next = c->domain->shared->engine().next_timeout_us();
+        next = e.next_timeout_us();
+        int a = c->waiter.arm_engine(e);  // see cq_trywait
+        if (a == -FI_EAGAIN)
+            return -FI_EAGAIN;
+        engine_fd = c->waiter.has_engine_fd() && a == 0;
     }
     if (!c->domain->auto_progress) {
-        int64_t budget =
-            sleep_budget_us(next, c->waiter.has_engine_fd(), c->waiter.next_quiet_round());
+        int64_t budget = sleep_budget_us(next, engine_fd, c->waiter.next_quiet_round());
         c->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
     }
     return 0;

@@ -94,6 +94,8 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexcept
     ssize_t ret;
     {
         LockScope scope(shared);
+        if (cq->waiter.engine_armed())  // the application is awake again
+            cq->waiter.release_engine(shared->engine());
         events = shared->engine().progress(false);
         ret = pop_entries(cq, buf, count, src);
     }
@@ -208,6 +210,10 @@ int cq_close(fid* f) noexcept
     Cq* cq = reinterpret_cast<Cq*>(f);
     if (cq->refs.busy())
         return -FI_EBUSY;
+    if (cq->waiter.engine_armed()) {
+        LockScope scope(cq->domain->shared);
+        cq->waiter.release_engine(cq->domain->shared->engine());
+    }
     cq->domain->refs.put();
     delete cq;
     return 0;
@@ -264,19 +270,29 @@ int cq_trywait(Cq* cq) noexcept
         return -FI_EINVAL;
     cq->waiter.drain();
     uint32_t next;
+    bool engine_fd;
     {
         LockScope scope(cq->domain->shared);
-        cq->domain->shared->engine().progress(false);
+        dpdk_engine::Engine& e = cq->domain->shared->engine();
+        // The hold of the previous fi_trywait ends here; a new one is taken
+        // below for the sleep the application is about to start.
+        cq->waiter.release_engine(e);
+        e.progress(false);
         cq->waiter.arm();
         if (cq->count)
             return -FI_EAGAIN;
-        next = cq->domain->shared->engine().next_timeout_us();
+        next = e.next_timeout_us();
+        // memif: unmask the rx interrupt while the application sleeps on
+        // fd(); packets that came meanwhile say "read first".
+        int a = cq->waiter.arm_engine(e);
+        if (a == -FI_EAGAIN)
+            return -FI_EAGAIN;
+        engine_fd = cq->waiter.has_engine_fd() && a == 0;
     }
     // With manual progress the engine's timers (retransmissions, delayed
     // ACKs) need a call by then: make the fd fire so the application calls.
     if (!cq->domain->auto_progress) {
-        int64_t budget =
-            sleep_budget_us(next, cq->waiter.has_engine_fd(), cq->waiter.next_quiet_round());
+        int64_t budget = sleep_budget_us(next, engine_fd, cq->waiter.next_quiet_round());
         cq->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
     }
     return 0;

@@ -132,6 +132,24 @@ void Waiter::drain() noexcept
     }
 }
 
+int Waiter::arm_engine(dpdk_engine::Engine& e) noexcept
+{
+    if (!has_engine_fd_ || engine_armed())
+        return 0;
+    int r = e.arm_wait();
+    if (r == 0)
+        engine_armed_.store(true, std::memory_order_relaxed);
+    return r == 0 ? 0 : r == -EAGAIN ? -FI_EAGAIN : -FI_EIO;
+}
+
+void Waiter::release_engine(dpdk_engine::Engine& e) noexcept
+{
+    if (!engine_armed())
+        return;
+    engine_armed_.store(false, std::memory_order_relaxed);
+    e.disarm_wait();
+}
+
 void Waiter::set_timer_us(uint64_t us) noexcept
 {
     itimerspec its{};
@@ -363,14 +381,26 @@ void SharedEngine::stop_thread() noexcept
 void SharedEngine::thread_main() noexcept
 {
     unsigned idle = 0;
+    bool armed = false;
     while (!stop_.load(std::memory_order_relaxed)) {
         int events, fd;
         uint32_t next;
         {
             LockScope scope(this);
+            if (armed)
+                engine_->disarm_wait();
+            armed = false;
             events = engine_->progress(false);
             next = engine_->next_timeout_us();
             fd = engine_->wait_fd();
+            if (events == 0 && fd >= 0) {
+                int a = engine_->arm_wait();
+                if (a == -EAGAIN)
+                    events = 1;  // packets already waiting
+                armed = a == 0;
+                if (!armed)
+                    fd = -1;  // -EIO: poll with the timer
+            }
         }
         if (events > 0) {
             idle = 0;
@@ -388,6 +418,10 @@ void SharedEngine::thread_main() noexcept
         if (read(wake_fd_, &drained, sizeof(drained)) < 0) {
             // EAGAIN: not woken through the eventfd.
         }
+    }
+    if (armed) {
+        LockScope scope(this);
+        engine_->disarm_wait();
     }
 }
 

@@ -36,6 +36,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -290,11 +291,19 @@ public:
     {
         return quiet_rounds_.fetch_add(1, std::memory_order_relaxed);
     }
+    // fi_trywait's hold on Engine::arm_wait(): taken by arm_engine(), kept
+    // while the application sleeps on fd(), dropped by the next call that
+    // reads or waits on the object (release_engine()). Under the engine lock;
+    // engine_armed() may be read without it.
+    int arm_engine(dpdk_engine::Engine& e) noexcept;  // 0, -FI_EAGAIN, -FI_EIO
+    void release_engine(dpdk_engine::Engine& e) noexcept;
+    bool engine_armed() const noexcept { return engine_armed_.load(std::memory_order_relaxed); }
 
 private:
     int epfd_ = -1, evfd_ = -1, tfd_ = -1;
     bool has_engine_fd_ = false;
     std::atomic<bool> armed_{false};
+    std::atomic<bool> engine_armed_{false};
     std::atomic<unsigned> quiet_rounds_{0};
 };
 
@@ -318,11 +327,22 @@ template <typename Ready>
 ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t deadline,
                     Ready&& ready) noexcept
 {
+    // Our own Engine::arm_wait() around each sleep (fi_trywait's, if any,
+    // is dropped: this call reads the object).
+    bool armed = false;
     for (unsigned idle = 0;; idle++) {
         uint32_t next;
+        int64_t left;
+        bool engine_fd = false;
         {
             LockScope scope(s);
-            s->engine().progress(false);  // we sleep on the fds below instead
+            dpdk_engine::Engine& e = s->engine();
+            if (armed)
+                e.disarm_wait();
+            armed = false;
+            if (w.engine_armed())
+                w.release_engine(e);
+            e.progress(false);  // we sleep on the fds below instead
             // Armed before looking: a notify() from a thread that does not
             // hold the lock (fi_cntr_add) between the look and the sleep
             // then still wakes us.
@@ -330,12 +350,19 @@ ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t de
             ssize_t r = ready();
             if (r)
                 return r;
-            next = s->engine().next_timeout_us();
+            left = remaining_us(deadline);
+            if (left == 0)
+                return 0;
+            next = e.next_timeout_us();
+            if (!thread_progress && w.has_engine_fd()) {
+                int a = e.arm_wait();
+                if (a == -EAGAIN)
+                    continue;  // packets already waiting: progress again
+                armed = a == 0;
+                engine_fd = armed;
+            }
         }
-        int64_t left = remaining_us(deadline);
-        if (left == 0)
-            return 0;
-        int64_t budget = thread_progress ? -1 : sleep_budget_us(next, w.has_engine_fd(), idle);
+        int64_t budget = thread_progress ? -1 : sleep_budget_us(next, engine_fd, idle);
         if (left > 0 && (budget < 0 || budget > left))
             budget = left;
         w.wait_us(budget);
