@@ -15,6 +15,13 @@ extern "C" {
 
 #include "../wire.h"
 
+namespace dpdk_engine {
+namespace wire {
+// Test hook in wire.cpp (not part of wire.h): forces the portable CRC path.
+void crc_force_portable_for_testing(bool portable);
+} // namespace wire
+} // namespace dpdk_engine
+
 using namespace dpdk_engine::wire;
 
 namespace {
@@ -100,6 +107,205 @@ void test_crc32c_check_value(void**)
             assert_int_equal(crc32c(buf + off, n), reg ^ 0xffffffffu);
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// CRC32C (fast and portable paths) against the definition.
+//
+// crc32c() takes a 3-stream path (three crc32 chains, pclmulqdq combine) on
+// x86-64 CPUs with SSE4.2 and PCLMULQDQ, and its block split depends on the
+// length, the length mod 8 and the seed's position: every length up to 2048
+// (all splits of the last block and the two-block split up to ~3 KiB) and
+// random lengths up to 9100 (full 3 KiB blocks), at every start alignment
+// 0..15, seeded and chained, must give the bit-by-bit CRC. Each range is
+// copied to the end of its own allocation, so ASan flags any read past it.
+
+uint64_t splitmix64(uint64_t& state)
+{
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// The definition: reflected CRC32C register, one bit at a time.
+uint32_t reference_update(uint32_t reg, const uint8_t* p, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        reg ^= p[i];
+        for (int b = 0; b < 8; b++)
+            reg = (reg >> 1) ^ (0x82F63B78u & (0u - (reg & 1u)));
+    }
+    return reg;
+}
+
+// crc32c over a copy of data[0, n) placed at byte `align` of an exact-size
+// heap block, seeded with `seed`, optionally in `pieces` chained calls cut at
+// random points.
+uint32_t crc32c_exact(const uint8_t* data, size_t n, size_t align, uint32_t seed,
+                      unsigned pieces, uint64_t& rng)
+{
+    std::vector<uint8_t> block(align + n);
+    if (n)
+        memcpy(block.data() + align, data, n);
+    const uint8_t* p = block.data() + align;
+    uint32_t result = seed ^ 0xffffffffu;  // as if a previous call returned it
+    size_t done = 0;
+    for (unsigned i = 1; i <= pieces; i++) {
+        const size_t left = n - done;
+        const size_t take = i == pieces ? left : (left ? splitmix64(rng) % (left + 1) : 0);
+        result = crc32c(p + done, take, result ^ 0xffffffffu);
+        done += take;
+    }
+    return result;
+}
+
+void check_crc(uint32_t got, uint32_t want, size_t n, size_t align, unsigned pieces)
+{
+    if (got != want) {
+        print_error("crc32c mismatch: %zu bytes at alignment %zu in %u call(s): 0x%08x, want 0x%08x\n",
+                    n, align, pieces, got, want);
+        fail();
+    }
+}
+
+void test_crc32c_matches_reference(void**)
+{
+    constexpr size_t kAllLengths = 2048;
+    constexpr size_t kMaxLen = 9100;
+    constexpr size_t kRandomPerAlign = 48;
+    uint64_t rng = 0x5EEDC0DEC32Cull;
+    std::vector<uint8_t> data(kMaxLen);
+    for (auto& b : data)
+        b = static_cast<uint8_t>(splitmix64(rng));
+    // Seeded reference registers of every prefix, for the default seed and a
+    // random one: ref[n] = register after data[0, n).
+    const uint32_t seeds[2] = {0xffffffffu, static_cast<uint32_t>(splitmix64(rng))};
+    std::vector<uint32_t> ref[2];
+    for (int s = 0; s < 2; s++) {
+        ref[s].resize(kMaxLen + 1);
+        ref[s][0] = seeds[s];
+        for (size_t n = 0; n < kMaxLen; n++)
+            ref[s][n + 1] = reference_update(ref[s][n], &data[n], 1);
+    }
+    for (size_t align = 0; align < 16; align++) {
+        for (size_t n = 0; n <= kAllLengths; n++) {
+            const int s = (n + align) & 1;  // alternate the seed
+            check_crc(crc32c_exact(data.data(), n, align, seeds[s], 1, rng), ref[s][n] ^ 0xffffffffu,
+                      n, align, 1);
+        }
+        for (size_t i = 0; i < kRandomPerAlign; i++) {
+            const size_t n = splitmix64(rng) % (kMaxLen + 1);
+            const unsigned pieces = 1 + static_cast<unsigned>(i % 4);  // 1..4 chained calls
+            const int s = static_cast<int>(i / 4) & 1;
+            check_crc(crc32c_exact(data.data(), n, align, seeds[s], pieces, rng),
+                      ref[s][n] ^ 0xffffffffu, n, align, pieces);
+        }
+        // Chained calls over every length up to 600, cut at random points.
+        for (size_t n = 0; n <= 600; n++) {
+            const unsigned pieces = 2 + static_cast<unsigned>(n % 3);
+            check_crc(crc32c_exact(data.data(), n, align, seeds[0], pieces, rng),
+                      ref[0][n] ^ 0xffffffffu, n, align, pieces);
+        }
+    }
+    // Lengths at and around block and lane boundaries (multiples of 8 and of
+    // 3 x 128 words = 3072 bytes, and the two-block range), every tail.
+    for (size_t base : {size_t{3072}, size_t{3104}, size_t{6144}, size_t{6176}, size_t{9088}}) {
+        for (size_t n = base - 40; n <= base + 12 && n <= kMaxLen; n++)
+            check_crc(crc32c_exact(data.data(), n, n & 15, seeds[0], 1, rng),
+                      ref[0][n] ^ 0xffffffffu, n, n & 15, 1);
+    }
+    // Uniform inputs: no accidental reliance on the data's randomness.
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}}) {
+        std::vector<uint8_t> same(kMaxLen, fill);
+        for (size_t n : {size_t{64}, size_t{1500}, size_t{4096}, size_t{9000}})
+            check_crc(crc32c_exact(same.data(), n, 3, 0xffffffffu, 1, rng),
+                      reference_update(0xffffffffu, same.data(), n) ^ 0xffffffffu, n, 3, 1);
+    }
+}
+
+// seal() and parse_frame() on the fast path: every payload length 0..1600
+// and random ones up to 9000 bytes of UDP payload, for extensions of 0, 16,
+// 40 and 48 bytes, random header fields and a stale crc field, at shifting
+// alignments, against the bit-by-bit CRC of ports + header (crc zero) +
+// extension + payload.
+void test_seal_matches_reference(void**)
+{
+    uint64_t rng = 0xC0FFEE5EA1ull;
+    const PacketType types[] = {PacketType::kAck, PacketType::kMsgCts, PacketType::kMsgEager,
+                                PacketType::kRmaWrite};
+    std::vector<size_t> lens;
+    for (size_t n = 0; n <= 1600; n++)
+        lens.push_back(n);
+    for (int i = 0; i < 200; i++)
+        lens.push_back(splitmix64(rng) % (9000 - kMaxTransportHeaderLen + 1));
+    size_t checked = 0;
+    for (PacketType type : types) {
+        const size_t hl = sizeof(TransportHeader) + extension_len(type);
+        for (size_t plen : lens) {
+            const size_t align = (plen + hl) & 7;
+            std::vector<uint8_t> block(align + kL2L3L4Len + hl + plen);
+            uint8_t* frame = block.data() + align;
+            for (size_t i = kL2L3L4Len; i < block.size() - align; i++)
+                frame[i] = static_cast<uint8_t>(splitmix64(rng));
+            FrameAddress a = make_addr();
+            a.src_port = static_cast<uint16_t>(splitmix64(rng));
+            a.dst_port = static_cast<uint16_t>(splitmix64(rng));
+            write_l2l3l4(frame, a, hl + plen);
+            auto* th = reinterpret_cast<TransportHeader*>(frame + kL2L3L4Len);
+            // Random stream_id .. window and timestamps survive init.
+            uint8_t saved[48];
+            memcpy(saved, th, sizeof(saved));
+            init_transport_header(th, type, kFlagLast, static_cast<uint16_t>(plen));
+            static_assert(offsetof(TransportHeader, payload_len) == 34, "layout");
+            memcpy(frame + kL2L3L4Len + 8, saved + 8, 34 - 8);
+            memcpy(frame + kL2L3L4Len + 36, saved + 36, 8);
+            th->crc.set(static_cast<uint32_t>(splitmix64(rng)));  // stale: must not count
+            const uint8_t* tp = frame + kL2L3L4Len;
+            uint32_t reg = reference_update(0xffffffffu, tp - kUdpHeaderLen, 4);
+            reg = reference_update(reg, tp, 44);
+            const uint8_t zero[4] = {0, 0, 0, 0};
+            reg = reference_update(reg, zero, 4);
+            reg = reference_update(reg, tp + 48, hl + plen - 48);
+            seal(th);
+            if (th->crc.get() != (reg ^ 0xffffffffu)) {
+                print_error("seal: %s with %zu payload bytes: 0x%08x, want 0x%08x\n",
+                            to_string(type), plen, th->crc.get(), reg ^ 0xffffffffu);
+                fail();
+            }
+            ParsedPacket p;
+            assert_int_equal(parse_frame(frame, block.size() - align, &p), ParseResult::kOk);
+            assert_int_equal(p.payload_len, plen);
+            th->crc.set(th->crc.get() ^ (1u << (plen & 31)));
+            assert_int_equal(parse_frame(frame, block.size() - align, &p), ParseResult::kBadCrc);
+            checked++;
+        }
+    }
+    assert_int_equal(checked, 4 * lens.size());
+}
+
+// The same two tests again on the portable path (DPDK's primitives, as on
+// a CPU without SSE4.2/PCLMULQDQ or on another architecture).
+int force_portable_crc(void**)
+{
+    crc_force_portable_for_testing(true);
+    return 0;
+}
+
+int restore_crc(void**)
+{
+    crc_force_portable_for_testing(false);
+    return 0;
+}
+
+void test_crc32c_portable_matches_reference(void** state)
+{
+    test_crc32c_matches_reference(state);
+}
+
+void test_seal_portable_matches_reference(void** state)
+{
+    test_seal_matches_reference(state);
 }
 
 void test_internet_checksum(void**)
@@ -461,6 +667,12 @@ int main()
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_check_value),
+        cmocka_unit_test(test_crc32c_matches_reference),
+        cmocka_unit_test(test_seal_matches_reference),
+        cmocka_unit_test_setup_teardown(test_crc32c_portable_matches_reference,
+                                        force_portable_crc, restore_crc),
+        cmocka_unit_test_setup_teardown(test_seal_portable_matches_reference, force_portable_crc,
+                                        restore_crc),
         cmocka_unit_test(test_internet_checksum),
         cmocka_unit_test(test_to_string),
         cmocka_unit_test(test_extension_len),
