@@ -950,6 +950,52 @@ void test_memif_wait_fd_two_processes(void**) {
   unlink((std::string(path) + ".lock").c_str());
 }
 
+// tap: rx_wait_fd() is the queue's tap fd (DPDK's rx interrupt fd), always
+// live: a frame the kernel sends out of the tap interface makes it readable.
+void test_tap_wait_fd(void**) {
+  const std::string ifname = "dtfi" + std::to_string(getpid() % 100000);
+  PortConfig c;
+  c.device = "net_tap_fi" + std::to_string(getpid()) + ",iface=" + ifname;
+  c.mbufs = 1024;
+  Port* p = open_port(c);
+  assert_int_equal(p->kind(), Port::Kind::kTap);
+  const int fd = p->rx_wait_fd();
+  assert_true(fd >= 0);
+  assert_int_equal(p->arm_rx_wait(), 0);
+  rte_mbuf* b[32];
+  uint16_t n;
+  while ((n = p->rx_burst(b, 32)) > 0) rte_pktmbuf_free_bulk(b, n);  // the kernel's own chatter
+  int s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+  assert_true(s >= 0);
+  sockaddr_ll sll{};
+  sll.sll_family = AF_PACKET;
+  sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+  sll.sll_halen = 6;
+  assert_true(sll.sll_ifindex > 0);
+  uint8_t frame[60];
+  memset(frame, 0xff, 12);
+  frame[12] = 0x88;  // local experimental ethertype
+  frame[13] = 0xb5;
+  memset(frame + 14, 0x5a, sizeof(frame) - 14);
+  assert_int_equal(sendto(s, frame, sizeof(frame), 0, reinterpret_cast<sockaddr*>(&sll), sizeof(sll)),
+                   sizeof(frame));
+  close(s);
+  double waited = 0;
+  assert_int_equal(poll_ms(fd, 2000, &waited), 1);
+  bool seen = false;
+  double end = now_s() + 1;
+  while (!seen && now_s() < end) {
+    n = p->rx_burst(b, 32);
+    for (uint16_t i = 0; i < n; ++i) {
+      const uint8_t* d = rte_pktmbuf_mtod(b[i], const uint8_t*);
+      if (b[i]->data_len >= 14 && d[12] == 0x88 && d[13] == 0xb5) seen = true;
+    }
+    if (n) rte_pktmbuf_free_bulk(b, n);
+  }
+  assert_true(seen);
+  p->disarm_rx_wait();
+}
+
 // Closing a memif port just as the peer closes its own prints nothing.
 // The peer's close reaches us as EOF on the control channel, handled in
 // EAL's interrupt thread (memif_disconnect, which unmaps and rte_free()s the
@@ -1084,6 +1130,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test_teardown(test_af_packet_two_processes, close_ports),
       cmocka_unit_test_teardown(test_memif_two_processes_jumbo, close_ports),
       cmocka_unit_test_teardown(test_memif_wait_fd_two_processes, close_ports),
+      cmocka_unit_test_teardown(test_tap_wait_fd, close_ports),
       cmocka_unit_test_teardown(test_memif_close_quiet, close_ports),
   };
   // TEST_PORT_FILTER=<glob>: run a subset (e.g. to loop one flaky case).
