@@ -382,6 +382,13 @@ void SharedEngine::thread_main() noexcept
 {
     unsigned idle = 0;
     bool armed = false;
+    uint64_t rx_at_sleep = 0;
+    // memif's fd is live only while armed, and while armed the peer makes a
+    // system call per burst and so does every rx_burst here. When packets
+    // were received by someone else while we slept (an application thread
+    // busy-polling its CQ: cq_readfrom progresses too), stay on the timer
+    // instead and arm once things are quiet.
+    const bool arm_costs = engine_->port().kind() == dpdk_engine::Port::Kind::kMemif;
     while (!stop_.load(std::memory_order_relaxed)) {
         int events, fd;
         uint32_t next;
@@ -390,17 +397,20 @@ void SharedEngine::thread_main() noexcept
             if (armed)
                 engine_->disarm_wait();
             armed = false;
+            const bool others_busy =
+                arm_costs && engine_->port().stats().rx_pkts != rx_at_sleep;
             events = engine_->progress(false);
             next = engine_->next_timeout_us();
             fd = engine_->wait_fd();
             if (events == 0 && fd >= 0) {
-                int a = engine_->arm_wait();
+                int a = others_busy ? -EIO : engine_->arm_wait();
                 if (a == -EAGAIN)
                     events = 1;  // packets already waiting
                 armed = a == 0;
                 if (!armed)
-                    fd = -1;  // -EIO: poll with the timer
+                    fd = -1;  // poll with the timer
             }
+            rx_at_sleep = engine_->port().stats().rx_pkts;
         }
         if (events > 0) {
             idle = 0;
