@@ -1,0 +1,412 @@
+// engine_peer: shared pieces of the two-process engine test peer
+// (engine_peer.cpp: options, streams, roles; engine_peer_rma.cpp: the
+// client's RMA and atomics phase): utilities, options, the process's
+// engine and completion dispatch, and the control messages.
+#ifndef DPDK_ENGINE_TESTS_ENGINE_PEER_H
+#define DPDK_ENGINE_TESTS_ENGINE_PEER_H
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/mr.h"
+
+using namespace dpdk_engine;
+
+
+namespace engine_peer {
+
+
+// ---------------------------------------------------------------------------
+// Utilities.
+
+inline const char* g_role = "?";
+inline uint64_t g_seed = 1;
+inline uint64_t g_deadline_ms = 0;
+inline uint64_t g_t0 = 0;
+
+inline uint64_t now_ms()
+{
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+}
+
+[[noreturn]] inline void die(const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "engine_peer %s: FAIL: ", g_role);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    _exit(1);
+}
+
+inline void say(const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("engine_peer %s [%6.3f s]: ", g_role, double(now_ms() - g_t0) / 1000);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+}
+
+// memcmp/memcpy that accept null pointers with a zero length (empty
+// std::vector::data() is null; the C functions forbid it even then).
+inline int mcmp(const void* a, const void* b, size_t n) { return n ? memcmp(a, b, n) : 0; }
+inline void mcpy(void* d, const void* s, size_t n)
+{
+    if (n)
+        memcpy(d, s, n);
+}
+inline void mset(void* d, int c, size_t n)
+{
+    if (n)
+        memset(d, c, n);
+}
+
+inline uint64_t splitmix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+inline uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0) { return splitmix(splitmix(splitmix(a) ^ b) ^ c); }
+
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed ? seed : 1) {}
+    uint64_t next() { return s = splitmix(s); }
+    uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+    double unit() { return double(next() >> 11) / double(1ull << 53); }
+};
+
+// The 8-byte stamp (direction << 32 | seq) first, then a seeded stream.
+inline void fill_payload(uint8_t* p, size_t len, uint64_t stamp)
+{
+    if (len == 0)
+        return;
+    size_t h = len < 8 ? len : 8;
+    mcpy(p, &stamp, h);
+    uint64_t x = mix(g_seed, stamp) | 1;
+    size_t i = h;
+    for (; i + 8 <= len; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        mcpy(p + i, &x, 8);
+    }
+    if (i < len) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        mcpy(p + i, &x, len - i);
+    }
+}
+
+inline uint64_t fnv1a(const uint8_t* p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+inline std::string addr_str(Address a)
+{
+    char buf[32];
+    const auto* b = reinterpret_cast<const uint8_t*>(&a.ip_be);
+    snprintf(buf, sizeof buf, "%u.%u.%u.%u:%u", b[0], b[1], b[2], b[3], a.port);
+    return buf;
+}
+
+// ---------------------------------------------------------------------------
+// Options.
+
+struct Opts {
+    bool server = false;
+    std::string device;
+    bool device_set = false;
+    uint16_t port = 0;
+    std::string peer_ip = "127.0.0.1";
+    uint32_t count = 2000;
+    size_t max_size = 16u << 20;
+    uint32_t big_every = 400;   // one message of 1 MiB..max_size per this many
+    uint32_t rma_ops = 200;
+    uint32_t timeout_ms = 0;    // peer timeout; 0 = the configuration's
+    uint32_t deadline_s = 120;
+    bool kill_test = false;
+    bool stats = false;
+};
+
+inline void usage()
+{
+    fprintf(stderr,
+            "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
+            "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
+            "         [--deadline S] [--kill-test] [--stats]\n");
+    exit(2);
+}
+
+inline Opts parse(int argc, char** argv)
+{
+    if (argc < 2)
+        usage();
+    Opts o;
+    if (!strcmp(argv[1], "server"))
+        o.server = true;
+    else if (strcmp(argv[1], "client") != 0)
+        usage();
+    static const option longopts[] = {
+        {"device", required_argument, nullptr, 'd'}, {"port", required_argument, nullptr, 'p'},
+        {"peer-ip", required_argument, nullptr, 'i'}, {"count", required_argument, nullptr, 'n'},
+        {"max-size", required_argument, nullptr, 'm'}, {"big-every", required_argument, nullptr, 'b'},
+        {"rma-ops", required_argument, nullptr, 'r'}, {"seed", required_argument, nullptr, 's'},
+        {"timeout-ms", required_argument, nullptr, 't'}, {"deadline", required_argument, nullptr, 'D'},
+        {"kill-test", no_argument, nullptr, 'k'}, {"stats", no_argument, nullptr, 'S'},
+        {nullptr, 0, nullptr, 0},
+    };
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
+        switch (c) {
+        case 'd': o.device = optarg; o.device_set = true; break;
+        case 'p': o.port = uint16_t(atoi(optarg)); break;
+        case 'i': o.peer_ip = optarg; break;
+        case 'n': o.count = uint32_t(strtoul(optarg, nullptr, 0)); break;
+        case 'm': o.max_size = strtoull(optarg, nullptr, 0); break;
+        case 'b': o.big_every = uint32_t(strtoul(optarg, nullptr, 0)); break;
+        case 'r': o.rma_ops = uint32_t(strtoul(optarg, nullptr, 0)); break;
+        case 's': g_seed = strtoull(optarg, nullptr, 0); break;
+        case 't': o.timeout_ms = uint32_t(strtoul(optarg, nullptr, 0)); break;
+        case 'D': o.deadline_s = uint32_t(strtoul(optarg, nullptr, 0)); break;
+        case 'k': o.kill_test = true; break;
+        case 'S': o.stats = true; break;
+        default: usage();
+        }
+    }
+    if (o.port == 0)
+        usage();
+    return o;
+}
+
+// ---------------------------------------------------------------------------
+// The process's engine, endpoint and completion dispatch.
+
+struct Op;
+using Handler = std::function<void(Op*, const Completion&)>;
+
+// Completion contexts. on_done never deletes its own Op (that would destroy
+// the running std::function); ops with `owned` set are deleted by dispatch().
+struct Op {
+    Op() = default;
+    explicit Op(Handler h) : on_done(std::move(h)) {}
+    virtual ~Op() = default;
+    Handler on_done;
+    bool owned = false;
+};
+
+inline void run_op(Op* op, const Completion& c)
+{
+    op->on_done(op, c);
+    if (op->owned)
+        delete op;
+}
+
+struct Peer {
+    Opts o;
+    std::unique_ptr<Engine> engine;
+    Endpoint* ep = nullptr;
+    MemoryRegistry mr{true, true};
+    std::vector<Completion> comps;
+    Address peer;
+    const char* phase = "start";
+    uint64_t last_ok_ms = 0;  // last successful completion (kill test)
+
+    static void on_complete(void* owner, const Completion& c) { static_cast<Peer*>(owner)->comps.push_back(c); }
+
+    void open()
+    {
+        EngineConfig cfg;
+        std::string bad;
+        if (engine_config_from_env(&cfg, &bad) != 0)
+            die("bad environment variable %s", bad.c_str());
+        if (o.device_set)
+            cfg.port.device = o.device;
+        if (o.timeout_ms)
+            cfg.peer_timeout_ms = o.timeout_ms;
+        // The idle backoff sleeps 50 us after 20 ms idle: fine for tests.
+        int rc = Engine::create(cfg, &engine);
+        if (rc)
+            die("Engine::create(device '%s') = %d (%s)", cfg.port.device.c_str(), rc, strerror(-rc));
+        EndpointConfig ec;
+        ec.port = o.server ? o.port : 0;
+        ec.on_complete = on_complete;
+        ec.owner = this;
+        ec.regions = &mr;
+        rc = engine->open_endpoint(ec, &ep);
+        if (rc)
+            die("open_endpoint(port %u) = %d (%s)", ec.port, rc, strerror(-rc));
+        say("device '%s' (%s), endpoint %s, peer timeout %u ms, fault %s", cfg.port.device.c_str(),
+            to_string(engine->port().kind()), addr_str(ep->address()).c_str(), cfg.peer_timeout_ms,
+            cfg.fault.enabled() ? "on" : "off");
+    }
+
+    // Waits (bounded) until the port's link is up: memif connects later.
+    void wait_link()
+    {
+        uint64_t end = now_ms() + 10000;
+        while (!engine->port().link_up()) {
+            if (now_ms() > end)
+                die("link of %s not up after 10 s", engine->port().name().c_str());
+            engine->progress();
+            usleep(1000);
+        }
+    }
+
+    void check_deadline()
+    {
+        if (now_ms() > g_deadline_ms) {
+            ep->dump_stats(stderr);
+            die("deadline exceeded in phase '%s'", phase);
+        }
+    }
+
+    // One progress round and dispatch of its completions.
+    void pump()
+    {
+        engine->progress();
+        dispatch();
+        check_deadline();
+    }
+
+    void dispatch()
+    {
+        for (size_t i = 0; i < comps.size(); i++) {
+            Completion c = comps[i];
+            if (!c.context) {
+                if (c.type == CompletionType::kRemoteWrite)
+                    continue;  // remote CQ data of a write: counted nowhere
+                die("completion without context (type %d, %s)", int(c.type), to_string(c.status));
+            }
+            auto* op = static_cast<Op*>(c.context);
+            if (c.status == OpStatus::kOk)
+                last_ok_ms = now_ms();
+            run_op(op, c);
+        }
+        comps.clear();
+    }
+
+    void run_until(const std::function<bool()>& done)
+    {
+        while (!done())
+            pump();
+    }
+
+    void run_for(uint64_t ms)
+    {
+        uint64_t end = now_ms() + ms;
+        while (now_ms() < end)
+            pump();
+    }
+};
+
+// Control messages: tagged, tag = kCtlTag | type.
+constexpr uint64_t kCtlTag = 0xC0DE000000000000ull;
+enum Ctl : uint64_t { kHello = 1, kInfo = 2, kVerify = 3, kResult = 4, kBye = 5 };
+
+struct CtlMsg {
+    uint64_t magic = 0x454E47494E45ull;  // "ENGINE"
+    uint64_t a = 0, b = 0, c = 0, d = 0, e = 0;
+};
+
+// Sends a control message and waits until it is delivered (acknowledged).
+inline void ctl_send(Peer& p, Ctl type, const CtlMsg& m)
+{
+    static CtlMsg copy;
+    copy = m;
+    bool done = false;
+    Op op{[&](Op*, const Completion& c) {
+        if (c.status != OpStatus::kOk)
+            die("control message %d: %s", int(type), to_string(c.status));
+        done = true;
+    }};
+    iovec iov{&copy, sizeof copy};
+    SendArgs a;
+    a.dest = p.peer;
+    a.iov = &iov;
+    a.iov_count = 1;
+    a.tag = kCtlTag | type;
+    a.flags = kOpTagged | kOpCompletion;
+    a.context = &op;
+    int rc = p.ep->send(a);
+    if (rc)
+        die("control send: %d", rc);
+    p.run_until([&] { return done; });
+}
+
+// Posts a control receive; *got becomes true when it arrives.
+struct CtlRecv {
+    CtlMsg m;
+    bool got = false;
+    Address src;
+    Op op;
+};
+
+inline void ctl_post(Peer& p, Ctl type, CtlRecv* r)
+{
+    r->op.on_done = [r](Op*, const Completion& c) {
+        if (c.status != OpStatus::kOk || c.len != sizeof(CtlMsg) || r->m.magic != CtlMsg().magic)
+            die("control receive: %s, %zu bytes", to_string(c.status), c.len);
+        r->src = c.src;
+        r->got = true;
+    };
+    iovec iov{&r->m, sizeof r->m};
+    RecvArgs a;
+    a.iov = &iov;
+    a.iov_count = 1;
+    a.tag = kCtlTag | type;
+    a.flags = kOpTagged | kOpCompletion;
+    a.context = &r->op;
+    int rc = p.ep->recv(a);
+    if (rc)
+        die("control recv: %d", rc);
+}
+
+
+// RMA and atomics (engine_peer_rma.cpp).
+constexpr size_t kRegionLen = 16u << 20;
+constexpr size_t kCounterOff = kRegionLen - 64;  // the counter lives in the region's last cache line
+
+struct Remote {
+    uint64_t addr, key, len;
+};
+
+// The client's RMA/atomic phase against the server's region; `mirror` is
+// the client's copy of what the region must hold afterwards.
+void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror);
+
+}  // namespace engine_peer
+
+#endif
