@@ -38,7 +38,57 @@ bool parse_bool(const char* s, bool* out)
     return false;
 }
 
+bool parse_u64(const char* s, uint64_t* out)
+{
+    if (!s || !*s || *s == '-')
+        return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool power_of_two(uint32_t v)
+{
+    return v && (v & (v - 1)) == 0;
+}
+
 } // namespace
+
+int check_engine_config(const EngineConfig& c, std::string* why)
+{
+    // One place for every range, so the provider (fi_param_get) and the
+    // programs that read the environment refuse the same values.
+    const char* bad = nullptr;
+    if (c.port.mtu < kMinMtu || c.port.mtu > kMaxMtu)
+        bad = "FI_DPDK_MTU must be 68..9000";
+    else if (!power_of_two(c.window) || c.window < 16 || c.window > 4096)
+        bad = "FI_DPDK_WINDOW must be a power of two in 16..4096";
+    else if (c.rto_min_us == 0 || c.rto_max_us < c.rto_min_us)
+        bad = "FI_DPDK_RTO_MIN_US/FI_DPDK_RTO_MAX_US must satisfy 0 < min <= max";
+    else if (c.peer_timeout_ms == 0)
+        bad = "FI_DPDK_TIMEOUT_MS must be positive";
+    // An ACK held back longer than the shortest RTO makes every quiet
+    // sender retransmit spuriously.
+    else if (c.ack_delay_us >= c.rto_min_us)
+        bad = "FI_DPDK_ACK_DELAY_US must be below FI_DPDK_RTO_MIN_US";
+    else if (c.eager_limit > kMaxEagerLimit)
+        bad = "FI_DPDK_EAGER_LIMIT must be at most 1048576 (larger messages belong in the rendezvous)";
+    // Fewer buffers than this cannot hold one window of a few peers plus the
+    // device rings; more would not fit in memory EAL can map.
+    else if (c.port.mbufs != 0 && (c.port.mbufs < kMinMbufs || c.port.mbufs > kMaxMbufs))
+        bad = "FI_DPDK_MBUFS must be 0 (default) or 1024..4194304";
+    else if (c.unexpected_bytes > kMaxUnexpectedBytes)
+        bad = "FI_DPDK_UNEXPECTED_BYTES must be at most 2^40 (1 TiB)";
+    if (!bad)
+        return 0;
+    if (why)
+        *why = bad;
+    return -EINVAL;
+}
 
 int engine_config_from_env(EngineConfig* cfg, std::string* bad)
 {
@@ -47,10 +97,9 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
         uint32_t* field;
     };
     uint32_t mtu = cfg->port.mtu;
-    uint32_t eager = static_cast<uint32_t>(cfg->eager_limit);
     const U32Var u32vars[] = {
         {"FI_DPDK_MTU", &mtu},
-        {"FI_DPDK_EAGER_LIMIT", &eager},
+        {"FI_DPDK_MBUFS", &cfg->port.mbufs},
         {"FI_DPDK_WINDOW", &cfg->window},
         {"FI_DPDK_RTO_MIN_US", &cfg->rto_min_us},
         {"FI_DPDK_RTO_MAX_US", &cfg->rto_max_us},
@@ -74,17 +123,28 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
         return -EINVAL;
     }
     cfg->port.mtu = static_cast<uint16_t>(mtu);
-    cfg->eager_limit = eager;
-    if (const char* s = getenv("FI_DPDK_UNEXPECTED_BYTES")) {
-        char* end = nullptr;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 0);
-        if (errno || !*s || *end || *s == '-') {
+    const struct {
+        const char* name;
+        uint64_t* field;
+    } u64vars[] = {
+        {"FI_DPDK_UNEXPECTED_BYTES", &cfg->unexpected_bytes},
+    };
+    for (const auto& v : u64vars) {
+        const char* s = getenv(v.name);
+        if (s && !parse_u64(s, v.field)) {
             if (bad)
-                *bad = "FI_DPDK_UNEXPECTED_BYTES";
+                *bad = v.name;
             return -EINVAL;
         }
-        cfg->unexpected_bytes = v;
+    }
+    if (const char* s = getenv("FI_DPDK_EAGER_LIMIT")) {
+        uint64_t v = 0;
+        if (!parse_u64(s, &v) || v > SIZE_MAX) {
+            if (bad)
+                *bad = "FI_DPDK_EAGER_LIMIT";
+            return -EINVAL;
+        }
+        cfg->eager_limit = static_cast<size_t>(v);
     }
     if (const char* s = getenv("FI_DPDK_DEVICE"))
         cfg->port.device = s;
@@ -119,7 +179,7 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
             return -EINVAL;
         }
     }
-    return 0;
+    return check_engine_config(*cfg, bad);
 }
 
 } // namespace dpdk_engine

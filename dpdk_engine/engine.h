@@ -57,7 +57,7 @@ struct EngineConfig {
     uint32_t rto_max_us = 200000;   // FI_DPDK_RTO_MAX_US
     uint32_t rto_initial_us = 20000;
     uint32_t peer_timeout_ms = 3000;// FI_DPDK_TIMEOUT_MS: no word from a peer with work outstanding -> its operations fail
-    uint32_t ack_delay_us = 50;     // longest an ACK is held back for piggybacking
+    uint32_t ack_delay_us = 50;     // FI_DPDK_ACK_DELAY_US: longest an ACK is held back for piggybacking
     uint32_t ack_every = 16;        // ACK at least every this many packets
     uint32_t max_ops = 4096;        // per endpoint: outstanding send/RMA/atomic operations
     uint32_t max_recvs = 4096;      // per endpoint: posted receives
@@ -72,9 +72,23 @@ struct EngineConfig {
 };
 
 // Reads FI_DPDK_* environment variables into cfg (for programs that use the
-// engine without libfabric; the provider uses fi_param_get instead).
-// Returns 0, or -EINVAL naming the bad variable in *bad (if non-null).
+// engine without libfabric; the provider uses fi_param_get instead), then
+// check_engine_config(). Returns 0, or -EINVAL naming the bad variable in
+// *bad (if non-null): its name when it does not parse, the reason when it is
+// out of range.
 int engine_config_from_env(EngineConfig* cfg, std::string* bad);
+
+// Limits of the knobs that check_engine_config() enforces.
+constexpr size_t kMaxEagerLimit = 1u << 20;            // FI_DPDK_EAGER_LIMIT
+constexpr unsigned kMinMbufs = 1024;                   // FI_DPDK_MBUFS (0 = default)
+constexpr unsigned kMaxMbufs = 1u << 22;
+constexpr uint64_t kMaxUnexpectedBytes = 1ull << 40;   // FI_DPDK_UNEXPECTED_BYTES
+
+// Range checks of every knob of cfg, for the provider and the env reader, so
+// a bad value is refused with a reason instead of misbehaving later.
+// Returns 0, or -EINVAL with a readable reason (naming the FI_DPDK_*
+// variable) in *why (if non-null).
+int check_engine_config(const EngineConfig& cfg, std::string* why);
 
 // Result of an operation.
 enum class OpStatus : uint8_t {

@@ -1,6 +1,11 @@
 // Classic pcap writer. See pcap.h.
 #include "pcap.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -32,6 +37,49 @@ static_assert(sizeof(RecordHeader) == 16, "pcap record header is 16 bytes");
 // pays a memcpy and the kernel sees large writes.
 constexpr size_t kBufferSize = 1u << 20;
 
+// "%p" -> pid, "%%" -> "%"; false on any other '%' sequence.
+bool expand_path(const char* path, std::string* out)
+{
+    out->clear();
+    for (const char* c = path; *c; c++) {
+        if (*c != '%') {
+            out->push_back(*c);
+        } else if (c[1] == 'p') {
+            *out += std::to_string(getpid());
+            c++;
+        } else if (c[1] == '%') {
+            out->push_back('%');
+            c++;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Opens `name` for writing, holding an exclusive flock, and empties it.
+// Returns the fd, -EWOULDBLOCK when another writer holds the lock, or -errno.
+int open_locked(const std::string& name)
+{
+    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno == EWOULDBLOCK ? -EWOULDBLOCK : -errno;
+        ::close(fd);
+        return err;
+    }
+    // Truncate only after taking the lock: never under a live writer. Not
+    // regular (a fifo, /dev/full): nothing to truncate.
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) {
+        const int err = -errno;
+        ::close(fd);
+        return err;
+    }
+    return fd;
+}
+
 } // namespace
 
 PcapWriter::~PcapWriter()
@@ -46,9 +94,31 @@ int PcapWriter::open(const char* path)
     close();
     error_ = 0;
     frames_ = 0;
-    FILE* f = fopen(path, "wb");
-    if (!f)
-        return -errno;
+    std::string name;
+    if (!expand_path(path, &name))
+        return -EINVAL;
+    int fd = open_locked(name);
+    // Another writer has this file: fall back to names of our own.
+    const std::string fallback = name + "." + std::to_string(getpid());
+    for (int n = 1; fd == -EWOULDBLOCK && n <= 8; n++) {
+        std::string alt = n == 1 ? fallback : fallback + "." + std::to_string(n);
+        fd = open_locked(alt);
+        if (fd >= 0) {
+            fprintf(stderr, "dpdk: pcap file %s is being written by another writer; writing %s\n",
+                    name.c_str(), alt.c_str());
+            name = alt;
+        }
+    }
+    if (fd == -EWOULDBLOCK)
+        return -EBUSY;
+    if (fd < 0)
+        return fd;
+    FILE* f = fdopen(fd, "wb");
+    if (!f) {
+        const int err = -errno;
+        ::close(fd);
+        return err;
+    }
     // Full buffering with our own size; stdio allocates the buffer once here,
     // never on the data path. Failure only means the default buffer.
     setvbuf(f, nullptr, _IOFBF, kBufferSize);
@@ -67,6 +137,7 @@ int PcapWriter::open(const char* path)
         return err;
     }
     f_ = f;
+    path_ = name;
     return 0;
 }
 
@@ -96,6 +167,7 @@ void PcapWriter::close()
     if (fclose(f_) != 0 && !error_)
         error_ = errno ? -errno : -EIO;
     f_ = nullptr;
+    path_.clear();
 }
 
 } // namespace dpdk_engine

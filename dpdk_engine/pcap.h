@@ -7,12 +7,20 @@
 // host byte order, as libpcap does (readers detect the order by the magic).
 //
 // Not thread-safe: one writer per progress context.
+//
+// Several processes (an MPI job exports one FI_DPDK_PCAP to every rank) or
+// several engines of one process may be given the same path. Two writers of
+// one file would interleave records into garbage, so a writer holds an
+// exclusive flock() on its file: "%p" in the path expands to the process id,
+// and a writer that finds its file locked by another one writes
+// "<path>.<pid>" (then "<path>.<pid>.2", ...) instead and says so on stderr.
 #ifndef DPDK_ENGINE_PCAP_H
 #define DPDK_ENGINE_PCAP_H
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 namespace dpdk_engine {
 
@@ -30,11 +38,17 @@ public:
     PcapWriter(const PcapWriter&) = delete;
     PcapWriter& operator=(const PcapWriter&) = delete;
 
-    // Creates (truncates) `path` and writes the file header. A writer that is
-    // already open is closed first.
-    // Returns 0, -EINVAL when path is NULL or empty, or -errno from
-    // fopen/fwrite (e.g. -ENOENT, -EACCES, -ENOSPC).
+    // Creates (truncates) the file named by `path` with "%p" replaced by the
+    // process id and "%%" by "%", locks it (see above: a locked file makes
+    // the writer pick "<name>.<pid>[.<n>]"), and writes the file header. A
+    // writer that is already open is closed first; path() tells the name.
+    // Returns 0; -EINVAL when path is NULL or empty or has a '%' other than
+    // "%p" or "%%"; -EBUSY when every fallback name is locked too; or -errno
+    // from open/fwrite (e.g. -ENOENT, -EACCES, -ENOSPC).
     int open(const char* path);
+
+    // The file being written ("" when not open).
+    const std::string& path() const { return path_; }
 
     // Appends one frame captured at ts_ns (nanoseconds since the Unix epoch;
     // CLOCK_REALTIME gives Wireshark real dates). At most kPcapSnapLen bytes
@@ -57,6 +71,7 @@ public:
 
 private:
     FILE* f_ = nullptr;
+    std::string path_;
     int error_ = 0;
     uint64_t frames_ = 0;
 };

@@ -1,4 +1,5 @@
-// Tests of the pcap writer: file header, two records, errors.
+// Tests of the pcap writer: file header, two records, errors, %p and the
+// lock that keeps two writers out of one file.
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -6,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -139,6 +141,63 @@ void test_errors(void**)
     }
 }
 
+void test_pid_expansion(void**)
+{
+    char dir[] = "/tmp/test_pcap_dir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const std::string pattern = std::string(dir) + "/cap-%p-100%%.pcap";
+    const std::string want = std::string(dir) + "/cap-" + std::to_string(getpid()) + "-100%.pcap";
+    PcapWriter w;
+    assert_int_equal(w.open(pattern.c_str()), 0);
+    assert_string_equal(w.path().c_str(), want.c_str());
+    w.close();
+    assert_string_equal(w.path().c_str(), "");
+    assert_int_equal(slurp(want.c_str()).size(), 24);
+    unlink(want.c_str());
+    // Any other conversion is refused rather than written literally.
+    assert_int_equal(w.open((std::string(dir) + "/x-%d.pcap").c_str()), -EINVAL);
+    assert_int_equal(w.open((std::string(dir) + "/x-%").c_str()), -EINVAL);
+    rmdir(dir);
+}
+
+// Three writers given one path (as every rank of a job is): the first keeps
+// it, the others get names of their own, and no file is truncated or
+// interleaved by another writer.
+void test_shared_path(void**)
+{
+    char dir[] = "/tmp/test_pcap_dir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const std::string path = std::string(dir) + "/shared.pcap";
+    const std::string pid = std::to_string(getpid());
+    uint8_t f[100];
+    memset(f, 0x5a, sizeof(f));
+    {
+        PcapWriter a, b, c;
+        assert_int_equal(a.open(path.c_str()), 0);
+        a.write(f, sizeof(f), 1);
+        assert_int_equal(b.open(path.c_str()), 0);
+        assert_int_equal(c.open(path.c_str()), 0);
+        assert_string_equal(a.path().c_str(), path.c_str());
+        assert_string_equal(b.path().c_str(), (path + "." + pid).c_str());
+        assert_string_equal(c.path().c_str(), (path + "." + pid + ".2").c_str());
+        b.write(f, 10, 2);
+        a.close();
+        // The lock went with the writer: the path is free again.
+        PcapWriter d;
+        assert_int_equal(d.open(path.c_str()), 0);
+        assert_string_equal(d.path().c_str(), path.c_str());
+        d.write(f, sizeof(f), 3);
+        d.write(f, sizeof(f), 4);
+    }
+    assert_int_equal(slurp(path.c_str()).size(), 24 + 2 * (16 + 100));
+    assert_int_equal(slurp((path + "." + pid).c_str()).size(), 24 + 16 + 10);
+    assert_int_equal(slurp((path + "." + pid + ".2").c_str()).size(), 24);
+    unlink(path.c_str());
+    unlink((path + "." + pid).c_str());
+    unlink((path + "." + pid + ".2").c_str());
+    rmdir(dir);
+}
+
 } // namespace
 
 int main()
@@ -147,6 +206,8 @@ int main()
         cmocka_unit_test(test_two_frames),
         cmocka_unit_test(test_snaplen_truncation),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_pid_expansion),
+        cmocka_unit_test(test_shared_path),
     };
     return cmocka_run_group_tests_name("pcap", tests, nullptr, nullptr);
 }

@@ -42,7 +42,8 @@ void define_params()
                     pc.iface.c_str());
     fi_param_define(&g_prov, "ip", FI_PARAM_STRING,
                     "IPv4 address of our endpoints (default: the IPv4 address of "
-                    "FI_DPDK_IFACE, 127.0.0.1 on lo and for other devices)");
+                    "FI_DPDK_IFACE, or of the iface= of FI_DPDK_DEVICE; 127.0.0.1 on lo "
+                    "and memif; other devices must set it)");
     fi_param_define(&g_prov, "mtu", FI_PARAM_INT, "L3 MTU, %u..%u (default: %u)",
                     unsigned{dpdk_engine::kMinMtu}, unsigned{dpdk_engine::kMaxMtu},
                     unsigned{pc.mtu});
@@ -62,16 +63,22 @@ void define_params()
                     "Print per-endpoint counters to stderr when an endpoint closes "
                     "(default: %d)",
                     int{ec.dump_stats});
+    fi_param_define(&g_prov, "verbose", FI_PARAM_BOOL,
+                    "Let EAL and the DPDK drivers log to stderr (also on with "
+                    "FI_LOG_LEVEL=info) (default: %d)",
+                    int{pc.verbose});
     fi_param_define(&g_prov, "mbufs", FI_PARAM_SIZE_T,
-                    "Packet buffers in the port's pool (default: 0 = %u)",
+                    "Packet buffers in the port's pool, %u..%u (default: 0 = %u)",
+                    dpdk_engine::kMinMbufs, dpdk_engine::kMaxMbufs,
                     dpdk_engine::Port::kDefaultMbufs);
     fi_param_define(&g_prov, "eager_limit", FI_PARAM_SIZE_T,
-                    "Largest message sent eagerly; larger ones use a rendezvous "
-                    "(default: %zu)",
-                    ec.eager_limit);
+                    "Largest message sent eagerly, at most %zu; larger ones use a "
+                    "rendezvous (default: %zu)",
+                    dpdk_engine::kMaxEagerLimit, ec.eager_limit);
     fi_param_define(&g_prov, "unexpected_bytes", FI_PARAM_SIZE_T,
                     "Heap bytes for unexpected eager messages once the packet buffers "
-                    "set aside for them are in use; past it a sender waits (default: %zu)",
+                    "set aside for them are in use; past it a sender waits; at most 2^40 "
+                    "(default: %zu)",
                     size_t(ec.unexpected_bytes));
     fi_param_define(&g_prov, "window", FI_PARAM_INT,
                     "Packets in flight per peer, a power of two 16..4096 (default: %u)",
@@ -82,6 +89,10 @@ void define_params()
     fi_param_define(&g_prov, "rto_max_us", FI_PARAM_INT,
                     "Largest retransmission timeout in microseconds (default: %u)",
                     ec.rto_max_us);
+    fi_param_define(&g_prov, "ack_delay_us", FI_PARAM_INT,
+                    "Longest an acknowledgement waits for a packet to ride on, in "
+                    "microseconds, below FI_DPDK_RTO_MIN_US (default: %u)",
+                    ec.ack_delay_us);
     fi_param_define(&g_prov, "timeout_ms", FI_PARAM_INT,
                     "A peer silent this long while work to it is outstanding fails "
                     "that work with FI_ETIMEDOUT (default: %u)",
@@ -134,6 +145,37 @@ void check(bool ok, const char* what)
         g_params.error = what;
 }
 
+// EngineConfig from the parameters as read (no IP, no logging choice):
+// read_params() range-checks it, make_engine_config() completes it.
+void fill_engine_config(dpdk_engine::EngineConfig* cfg)
+{
+    const Params& p = g_params;
+    cfg->port.device = p.device;
+    cfg->port.iface = p.iface;
+    cfg->port.mtu = static_cast<uint16_t>(p.mtu);
+    cfg->port.mbufs = static_cast<unsigned>(p.mbufs);
+    cfg->port.hugepages = p.hugepages != 0;
+    cfg->port.eal_args = p.eal_args;
+    if (!p.fault.empty())
+        dpdk_engine::parse_fault_spec(p.fault.c_str(), &cfg->fault);  // read_params checked it
+    cfg->pcap_path = p.pcap;
+    cfg->dump_stats = p.stats != 0;
+    cfg->eager_limit = p.eager_limit;
+    cfg->unexpected_bytes = p.unexpected_bytes;
+    cfg->window = static_cast<uint32_t>(p.window);
+    cfg->rto_min_us = static_cast<uint32_t>(p.rto_min_us);
+    cfg->rto_max_us = static_cast<uint32_t>(p.rto_max_us);
+    if (cfg->rto_initial_us < cfg->rto_min_us)
+        cfg->rto_initial_us = cfg->rto_min_us;
+    if (cfg->rto_initial_us > cfg->rto_max_us)
+        cfg->rto_initial_us = cfg->rto_max_us;
+    cfg->ack_delay_us = static_cast<uint32_t>(p.ack_delay_us);
+    cfg->peer_timeout_ms = static_cast<uint32_t>(p.timeout_ms);
+    cfg->yield_after_us = static_cast<uint32_t>(p.yield_after_us);
+    cfg->sleep_after_us = static_cast<uint32_t>(p.sleep_after_us);
+    cfg->sleep_us = static_cast<uint32_t>(p.sleep_us);
+}
+
 void read_params()
 {
     const dpdk_engine::EngineConfig ec;
@@ -150,6 +192,8 @@ void read_params()
     get_num("mtu", int{pc.mtu}, &p.mtu);
     get_num("hugepages", int{pc.hugepages}, &p.hugepages);
     get_num("stats", int{ec.dump_stats}, &p.stats);
+    get_num("verbose", int{pc.verbose}, &p.verbose);
+    get_num("ack_delay_us", static_cast<int>(ec.ack_delay_us), &p.ack_delay_us);
     get_num("mbufs", size_t{pc.mbufs}, &p.mbufs);
     get_num("eager_limit", ec.eager_limit, &p.eager_limit);
     get_num("unexpected_bytes", size_t(ec.unexpected_bytes), &p.unexpected_bytes);
@@ -161,18 +205,26 @@ void read_params()
     get_num("sleep_after_us", static_cast<int>(ec.sleep_after_us), &p.sleep_after_us);
     get_num("sleep_us", static_cast<int>(ec.sleep_us), &p.sleep_us);
 
-    check(p.mtu >= dpdk_engine::kMinMtu && p.mtu <= dpdk_engine::kMaxMtu,
-          "FI_DPDK_MTU is out of range");
-    check(p.window >= 16 && p.window <= 4096 && (p.window & (p.window - 1)) == 0,
-          "FI_DPDK_WINDOW must be a power of two in 16..4096");
-    check(p.rto_min_us > 0 && p.rto_max_us >= p.rto_min_us,
-          "FI_DPDK_RTO_MIN_US/FI_DPDK_RTO_MAX_US must satisfy 0 < min <= max");
-    check(p.timeout_ms > 0, "FI_DPDK_TIMEOUT_MS must be positive");
+    // Negative ints would wrap in the engine's unsigned fields; the ranges
+    // themselves are the engine's (check_engine_config), so the provider and
+    // the engine's own programs refuse the same values.
+    check(p.mtu >= 0 && p.mtu <= 65535, "FI_DPDK_MTU must be 68..9000");
+    check(p.window >= 0 && p.rto_min_us >= 0 && p.rto_max_us >= 0 && p.timeout_ms >= 0 &&
+              p.ack_delay_us >= 0,
+          "FI_DPDK_WINDOW/RTO_MIN_US/RTO_MAX_US/TIMEOUT_MS/ACK_DELAY_US must not be negative");
     check(p.yield_after_us >= 0 && p.sleep_after_us >= 0 && p.sleep_us >= 0,
           "FI_DPDK_YIELD_AFTER_US/SLEEP_AFTER_US/SLEEP_US must not be negative");
+    check(p.mbufs <= UINT32_MAX, "FI_DPDK_MBUFS must be 0 (default) or 1024..4194304");
     dpdk_engine::FaultConfig fc;
     check(p.fault.empty() || dpdk_engine::parse_fault_spec(p.fault.c_str(), &fc) == 0,
           "FI_DPDK_FAULT does not parse");
+    if (g_params.error.empty()) {
+        dpdk_engine::EngineConfig cfg;
+        fill_engine_config(&cfg);
+        std::string why;
+        if (dpdk_engine::check_engine_config(cfg, &why) != 0)
+            g_params.error = why;
+    }
 }
 
 // The IPv4 address of a kernel interface, for FI_DPDK_IFACE without
@@ -193,22 +245,46 @@ bool iface_ipv4(const std::string& iface, uint32_t* ip_be)
     return found;
 }
 
+// The kernel interface whose address a device without FI_DPDK_IP may take:
+// FI_DPDK_IFACE for the default device, the iface= of an af_packet or af_xdp
+// vdev string (they sit on that interface, next to or instead of the kernel
+// stack). Empty for every other device: a tap's kernel side is our peer, not
+// us, and a PCI NIC or a ring has no kernel interface at all.
+std::string address_iface(const Params& p)
+{
+    if (p.device.empty())
+        return p.iface;
+    if (p.device.rfind("net_af_packet", 0) != 0 && p.device.rfind("net_af_xdp", 0) != 0)
+        return "";
+    const size_t at = p.device.find(",iface=");
+    if (at == std::string::npos)
+        return "";
+    const size_t start = at + 7;
+    return p.device.substr(start, p.device.find(',', start) - start);
+}
+
 void describe_device()
 {
     const Params& p = g_params;
     DeviceDesc& d = g_device;
     d.domain_name = p.device.empty() ? p.iface : p.device;
     in_addr a{};
+    const std::string iface = address_iface(p);
     if (!p.ip.empty()) {
         if (inet_pton(AF_INET, p.ip.c_str(), &a) == 1)
             d.ip_be = a.s_addr;
         else
             d.error = "FI_DPDK_IP is not a dotted IPv4 address";
-    } else if (p.device.empty() && p.iface != "lo") {
-        if (!iface_ipv4(p.iface, &d.ip_be))
-            d.error = "interface " + p.iface + " has no IPv4 address; set FI_DPDK_IP";
-    } else {
+    } else if (iface == "lo" || p.device.rfind("memif:", 0) == 0) {
+        // memif joins two processes of this host.
         d.ip_be = htonl(INADDR_LOOPBACK);
+    } else if (!iface.empty()) {
+        if (!iface_ipv4(iface, &d.ip_be))
+            d.error = "interface " + iface + " has no IPv4 address; set FI_DPDK_IP";
+    } else {
+        // 127.0.0.1 on a wire would make every host claim the same address.
+        d.error = "FI_DPDK_DEVICE=" + p.device +
+                  " needs FI_DPDK_IP (our IPv4 address on that network)";
     }
     if (p.device.empty() && if_nametoindex(p.iface.c_str()) == 0 && d.error.empty())
         d.error = "no network interface named " + p.iface + " (FI_DPDK_IFACE)";
@@ -247,37 +323,15 @@ int make_engine_config(dpdk_engine::EngineConfig* cfg)
                                                          : p.error.c_str());
         return -FI_EINVAL;
     }
+    fill_engine_config(cfg);
     char ip[INET_ADDRSTRLEN] = {};
     in_addr a{};
     a.s_addr = g_device.ip_be;
     inet_ntop(AF_INET, &a, ip, sizeof(ip));
-
-    cfg->port.device = p.device;
-    cfg->port.iface = p.iface;
     cfg->port.ip = ip;  // explicit, so endpoints get what fi_getinfo announced
-    cfg->port.mtu = static_cast<uint16_t>(p.mtu);
-    cfg->port.mbufs = static_cast<unsigned>(p.mbufs);
-    cfg->port.hugepages = p.hugepages != 0;
-    cfg->port.eal_args = p.eal_args;
-    // EAL banners only when the user asked for our logs (section 5).
-    cfg->port.verbose = fi_log_enabled(&g_prov, FI_LOG_INFO, FI_LOG_CORE) != 0;
-    if (!p.fault.empty() && dpdk_engine::parse_fault_spec(p.fault.c_str(), &cfg->fault) != 0)
-        return -FI_EINVAL;  // unreachable: read_params() checked it
-    cfg->pcap_path = p.pcap;
-    cfg->dump_stats = p.stats != 0;
-    cfg->eager_limit = p.eager_limit;
-    cfg->unexpected_bytes = p.unexpected_bytes;
-    cfg->window = static_cast<uint32_t>(p.window);
-    cfg->rto_min_us = static_cast<uint32_t>(p.rto_min_us);
-    cfg->rto_max_us = static_cast<uint32_t>(p.rto_max_us);
-    if (cfg->rto_initial_us < cfg->rto_min_us)
-        cfg->rto_initial_us = cfg->rto_min_us;
-    if (cfg->rto_initial_us > cfg->rto_max_us)
-        cfg->rto_initial_us = cfg->rto_max_us;
-    cfg->peer_timeout_ms = static_cast<uint32_t>(p.timeout_ms);
-    cfg->yield_after_us = static_cast<uint32_t>(p.yield_after_us);
-    cfg->sleep_after_us = static_cast<uint32_t>(p.sleep_after_us);
-    cfg->sleep_us = static_cast<uint32_t>(p.sleep_us);
+    // EAL banners only when the user asked for them or for our logs (section 5).
+    cfg->port.verbose =
+        p.verbose != 0 || fi_log_enabled(&g_prov, FI_LOG_INFO, FI_LOG_CORE) != 0;
     return 0;
 }
 

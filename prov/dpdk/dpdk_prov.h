@@ -77,6 +77,8 @@ struct Params {
     int mtu = 0;
     int hugepages = 0;
     int stats = 0;
+    int verbose = 0;
+    int ack_delay_us = 0;
     size_t mbufs = 0;
     size_t eager_limit = 0;
     size_t unexpected_bytes = 0;
@@ -144,9 +146,12 @@ constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 constexpr uint64_t kMsgOrder = FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW |
                                FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
                                FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
-// MR modes we honour when asked; none is ever required.
-constexpr uint64_t kMrModeOptional = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                     FI_MR_ENDPOINT;
+// MR modes fi_getinfo returns when hinted; none is ever required. These two
+// change what keys and addresses mean, so the application's choice is kept.
+// FI_MR_ALLOCATED and FI_MR_ENDPOINT would only add duties (allocate before
+// registering, bind MRs to endpoints) that we do not need: never returned,
+// though a domain opened with FI_MR_ENDPOINT in its info still honours it.
+constexpr uint64_t kMrModeOptional = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 
 // ---------------------------------------------------------------- fid plumbing
 // (dpdk_fid.cpp) A slot we do not implement: DPDK_NOSYS(fi_ops_xxx, slot) is
