@@ -368,6 +368,36 @@ const EndpointStats& Endpoint::stats() const
     return impl(this)->st;
 }
 
+size_t Endpoint::session_stats(SessionStats* out, size_t max) const
+{
+    const EndpointImpl* ep = impl(this);
+    size_t n = 0;
+    for (const auto& kv : ep->sessions) {
+        const Session* ss = kv.second;
+        if (n < max) {
+            SessionStats& o = out[n];
+            o.peer = ss->peer;
+            o.tx_packets = ss->tx_packets;
+            o.tx_bytes = ss->tx_bytes;
+            o.rx_packets = ss->rx_packets;
+            o.rx_bytes = ss->rx_bytes;
+            o.retransmits = ss->retransmits;
+            o.duplicates = ss->duplicates;
+            o.out_of_order = ss->out_of_order;
+            o.next_psn = ss->next_psn;
+            o.una = ss->una;
+            o.expected_psn = ss->expected_psn;
+            o.cwnd = ss->cwnd;
+            o.srtt_us = ss->rtt.srtt_us();
+            o.rto_us = ss->rtt.rto_us();
+            o.ops = static_cast<uint32_t>(ss->ops.size);
+            o.held = ss->held;
+        }
+        n++;
+    }
+    return n;
+}
+
 void Endpoint::dump_stats(FILE* f) const
 {
     const EndpointImpl* ep = impl(this);
@@ -390,14 +420,17 @@ void Endpoint::dump_stats(FILE* f) const
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
             s.unexpected_msgs, s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
             s.session_failures);
-    for (const auto& kv : ep->sessions) {
-        const Session* ss = kv.second;
-        const auto* pb = reinterpret_cast<const uint8_t*>(&ss->peer.ip_be);
+    std::vector<SessionStats> ss(session_stats(nullptr, 0));
+    ss.resize(session_stats(ss.data(), ss.size()));
+    for (const SessionStats& x : ss) {
+        const auto* pb = reinterpret_cast<const uint8_t*>(&x.peer.ip_be);
         fprintf(f,
-                "  session %u.%u.%u.%u:%u: next_psn %u una %u expected_psn %u cwnd %u srtt_us %u rto_us %u "
-                "ops %zu held %u\n",
-                pb[0], pb[1], pb[2], pb[3], ss->peer.port, ss->next_psn, ss->una, ss->expected_psn, ss->cwnd,
-                ss->rtt.srtt_us(), ss->rtt.rto_us(), ss->ops.size, ss->held);
+                "  session %u.%u.%u.%u:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
+                " rx_bytes %" PRIu64 " retransmits %" PRIu64 " duplicates %" PRIu64 " out_of_order %" PRIu64
+                " next_psn %u una %u expected_psn %u cwnd %u srtt_us %u rto_us %u ops %u held %u\n",
+                pb[0], pb[1], pb[2], pb[3], x.peer.port, x.tx_packets, x.tx_bytes, x.rx_packets, x.rx_bytes,
+                x.retransmits, x.duplicates, x.out_of_order, x.next_psn, x.una, x.expected_psn, x.cwnd,
+                x.srtt_us, x.rto_us, x.ops, x.held);
     }
 }
 

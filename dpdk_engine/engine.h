@@ -221,6 +221,18 @@ struct EndpointStats {
     uint64_t rma_refused, protocol_errors, sessions, session_failures;
 };
 
+// One session (this endpoint x one peer): its own counters and its state,
+// for FI_DPDK_STATS and the fi_ext_dpdk.h statistics of the provider.
+struct SessionStats {
+    Address peer;
+    uint64_t tx_packets, tx_bytes, rx_packets, rx_bytes;  // sequenced packets, payload bytes
+    uint64_t retransmits, duplicates, out_of_order;
+    uint32_t next_psn, una, expected_psn;  // sequence state
+    uint32_t cwnd, srtt_us, rto_us;        // congestion window, RTT estimate, current RTO
+    uint32_t ops;                          // operations outstanding on the session
+    uint32_t held;                         // received packets parked out of order
+};
+
 // Per-engine receive counters: frames dropped before they reach an endpoint.
 struct EngineStats {
     uint64_t rx_frames;       // frames received (device and loopback)
@@ -252,6 +264,10 @@ class Endpoint {
 
     Address address() const;
     const EndpointStats& stats() const;
+    // Fills out[0 .. min(n, max)) with the sessions of this endpoint, in no
+    // particular order; returns n, the number of sessions (out may be null
+    // when max is 0).
+    size_t session_stats(SessionStats* out, size_t max) const;
     // Prints per-endpoint and per-session counters to `f`.
     void dump_stats(FILE* f) const;
 

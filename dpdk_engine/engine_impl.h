@@ -234,6 +234,9 @@ struct Session {
     uint32_t expected_psn = 0;
     std::vector<RxSlot> ring;     // indexed psn & mask
     uint32_t held = 0;            // packets parked in ring
+    // Counters of this session alone (the endpoint's EndpointStats sums all).
+    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+    uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
     uint32_t retired[4] = {};     // streams we will not accept again
     uint32_t retired_next = 0;
     bool blocked = false;         // in-order delivery waits for resources

@@ -200,8 +200,12 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     EndpointStats& st = s->ep->st;
     st.tx_packets++;
     st.tx_bytes += ip.len;
-    if (retransmit)
+    s->tx_packets++;
+    s->tx_bytes += ip.len;
+    if (retransmit) {
         st.retransmits++;
+        s->retransmits++;
+    }
     return true;
 }
 
@@ -524,6 +528,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     int32_t d = static_cast<int32_t>(psn - s->expected_psn);
     if (d < 0) {
         ep->st.duplicates++;
+        s->duplicates++;
         s->ack_now = true;  // our ACK was probably lost
         s->ack_pending = true;
         rte_pktmbuf_free(m);
@@ -538,6 +543,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     RxSlot& slot = s->ring[psn & s->mask];
     if (slot.m) {
         ep->st.duplicates++;
+        s->duplicates++;
         s->ack_now = true;
         s->ack_pending = true;
         rte_pktmbuf_free(m);
@@ -546,6 +552,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     }
     if (d > 0) {
         ep->st.out_of_order++;
+        s->out_of_order++;
         s->ack_now = true;  // tell the sender about the hole at once (SACK)
         s->ack_pending = true;
     }
@@ -554,6 +561,8 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     s->held++;
     ep->st.rx_packets++;
     ep->st.rx_bytes += p.payload_len;
+    s->rx_packets++;
+    s->rx_bytes += p.payload_len;
     if (p.flags & wire::kFlagAckRequest)
         s->ack_now = true;
     session_drain(s, now);

@@ -34,7 +34,7 @@ fi_ops g_domain_fi_ops = {
     .close = domain_close,
     .bind = DPDK_NOSYS(fi_ops, bind),  // no asynchronous MR events
     .control = DPDK_NOSYS(fi_ops, control),
-    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .ops_open = dpdk_stats_ops_open,  // fi_ext_dpdk.h
     .tostr = DPDK_NOSYS(fi_ops, tostr),
     .ops_set = DPDK_NOSYS(fi_ops, ops_set),
 };

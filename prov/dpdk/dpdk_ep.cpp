@@ -284,7 +284,7 @@ fi_ops g_ep_fi_ops = {
     .close = ep_close,
     .bind = ep_bind,
     .control = ep_control,
-    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .ops_open = dpdk_stats_ops_open,  // fi_ext_dpdk.h
     .tostr = DPDK_NOSYS(fi_ops, tostr),
     .ops_set = DPDK_NOSYS(fi_ops, ops_set),
 };

@@ -167,6 +167,11 @@ struct Nosys<R (*)(A...)> {
 
 extern fi_ops_collective g_no_collective_ops;
 
+// (dpdk_stats.cpp) fi_open_ops of endpoints and domains: the statistics
+// extension of include/rdma/fi_ext_dpdk.h.
+int dpdk_stats_ops_open(fid_t fid, const char* name, uint64_t flags, void** ops,
+                        void* context) noexcept;
+
 // Object reference counts: a fid that others are bound to refuses to close.
 struct RefCount {
     std::atomic<int> n{0};

@@ -1,0 +1,148 @@
+/*
+ * fi_ext_dpdk.h: extensions of the libfabric "dpdk" provider (dpdk-fi).
+ *
+ * Statistics: the counters that FI_DPDK_STATS=1 prints when an endpoint
+ * closes, readable at any time by the application itself:
+ *
+ *     struct fi_dpdk_stats_ops *ops;
+ *     int ret = fi_open_ops(&ep->fid, FI_DPDK_STATS_OPS_NAME, 0,
+ *                           (void **)&ops, NULL);
+ *     struct fi_dpdk_ep_stats st = { .size = sizeof(st) };
+ *     if (!ret)
+ *         ret = ops->ep_stats(ep, &st);
+ *
+ * fi_open_ops() works on an endpoint or a domain of the dpdk provider (the
+ * same table for both; a domain's table serves every endpoint of the
+ * domain) and returns -FI_ENOSYS on any other provider's objects, so an
+ * application can probe for it. The table is owned by the provider: never
+ * free or modify it. Its first member is its size: check that a function
+ * lies within `size` before calling one added after version 1.
+ *
+ * Every counter struct starts with `size` and `version`. The caller sets
+ * `size` to sizeof() of the struct it was compiled with; the provider fills
+ * the fields that fit in that many bytes, sets `size` to the number of bytes
+ * it filled and `version` to FI_DPDK_STATS_VERSION of the provider. Newer
+ * providers only append fields, so old binaries keep working, and a new
+ * binary on an old provider sees a smaller `size`.
+ *
+ * The calls take the provider's lock for a moment and make no system call:
+ * they may be called from any thread, also while another thread posts or
+ * polls, and as often as a monitoring loop likes. Counters are cumulative
+ * since the endpoint (or for fi_dpdk_domain_stats, the process's use of the
+ * device) was opened.
+ *
+ * An endpoint has counters from fi_endpoint() on (all zero until it talks
+ * to a peer), also before fi_enable().
+ *
+ * Errors: -FI_EINVAL (NULL pointer, `size` smaller than the size and
+ * version fields, an object that is not an endpoint or domain of this
+ * provider), -FI_ENOSYS from fi_open_ops for an unknown name,
+ * -FI_EBADFLAGS for non-zero flags.
+ */
+#ifndef FI_EXT_DPDK_H
+#define FI_EXT_DPDK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
+#define FI_DPDK_STATS_VERSION 1
+
+/* Counters of one endpoint (all its sessions together). */
+struct fi_dpdk_ep_stats {
+	uint32_t size;              /* in: sizeof(caller's struct); out: bytes filled */
+	uint32_t version;           /* out: FI_DPDK_STATS_VERSION of the provider */
+	uint32_t addr_ip;           /* endpoint address: IPv4, network byte order */
+	uint16_t addr_port;         /* UDP port, host byte order */
+	uint16_t reserved;
+	uint64_t tx_packets;        /* sequenced packets sent, retransmissions included */
+	uint64_t tx_bytes;          /* their payload bytes */
+	uint64_t rx_packets;        /* sequenced packets accepted */
+	uint64_t rx_bytes;          /* their payload bytes */
+	uint64_t retransmits;       /* packets sent again */
+	uint64_t rto_fires;         /* retransmission timeouts */
+	uint64_t fast_retransmits;  /* retransmissions of SACK holes */
+	uint64_t duplicates;        /* packets received twice (dropped) */
+	uint64_t out_of_order;      /* packets received ahead of a hole */
+	uint64_t out_of_window;     /* packets beyond the receive window (dropped) */
+	uint64_t stale_stream;      /* packets of a peer's old incarnation (dropped) */
+	uint64_t acks_sent;         /* stand-alone acknowledgements */
+	uint64_t acks_received;
+	uint64_t resets_sent;
+	uint64_t resets_received;
+	uint64_t rnr_stalls;        /* times a peer had to wait for our receives */
+	uint64_t window_stalls;     /* times our send window was full */
+	uint64_t unexpected_msgs;   /* messages that arrived before their receive */
+	uint64_t unexpected_spilled;/* of those, held in heap memory */
+	uint64_t rendezvous;        /* messages sent through the rendezvous */
+	uint64_t rma_refused;       /* RMA/atomic requests refused at this target */
+	uint64_t protocol_errors;
+	uint64_t sessions;          /* sessions set up */
+	uint64_t session_failures;  /* sessions torn down by a timeout or reset */
+};
+
+/* One session: this endpoint and one peer endpoint. */
+struct fi_dpdk_session_stats {
+	uint32_t size;              /* in: sizeof(caller's struct), set in element 0 */
+	uint32_t version;           /* out */
+	uint32_t peer_ip;           /* peer address: IPv4, network byte order */
+	uint16_t peer_port;         /* UDP port, host byte order */
+	uint16_t reserved;
+	uint64_t tx_packets;
+	uint64_t tx_bytes;
+	uint64_t rx_packets;
+	uint64_t rx_bytes;
+	uint64_t retransmits;
+	uint64_t duplicates;
+	uint64_t out_of_order;
+	uint32_t next_psn;          /* next packet sequence number to send */
+	uint32_t una;               /* oldest PSN not yet acknowledged */
+	uint32_t expected_psn;      /* next PSN expected from the peer */
+	uint32_t cwnd;              /* congestion window, packets */
+	uint32_t srtt_us;           /* smoothed round-trip time */
+	uint32_t rto_us;            /* current retransmission timeout */
+	uint32_t ops;               /* operations outstanding */
+	uint32_t held;              /* received packets parked out of order */
+};
+
+/* The device of the process, shared by its domains: frames dropped before
+ * they reached an endpoint. */
+struct fi_dpdk_domain_stats {
+	uint32_t size;              /* in/out as above */
+	uint32_t version;
+	uint64_t rx_frames;         /* frames received, device and loopback */
+	uint64_t rx_not_ours;       /* other traffic on the device */
+	uint64_t rx_bad;            /* malformed: truncated, bad header or length */
+	uint64_t rx_bad_crc;        /* CRC32C mismatch */
+	uint64_t rx_no_endpoint;    /* for a UDP port with no open endpoint */
+	uint64_t rx_loopback;       /* frames between endpoints of the process */
+};
+
+struct fi_dpdk_stats_ops {
+	size_t size;  /* sizeof(struct fi_dpdk_stats_ops) of the provider */
+	/* Fills *stats for an endpoint. 0 or -FI_EINVAL. */
+	int (*ep_stats)(struct fid_ep *ep, struct fi_dpdk_ep_stats *stats);
+	/* Fills sessions[0 .. min(n, count)), each sessions[0].size bytes
+	 * apart (element 0's size is the stride; count may be 0 and sessions
+	 * NULL to ask for n). Returns n, the number of sessions of the endpoint,
+	 * or -FI_EINVAL. */
+	ssize_t (*session_stats)(struct fid_ep *ep, struct fi_dpdk_session_stats *sessions,
+				 size_t count);
+	/* Fills *stats for a domain. 0 or -FI_EINVAL. */
+	int (*domain_stats)(struct fid_domain *domain, struct fi_dpdk_domain_stats *stats);
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FI_EXT_DPDK_H */

@@ -1,0 +1,176 @@
+// The statistics extension of include/rdma/fi_ext_dpdk.h: fi_open_ops on an
+// endpoint or a domain returns a table whose calls copy the engine's
+// counters (EndpointStats, SessionStats, EngineStats) into the versioned,
+// size-prefixed structs of the public header.
+#include <rdma/fi_ext_dpdk.h>
+
+#include <cstring>
+#include <vector>
+
+#include "prov/dpdk/dpdk_prov.h"
+
+namespace dpdk_fi {
+namespace {
+
+constexpr uint32_t kPrefix = 2 * sizeof(uint32_t);  // size + version
+
+// Copies the provider's struct `full` into the caller's, of `dst->size`
+// bytes: only what fits, then tells the caller how much that was.
+template <typename T>
+int copy_out(const T& full, T* dst) noexcept
+{
+    if (!dst || dst->size < kPrefix)
+        return -FI_EINVAL;
+    const uint32_t n = dst->size < sizeof(T) ? dst->size : static_cast<uint32_t>(sizeof(T));
+    memcpy(dst, &full, n);
+    dst->size = n;
+    dst->version = FI_DPDK_STATS_VERSION;
+    return 0;
+}
+
+// An endpoint or domain of this provider: its fi_ops table is one of ours
+// exactly when ops_open is this extension's entry point.
+bool ours(const fid* f, size_t fclass) noexcept
+{
+    return f && f->fclass == fclass && f->ops && f->ops->ops_open == dpdk_stats_ops_open;
+}
+
+int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
+{
+    if (!fep || !ours(&fep->fid, FI_CLASS_EP))
+        return -FI_EINVAL;
+    Ep* ep = reinterpret_cast<Ep*>(fep);
+    fi_dpdk_ep_stats r{};
+    {
+        LockScope scope(ep->domain->shared);
+        if (!ep->engine_ep)
+            return -FI_EINVAL;  // (fi_endpoint opens it; never null today)
+        const dpdk_engine::EndpointStats& s = ep->engine_ep->stats();
+        const dpdk_engine::Address a = ep->engine_ep->address();
+        r.addr_ip = a.ip_be;
+        r.addr_port = a.port;
+        r.tx_packets = s.tx_packets;
+        r.tx_bytes = s.tx_bytes;
+        r.rx_packets = s.rx_packets;
+        r.rx_bytes = s.rx_bytes;
+        r.retransmits = s.retransmits;
+        r.rto_fires = s.rto_fires;
+        r.fast_retransmits = s.fast_retransmits;
+        r.duplicates = s.duplicates;
+        r.out_of_order = s.out_of_order;
+        r.out_of_window = s.out_of_window;
+        r.stale_stream = s.stale_stream;
+        r.acks_sent = s.acks_sent;
+        r.acks_received = s.acks_received;
+        r.resets_sent = s.resets_sent;
+        r.resets_received = s.resets_received;
+        r.rnr_stalls = s.rnr_stalls;
+        r.window_stalls = s.window_stalls;
+        r.unexpected_msgs = s.unexpected_msgs;
+        r.unexpected_spilled = s.unexpected_spilled;
+        r.rendezvous = s.rendezvous;
+        r.rma_refused = s.rma_refused;
+        r.protocol_errors = s.protocol_errors;
+        r.sessions = s.sessions;
+        r.session_failures = s.session_failures;
+    }
+    r.size = sizeof(r);
+    return copy_out(r, out);
+}
+
+ssize_t session_stats(fid_ep* fep, fi_dpdk_session_stats* out, size_t count) noexcept
+{
+    if (!fep || !ours(&fep->fid, FI_CLASS_EP))
+        return -FI_EINVAL;
+    if (count && (!out || out[0].size < kPrefix))
+        return -FI_EINVAL;
+    const uint32_t stride = count ? out[0].size : 0;
+    Ep* ep = reinterpret_cast<Ep*>(fep);
+    return no_throw([&]() -> ssize_t {
+        // Sized before taking the lock (no allocation under it); sessions
+        // set up in between are reported by the next call.
+        std::vector<dpdk_engine::SessionStats> ss(count);
+        size_t n;
+        {
+            LockScope scope(ep->domain->shared);
+            if (!ep->engine_ep)
+                return -FI_EINVAL;
+            n = ep->engine_ep->session_stats(ss.data(), count);
+        }
+        auto* bytes = reinterpret_cast<uint8_t*>(out);
+        for (size_t i = 0; i < n && i < count; i++) {
+            const dpdk_engine::SessionStats& s = ss[i];
+            fi_dpdk_session_stats r{};
+            r.peer_ip = s.peer.ip_be;
+            r.peer_port = s.peer.port;
+            r.tx_packets = s.tx_packets;
+            r.tx_bytes = s.tx_bytes;
+            r.rx_packets = s.rx_packets;
+            r.rx_bytes = s.rx_bytes;
+            r.retransmits = s.retransmits;
+            r.duplicates = s.duplicates;
+            r.out_of_order = s.out_of_order;
+            r.next_psn = s.next_psn;
+            r.una = s.una;
+            r.expected_psn = s.expected_psn;
+            r.cwnd = s.cwnd;
+            r.srtt_us = s.srtt_us;
+            r.rto_us = s.rto_us;
+            r.ops = s.ops;
+            r.held = s.held;
+            auto* dst = reinterpret_cast<fi_dpdk_session_stats*>(bytes + i * stride);
+            // Each element is an independent size-prefixed struct of `stride`
+            // bytes; the prefix is written here from the stride.
+            dst->size = stride;
+            r.size = sizeof(r);
+            copy_out(r, dst);
+        }
+        return static_cast<ssize_t>(n);
+    });
+}
+
+int domain_stats(fid_domain* fdom, fi_dpdk_domain_stats* out) noexcept
+{
+    if (!fdom || !ours(&fdom->fid, FI_CLASS_DOMAIN))
+        return -FI_EINVAL;
+    Domain* d = reinterpret_cast<Domain*>(fdom);
+    fi_dpdk_domain_stats r{};
+    {
+        LockScope scope(d->shared);
+        const dpdk_engine::EngineStats& s = d->shared->engine().stats();
+        r.rx_frames = s.rx_frames;
+        r.rx_not_ours = s.rx_not_ours;
+        r.rx_bad = s.rx_bad;
+        r.rx_bad_crc = s.rx_bad_crc;
+        r.rx_no_endpoint = s.rx_no_endpoint;
+        r.rx_loopback = s.rx_loopback;
+    }
+    r.size = sizeof(r);
+    return copy_out(r, out);
+}
+
+fi_dpdk_stats_ops g_stats_ops = {
+    .size = sizeof(fi_dpdk_stats_ops),
+    .ep_stats = ep_stats,
+    .session_stats = session_stats,
+    .domain_stats = domain_stats,
+};
+
+}  // namespace
+
+int dpdk_stats_ops_open(fid_t fid, const char* name, uint64_t flags, void** ops,
+                        void* context) noexcept
+{
+    (void)fid;
+    (void)context;
+    if (!name || !ops)
+        return -FI_EINVAL;
+    if (strcmp(name, FI_DPDK_STATS_OPS_NAME) != 0)
+        return -FI_ENOSYS;
+    if (flags)
+        return -FI_EBADFLAGS;
+    *ops = &g_stats_ops;
+    return 0;
+}
+
+}  // namespace dpdk_fi

@@ -1,0 +1,42 @@
+#!/bin/sh
+# make check: the statistics extension (include/rdma/fi_ext_dpdk.h) through
+# fi_dpdk_stats in loopback mode (two endpoints of one process, no second
+# process needed): the counters agree with each other and with what was
+# sent (-c), eager and rendezvous sizes, and under seeded loss and
+# duplication the retransmissions and duplicates show up in them.
+set -u
+builddir=$(pwd)
+tool=$builddir/prov/dpdk/tools/fi_dpdk_stats
+export FI_PROVIDER_PATH=$builddir/.libs
+fail=0
+out=$(mktemp "${TMPDIR:-/tmp}/test_fi_dpdk_stats.XXXXXX") || exit 99
+trap 'rm -f "$out"' EXIT
+
+run() {  # run <name> <env assignments...> -- <tool args...>
+	name=$1; shift
+	envs=
+	while [ "$1" != -- ]; do envs="$envs $1"; shift; done
+	shift
+	if env $envs timeout 120 "$tool" -l -c "$@" >"$out" 2>&1; then
+		echo "PASS: $name"
+	else
+		echo "FAIL: $name"; sed 's/^/    /' "$out"; fail=1
+	fi
+}
+# First field value of a counter in the sender's block.
+sender() { awk -v f="$1" '/^sender endpoint/{s=1} /^receiver endpoint/{s=0} s && $1 == f {print $2; exit}' "$out"; }
+receiver() { awk -v f="$1" '/^receiver endpoint/{s=1} /^device/{s=0} s && $1 == f {print $2; exit}' "$out"; }
+
+run eager -- -n 2000 -s 1000
+[ "$(receiver rx_bytes)" = 2000000 ] || { echo "FAIL: eager: receiver rx_bytes $(receiver rx_bytes)"; fail=1; }
+run rendezvous -- -n 200 -s 100000
+[ "$(sender rendezvous)" = 200 ] || { echo "FAIL: rendezvous: sender rendezvous $(sender rendezvous)"; fail=1; }
+run empty-messages -- -n 100 -s 0
+run loss-and-duplicates FI_DPDK_FAULT=loss=0.03,dup=0.03,seed=11 FI_DPDK_RTO_MIN_US=1000 -- -n 2000 -s 1000
+r=$(sender retransmits); d=$(receiver duplicates)
+if [ "${r:-0}" -gt 0 ] && [ "${d:-0}" -gt 0 ]; then
+	echo "PASS: loss shows: retransmits $r, duplicates $d"
+else
+	echo "FAIL: 3% loss and duplication, yet retransmits '$r' duplicates '$d'"; sed 's/^/    /' "$out"; fail=1
+fi
+exit $fail
