@@ -47,7 +47,7 @@ void vprint(FILE* f, const char* fmt, va_list ap)
     fflush(f);
 }
 
-void usage(const char* argv0, const char* what)
+void usage(const char* argv0, const char* what, const char* extra_usage = nullptr)
 {
     printf("Usage: %s [OPTIONS]          start the server\n"
            "       %s [OPTIONS] <host>   run the client against the server on <host>\n\n"
@@ -61,8 +61,8 @@ void usage(const char* argv0, const char* what)
            " -T <seconds>    longest wait for one completion (default: 10)\n"
            " -t <substring>  run only the subtests whose name contains it\n"
            " -v              verbose\n"
-           " -h              this help\n",
-           argv0, argv0, what);
+           " -h              this help\n%s",
+           argv0, argv0, what, extra_usage ? extra_usage : "");
 }
 
 }  // namespace
@@ -71,8 +71,22 @@ void usage(const char* argv0, const char* what)
 
 void parse_opts(int argc, char** argv, const char* what)
 {
+    parse_opts(argc, argv, what, "", nullptr, nullptr);
+}
+
+void parse_opts(int argc, char** argv, const char* what, const char* extra,
+                const std::function<bool(int, const char*)>& on_opt, const char* extra_usage)
+{
+    const std::string optstring = std::string("p:d:e:E:O:T:t:vh") + extra;
     int c;
-    while ((c = getopt(argc, argv, "p:d:e:E:O:T:t:vh")) != -1) {
+    while ((c = getopt(argc, argv, optstring.c_str())) != -1) {
+        if (on_opt && c != '?' && strchr(extra, c)) {
+            if (!on_opt(c, optarg)) {
+                usage(argv[0], what, extra_usage);
+                exit(2);
+            }
+            continue;
+        }
         switch (c) {
         case 'p':
             opts.prov = optarg;
@@ -102,10 +116,10 @@ void parse_opts(int argc, char** argv, const char* what)
             opts.verbose = true;
             break;
         case 'h':
-            usage(argv[0], what);
+            usage(argv[0], what, extra_usage);
             exit(0);
         default:
-            usage(argv[0], what);
+            usage(argv[0], what, extra_usage);
             exit(2);
         }
     }

@@ -57,6 +57,12 @@ extern Opts opts;
 // Parses the common options (-p -d -e -E -T -t -v -h); exits on -h or on a
 // bad option. `what` is a one-line description for the usage text.
 void parse_opts(int argc, char** argv, const char* what);
+// The same plus program-specific options: `extra` is their getopt string
+// (e.g. "k:o:S:"), `on_opt` is called for each with the option letter and
+// optarg and returns false for a bad value; `extra_usage` is appended to the
+// usage text.
+void parse_opts(int argc, char** argv, const char* what, const char* extra,
+                const std::function<bool(int, const char*)>& on_opt, const char* extra_usage);
 
 // "server" or "client".
 const char* role();

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# compare.sh: the dpdk provider beside libfabric's kernel providers, in one go
+# on one machine, with the same benchmark (fi_bench) for every transport; plus
+# Open MPI over dpdk against Open MPI's own paths (fabtests/mpi/bench_mpi.sh).
+# A benchmark: it writes figures, it passes no judgement.
+#
+#   dpdk-memif     FI_DPDK_DEVICE=memif:<socket>        (two processes, shared memory)
+#   dpdk-afpacket  no FI_DPDK_* variable: af_packet on lo (the zero-config path)
+#   dpdk-afxdp     net_af_xdp on a veth pair made for the run (10.77.0.1 / .2)
+#   net tcp udp-rxd shm   -p net, -p tcp (tcp;ofi_rxm), -p 'udp;ofi_rxd', -p shm
+#
+# Run from the top build directory, as root (af_packet, af_xdp and veth need
+# it), on an otherwise idle machine: two busy-polling processes fill 2 cores.
+#
+#   fabtests/benchmarks/compare.sh [-o OUTDIR]       (default ./bench-results)
+#
+# Environment (defaults in brackets):
+#   TRANSPORTS  [dpdk-memif dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm]
+#   TESTS       [lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged]
+#               (fi_bench -k:-o pairs)
+#   SIZES       [1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m]   (fi_bench -S)
+#   BUDGET      [1]   seconds of timed work per size (fi_bench -D)
+#   ROUNDS      [1]   rounds of everything, interleaved; the tables keep the best
+#               round of each figure (lowest median latency, highest bandwidth)
+#   MPI         [1]   also run fabtests/mpi/bench_mpi.sh (Open MPI, 2 ranks)
+#   HUGE        [0]   1: FI_DPDK_HUGEPAGES=1 for the dpdk transports (needs
+#               hugepages reserved and hugetlbfs mounted)
+#   QUIET       [0]   wait (at most 120 s) for this percent of idle CPU before each pair
+#
+# Writes to OUTDIR: results.csv (every round: transport,kind,op,bytes,round,
+# iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs), summary.md
+# (best-of-rounds tables per test, sizes down, transports across), one PNG per
+# test (latency or bandwidth against message size, log scales, needs gnuplot),
+# raw/ (fi_bench outputs and server logs) and mpi/ (bench_mpi.sh's output).
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -u
+
+out=bench-results
+while getopts "o:h" c; do
+	case $c in
+	o) out=$OPTARG ;;
+	*) sed -n '2,36p' "$0"; exit 2 ;;
+	esac
+done
+
+builddir=$(pwd)
+srcdir=$(cd "$(dirname "$0")/../.." && pwd)
+bench=$builddir/fabtests/benchmarks/fi_bench
+export FI_PROVIDER_PATH=$builddir/.libs
+transports=${TRANSPORTS:-dpdk-memif dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm}
+tests=${TESTS:-lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged}
+sizes=${SIZES:-1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m}
+budget=${BUDGET:-1}
+rounds=${ROUNDS:-1}
+quiet=${QUIET:-0}
+
+[ -x "$bench" ] || { echo "compare: $bench not built (make -j2)"; exit 1; }
+[ -f "$FI_PROVIDER_PATH/libdpdk-fi.so" ] || { echo "compare: no $FI_PROVIDER_PATH/libdpdk-fi.so"; exit 1; }
+mkdir -p "$out/raw" || exit 1
+out=$(cd "$out" && pwd)
+
+# af_xdp needs a veth pair; made here, removed at exit.
+veth_a=fibench0 veth_b=fibench1 made_veth=
+cleanup() {
+	[ -n "$made_veth" ] && ip link del "$veth_a" 2>/dev/null
+	[ -n "${srv:-}" ] && kill "$srv" 2>/dev/null
+}
+trap cleanup EXIT
+case " $transports " in *" dpdk-afxdp "*)
+	if ! ip link show "$veth_a" >/dev/null 2>&1; then
+		if ip link add "$veth_a" type veth peer name "$veth_b" 2>/dev/null; then
+			made_veth=1
+		else
+			echo "compare: cannot create a veth pair: dpdk-afxdp skipped"
+			transports=${transports/dpdk-afxdp/}
+		fi
+	fi
+	ip link set "$veth_a" up 2>/dev/null
+	ip link set "$veth_b" up 2>/dev/null
+	;;
+esac
+
+cpu_idle() { # percent idle over 1 s
+	local a b
+	a=($(awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8, $5 + $6 }' /proc/stat))
+	sleep 1
+	b=($(awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8, $5 + $6 }' /proc/stat))
+	echo $(((b[1] - a[1]) * 100 / (b[0] - a[0] > 0 ? b[0] - a[0] : 1)))
+}
+wait_quiet() {
+	local t0=$SECONDS
+	[ "$quiet" -gt 0 ] || return 0
+	while [ "$(cpu_idle)" -lt "$quiet" ] && [ $((SECONDS - t0)) -lt 120 ]; do sleep 2; done
+}
+
+# Environment and provider of each side: "<provider>|<server env>|<client env>".
+transport_cfg() {
+	local huge=
+	[ "${HUGE:-0}" = 1 ] && huge=FI_DPDK_HUGEPAGES=1
+	case $1 in
+	dpdk-memif) echo "dpdk|FI_DPDK_DEVICE=memif:$out/memif.sock $huge|FI_DPDK_DEVICE=memif:$out/memif.sock $huge" ;;
+	dpdk-afpacket) echo "dpdk|$huge|$huge" ;;
+	dpdk-afxdp) echo "dpdk|FI_DPDK_DEVICE=net_af_xdp0,iface=$veth_a FI_DPDK_IP=10.77.0.1 $huge|FI_DPDK_DEVICE=net_af_xdp1,iface=$veth_b FI_DPDK_IP=10.77.0.2 $huge" ;;
+	net) echo "net||" ;;
+	tcp) echo "tcp||" ;;
+	udp-rxd) echo "udp;ofi_rxd||" ;;
+	shm) echo "shm||" ;;
+	*) return 1 ;;
+	esac
+}
+
+n_sizes=$(echo "$sizes" | tr ',' '\n' | wc -l)
+pair_timeout=$((n_sizes * (3 * ${budget%.*} + 20) + 60))
+
+# One fi_bench pair; appends its figures to results.csv.
+run_pair() { # round transport kind op
+	local round=$1 t=$2 kind=$3 op=$4 cfg prov senv cenv tag portfile port i
+	cfg=$(transport_cfg "$t") || { echo "compare: unknown transport $t"; return; }
+	IFS='|' read -r prov senv cenv <<<"$cfg"
+	tag=$t.$kind.$op.r$round
+	portfile=$out/raw/$tag.port
+	rm -f "$portfile" "$out/memif.sock"
+	wait_quiet
+	# shellcheck disable=SC2086
+	env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" -E 0 -O "$portfile" >"$out/raw/$tag.server" 2>&1 &
+	srv=$!
+	for i in $(seq 1 100); do [ -s "$portfile" ] && break; sleep 0.1; done
+	port=$(cat "$portfile" 2>/dev/null)
+	if [ -z "$port" ]; then
+		echo "  $tag: the server did not start (see raw/$tag.server)"
+		kill "$srv" 2>/dev/null
+		wait "$srv" 2>/dev/null
+		srv=
+		return
+	fi
+	# shellcheck disable=SC2086
+	env $cenv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" -E "$port" -k "$kind" -o "$op" \
+		-S "$sizes" -D "$budget" -T 30 127.0.0.1 >"$out/raw/$tag.client" 2>&1
+	local rc=$?
+	wait "$srv" 2>/dev/null
+	srv=
+	awk -v t="$t" -v k="$kind" -v o="$op" -v r="$round" \
+		'$1 ~ /^[0-9]+$/ && NF == 9 { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", t, k, o, $1, r, $2, $3, $4, $5, $6, $7, $8, $9 }' \
+		"$out/raw/$tag.client" >>"$out/results.csv"
+	local got
+	got=$(awk '$1 ~ /^[0-9]+$/ && NF == 9' "$out/raw/$tag.client" | wc -l)
+	echo "  $tag: $got/$n_sizes sizes$([ $rc -ne 0 ] && echo ", exit $rc (see raw/$tag.*)")"
+}
+
+echo "transport,kind,op,bytes,round,iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs" >"$out/results.csv"
+echo "compare: $(date -u '+%F %T UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); results in $out"
+for round in $(seq 1 "$rounds"); do
+	echo "round $round"
+	for test in $tests; do
+		for t in $transports; do
+			run_pair "$round" "$t" "${test%%:*}" "${test##*:}"
+		done
+	done
+done
+
+if [ "${MPI:-1}" = 1 ]; then
+	if [ -x "$builddir/fabtests/mpi/mpi_pingpong" ]; then
+		echo "MPI (bench_mpi.sh, $rounds rounds)"
+		mkdir -p "$out/mpi"
+		ROUNDS=$rounds BENCH_ONLY=mpi OUT=$out/mpi QUIET=$quiet SIZES=1,8,1024,65536,1048576 \
+			bash "$srcdir/fabtests/mpi/bench_mpi.sh" >"$out/mpi/tables.txt" 2>&1
+		# mpi.txt lines: round label bytes lat_med_us lat_p99_us bw_MB/s
+		awk '{ printf "mpi-%s,mpi,pingpong,%s,%s,,%s,%s,,,,%s,\n", $2, $3, $1, $4, $5, $6 }' \
+			"$out/mpi/mpi.txt" >>"$out/results.csv"
+	else
+		echo "MPI skipped: fabtests/mpi/mpi_pingpong not built (no mpicc)"
+	fi
+fi
+
+# ------------------------------------------------------------------ summary
+# best.csv: one line per transport,kind,op,bytes: the best round's figures.
+awk -F, 'NR > 1 {
+	key = $1 FS $2 FS $3 FS $4
+	lat = ($2 == "lat" || $2 == "mpi")
+	v = lat ? $7 : $12
+	if (v == "") next
+	if (!(key in best) || (lat ? v + 0 < best[key] + 0 : v + 0 > best[key] + 0)) { best[key] = v; line[key] = $0 }
+} END { for (k in line) print line[k] }' "$out/results.csv" | sort -t, -k1,1 -k2,2 -k3,3 -k4,4n >"$out/best.csv"
+
+{
+	echo "# dpdk provider vs libfabric's kernel providers"
+	echo
+	echo "$(date -u '+%F %T UTC'), $(nproc) CPUs, $(uname -r); best of $rounds round(s);" \
+		"fi_bench -D $budget per size; load at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo "Latency: median (p99) in microseconds, half a round trip (one fi_read for read);" \
+		"bandwidth: MB/s (1e6); rate: million messages/s."
+	for test in $tests; do
+		kind=${test%%:*} op=${test##*:}
+		echo
+		case $kind in
+		lat) echo "## latency, $op: median us (p99)" ;;
+		bw) echo "## bandwidth, $op: MB/s" ;;
+		rate) echo "## message rate, $op (inject, window 256): Mmsg/s" ;;
+		esac
+		echo
+		printf '| bytes |'
+		for t in $transports; do printf ' %s |' "$t"; done
+		echo
+		printf '|---:|'
+		for t in $transports; do printf -- '---:|'; done
+		echo
+		for s in $(awk -F, -v k="$kind" -v o="$op" '$2 == k && $3 == o { print $4 }' "$out/best.csv" | sort -un); do
+			printf '| %s |' "$s"
+			for t in $transports; do
+				awk -F, -v t="$t" -v k="$kind" -v o="$op" -v s="$s" '
+					$1 == t && $2 == k && $3 == o && $4 == s {
+						if (k == "lat") printf " %s (%s) |", $7, $8
+						else if (k == "bw") printf " %s |", $12
+						else printf " %s |", $13
+						found = 1 }
+					END { if (!found) printf " - |" }' "$out/best.csv"
+			done
+			echo
+		done
+	done
+	if [ -s "$out/mpi/tables.txt" ]; then
+		echo
+		echo "## Open MPI (mpi_pingpong, 2 ranks; bench_mpi.sh)"
+		echo
+		echo '```'
+		cat "$out/mpi/tables.txt"
+		echo '```'
+	fi
+} >"$out/summary.md"
+
+# ------------------------------------------------------------------ plots
+if command -v gnuplot >/dev/null 2>&1; then
+	mkdir -p "$out/plot"
+	plot_one() { # name title ylabel column transports(list) kind op
+		local name=$1 title=$2 ylabel=$3 col=$4 list=$5 kind=$6 op=$7 t cmd=
+		for t in $list; do
+			awk -F, -v t="$t" -v k="$kind" -v o="$op" -v c="$col" \
+				'$1 == t && $2 == k && $3 == o && $c != "" { print $4, $c }' "$out/best.csv" >"$out/plot/$name.$t.dat"
+			[ -s "$out/plot/$name.$t.dat" ] || continue
+			cmd="$cmd${cmd:+, }'$out/plot/$name.$t.dat' using 1:2 with linespoints title '$t'"
+		done
+		[ -n "$cmd" ] || return 0
+		gnuplot <<-EOF 2>>"$out/plot/gnuplot.log"
+			set terminal pngcairo size 900,600
+			set output '$out/$name.png'
+			set title '$title'
+			set xlabel 'message size (bytes)'
+			set ylabel '$ylabel'
+			set logscale xy
+			set format x '%.0s%cB'
+			set key left top
+			set grid
+			plot $cmd
+		EOF
+	}
+	for test in $tests; do
+		kind=${test%%:*} op=${test##*:}
+		case $kind in
+		lat) plot_one "lat_$op" "$op latency (median)" "microseconds" 7 "$transports" "$kind" "$op" ;;
+		bw) plot_one "bw_$op" "$op bandwidth" "MB/s" 12 "$transports" "$kind" "$op" ;;
+		rate) plot_one "rate_$op" "$op message rate" "million messages/s" 13 "$transports" "$kind" "$op" ;;
+		esac
+	done
+	mpi_list=$(awk -F, '$2 == "mpi" { print $1 }' "$out/best.csv" | sort -u | tr '\n' ' ')
+	if [ -n "$mpi_list" ]; then
+		plot_one mpi_lat "Open MPI ping-pong latency (median)" "microseconds" 7 "$mpi_list" mpi pingpong
+		plot_one mpi_bw "Open MPI bandwidth" "MB/s" 12 "$mpi_list" mpi pingpong
+	fi
+fi
+echo "compare: wrote $out/summary.md, results.csv, best.csv$(ls "$out"/*.png >/dev/null 2>&1 && echo ", $(cd "$out" && ls ./*.png | tr '\n' ' ')")"
