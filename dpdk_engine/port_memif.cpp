@@ -1,0 +1,298 @@
+// Port, memif side: rx interrupts for DPDK 22.11's memif PMD (a mirror of
+// its private ring structures, see the comment below) and closing memif
+// from EAL's interrupt thread.
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include <rte_alarm.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_interrupts.h>
+#include <rte_mbuf.h>
+#include <rte_version.h>
+
+#include "dpdk_engine/port.h"
+#include "dpdk_engine/port_internal.h"
+
+namespace dpdk_engine {
+namespace {
+
+// ---- memif rx interrupts (DPDK 22.11) --------------------------------------
+// 22.11's memif PMD has no rx_queue_intr_enable/disable ops and sets up no
+// interrupt vector (rte_eth_dev_rx_intr_enable returns -ENOTSUP and
+// rte_eth_dev_rx_intr_ctl_q_get_fd has no fd), yet its rings do have an
+// interrupt mode: eth_memif_tx() writes the ring's eventfd after every burst
+// unless MEMIF_RING_FLAG_MASK_INT is set in the ring's flags (shared memory,
+// set by the receiver: the PMD sets it on its rx rings at connect), and
+// eth_memif_rx() reads the eventfd while the flag is clear.  So we drive the
+// flag of our rx ring ourselves, through the PMD's private structures as
+// 22.11 lays them out (drivers/net/memif/rte_eth_memif.h and memif.h,
+// lib/ethdev/ethdev_driver.h).  Everything is checked against what the
+// public API tells (pool, port id, burst function, device name, queue
+// pointer) at open and against the ring cookie at every arm; a mismatch
+// leaves the port without a wait fd (the old timer fallback), never guesses.
+namespace memif22 {
+
+constexpr bool kHeaders = RTE_VERSION >= RTE_VERSION_NUM(22, 11, 0, 0) &&
+                          RTE_VERSION < RTE_VERSION_NUM(22, 12, 0, 0);
+constexpr uint32_t kCookie = 0x3E31F20;  // MEMIF_COOKIE
+constexpr uint16_t kMaskInt = 1;         // MEMIF_RING_FLAG_MASK_INT
+constexpr int kRingC2S = 0;              // MEMIF_RING_C2S: server rx
+
+struct alignas(64) Ring {  // memif_ring_t (its desc[] follows)
+  uint32_t cookie;
+  uint16_t flags;
+  uint16_t head;
+  alignas(64) uint16_t tail;
+};
+static_assert(offsetof(Ring, tail) == 64, "memif_ring_t layout");
+
+struct Queue {  // struct memif_queue
+  rte_mempool* mempool;
+  void* pmd;
+  int type;  // memif_ring_type_t
+  uint16_t region;
+  uint16_t in_port;
+  uint32_t ring_offset;
+  uint16_t last_head;
+  uint16_t last_tail;
+  rte_mbuf** buffers;
+  uint64_t n_pkts;
+  uint64_t n_bytes;
+  rte_intr_handle* intr_handle;
+  uint8_t log2_ring_size;
+};
+
+struct Region {  // struct memif_region
+  void* addr;
+  uint64_t region_size;
+  int fd;
+  uint32_t pkt_buffer_offset;
+};
+
+struct ProcessPrivate {  // struct pmd_process_private
+  Region* regions[256];
+  uint16_t regions_num;
+};
+
+struct alignas(RTE_CACHE_LINE_SIZE) EthDev {  // struct rte_eth_dev
+  void* burst_fns[6];  // rx_pkt_burst first
+  const char* data;    // struct rte_eth_dev_data: name[] first, then rx_queues
+  void* process_private;
+  const void* dev_ops;
+  void* device;
+  void* intr_handle;
+  void* link_intr_cbs[2];
+  void* post_rx_burst_cbs[RTE_MAX_QUEUES_PER_PORT];
+  void* pre_tx_burst_cbs[RTE_MAX_QUEUES_PER_PORT];
+  int state;
+  void* security_ctx;
+};
+
+bool is_22_11() {
+  const char* v = rte_version();  // "DPDK 22.11.11"
+  return kHeaders && v != nullptr && strncmp(v, "DPDK 22.11.", 11) == 0;
+}
+
+// Slot count waiting in the ring, as eth_memif_rx() computes it.
+// rte_intr_fd_get() is still experimental in 22.11 (the PMD's own accessor).
+int queue_event_fd(const Queue* q) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  return rte_intr_fd_get(q->intr_handle);
+#pragma GCC diagnostic pop
+}
+
+bool ring_pending(const Queue* q, const Ring* r) {
+  if (q->type == kRingC2S)
+    return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != q->last_head;
+  return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) != q->last_tail;
+}
+
+}  // namespace memif22
+
+}  // namespace
+
+namespace port_internal {
+
+// Runs fn in EAL's interrupt thread and waits for it.  The memif PMD handles
+// its control channel there; see Port::teardown().  Falls back to running
+// fn here if the alarm cannot be set or has not run after `patience`.
+void run_in_interrupt_thread(void (*fn)(void*), void* arg) {
+  struct Call {
+    void (*fn)(void*);
+    void* arg;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  } call;
+  call.fn = fn;
+  call.arg = arg;
+  void (*trampoline)(void*) = [](void* p) {
+    auto* c = static_cast<Call*>(p);
+    c->fn(c->arg);
+    std::lock_guard<std::mutex> g(c->mu);
+    c->done = true;
+    c->cv.notify_all();
+  };
+  if (rte_eal_alarm_set(1, trampoline, &call) != 0) {
+    fn(arg);
+    return;
+  }
+  {
+    std::unique_lock<std::mutex> g(call.mu);
+    if (call.cv.wait_for(g, std::chrono::seconds(5), [&] { return call.done; })) return;
+  }
+  // Not run yet (interrupt thread stuck?): take it back and run it here.
+  // A cancel that finds the callback running waits for it to finish.
+  if (rte_eal_alarm_cancel(trampoline, &call) > 0) {
+    fn(arg);
+    return;
+  }
+  std::unique_lock<std::mutex> g(call.mu);
+  call.cv.wait(g, [&] { return call.done; });
+}
+
+}  // namespace port_internal
+
+bool Port::setup_memif_wait() {
+  using namespace memif22;
+  if (!is_22_11()) return false;
+  // &rte_eth_devices[port_id_]: an internal symbol, looked up rather than
+  // linked so that another DPDK only loses this feature.
+  auto* devs = static_cast<EthDev*>(dlsym(RTLD_DEFAULT, "rte_eth_devices"));
+  if (devs == nullptr) return false;
+  const EthDev& dev = devs[port_id_];
+  const struct rte_eth_fp_ops& fp = rte_eth_fp_ops[port_id_];
+  if (dev.data == nullptr || dev.process_private == nullptr || fp.rxq.data == nullptr ||
+      dev.burst_fns[0] != reinterpret_cast<void*>(fp.rx_pkt_burst) ||
+      strncmp(dev.data, vdev_name_.c_str(), RTE_ETH_NAME_MAX_LEN) != 0)
+    return false;
+  void* const* rx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN);
+  auto* q = static_cast<Queue*>(fp.rxq.data[0]);
+  if (q == nullptr || rx_queues == nullptr || rx_queues[0] != q || q->mempool != pool_ ||
+      q->in_port != port_id_ || q->intr_handle == nullptr || (q->type != 0 && q->type != 1))
+    return false;
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = tfd;
+  if (ep < 0 || tfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0) {
+    if (ep >= 0) close(ep);
+    if (tfd >= 0) close(tfd);
+    return false;
+  }
+  wait_fd_ = ep;
+  wait_tfd_ = tfd;
+  memif_rxq_ = q;
+  memif_proc_ = dev.process_private;
+  return true;
+}
+
+// Our rx ring while connected and sane, else nullptr.  The PMD (re)maps the
+// regions from EAL's interrupt thread at (re)connect and unmaps them at
+// disconnect, after marking the link down; like eth_memif_rx() we look at
+// the link first.
+void* Port::memif_ring() const {
+  using namespace memif22;
+  if (memif_rxq_ == nullptr || !link_up()) return nullptr;
+  const auto* q = static_cast<const Queue*>(memif_rxq_);
+  const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
+  if (q->region >= pp->regions_num || q->region >= 256) return nullptr;
+  const Region* r = pp->regions[q->region];
+  if (r == nullptr || r->addr == nullptr || q->ring_offset + sizeof(Ring) > r->region_size)
+    return nullptr;
+  auto* ring = reinterpret_cast<Ring*>(static_cast<uint8_t*>(r->addr) + q->ring_offset);
+  return ring->cookie == kCookie ? ring : nullptr;
+}
+
+void Port::set_wait_timer(unsigned us) {
+  itimerspec its{};
+  its.it_value.tv_sec = us / 1000000;
+  its.it_value.tv_nsec = static_cast<long>(us % 1000000) * 1000;
+  timerfd_settime(wait_tfd_, 0, &its, nullptr);  // also clears an expiry
+}
+
+int Port::arm_rx_wait() {
+  using namespace memif22;
+  if (memif_rxq_ == nullptr) return 0;  // none, or always live
+  const bool first = wait_arms_++ == 0;
+  auto* ring = static_cast<Ring*>(memif_ring());
+  const auto* q = static_cast<const Queue*>(memif_rxq_);
+  const int efd = ring ? queue_event_fd(q) : -1;
+  if (efd < 0) {
+    // No peer (or still connecting): nothing can arrive, but nothing tells
+    // us when a peer comes either: look again, less often the longer.
+    if (first) {
+      unsigned shift = std::min(link_polls_++, 7u);
+      set_wait_timer(std::min(kMemifLinkPollMaxUs, kMemifLinkPollUs << shift));
+    }
+    return 0;
+  }
+  link_polls_ = 0;
+  if (first) {
+    // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
+    int fl = fcntl(efd, F_GETFL);
+    if (fl < 0 || !(fl & O_NONBLOCK)) {
+      --wait_arms_;
+      return -EIO;
+    }
+    // The eventfd changes at every (re)connect; a closed one left our
+    // epoll set by itself.  EEXIST: already in.
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = efd;
+    if (epoll_ctl(wait_fd_, EPOLL_CTL_ADD, efd, &ev) != 0 && errno != EEXIST) {
+      --wait_arms_;
+      return -EIO;
+    }
+    set_wait_timer(kMemifSafetyUs);
+  }
+  __atomic_and_fetch(&ring->flags, static_cast<uint16_t>(~kMaskInt), __ATOMIC_SEQ_CST);
+  uint64_t v;
+  if (read(efd, &v, sizeof(v)) < 0) {
+    // EAGAIN: nothing was signalled since the last drain.
+  }
+  // Store (flag) -> load (ring) ordering against the sender's store (ring)
+  // -> load (flag): with the flag visible, a later burst writes the
+  // eventfd; an earlier one is in the ring now.  eth_memif_tx() has no
+  // fence of its own between the two, so its ring store may still sit in
+  // its store buffer while its flag load misses our clear: look once more
+  // a couple of microseconds later (a store buffer drains far faster).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t until = rte_get_tsc_cycles() + rte_get_tsc_hz() * 2 / 1000000;
+  do {
+    if (ring_pending(q, ring)) {
+      disarm_rx_wait();
+      return -EAGAIN;
+    }
+    rte_pause();
+  } while (rte_get_tsc_cycles() < until);
+  return 0;
+}
+
+void Port::disarm_rx_wait() {
+  using namespace memif22;
+  if (wait_arms_ == 0 || --wait_arms_ > 0 || memif_rxq_ == nullptr) return;
+  // Back to polling mode.  An eventfd count left behind (a burst after we
+  // woke) is drained by the next arm; until then rx_wait_fd() may read as
+  // ready, which only costs a sleeper that skips arm_rx_wait() a spurious
+  // wake-up.
+  if (auto* ring = static_cast<Ring*>(memif_ring()))
+    __atomic_or_fetch(&ring->flags, kMaskInt, __ATOMIC_RELAXED);
+}
+
+}  // namespace dpdk_engine
