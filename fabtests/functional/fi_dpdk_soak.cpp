@@ -313,12 +313,14 @@ struct Targets {
         const size_t wlen = so.window * so.max_size;
         write = map_bytes(wlen);
         counters = reinterpret_cast<uint64_t*>(map_bytes(so.window * 8));
-        read_mr.reset(reg_mr(fab.domain, read, kReadRegion, kMrAccess, 0, kMrMode, ep.ep));
-        write_mr.reset(reg_mr(fab.domain, write, wlen, kMrAccess, 0, kMrMode, ep.ep));
-        counter_mr.reset(reg_mr(fab.domain, counters, so.window * 8, kMrAccess, 0, kMrMode, ep.ep));
-        send_mr(describe(read_mr.get(), read, kReadRegion, kMrMode));
-        send_mr(describe(write_mr.get(), write, wlen, kMrMode));
-        send_mr(describe(counter_mr.get(), counters, so.window * 8, kMrMode));
+        // The mode the provider granted (a subset of kMrMode).
+        const int mode = fab.info->domain_attr->mr_mode;
+        read_mr.reset(reg_mr(fab.domain, read, kReadRegion, kMrAccess, 0, mode, ep.ep));
+        write_mr.reset(reg_mr(fab.domain, write, wlen, kMrAccess, 0, mode, ep.ep));
+        counter_mr.reset(reg_mr(fab.domain, counters, so.window * 8, kMrAccess, 0, mode, ep.ep));
+        send_mr(describe(read_mr.get(), read, kReadRegion, mode));
+        send_mr(describe(write_mr.get(), write, wlen, mode));
+        send_mr(describe(counter_mr.get(), counters, so.window * 8, mode));
     }
 };
 
