@@ -20,30 +20,20 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-builddir=${FT_BUILDDIR:-}
+. "$here/soak_lib.sh"
+tmo=30
 peer_tmo=
 maxsize=1048576
-kernel=0
-tmo=30
-logdir=
 stream_count=1000000
 while getopts "t:m:kT:b:l:h" opt; do
 	case $opt in
 	t) peer_tmo=$OPTARG ;;
 	m) maxsize=$OPTARG ;;
-	k) kernel=1 ;;
-	T) tmo=$OPTARG ;;
-	b) builddir=$OPTARG ;;
-	l) logdir=$OPTARG ;;
-	*) sed -n '2,19p' "$0"; exit 2 ;;
+	*) common_opt "$opt" "${OPTARG:-}" || { sed -n '2,19p' "$0"; exit 2; } ;;
 	esac
 done
-. "$here/soak_lib.sh"
-soak_init || exit $?
+soak_setup || exit $?
 count=100  # only for time_limit: these runs are short
-if [ "$kernel" = 1 ]; then
-	cluster_up 2 || exit $?
-fi
 
 # A UDP port for the server that nobody uses (the restarted server binds it
 # again).

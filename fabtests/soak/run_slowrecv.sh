@@ -19,15 +19,12 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-builddir=${FT_BUILDDIR:-}
+. "$here/soak_lib.sh"
 count=50000
 maxsize=16384
 stall=5000
 unexp=$((8 << 20))
 window=8192
-kernel=0
-tmo=60
-logdir=
 while getopts "n:m:s:u:w:kT:b:l:h" opt; do
 	case $opt in
 	n) count=$OPTARG ;;
@@ -35,18 +32,10 @@ while getopts "n:m:s:u:w:kT:b:l:h" opt; do
 	s) stall=$OPTARG ;;
 	u) unexp=$OPTARG ;;
 	w) window=$OPTARG ;;
-	k) kernel=1 ;;
-	T) tmo=$OPTARG ;;
-	b) builddir=$OPTARG ;;
-	l) logdir=$OPTARG ;;
-	*) sed -n '2,18p' "$0"; exit 2 ;;
+	*) common_opt "$opt" "${OPTARG:-}" || { sed -n '2,18p' "$0"; exit 2; } ;;
 	esac
 done
-. "$here/soak_lib.sh"
-soak_init || exit $?
-if [ "$kernel" = 1 ]; then
-	cluster_up 2 || exit $?
-fi
+soak_setup || exit $?
 limit_mb=$((unexp / 1048576 + 64))
 e="FI_DPDK_UNEXPECTED_BYTES=$unexp"
 name=slowrecv

@@ -27,38 +27,34 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-builddir=${FT_BUILDDIR:-}
+. "$here/soak_lib.sh"
 count=1000
 maxsize=4194304
 seed=1
 fault=loss=0.05,dup=0.01,reorder=0.01,corrupt=0.001
-kernel=0
 loss=5
 dup=1
 compare=0
 window=16
-tmo=60
-logdir=
 while getopts "n:m:s:f:kL:D:cw:T:b:l:h" opt; do
 	case $opt in
 	n) count=$OPTARG ;;
 	m) maxsize=$OPTARG ;;
 	s) seed=$OPTARG ;;
 	f) fault=$OPTARG ;;
-	k) kernel=1 ;;
 	L) loss=$OPTARG ;;
 	D) dup=$OPTARG ;;
 	c) compare=1 ;;
 	w) window=$OPTARG ;;
-	T) tmo=$OPTARG ;;
-	b) builddir=$OPTARG ;;
-	l) logdir=$OPTARG ;;
-	*) sed -n '2,28p' "$0"; exit 2 ;;
+	*) common_opt "$opt" "${OPTARG:-}" || { sed -n '2,28p' "$0"; exit 2; } ;;
 	esac
 done
 [ "$fault" = none ] && fault=
-. "$here/soak_lib.sh"
-soak_init || exit $?
+if [ "$kernel" = 1 ]; then
+	command -v nft >/dev/null || { echo "SKIP: nft not found (install nftables)"; exit 77; }
+	fault=
+fi
+soak_setup || exit $?
 
 # run_one NAME FAULT-SPEC: one pair on lo (or on the cluster with -k).
 run_one() {
@@ -82,11 +78,6 @@ kernel_faults() {
 }
 
 rc=0
-if [ "$kernel" = 1 ]; then
-	command -v nft >/dev/null || { echo "SKIP: nft not found (install nftables)"; exit 77; }
-	cluster_up 2 || exit $?
-	fault=
-fi
 if [ "$compare" = 1 ]; then
 	run_one clean "" || rc=1
 fi

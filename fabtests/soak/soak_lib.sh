@@ -1,13 +1,39 @@
 # soak_lib.sh: shared by the fabtests/soak runners (sourced, bash).
 #
-# Caller's variables: builddir (may be empty), tmo (seconds, longest wait for
-# one completion), logdir (may be empty), count (for the time limit).
+# Source it first; it sets the defaults of the options every runner takes
+# (common_opt: -k kernel, -T tmo, -b builddir, -l logdir) and uses count
+# (for the time limit). After the runner's getopts, soak_setup.
 # Provides: BIN (fi_dpdk_soak), LOGDIR, VCLUSTER, cluster_up N, pair,
 # start_server/start_client/wait_pair (for runners that step in between),
 # soak_summary, throughput_ratio, soak_done.
 
 soak_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VCLUSTER=$soak_here/../vcluster/vcluster.sh
+
+builddir=${FT_BUILDDIR:-}
+kernel=0
+tmo=60
+logdir=
+
+# common_opt OPT ARG: handles an option every runner takes; 1 for others.
+common_opt() {
+	case $1 in
+	k) kernel=1 ;;
+	T) tmo=$2 ;;
+	b) builddir=$2 ;;
+	l) logdir=$2 ;;
+	*) return 1 ;;
+	esac
+}
+
+# soak_setup: soak_init, then with -k a two-host cluster.
+soak_setup() {
+	soak_init || return $?
+	if [ "$kernel" = 1 ]; then
+		cluster_up 2 || return $?
+	fi
+	return 0
+}
 
 soak_init() {
 	if [ -z "$builddir" ]; then
