@@ -69,10 +69,13 @@ run_one() {
 # drop loss%, and send a copy of dup% on to the other host's port (the
 # bridge forwards the original too, so that host gets it twice).
 kernel_faults() {
+	local a b
+	a=$("$VCLUSTER" dataport 0)
+	b=$("$VCLUSTER" dataport 1)
 	"$VCLUSTER" switch nft -f - <<-EOF
 	table netdev soak {
-		chain p0 { type filter hook ingress device p0 priority 0; numgen random mod 1000 < $((loss * 10)) counter drop; numgen random mod 1000 < $((dup * 10)) counter dup to p1; }
-		chain p1 { type filter hook ingress device p1 priority 0; numgen random mod 1000 < $((loss * 10)) counter drop; numgen random mod 1000 < $((dup * 10)) counter dup to p0; }
+		chain $a { type filter hook ingress device $a priority 0; numgen random mod 1000 < $((loss * 10)) counter drop; numgen random mod 1000 < $((dup * 10)) counter dup to $b; }
+		chain $b { type filter hook ingress device $b priority 0; numgen random mod 1000 < $((loss * 10)) counter drop; numgen random mod 1000 < $((dup * 10)) counter dup to $a; }
 	}
 	EOF
 }

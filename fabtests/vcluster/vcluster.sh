@@ -4,8 +4,10 @@
 # is a port (p<i>) of a Linux bridge (br0) living in a namespace of its own,
 # the "switch", so nothing touches the root namespace's interfaces. The
 # kernel IPs on the veths carry MPI's launcher and out-of-band TCP; the
-# provider runs its DPDK port (af_packet by default, af_xdp with
-# VC_DEVICE=af_xdp) on the same veth for the data, at the same IP.
+# provider runs its DPDK port (af_packet by default) on the same veth for
+# the data, at the same IP. With VC_DEVICE=af_xdp, which takes every frame
+# of its interface away from the kernel, each host gets a second veth
+# (xdp<i>, switch port q<i>, no kernel IP) for the provider at 10.77.1.<i+1>.
 #
 # Usage (as root):
 #   vcluster.sh run N CMD [ARGS...]   build N hosts, run CMD with VC_DIR set,
@@ -24,6 +26,8 @@
 #                                     (`up` prints the VC_DIR to export)
 #   vcluster.sh switch CMD [ARGS...]  run CMD in the switch namespace (e.g.
 #                                     nft rules on the bridge ports p<i>)
+#   vcluster.sh dataport I            the switch port of host I's provider
+#                                     traffic (p<i>; q<i> with af_xdp)
 # Environment: VC_DEVICE=af_packet (default) or af_xdp; VC_PROVIDER (the
 # libfabric provider of the MPI runs, default dpdk: "tcp" compares); VC_PROVIDER_PATH
 # (FI_PROVIDER_PATH for the ranks; default: the build tree's .libs when it
@@ -42,10 +46,11 @@ self=$here/vcluster.sh
 say() { printf 'vcluster: %s\n' "$*" >&2; }
 
 # ------------------------------------------------------------------ state
-# VC_DIR holds `hosts` (one line per host: index namespace ip iface) and
+# VC_DIR holds `hosts` (one line per host: index, namespace, kernel ip,
+# kernel iface, the provider's ip, iface, and that iface's switch port) and
 # `switch` (the switch namespace's name).
 
-host_field() {  # host_field I FIELD(2=ns 3=ip 4=iface)
+host_field() {  # host_field I FIELD(2=ns 3=ip 4=iface 5=data ip 6=data iface 7=data port)
 	awk -v i="$1" -v f="$2" '$1 == i { print $f }' "$VC_DIR/hosts"
 }
 
@@ -62,7 +67,7 @@ vc_down() {
 }
 
 vc_up() {
-	local n=$1 i ns sw prefix
+	local n=$1 i ns sw prefix device=${VC_DEVICE:-af_packet}
 	if [ "$(id -u)" != 0 ]; then
 		say "SKIP: needs root (network namespaces)"
 		return $SKIP
@@ -75,6 +80,10 @@ vc_up() {
 	prefix=vc$(basename "$VC_DIR" | sed 's/^vcluster\.//')
 	sw=${prefix}-sw
 	echo "$sw" >"$VC_DIR/switch"
+	case $device in
+	af_packet | af_xdp) echo "$device" >"$VC_DIR/device" ;;
+	*) say "VC_DEVICE must be af_packet or af_xdp"; rm -rf "$VC_DIR"; return 2 ;;
+	esac
 	: >"$VC_DIR/hosts"
 	if ! ip netns add "$sw" 2>"$VC_DIR/err"; then
 		say "SKIP: cannot create a network namespace: $(cat "$VC_DIR/err")"
@@ -89,7 +98,11 @@ vc_up() {
 	ip -n "$sw" link set br0 up
 	for ((i = 0; i < n; i++)); do
 		ns=${prefix}-h$i
-		echo "$i $ns 10.77.0.$((i + 1)) veth$i" >>"$VC_DIR/hosts"
+		if [ "$device" = af_xdp ]; then
+			echo "$i $ns 10.77.0.$((i + 1)) veth$i 10.77.1.$((i + 1)) xdp$i q$i" >>"$VC_DIR/hosts"
+		else
+			echo "$i $ns 10.77.0.$((i + 1)) veth$i 10.77.0.$((i + 1)) veth$i p$i" >>"$VC_DIR/hosts"
+		fi
 		if ! ip netns add "$ns" 2>"$VC_DIR/err" ||
 			! ip link add "veth$i" netns "$ns" type veth peer name "p$i" netns "$sw" 2>"$VC_DIR/err"; then
 			say "SKIP: cannot create host $i (namespace, veth): $(cat "$VC_DIR/err")"
@@ -103,6 +116,18 @@ vc_up() {
 		ip -n "$ns" link set "veth$i" up
 		ip -n "$sw" link set "p$i" master br0
 		ip -n "$sw" link set "p$i" up
+		if [ "$device" = af_xdp ]; then
+			# af_xdp takes every frame of its interface from the kernel:
+			# a second veth, without a kernel IP, for the provider alone.
+			if ! ip link add "xdp$i" netns "$ns" type veth peer name "q$i" netns "$sw" 2>"$VC_DIR/err"; then
+				say "SKIP: cannot create host $i's af_xdp veth: $(cat "$VC_DIR/err")"
+				vc_down
+				return $SKIP
+			fi
+			ip -n "$ns" link set "xdp$i" up
+			ip -n "$sw" link set "q$i" master br0
+			ip -n "$sw" link set "q$i" up
+		fi
 	done
 	rm -f "$VC_DIR/err"
 	# The veths and bridge ports come up asynchronously: wait for all.
@@ -121,12 +146,11 @@ vc_up() {
 # The provider's variables for host I.
 host_env() {
 	local ip iface dev
-	ip=$(host_field "$1" 3)
-	iface=$(host_field "$1" 4)
-	case ${VC_DEVICE:-af_packet} in
-	af_packet) dev="net_af_packet0,iface=$iface" ;;
+	ip=$(host_field "$1" 5)
+	iface=$(host_field "$1" 6)
+	case $(cat "$VC_DIR/device") in
 	af_xdp) dev="net_af_xdp0,iface=$iface" ;;
-	*) say "VC_DEVICE must be af_packet or af_xdp"; exit 2 ;;
+	*) dev="net_af_packet0,iface=$iface" ;;
 	esac
 	echo "FI_DPDK_DEVICE=$dev FI_DPDK_IP=$ip"
 }
@@ -206,7 +230,7 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
 run)
-	[ $# -ge 2 ] || { sed -n '2,33p' "$0"; exit 2; }
+	[ $# -ge 2 ] || { sed -n '2,38p' "$0"; exit 2; }
 	n=$1
 	shift
 	trap 'vc_down' EXIT
@@ -216,7 +240,7 @@ run)
 	exit $?
 	;;
 up)
-	[ $# -eq 1 ] || { sed -n '2,33p' "$0"; exit 2; }
+	[ $# -eq 1 ] || { sed -n '2,38p' "$0"; exit 2; }
 	vc_up "$1" || exit $?
 	echo "export VC_DIR=$VC_DIR"
 	;;
@@ -224,18 +248,22 @@ down)
 	vc_down
 	;;
 exec)
-	[ $# -ge 2 ] || { sed -n '2,33p' "$0"; exit 2; }
+	[ $# -ge 2 ] || { sed -n '2,38p' "$0"; exit 2; }
 	vc_exec "$@"
 	;;
 switch)
 	[ -n "${VC_DIR:-}" ] && [ -f "$VC_DIR/switch" ] || { say "switch: no cluster (VC_DIR)"; exit 2; }
 	exec ip netns exec "$(cat "$VC_DIR/switch")" "$@"
 	;;
+dataport)
+	[ -n "${VC_DIR:-}" ] && [ -f "$VC_DIR/hosts" ] || { say "dataport: no cluster (VC_DIR)"; exit 2; }
+	host_field "$1" 7
+	;;
 mpirun)
 	vc_mpirun "$@"
 	;;
 *)
-	sed -n '2,33p' "$0"
+	sed -n '2,38p' "$0"
 	exit 2
 	;;
 esac
