@@ -27,6 +27,7 @@ bool user_kind(TxOp::Kind k)
     case TxOp::Kind::kReadResp:
     case TxOp::Kind::kWriteResp:
     case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn:  // reported through on_conn (conn_op_done)
         return false;
     }
     return false;
@@ -46,6 +47,7 @@ CompletionType completion_type(TxOp::Kind k)
     case TxOp::Kind::kReadResp:
     case TxOp::Kind::kWriteResp:
     case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn:
         break;
     }
     return CompletionType::kSend;
@@ -249,6 +251,8 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
         if (wanted && !(already && status == OpStatus::kOk))
             report(op, status);
     }
+    if (op->kind == TxOp::Kind::kConn)
+        conn_op_done(op, status);
     if (op->queued) {
         // Unlink from the FIFO (only on failure paths).
         Session* s = op->session;
@@ -290,6 +294,7 @@ void EndpointImpl::maybe_finish_op(TxOp* op)
     case TxOp::Kind::kReadResp:
     case TxOp::Kind::kWriteResp:
     case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn:
         complete_op(op, op->status);
         return;
     case TxOp::Kind::kFree:
@@ -414,12 +419,14 @@ void Endpoint::dump_stats(FILE* f) const
             " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
             " rendezvous %" PRIu64
             " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
-            "\n",
+            " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
+            " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
             s.unexpected_msgs, s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
-            s.session_failures);
+            s.session_failures, s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx,
+            s.conn_peers_lost);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

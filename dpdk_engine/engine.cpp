@@ -266,6 +266,11 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
         rte_pktmbuf_free(m);
         return;
     }
+    if (p.type == wire::PacketType::kDatagram) {
+        ep->deliver_datagram(p);  // no session: copied out (or dropped) at once
+        rte_pktmbuf_free(m);
+        return;
+    }
     Address src{p.src_ip_be, p.src_port};
     Session* s = ep->find_session(src);
     if (!s) {
@@ -469,7 +474,7 @@ uint32_t Engine::next_timeout_us() const
             next = s->rto_deadline;
         if (s->ack_pending && s->ack_deadline < next)
             next = s->ack_deadline;
-        if (s->una != s->next_psn || session_expecting(s)) {
+        if (s->una != s->next_psn || session_expecting(s) || s->connected) {
             uint64_t timeout = uint64_t(impl_->cfg.peer_timeout_ms) * 1000;
             uint64_t dead = s->last_heard_us + timeout;
             if (s->una == s->next_psn) {

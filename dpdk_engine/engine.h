@@ -203,9 +203,29 @@ struct AtomicArgs {
     uint64_t user_data = 0;     // echoed in every completion of this operation
 };
 
+// FI_EP_MSG connection management (connection.cpp, wire::ConnExt).
+struct ConnEvent {
+    enum class What : uint8_t {
+        kReceived,  // a kConnCtl packet arrived from `peer`
+        kSent,      // our kConnCtl packet was acknowledged by `peer`
+        kFailed,    // our kConnCtl packet was never acknowledged (status)
+        kPeerLost,  // a connected peer stopped answering or reset (status)
+    };
+    What what = What::kReceived;
+    wire::ConnKind kind = wire::ConnKind::kConnReq;  // not for kPeerLost
+    Address peer;
+    uint64_t conn_id = 0;
+    const void* data = nullptr;     // kReceived: private data (valid during the call)
+    size_t len = 0;
+    OpStatus status = OpStatus::kOk;
+    bool unreachable = false;       // kFailed: the peer's MAC was never resolved (ARP)
+};
+using ConnEventFn = void (*)(void* owner, const ConnEvent& e);
+
 struct EndpointConfig {
     uint16_t port = 0;              // UDP port; 0 = any free one
     CompletionFn on_complete = nullptr;
+    ConnEventFn on_conn = nullptr;  // FI_EP_MSG: connection events; null = kConnCtl refused
     void* owner = nullptr;          // passed to on_complete
     MemoryRegistry* regions = nullptr; // target side of RMA/atomics; null = refuse all
     size_t min_multi_recv = 0;      // FI_OPT_MIN_MULTI_RECV
@@ -219,6 +239,13 @@ struct EndpointStats {
     uint64_t acks_sent, acks_received, resets_sent, resets_received;
     uint64_t rnr_stalls, window_stalls, unexpected_msgs, unexpected_spilled, rendezvous;
     uint64_t rma_refused, protocol_errors, sessions, session_failures;
+    // FI_EP_DGRAM (datagram.cpp): datagrams sent and received, received ones
+    // dropped because no receive matched (or none was posted), received ones
+    // truncated into a smaller buffer.
+    uint64_t dgram_tx, dgram_rx, dgram_rx_dropped, dgram_truncated;
+    // FI_EP_MSG (connection.cpp): connection control packets received,
+    // connected peers lost (timeout or reset).
+    uint64_t conn_ctl_rx, conn_peers_lost;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,
@@ -260,7 +287,31 @@ class Endpoint {
     // Cancels the posted receive whose context is `context`: it completes
     // with kCanceled. 0; -ENOENT (no such posted receive).
     int cancel(void* context);
+    // Cancels every posted receive (each completes with kCanceled): a
+    // connection that ended flushes its receives. Returns how many.
+    int cancel_all_recvs();
     void set_min_multi_recv(size_t bytes);
+
+    // FI_EP_DGRAM: sends one unreliable datagram at once (one packet, no
+    // session, no retransmission). With kOpCompletion the kSend completion is
+    // reported from inside this call. 0; -EINVAL (bad iov, kOpRemoteData
+    // and kOpTagged are the only meaningful flags); -EMSGSIZE (more than
+    // max_datagram() bytes); -EAGAIN (no packet buffer, or the peer's MAC is
+    // being resolved: progress and retry).
+    int send_datagram(const SendArgs& a);
+    // Largest datagram payload on this port.
+    size_t max_datagram() const;
+
+    // FI_EP_MSG: queues a reliable connection control packet to `dest`
+    // carrying `len` bytes of private data; its fate comes back through
+    // EndpointConfig::on_conn (kSent or kFailed). 0; -EINVAL (no on_conn,
+    // len > wire::kMaxConnData, null data with len); -ENOMEM; -EAGAIN.
+    int send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, const void* data, size_t len);
+    // Marks the session to `peer` connected (on) or not: a connected session
+    // probes an idle peer (keepalive every FI_DPDK_TIMEOUT_MS / 4) so that
+    // a dead one is noticed within FI_DPDK_TIMEOUT_MS, then reported as
+    // ConnEvent::kPeerLost. 0; -ENOMEM.
+    int set_connected(Address peer, bool on);
 
     Address address() const;
     const EndpointStats& stats() const;

@@ -48,6 +48,7 @@ struct TxOp {
         kReadResp,    // target side of a read, internal
         kWriteResp,   // target side of a write, internal
         kAtomicResp,  // target side of an atomic, internal
+        kConn,        // FI_EP_MSG connection control packet (connection.cpp)
     };
 
     Kind kind = Kind::kFree;
@@ -81,6 +82,7 @@ struct TxOp {
     uint64_t key = 0;
     uint8_t atomic_op = 0, atomic_type = 0, atomic_kind = 0;
     uint32_t atomic_count = 0;
+    uint8_t conn_kind = 0;        // kConn: wire::ConnKind (conn_id in `tag`)
     void* result = nullptr;       // atomic fetch destination
     uint64_t received = 0;        // kRead: bytes of response data placed
 
@@ -249,6 +251,7 @@ struct Session {
     uint32_t failed_write_op = 0; // RMA write op refused; skip its segments
 
     // ---- engine bookkeeping
+    bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
     bool active = false;          // in EngineImpl::active_
     Session* active_next = nullptr;
     uint32_t mask = 0;
@@ -332,6 +335,13 @@ class EndpointImpl : public Endpoint {
     Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_atomic_req(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_atomic_resp(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_conn(Session* s, const wire::ParsedPacket& p);
+    // A kConnCtl operation finished (acknowledged, or failed with `status`).
+    void conn_op_done(const TxOp* op, OpStatus status);
+    // Tells the owner that a connected session failed (connection.cpp).
+    void conn_peer_lost(Session* s, OpStatus why);
+    // A kDatagram packet for this endpoint (datagram.cpp).
+    void deliver_datagram(const wire::ParsedPacket& p);
     TxOp* waiting_request(Session* s, const wire::RespExt* x, TxOp::Kind kind);
     // Receive messages from a stream that ended (peer reset or timeout).
     void abandon_rx(Session* s, OpStatus why);

@@ -635,8 +635,10 @@ Delivery EndpointImpl::deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf
     case wire::PacketType::kRmaWriteResp: return deliver_write_resp(s, p);
     case wire::PacketType::kAtomicReq: return deliver_atomic_req(s, p);
     case wire::PacketType::kAtomicResp: return deliver_atomic_resp(s, p);
+    case wire::PacketType::kConnCtl: return deliver_conn(s, p);
     case wire::PacketType::kAck:
     case wire::PacketType::kReset:
+    case wire::PacketType::kDatagram:  // handled before any session (EngineImpl::handle_frame)
         break;
     }
     return Delivery::kDone;

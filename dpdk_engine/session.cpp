@@ -42,6 +42,7 @@ wire::PacketType packet_type(TxOp::Kind k)
     case TxOp::Kind::kReadResp: return wire::PacketType::kRmaReadResp;
     case TxOp::Kind::kWriteResp: return wire::PacketType::kRmaWriteResp;
     case TxOp::Kind::kAtomicResp: return wire::PacketType::kAtomicResp;
+    case TxOp::Kind::kConn: return wire::PacketType::kConnCtl;
     case TxOp::Kind::kFree: break;
     }
     return wire::PacketType::kAck;
@@ -160,8 +161,16 @@ void fill_extension(const TxOp* op, const InflightPacket& ip, uint8_t* ext)
         x->offset.set(ip.offset);
         return;
     }
+    case wire::PacketType::kConnCtl: {
+        auto* x = reinterpret_cast<wire::ConnExt*>(ext);
+        x->kind = op->conn_kind;
+        memset(x->reserved, 0, sizeof(x->reserved));
+        x->conn_id.set(op->tag);
+        return;
+    }
     case wire::PacketType::kAck:
     case wire::PacketType::kReset:
+    case wire::PacketType::kDatagram:  // never in a session (datagram.cpp)
         return;
     }
 }
@@ -329,7 +338,7 @@ size_t max_payload(const EngineImpl* e, wire::PacketType t)
 bool session_busy(const Session* s)
 {
     return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->held ||
-           session_expecting(s);
+           session_expecting(s) || s->connected;
 }
 
 void session_enqueue(Session* s, TxOp* op)
@@ -574,7 +583,8 @@ void session_timers(Session* s, uint64_t now)
     if (s->blocked)
         session_drain(s, now);
     bool unacked = s->una != s->next_psn;
-    if (unacked || session_expecting(s)) {
+    // A connected session (FI_EP_MSG) always watches its peer, idle or not.
+    if (unacked || session_expecting(s) || s->connected) {
         uint64_t silent = now - s->last_heard_us;
         if (silent > uint64_t(cfg.peer_timeout_ms) * 1000) {
             session_fail(s, OpStatus::kPeerTimeout, true);
@@ -656,8 +666,11 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
         session_enqueue(s, op);
     }
 
-    if (!rx_too)
+    if (!rx_too) {
+        if (s->connected)
+            ep->conn_peer_lost(s, why);
         return;
+    }
     ep->abandon_rx(s, why);
     if (s->rx_stream)
         s->retired[s->retired_next++ & 3] = s->rx_stream;
@@ -674,6 +687,8 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->unacked = 0;
     s->ack_deadline = 0;
     s->cur_eager = nullptr;
+    if (s->connected)
+        ep->conn_peer_lost(s, why);
 }
 
 } // namespace dpdk_engine

@@ -446,6 +446,8 @@ const char* to_string(PacketType t)
     case PacketType::kRmaWriteResp: return "RMA_WRITE_RESP";
     case PacketType::kAtomicReq: return "ATOMIC_REQ";
     case PacketType::kAtomicResp: return "ATOMIC_RESP";
+    case PacketType::kDatagram: return "DATAGRAM";
+    case PacketType::kConnCtl: return "CONN_CTL";
     }
     return "UNKNOWN";  // a value off the wire that no enumerator names
 }
@@ -482,6 +484,17 @@ const char* to_string(ParseResult r)
     return "UNKNOWN";
 }
 
+const char* to_string(ConnKind k)
+{
+    switch (k) {
+    case ConnKind::kConnReq: return "CONNREQ";
+    case ConnKind::kAccept: return "ACCEPT";
+    case ConnKind::kReject: return "REJECT";
+    case ConnKind::kShutdown: return "SHUTDOWN";
+    }
+    return "UNKNOWN";
+}
+
 size_t extension_len(PacketType t)
 {
     switch (t) {
@@ -497,6 +510,8 @@ size_t extension_len(PacketType t)
     case PacketType::kRmaWriteResp: return sizeof(RespExt);
     case PacketType::kAtomicReq: return sizeof(AtomicExt);
     case PacketType::kAtomicResp: return sizeof(RespExt);
+    case PacketType::kDatagram: return sizeof(DgramExt);
+    case PacketType::kConnCtl: return sizeof(ConnExt);
     }
     return 0;  // unknown ids never get here: the parser rejects them first
 }

@@ -73,14 +73,16 @@ enum class PacketType : uint8_t {
     kRmaWriteResp = 10,// RespExt; write applied (or refused) at the target
     kAtomicReq = 11,   // AtomicExt; operands then compare values
     kAtomicResp = 12,  // RespExt; status, then fetched values
+    kDatagram = 13,    // DgramExt; FI_EP_DGRAM: one whole message, unreliable
+    kConnCtl = 14,     // ConnExt; FI_EP_MSG connection management, sequenced
 };
-constexpr uint8_t kMaxPacketType = 12;
+constexpr uint8_t kMaxPacketType = 14;
 const char* to_string(PacketType t);
 
 // Sequenced types consume a PSN and are delivered exactly once, in order.
 constexpr bool is_sequenced(PacketType t)
 {
-    return t != PacketType::kAck && t != PacketType::kReset;
+    return t != PacketType::kAck && t != PacketType::kReset && t != PacketType::kDatagram;
 }
 
 // TransportHeader.flags bits.
@@ -188,6 +190,48 @@ struct RespExt {
     be64 offset;     // read response: offset of this segment
 };
 static_assert(sizeof(RespExt) == 16, "RespExt is frozen at 16 bytes");
+
+// kDatagram (FI_EP_DGRAM). Unsequenced and outside any session: stream_id,
+// psn and every ack_* field are zero, kFlagHasAck is never set. One packet
+// is one whole message (payload_len bytes, at most the port MTU minus the
+// headers); flags may carry kFlagTagged and kFlagRemoteData. Never
+// acknowledged or retransmitted: a receiver with no matching receive posted
+// drops it and counts it (EndpointStats::dgram_rx_dropped).
+struct DgramExt {
+    be64 tag;        // kFlagTagged
+    be64 cq_data;    // kFlagRemoteData
+};
+static_assert(sizeof(DgramExt) == 16, "DgramExt is frozen at 16 bytes");
+
+// kConnCtl (FI_EP_MSG connection management). A sequenced packet of the
+// session between the two UDP ports, so it is retransmitted until
+// acknowledged and delivered exactly once, in order with the data around it
+// (a SHUTDOWN arrives after every message sent before it). Payload: the
+// connection's private data (fi_connect/fi_accept/fi_reject param), at most
+// kMaxConnData bytes. Exchange:
+//   client port C -> listener port L : CONNREQ  conn_id=random, data
+//   new endpoint port N -> C         : ACCEPT   conn_id echoed, data
+//                                      (C now talks to N, never to L)
+//   L -> C                           : REJECT   conn_id echoed, data
+//   either side -> its peer          : SHUTDOWN conn_id of the connection
+// A CONNREQ to a port nobody listens on is dropped there; the client's
+// session then times out (FI_DPDK_TIMEOUT_MS).
+enum class ConnKind : uint8_t {
+    kConnReq = 1,
+    kAccept = 2,
+    kReject = 3,
+    kShutdown = 4,
+};
+constexpr uint8_t kMaxConnKind = 4;
+const char* to_string(ConnKind k);
+
+struct ConnExt {
+    uint8_t kind;      // ConnKind
+    uint8_t reserved[7];
+    be64 conn_id;      // chosen by the client, echoed in every answer
+};
+static_assert(sizeof(ConnExt) == 16, "ConnExt is frozen at 16 bytes");
+constexpr size_t kMaxConnData = 256;  // private data bytes per kConnCtl packet
 
 // Size of the extension that follows the transport header, per type.
 size_t extension_len(PacketType t);
