@@ -585,7 +585,9 @@ void session_timers(Session* s, uint64_t now)
     bool unacked = s->una != s->next_psn;
     // A connected session (FI_EP_MSG) always watches its peer, idle or not.
     if (unacked || session_expecting(s) || s->connected) {
-        uint64_t silent = now - s->last_heard_us;
+        // last_heard_us may be later than `now` (taken when progress()
+        // began) when a callback during this round touched the session.
+        uint64_t silent = now > s->last_heard_us ? now - s->last_heard_us : 0;
         if (silent > uint64_t(cfg.peer_timeout_ms) * 1000) {
             session_fail(s, OpStatus::kPeerTimeout, true);
             return;

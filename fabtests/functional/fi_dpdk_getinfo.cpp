@@ -6,8 +6,10 @@
 //     below), MPICH 4.0 ch4:ofi's and fabtests' defaults: the fi_info that
 //     comes back (caps, mode, FI_THREAD_DOMAIN exactly when asked,
 //     cq_data_size, mem_tag_format, msg_order with FI_ORDER_SAS, mr_mode);
-//   - no layered "dpdk;ofi_rxm" / "dpdk;ofi_rxd" entries, FI_EP_MSG and
-//     FI_EP_DGRAM hints -> -FI_ENODATA, unsupported hints -> -FI_ENODATA;
+//   - no layered "dpdk;ofi_rxm" / "dpdk;ofi_rxd" entries without
+//     FI_DPDK_LAYERING=1 (Open MPI's prefix match and `-p dpdk` must land on
+//     native RDM), named or not; FI_EP_MSG and FI_EP_DGRAM hints get entries
+//     of exactly that type; unsupported hints -> -FI_ENODATA;
 //   - NULL hints and version 0 accepted; fi_getinfo is cheap and starts
 //     no EAL (no new threads);
 //   - node/service resolution: the client's dest_addr equals the server's
@@ -69,7 +71,8 @@ void getinfo(uint32_t version, const char* node, const char* service, uint64_t f
 }
 
 // The native entry must come first, and no utility provider may be layered
-// over us for an RDM request (we offer no FI_EP_MSG or FI_EP_DGRAM).
+// over us for an RDM request (without FI_DPDK_LAYERING=1 we offer no FI_EP_MSG
+// or FI_EP_DGRAM to ofi_rxm/ofi_rxd).
 void check_native(const Result& r, const char* what)
 {
     FT_REQUIRE(r.ret == 0, "%s: fi_getinfo = %d (%s)", what, r.ret, fi_strerror(-r.ret));
@@ -311,27 +314,57 @@ void ep_types()
         h->fabric_attr->prov_name = strdup(opts.prov);
         fi_info* i = nullptr;
         int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &i);
-        FT_CHECK(ret == -FI_ENODATA, "%s hints for %s: fi_getinfo = %d, expected -FI_ENODATA", tn,
-                 opts.prov, ret);
+        FT_CHECK(ret == 0, "%s hints for %s: fi_getinfo = %d", tn, opts.prov, ret);
+        for (fi_info* x = ret ? nullptr : i; x; x = x->next) {
+            FT_CHECK(x->ep_attr->type == t, "%s hints: entry of type %d", tn, x->ep_attr->type);
+            FT_CHECK((x->caps & (FI_RMA | FI_ATOMIC)) == 0, "%s hints for FI_MSG: caps %s", tn,
+                     caps_str(x->caps).c_str());
+            if (t == FI_EP_DGRAM)
+                FT_CHECK(x->ep_attr->max_msg_size > 1000 && x->ep_attr->max_msg_size < 1500 &&
+                             x->tx_attr->inject_size <= x->ep_attr->max_msg_size,
+                         "DGRAM max_msg_size %zu inject_size %zu (one 1500-byte packet)",
+                         x->ep_attr->max_msg_size, x->tx_attr->inject_size);
+        }
         if (ret == 0)
             fi_freeinfo(i);
-        // Without a provider name: nothing of ours in the list.
+        // DGRAM offers no RMA.
+        if (t == FI_EP_DGRAM) {
+            h->caps = FI_MSG | FI_RMA;
+            ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &i);
+            FT_CHECK(ret == -FI_ENODATA, "FI_EP_DGRAM with FI_RMA: fi_getinfo = %d", ret);
+            if (ret == 0)
+                fi_freeinfo(i);
+            h->caps = FI_MSG;
+        }
+        // Without a provider name: our entries are native ones of that type.
         free(h->fabric_attr->prov_name);
         h->fabric_attr->prov_name = nullptr;
         Result r;
         getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
+        FT_CHECK(!r.ours.empty(), "%s hints without a name: no entry of ours", tn);
         for (fi_info* x : r.ours)
-            FT_CHECK(false, "%s hints: entry \"%s\" (type %d)", tn, x->fabric_attr->prov_name,
-                     x->ep_attr->type);
+            FT_CHECK(strcmp(x->fabric_attr->prov_name, opts.prov) == 0 && x->ep_attr->type == t,
+                     "%s hints: entry \"%s\" (type %d)", tn, x->fabric_attr->prov_name, x->ep_attr->type);
         fi_freeinfo(h);
     }
-    // No ep type at all: only native RDM entries of ours.
+    // No ep type at all: native entries only, RDM first, then MSG and DGRAM.
     fi_info* h = fi_allocinfo();
     Result r;
     getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
     check_native(r, "no ep_type hint");
-    for (fi_info* x : r.ours)
-        FT_CHECK(x->ep_attr->type == FI_EP_RDM, "entry of type %d", x->ep_attr->type);
+    FT_CHECK(r.ours.size() == 3 && r.ours[0]->ep_attr->type == FI_EP_RDM &&
+                 r.ours[1]->ep_attr->type == FI_EP_MSG && r.ours[2]->ep_attr->type == FI_EP_DGRAM,
+             "no ep_type hint: %zu entries, expected RDM, MSG, DGRAM", r.ours.size());
+    fi_freeinfo(h);
+    // Named, RDM: still only the native entry (run_tests.sh runs
+    // "dpdk;ofi_rxm" and "dpdk;ofi_rxd" with FI_DPDK_LAYERING=1).
+    h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_MSG;
+    h->fabric_attr->prov_name = strdup(opts.prov);
+    Result named;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &named);
+    check_native(named, "named RDM query");
     fi_freeinfo(h);
 }
 

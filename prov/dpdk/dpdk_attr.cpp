@@ -3,14 +3,18 @@
 // Semantics follow libfabric's own core providers (prov/tcp through
 // prov/util): a non-zero hint is a requirement (unsupported -> -FI_ENODATA),
 // a zero hint is a wildcard, primary capabilities come back as requested and
-// secondary ones as offered. We offer FI_EP_RDM only: answering FI_EP_MSG or
-// FI_EP_DGRAM hints with -FI_ENODATA keeps ofi_rxm/ofi_rxd from layering
-// bogus "dpdk;ofi_rxm" entries over us (design.md section 8).
+// secondary ones as offered. We offer FI_EP_RDM (native, first in our
+// list), FI_EP_MSG (connected endpoints, dpdk_cm.cpp) and FI_EP_DGRAM
+// (unreliable datagrams up to the MTU); a hint for one type gets only that
+// type, so ofi_rxm layers over our MSG entry and ofi_rxd over our DGRAM
+// entry ("dpdk;ofi_rxm", "dpdk;ofi_rxd": design.md section 8) and nowhere
+// else.
 //
 // Cheap by construction: no EAL, no port, at most one getaddrinfo().
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +24,11 @@ namespace dpdk_fi {
 namespace {
 
 const dpdk_engine::EngineConfig kEngineDefaults;
+
+// The flag libfabric's core adds when a utility provider asks the core
+// providers for the endpoints it layers over (OFI_CORE_PROV_ONLY in
+// libfabric's internal ofi.h, not installed by libfabric-dev).
+constexpr uint64_t kOfiCoreProvOnly = 1ULL << 59;
 
 bool valid_threading(fi_threading t)
 {
@@ -113,10 +122,20 @@ int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
     return pick_mr_mode(version, h->mr_mode, mr_mode);
 }
 
-int check_ep_attr(const fi_ep_attr* h)
+// Largest FI_EP_DGRAM message: one packet of the configured MTU.
+size_t dgram_max_msg()
 {
-    if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM)
-        return reject("endpoint type (only FI_EP_RDM)");
+    return static_cast<size_t>(params().mtu) - dpdk_engine::wire::kIpv4HeaderLen -
+           dpdk_engine::wire::kUdpHeaderLen - sizeof(dpdk_engine::wire::TransportHeader) -
+           sizeof(dpdk_engine::wire::DgramExt);
+}
+
+int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)
+{
+    if (h->type != FI_EP_UNSPEC && h->type != type)
+        return reject("endpoint type");
+    if (type == FI_EP_DGRAM && h->max_msg_size > dgram_max_msg())
+        return reject("max_msg_size above the FI_EP_DGRAM limit (one packet)");
     if (h->protocol != FI_PROTO_UNSPEC)
         return reject("protocol");
     if (h->protocol_version > dpdk_engine::wire::kVersion)
@@ -134,10 +153,12 @@ int check_ep_attr(const fi_ep_attr* h)
     return 0;
 }
 
-int check_tx_attr(const fi_tx_attr* h)
+int check_tx_attr(const fi_tx_attr* h, fi_ep_type type)
 {
-    if (h->caps & ~kCaps)
+    if (h->caps & ~ep_type_caps(type))
         return reject("tx caps");
+    if (type == FI_EP_DGRAM && (h->msg_order || h->inject_size > dgram_max_msg()))
+        return reject("FI_EP_DGRAM tx msg_order or inject_size");
     if (h->op_flags & ~kTxOpFlags)
         return reject("tx op_flags");
     if (h->msg_order & ~kMsgOrder)
@@ -155,10 +176,12 @@ int check_tx_attr(const fi_tx_attr* h)
     return 0;
 }
 
-int check_rx_attr(const fi_rx_attr* h)
+int check_rx_attr(const fi_rx_attr* h, fi_ep_type type)
 {
-    if (h->caps & ~kCaps)
+    if (h->caps & ~ep_type_caps(type))
         return reject("rx caps");
+    if (type == FI_EP_DGRAM && h->msg_order)
+        return reject("FI_EP_DGRAM rx msg_order (datagrams are unordered)");
     if (h->op_flags & ~kRxOpFlags)
         return reject("rx op_flags");
     if (h->msg_order & ~kMsgOrder)
@@ -172,16 +195,16 @@ int check_rx_attr(const fi_rx_attr* h)
     return 0;
 }
 
-int check_hints(uint32_t version, const fi_info* h, int* mr_mode)
+int check_hints(uint32_t version, const fi_info* h, fi_ep_type type, int* mr_mode)
 {
     *mr_mode = FI_VERSION_LT(version, FI_VERSION(1, 5)) ? FI_MR_SCALABLE : 0;
     if (!h)
         return 0;
     int ret;
     // The endpoint type first: it is what most queries differ in.
-    if (h->ep_attr && (ret = check_ep_attr(h->ep_attr)))
+    if (h->ep_attr && (ret = check_ep_attr(h->ep_attr, type)))
         return ret;
-    if (h->caps & ~kCaps)
+    if (h->caps & ~ep_type_caps(type))
         return reject("capabilities");
     if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
         h->addr_format != FI_SOCKADDR_IN)
@@ -190,9 +213,9 @@ int check_hints(uint32_t version, const fi_info* h, int* mr_mode)
         return ret;
     if (h->domain_attr && (ret = check_domain_attr(version, h->domain_attr, mr_mode)))
         return ret;
-    if (h->tx_attr && (ret = check_tx_attr(h->tx_attr)))
+    if (h->tx_attr && (ret = check_tx_attr(h->tx_attr, type)))
         return ret;
-    if (h->rx_attr && (ret = check_rx_attr(h->rx_attr)))
+    if (h->rx_attr && (ret = check_rx_attr(h->rx_attr, type)))
         return ret;
     return 0;
 }
@@ -229,9 +252,10 @@ void* dup_sockaddr(const sockaddr_in& sin)
 }
 
 // The attributes we offer, narrowed by the hints (already checked).
-void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode)
+void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_ep_type type)
 {
-    fi->caps = pick_caps(h ? h->caps : 0, kCaps);
+    const bool dgram = type == FI_EP_DGRAM;
+    fi->caps = pick_caps(h ? h->caps : 0, ep_type_caps(type));
     fi->mode = 0;  // we need no FI_CONTEXT, no prefix, no local MR
     fi->addr_format = FI_SOCKADDR_IN;
 
@@ -273,10 +297,10 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode)
 
     const fi_ep_attr* he = h ? h->ep_attr : nullptr;
     fi_ep_attr* ea = fi->ep_attr;
-    ea->type = FI_EP_RDM;
+    ea->type = type;
     ea->protocol = FI_PROTO_UNSPEC;
     ea->protocol_version = dpdk_engine::wire::kVersion;
-    ea->max_msg_size = dpdk_engine::kMaxMessageSize;
+    ea->max_msg_size = dgram ? dgram_max_msg() : dpdk_engine::kMaxMessageSize;
     ea->msg_prefix_size = 0;
     // Every packet of a session is applied in order, whatever its size.
     ea->max_order_raw_size = he && he->max_order_raw_size ? he->max_order_raw_size
@@ -285,6 +309,8 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode)
                                                           : dpdk_engine::kMaxMessageSize;
     ea->max_order_waw_size = he && he->max_order_waw_size ? he->max_order_waw_size
                                                           : dpdk_engine::kMaxMessageSize;
+    if (dgram)  // nothing is ordered between unreliable datagrams
+        ea->max_order_raw_size = ea->max_order_war_size = ea->max_order_waw_size = 0;
     ea->mem_tag_format = ~uint64_t{0};  // all 64 tag bits are matched
     ea->tx_ctx_cnt = 1;
     ea->rx_ctx_cnt = 1;
@@ -295,9 +321,11 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode)
     ta->caps = pick_caps(ht ? ht->caps : 0, fi->caps & kTxCaps);
     ta->mode = 0;
     ta->op_flags = ht ? ht->op_flags : 0;
-    ta->msg_order = kMsgOrder;
+    ta->msg_order = dgram ? FI_ORDER_NONE : kMsgOrder;
     ta->comp_order = FI_ORDER_NONE;
-    ta->inject_size = ht && ht->inject_size ? ht->inject_size : dpdk_engine::kInjectSize;
+    const size_t inject_max = dgram ? std::min(dgram_max_msg(), dpdk_engine::kInjectSize)
+                                    : dpdk_engine::kInjectSize;
+    ta->inject_size = ht && ht->inject_size ? ht->inject_size : inject_max;
     ta->size = ht && ht->size ? ht->size : kEngineDefaults.max_ops;
     ta->iov_limit = ht && ht->iov_limit ? ht->iov_limit : dpdk_engine::kMaxIov;
     ta->rma_iov_limit = 1;
@@ -308,7 +336,7 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode)
     ra->caps = pick_caps(hr ? hr->caps : 0, fi->caps & kRxCaps);
     ra->mode = 0;
     ra->op_flags = hr ? hr->op_flags : 0;
-    ra->msg_order = kMsgOrder;
+    ra->msg_order = dgram ? FI_ORDER_NONE : kMsgOrder;
     ra->comp_order = FI_ORDER_NONE;
     ra->total_buffered_recv = 0;
     ra->size = hr && hr->size ? hr->size : kEngineDefaults.max_recvs;
@@ -380,20 +408,52 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     *info = nullptr;
     if (!device_desc().error.empty())
         return -FI_ENODATA;
-    int mr_mode = 0;
-    int ret = check_hints(version, hints, &mr_mode);
-    if (ret)
-        return ret;
-    std::unique_ptr<fi_info, void (*)(fi_info*)> fi(fi_allocinfo(), fi_freeinfo);
-    if (!fi)
-        return -FI_ENOMEM;
-    fill_info(fi.get(), version, hints, mr_mode);
-    if (!(flags & FI_PROV_ATTR_ONLY)) {
-        ret = fill_addresses(fi.get(), node, service, flags, hints);
-        if (ret)
-            return ret;
+    // Native RDM first: a consumer that takes the first entry of ours gets
+    // the reliable-datagram endpoint it most likely wants.
+    std::unique_ptr<fi_info, void (*)(fi_info*)> list(nullptr, fi_freeinfo);
+    fi_info* tail = nullptr;
+    int first_error = -FI_ENODATA;
+    // A utility provider (ofi_rxm over MSG, ofi_rxd over DGRAM) gets our
+    // MSG/DGRAM entries only with FI_DPDK_LAYERING=1. Its "dpdk;ofi_rxm" /
+    // "dpdk;ofi_rxd" RDM entries come before our native RDM entry in
+    // fi_getinfo's list (libfabric orders ofi_rxm and ofi_rxd before
+    // providers loaded from a directory), so `-p dpdk` (fi_pingpong,
+    // fabtests) and Open MPI's prefix match of mtl_ofi_provider_include=dpdk
+    // would silently run over them. The core hands us the same hints for
+    // "dpdk" and "dpdk;ofi_rxm" ("dpdk;^ofi_rxm"), so a name cannot tell
+    // the two apart: the choice is the user's, once, by the variable.
+    const bool refuse_utility = (flags & kOfiCoreProvOnly) && !params().layering;
+    for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+        if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
+            hints->ep_attr->type != type)
+            continue;
+        if (type != FI_EP_RDM && refuse_utility)
+            continue;
+        int mr_mode = 0;
+        int ret = check_hints(version, hints, type, &mr_mode);
+        if (ret == 0) {
+            std::unique_ptr<fi_info, void (*)(fi_info*)> fi(fi_allocinfo(), fi_freeinfo);
+            if (!fi)
+                return -FI_ENOMEM;
+            fill_info(fi.get(), version, hints, mr_mode, type);
+            if (!(flags & FI_PROV_ATTR_ONLY))
+                ret = fill_addresses(fi.get(), node, service, flags, hints);
+            if (ret == 0) {
+                fi_info* entry = fi.release();
+                if (tail)
+                    tail->next = entry;
+                else
+                    list.reset(entry);
+                tail = entry;
+                continue;
+            }
+        }
+        if (first_error == -FI_ENODATA)
+            first_error = ret;
     }
-    *info = fi.release();
+    if (!list)
+        return first_error;
+    *info = list.release();
     return 0;
 }
 

@@ -80,7 +80,8 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
         DPDK_WARN(FI_LOG_DOMAIN, "unknown domain %s\n", attr->name);
         return -FI_ENODATA;
     }
-    if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+    if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_MSG &&
+        info->ep_attr->type != FI_EP_DGRAM && info->ep_attr->type != FI_EP_UNSPEC)
         return -FI_ENOSYS;
     int ret = no_throw([&]() -> int {
         std::unique_ptr<Domain> d(new Domain());

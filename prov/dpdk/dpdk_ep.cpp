@@ -1,6 +1,12 @@
-// FI_EP_RDM endpoints: one dpdk_engine::Endpoint each (one UDP port), its
-// bindings to CQs, counters, AV and EQ, its options, and the one place that
-// turns engine completions into CQ entries and counter updates.
+// Endpoints of every type: one dpdk_engine::Endpoint each (one UDP port),
+// its bindings to CQs, counters, AV and EQ, its options, and the one place
+// that turns engine completions into CQ entries and counter updates.
+//
+// FI_EP_RDM talks to any AV address through the engine's sessions;
+// FI_EP_MSG to its one connected peer (connection management in
+// dpdk_cm.cpp), with msg, tagged, RMA and atomics as on RDM; FI_EP_DGRAM
+// sends unreliable datagrams (Endpoint::send_datagram) to AV addresses,
+// FI_MSG and FI_TAGGED only.
 //
 // The engine endpoint is opened by fi_endpoint (so fi_getname works before
 // fi_enable, as fabtests expect); data operations are refused until
@@ -126,8 +132,12 @@ int ep_close(fid* f) noexcept
         // Outstanding operations complete as canceled into our CQs, which
         // are still bound.
         LockScope scope(ep->domain->shared);
+        if (ep->type == FI_EP_MSG)
+            ep_cm_close(ep);
         ep->domain->shared->engine().close_endpoint(ep->engine_ep);
     }
+    if (ep->eq && ep->type == FI_EP_MSG)
+        ep->eq->detach(ep->domain->shared);
     for (Cq* cq : {ep->tx_cq, ep->rx_cq})
         if (cq)
             cq->refs.put();
@@ -215,11 +225,15 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept
         return 0;
     }
     case FI_CLASS_EQ: {
-        // RDM endpoints raise no events; accepted because fabtests bind one.
+        // RDM and DGRAM endpoints raise no events; accepted because fabtests
+        // bind one. MSG endpoints report connection events there, which
+        // arrive through the engine: reading the EQ progresses it.
         if (ep->eq)
             return -FI_EINVAL;
         ep->eq = reinterpret_cast<Eq*>(bfid);
         ep->eq->refs.get();
+        if (ep->type == FI_EP_MSG)
+            ep->eq->attach(ep->domain->shared);
         return 0;
     }
     default:
@@ -231,8 +245,8 @@ int ep_enable(Ep* ep)
 {
     if (ep->enabled)
         return 0;
-    if (!ep->av)
-        return -FI_ENOAV;  // an RDM endpoint cannot address anyone without one
+    if (!ep->av && ep->type != FI_EP_MSG)
+        return -FI_ENOAV;  // RDM and DGRAM endpoints cannot address anyone without one
     ep->enabled = true;
     return 0;
 }
@@ -307,6 +321,8 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noe
     Ep* ep = ep_of(f);
     if (level != FI_OPT_ENDPOINT)
         return -FI_ENOPROTOOPT;
+    if (optname == FI_OPT_CM_DATA_SIZE && ep->type == FI_EP_MSG)
+        return cm_data_size_opt(optval, optlen);
     if (optname != FI_OPT_MIN_MULTI_RECV)
         return -FI_ENOPROTOOPT;
     if (!optval || !optlen)
@@ -366,6 +382,7 @@ int open_engine_endpoint(Ep* ep, uint16_t port, dpdk_engine::Endpoint** out)
     dpdk_engine::EndpointConfig cfg;
     cfg.port = port;
     cfg.on_complete = on_engine_completion;
+    cfg.on_conn = ep->type == FI_EP_MSG ? ep_on_conn : nullptr;
     cfg.owner = ep;
     cfg.regions = ep->domain->regions.get();
     cfg.min_multi_recv = ep->min_multi_recv;
@@ -416,6 +433,51 @@ fi_ops_cm g_ep_cm_ops = {
     .reject = DPDK_NOSYS(fi_ops_cm, reject),
     .shutdown = DPDK_NOSYS(fi_ops_cm, shutdown),
     .join = DPDK_NOSYS(fi_ops_cm, join),
+};
+
+// FI_EP_MSG: the same names, plus connection management (dpdk_cm.cpp).
+fi_ops_cm g_msg_ep_cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = cm_getpeer,
+    .connect = cm_connect,
+    .listen = DPDK_NOSYS(fi_ops_cm, listen),  // passive endpoints listen
+    .accept = cm_accept,
+    .reject = DPDK_NOSYS(fi_ops_cm, reject),
+    .shutdown = cm_shutdown,
+    .join = DPDK_NOSYS(fi_ops_cm, join),
+};
+
+// FI_EP_DGRAM offers FI_MSG and FI_TAGGED only.
+fi_ops_rma g_no_rma_ops = {
+    .size = sizeof(fi_ops_rma),
+    .read = DPDK_NOSYS(fi_ops_rma, read),
+    .readv = DPDK_NOSYS(fi_ops_rma, readv),
+    .readmsg = DPDK_NOSYS(fi_ops_rma, readmsg),
+    .write = DPDK_NOSYS(fi_ops_rma, write),
+    .writev = DPDK_NOSYS(fi_ops_rma, writev),
+    .writemsg = DPDK_NOSYS(fi_ops_rma, writemsg),
+    .inject = DPDK_NOSYS(fi_ops_rma, inject),
+    .writedata = DPDK_NOSYS(fi_ops_rma, writedata),
+    .injectdata = DPDK_NOSYS(fi_ops_rma, injectdata),
+};
+
+fi_ops_atomic g_no_atomic_ops = {
+    .size = sizeof(fi_ops_atomic),
+    .write = DPDK_NOSYS(fi_ops_atomic, write),
+    .writev = DPDK_NOSYS(fi_ops_atomic, writev),
+    .writemsg = DPDK_NOSYS(fi_ops_atomic, writemsg),
+    .inject = DPDK_NOSYS(fi_ops_atomic, inject),
+    .readwrite = DPDK_NOSYS(fi_ops_atomic, readwrite),
+    .readwritev = DPDK_NOSYS(fi_ops_atomic, readwritev),
+    .readwritemsg = DPDK_NOSYS(fi_ops_atomic, readwritemsg),
+    .compwrite = DPDK_NOSYS(fi_ops_atomic, compwrite),
+    .compwritev = DPDK_NOSYS(fi_ops_atomic, compwritev),
+    .compwritemsg = DPDK_NOSYS(fi_ops_atomic, compwritemsg),
+    .writevalid = DPDK_NOSYS(fi_ops_atomic, writevalid),
+    .readwritevalid = DPDK_NOSYS(fi_ops_atomic, readwritevalid),
+    .compwritevalid = DPDK_NOSYS(fi_ops_atomic, compwritevalid),
 };
 
 // ---------------------------------------------------------------- plans
@@ -503,10 +565,17 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
 {
     if (!domain || !info || !out)
         return -FI_EINVAL;
-    if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
-        return -FI_ENOSYS;  // FI_EP_MSG / FI_EP_DGRAM: issue 4
-    if (info->caps & ~kCaps)
+    const fi_ep_type type = info->ep_attr && info->ep_attr->type ? info->ep_attr->type : FI_EP_RDM;
+    if (type != FI_EP_RDM && type != FI_EP_MSG && type != FI_EP_DGRAM)
+        return -FI_ENOSYS;
+    if (info->caps & ~ep_type_caps(type))
         return -FI_EINVAL;
+    ConnReq* connreq = nullptr;
+    if (info->handle) {
+        if (type != FI_EP_MSG || info->handle->fclass != FI_CLASS_CONNREQ)
+            return -FI_EINVAL;  // only an FI_CONNREQ's handle makes sense here
+        connreq = reinterpret_cast<ConnReq*>(info->handle);
+    }
     Domain* d = reinterpret_cast<Domain*>(domain);
     uint16_t port = 0;
     if (info->src_addr) {
@@ -522,7 +591,8 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
     int ret = no_throw([&]() -> int {
         std::unique_ptr<Ep> ep(new Ep());
         ep->domain = d;
-        ep->caps = info->caps ? info->caps : kCaps;
+        ep->type = type;
+        ep->caps = info->caps ? info->caps : ep_type_caps(type);
         ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags & kTxOpFlags : 0;
         ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags & kRxOpFlags : 0;
         ep->directed_recv = ep->caps & FI_DIRECTED_RECV;
@@ -538,11 +608,12 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         ep->fid.fid.context = context;
         ep->fid.fid.ops = &g_ep_fi_ops;
         ep->fid.ops = &g_ep_ops;
-        ep->fid.cm = &g_ep_cm_ops;
+        ep->fid.cm = type == FI_EP_MSG ? &g_msg_ep_cm_ops : &g_ep_cm_ops;
         ep->fid.msg = &g_msg_ops;
-        ep->fid.rma = &g_rma_ops;
+        ep->fid.rma = type == FI_EP_DGRAM ? &g_no_rma_ops : &g_rma_ops;
         ep->fid.tagged = &g_tagged_ops;
-        ep->fid.atomic = &g_atomic_ops;
+        ep->fid.atomic = type == FI_EP_DGRAM ? &g_no_atomic_ops : &g_atomic_ops;
+        ep->connreq = connreq;  // owned from here on (freed at fi_accept or close)
         ep->fid.collective = &g_no_collective_ops;
         d->refs.get();
         *out = &ep->fid;

@@ -1,13 +1,17 @@
-// Event queues. RDM endpoints raise no connection events, so an EQ carries
-// what the application writes (fi_eq_write), asynchronous AV insert
-// completions (FI_EVENT) and their errors. It is independent of the engine
-// and has its own mutex.
+// Event queues: what the application writes (fi_eq_write), asynchronous AV
+// insert completions (FI_EVENT) and their errors, and the connection events
+// of FI_EP_MSG endpoints and passive endpoints (dpdk_cm.cpp). An EQ has its
+// own mutex, never held while an engine progresses: connection events are
+// posted from inside engine progress (under the engine lock), so reading an
+// EQ that MSG endpoints are bound to first progresses their engines.
 #include <cstring>
 
 #include "prov/dpdk/dpdk_prov.h"
 
 namespace dpdk_fi {
 namespace {
+
+constexpr int64_t kEngineEqPollUs = 1000;
 
 Eq* eq_of(fid_eq* e)
 {
@@ -46,9 +50,28 @@ ssize_t eq_read_locked(Eq* eq, uint32_t* event, void* buf, size_t len, uint64_t 
     return n;
 }
 
+// Progresses the engines of bound MSG endpoints; returns whether any is bound.
+bool progress_engines(Eq* eq)
+{
+    std::vector<SharedEngine*> engines;
+    {
+        std::lock_guard<std::mutex> g(eq->mutex);
+        if (eq->engines.empty())
+            return false;
+        no_throw([&] {
+            engines = eq->engines;
+            return 0;
+        });
+    }
+    for (SharedEngine* s : engines)
+        s->progress();
+    return true;
+}
+
 ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) noexcept
 {
     Eq* eq = eq_of(f);
+    progress_engines(eq);
     std::lock_guard<std::mutex> g(eq->mutex);
     return eq_read_locked(eq, event, buf, len, flags);
 }
@@ -56,6 +79,7 @@ ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flag
 ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* out, uint64_t flags) noexcept
 {
     Eq* eq = eq_of(f);
+    progress_engines(eq);
     std::lock_guard<std::mutex> g(eq->mutex);
     if (eq->events.empty() || !eq->events.front().is_error)
         return -FI_EAGAIN;
@@ -66,9 +90,24 @@ ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* out, uint64_t flags) noexcept
     const bool user_buffer = !FI_VERSION_LT(version, FI_VERSION(1, 5)) && out->err_data_size;
     void* user_err_data = out->err_data;
     memcpy(out, &entry, err_entry_size(version));
-    // We carry no provider error data. Point err_data at a string of ours
-    // unless the caller supplied a buffer, and never write through theirs.
-    if (user_buffer) {
+    // Connection errors carry the peer's private data (fi_reject's param):
+    // into the caller's buffer if it gave one, else in a buffer of ours.
+    const size_t extra = e.data.size() - sizeof(entry);
+    if (extra && !FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+        if (user_buffer) {
+            const size_t n = extra < out->err_data_size ? extra : out->err_data_size;
+            memcpy(user_err_data, e.data.data() + sizeof(entry), n);
+            out->err_data = user_err_data;
+            out->err_data_size = n;
+        } else {
+            memcpy(eq->err_data, e.data.data() + sizeof(entry), extra);
+            out->err_data = eq->err_data;
+            out->err_data_size = extra;
+        }
+    } else if (user_buffer) {
+        // We carry no provider error data. Point err_data at a string of
+        // ours unless the caller supplied a buffer, and never write through
+        // theirs.
         out->err_data = user_err_data;
         out->err_data_size = 0;
     } else {
@@ -100,6 +139,10 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
         return -FI_ENOSYS;
     const int64_t deadline = deadline_from_ms(timeout);
     for (;;) {
+        // Connection events come out of engine progress: with MSG
+        // endpoints bound, wake up every millisecond to drive it (control
+        // traffic, not the data path).
+        const bool engines = progress_engines(eq);
         {
             std::lock_guard<std::mutex> g(eq->mutex);
             eq->waiter.arm();
@@ -110,6 +153,8 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
         int64_t left = remaining_us(deadline);
         if (left == 0)
             return -FI_EAGAIN;
+        if (engines && (left < 0 || left > kEngineEqPollUs))
+            left = kEngineEqPollUs;
         eq->waiter.wait_us(left);
         eq->waiter.drain();
     }
@@ -117,7 +162,9 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
 
 const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) noexcept
 {
-    const char* text = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+    const char* text = cm_strerror(prov_errno);
+    if (!text)
+        text = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
     if (buf && len) {
         snprintf(buf, len, "%s", text);
         return buf;
@@ -187,9 +234,55 @@ int Eq::post(uint32_t event, const void* buf, size_t len, uint64_t flags, bool i
     });
 }
 
+int Eq::post_error(fid_t f, void* context, int err, int prov_errno, const void* data,
+                   size_t len) noexcept
+{
+    fi_eq_err_entry e{};
+    e.fid = f;
+    e.context = context;
+    e.err = err;
+    e.prov_errno = prov_errno;
+    if (len > sizeof(err_data))
+        len = sizeof(err_data);
+    return no_throw([&] {
+        std::vector<uint8_t> buf(sizeof(e) + len);
+        memcpy(buf.data(), &e, sizeof(e));
+        if (len)
+            memcpy(buf.data() + sizeof(e), data, len);
+        return post(0, buf.data(), buf.size(), 0, true);
+    });
+}
+
+void Eq::attach(SharedEngine* s) noexcept
+{
+    std::lock_guard<std::mutex> g(mutex);
+    no_throw([&] {
+        engines.push_back(s);
+        return 0;
+    });
+    waiter.notify();  // a sleeping fi_eq_sread starts polling the engine
+}
+
+void Eq::detach(SharedEngine* s) noexcept
+{
+    std::lock_guard<std::mutex> g(mutex);
+    for (size_t i = 0; i < engines.size(); i++)
+        if (engines[i] == s) {
+            engines.erase(engines.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+}
+
 int eq_trywait(Eq* eq) noexcept
 {
+    // With MSG endpoints bound nothing signals the fd when a connection
+    // event arrives: progress now, and let the fd fire again in a
+    // millisecond so the application comes back to progress (fi_trywait
+    // then poll() on the EQ's fd).
+    const bool engines = progress_engines(eq);
     eq->waiter.drain();
+    if (engines)
+        eq->waiter.set_timer_us(kEngineEqPollUs);
     std::lock_guard<std::mutex> g(eq->mutex);
     eq->waiter.arm();
     return eq->events.empty() ? 0 : -FI_EAGAIN;

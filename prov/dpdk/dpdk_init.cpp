@@ -67,6 +67,10 @@ void define_params()
                     "Let EAL and the DPDK drivers log to stderr (also on with "
                     "FI_LOG_LEVEL=info) (default: %d)",
                     int{pc.verbose});
+    fi_param_define(&g_prov, "layering", FI_PARAM_BOOL,
+                    "Offer our FI_EP_MSG and FI_EP_DGRAM endpoints to the utility providers "
+                    "ofi_rxm and ofi_rxd, which then list \"dpdk;ofi_rxm\" and "
+                    "\"dpdk;ofi_rxd\" RDM entries ahead of native dpdk (default: 0)");
     fi_param_define(&g_prov, "mbufs", FI_PARAM_SIZE_T,
                     "Packet buffers in the port's pool, %u..%u (default: 0 = %u)",
                     dpdk_engine::kMinMbufs, dpdk_engine::kMaxMbufs,
@@ -194,6 +198,7 @@ void read_params()
     get_num("stats", int{ec.dump_stats}, &p.stats);
     get_num("verbose", int{pc.verbose}, &p.verbose);
     get_num("ack_delay_us", static_cast<int>(ec.ack_delay_us), &p.ack_delay_us);
+    get_num("layering", 0, &p.layering);
     get_num("mbufs", size_t{pc.mbufs}, &p.mbufs);
     get_num("eager_limit", ec.eager_limit, &p.eager_limit);
     get_num("unexpected_bytes", size_t(ec.unexpected_bytes), &p.unexpected_bytes);

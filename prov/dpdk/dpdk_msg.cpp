@@ -118,6 +118,8 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
     LockScope scope(ep->domain->shared);
     if (!ep_dest(ep, dest, &a.dest))
         return -FI_EINVAL;
+    if (ep->type == FI_EP_DGRAM)  // one unreliable packet, completed at once
+        return post_result(ep, ep->engine_ep->send_datagram(a));
     return post_result(ep, ep->engine_ep->send(a));
 }
 

@@ -79,6 +79,7 @@ struct Params {
     int stats = 0;
     int verbose = 0;
     int ack_delay_us = 0;
+    int layering = 0;       // FI_DPDK_LAYERING: MSG/DGRAM offered to ofi_rxm/ofi_rxd
     size_t mbufs = 0;
     size_t eager_limit = 0;
     size_t unexpected_bytes = 0;
@@ -132,6 +133,15 @@ constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_R
                                   FI_DIRECTED_RECV;
 constexpr uint64_t kSecondaryCaps = FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps;
+// FI_EP_MSG: one peer, so no directed receives and no FI_SOURCE lookups.
+constexpr uint64_t kMsgEpCaps = kCaps & ~uint64_t{FI_DIRECTED_RECV | FI_SOURCE};
+// FI_EP_DGRAM: messages only (no RMA, no atomics), one packet each.
+constexpr uint64_t kDgramCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
+                                FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t ep_type_caps(fi_ep_type t)
+{
+    return t == FI_EP_MSG ? kMsgEpCaps : t == FI_EP_DGRAM ? kDgramCaps : kCaps;
+}
 constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
                              FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
@@ -488,12 +498,24 @@ struct Eq {
     fi_wait_obj wait_obj = FI_WAIT_NONE;
     std::mutex mutex;
     std::deque<EqEvent> events;
+    // Engines of the FI_EP_MSG endpoints and passive endpoints bound here
+    // (one entry per binding): connection events arrive through their
+    // progress, so reading the EQ progresses them (control progress is
+    // automatic from the application's point of view).
+    std::vector<SharedEngine*> engines;
     Waiter waiter;
     char err_text[64] = {};
+    uint8_t err_data[256] = {};  // private data of the last connection error read
     RefCount refs;
 
     // Queues an event (from an AV insert with FI_EVENT, or fi_eq_write).
     int post(uint32_t event, const void* buf, size_t len, uint64_t flags, bool is_error) noexcept;
+    // Queues an error event for `fid` with positive FI_E* `err` and the
+    // peer's private data (fi_reject) as err_data.
+    int post_error(fid_t fid, void* context, int err, int prov_errno, const void* data,
+                   size_t len) noexcept;
+    void attach(SharedEngine* s) noexcept;
+    void detach(SharedEngine* s) noexcept;
 };
 
 // ---- address vector
@@ -532,12 +554,55 @@ struct Mr {
     Ep* bound_ep = nullptr;      // FI_MR_ENDPOINT
 };
 
+// ---- connection management (dpdk_cm.cpp)
+// Private data of fi_connect/fi_accept/fi_reject (FI_OPT_CM_DATA_SIZE).
+constexpr size_t kCmDataSize = dpdk_engine::wire::kMaxConnData;
+
+// FI_EP_MSG endpoint states.
+enum class ConnState : uint8_t {
+    kIdle,        // not connected (new, refused, failed)
+    kConnecting,  // fi_connect: CONNREQ sent, waiting for ACCEPT/REJECT
+    kAccepting,   // fi_accept: ACCEPT sent, waiting for its acknowledgement
+    kConnected,
+    kShutdown,    // fi_shutdown, the peer's SHUTDOWN, or the peer lost
+};
+const char* to_string(ConnState s) noexcept;
+
+// The handle of an FI_CONNREQ event (fi_info::handle): who asked, and the
+// connection id to echo. Freed by fi_reject, or by the endpoint opened
+// with it (at fi_accept or close).
+struct ConnReq {
+    struct fid fid{};  // FI_CLASS_CONNREQ
+    dpdk_engine::Address peer;
+    uint64_t conn_id = 0;
+};
+
+// A passive endpoint: an engine endpoint on its own UDP port that only
+// takes CONNREQs and hands them to its EQ (fi_passive_ep(3)).
+struct Pep {
+    fid_pep fid{};
+    Fabric* fabric = nullptr;
+    SharedEngine* shared = nullptr;
+    dpdk_engine::Endpoint* engine_ep = nullptr;
+    dpdk_engine::Address addr;
+    fi_info* info = nullptr;  // copy of the fi_passive_ep info: CONNREQ infos start from it
+    Eq* eq = nullptr;
+    bool listening = false;
+};
+int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context) noexcept;
+
 // ---- endpoint
 struct Ep {
     fid_ep fid{};
     Domain* domain = nullptr;
+    fi_ep_type type = FI_EP_RDM;
     dpdk_engine::Endpoint* engine_ep = nullptr;
     dpdk_engine::Address addr;
+    // FI_EP_MSG (dpdk_cm.cpp), all under the engine lock.
+    ConnState conn_state = ConnState::kIdle;
+    dpdk_engine::Address peer;  // the connected (or asked) peer
+    uint64_t conn_id = 0;
+    ConnReq* connreq = nullptr;  // opened with info->handle: what fi_accept answers
     uint64_t caps = 0;
     uint64_t tx_op_flags = 0;  // defaults of operations that take no flags
     uint64_t rx_op_flags = 0;
@@ -602,11 +667,31 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
 ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag,
                 uint64_t ignore, uint64_t flags, void* context) noexcept;
 
-// Resolves a destination fi_addr_t through the bound AV.
+// Resolves a destination fi_addr_t through the bound AV; a connected
+// FI_EP_MSG endpoint ignores it and talks to its peer.
 inline bool ep_dest(const Ep* ep, fi_addr_t a, dpdk_engine::Address* out) noexcept
 {
+    if (ep->type == FI_EP_MSG) {
+        *out = ep->peer;
+        return ep->conn_state == ConnState::kConnected;
+    }
     return ep->av && ep->av->lookup(a, out);
 }
+
+// ---- FI_EP_MSG connection management (dpdk_cm.cpp)
+int cm_connect(fid_ep* ep, const void* addr, const void* param, size_t paramlen) noexcept;
+int cm_accept(fid_ep* ep, const void* param, size_t paramlen) noexcept;
+int cm_shutdown(fid_ep* ep, uint64_t flags) noexcept;
+int cm_getpeer(fid_ep* ep, void* addr, size_t* addrlen) noexcept;
+// Text of the prov_errno of a connection error event; nullptr if not one.
+const char* cm_strerror(int prov_errno) noexcept;
+// EndpointConfig::on_conn of FI_EP_MSG endpoints (owner: the Ep).
+void ep_on_conn(void* owner, const dpdk_engine::ConnEvent& ev) noexcept;
+// fi_close of a connected endpoint: tells the peer (best effort) and frees
+// an unanswered CONNREQ handle. Under the engine lock.
+void ep_cm_close(Ep* ep) noexcept;
+// fi_getopt FI_OPT_CM_DATA_SIZE for endpoints and passive endpoints.
+int cm_data_size_opt(void* optval, size_t* optlen) noexcept;
 
 }  // namespace dpdk_fi
 
