@@ -299,6 +299,13 @@ int EngineImpl::progress(bool may_back_off)
     int work = 0;
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n = port->rx_burst(pkts, kRxBurst);
+    // FI_DPDK_PCAP: what the device delivered, before the fault injector
+    // (frames between our own endpoints were written once, by transmit()).
+    if (pcap.is_open()) {
+        const uint64_t ts = n ? wall_ns() : 0;
+        for (uint16_t i = 0; i < n; i++)
+            pcap.write(rte_pktmbuf_mtod(pkts[i], const uint8_t*), pkts[i]->data_len, ts);
+    }
     if (fault_rx && fault_rx->enabled())
         n = fault_rx->apply(pkts, n, 2 * kRxBurst, port->pool());
     for (uint16_t i = 0; i < n; i++)

@@ -1,0 +1,292 @@
+-- Wireshark dissector for the dpdk-fi reliable-datagram transport
+-- (dpdk_engine/wire.h is the definition; keep the two in step: the test
+-- dpdk_engine/wireshark/test_dissector.sh fails when wire.h has a packet
+-- type, flag or status this file does not name).
+--
+-- Use:  wireshark -X lua_script:dpdk_fi.lua capture.pcap
+--       tshark -X lua_script:dpdk_fi.lua -r capture.pcap -Y dpdkfi
+-- or copy it to ~/.local/lib/wireshark/plugins/. Captures come from
+-- FI_DPDK_PCAP=<file> (man fi_dpdk).
+--
+-- Our UDP ports are picked by the kernel, so the protocol is found by a
+-- heuristic on the UDP payload (the magic 0xD9D7 and version 1). If another
+-- dissector claims a port first, add -o udp.try_heuristic_first:TRUE.
+--
+-- Every field of wire.h is decoded: the 48-byte transport header with its
+-- flag bits, the extension header of each packet type (MsgExt, RdvExt,
+-- DataExt, RmaExt, AtomicExt, RespExt) and the payload; the CRC32C (over the
+-- UDP ports, the header with its crc field zero, the extension and the
+-- payload) is verified (preference "Verify CRC32C", on by default).
+
+local p = Proto("dpdkfi", "dpdk-fi reliable datagram transport")
+
+local MAGIC = 0xD9D7
+local VERSION = 1
+local HEADER_LEN = 48
+
+-- PacketType (wire.h). Ids are frozen and never reused.
+local packet_types = {
+    [1] = "Ack", [2] = "Reset", [3] = "MsgEager", [4] = "MsgRts", [5] = "MsgCts",
+    [6] = "MsgRdvData", [7] = "RmaWrite", [8] = "RmaReadReq", [9] = "RmaReadResp",
+    [10] = "RmaWriteResp", [11] = "AtomicReq", [12] = "AtomicResp",
+}
+-- Extension header of each type: its name and length.
+local MSG, RDV, DATA, RMA, ATOMIC, RESP = "msg", "rdv", "data", "rma", "atomic", "resp"
+local ext_of = {
+    [1] = nil, [2] = nil, [3] = MSG, [4] = MSG, [5] = RDV, [6] = DATA,
+    [7] = RMA, [8] = RMA, [9] = RESP, [10] = RESP, [11] = ATOMIC, [12] = RESP,
+}
+local ext_len = { [MSG] = 40, [RDV] = 16, [DATA] = 16, [RMA] = 48, [ATOMIC] = 32, [RESP] = 16 }
+
+-- WireStatus (wire.h).
+local wire_status = {
+    [0] = "Ok", [1] = "InvalidKey", [2] = "OutOfBounds", [3] = "AccessDenied",
+    [4] = "BadAtomic", [5] = "BadRequest",
+}
+-- AtomicOp and AtomicType (atomic_ops.h): libfabric's enum fi_op / fi_datatype.
+local atomic_ops = {
+    [0] = "FI_MIN", [1] = "FI_MAX", [2] = "FI_SUM", [3] = "FI_PROD", [4] = "FI_LOR",
+    [5] = "FI_LAND", [6] = "FI_BOR", [7] = "FI_BAND", [8] = "FI_LXOR", [9] = "FI_BXOR",
+    [10] = "FI_ATOMIC_READ", [11] = "FI_ATOMIC_WRITE", [12] = "FI_CSWAP",
+    [13] = "FI_CSWAP_NE", [14] = "FI_CSWAP_LE", [15] = "FI_CSWAP_LT", [16] = "FI_CSWAP_GE",
+    [17] = "FI_CSWAP_GT", [18] = "FI_MSWAP",
+}
+local atomic_types = {
+    [0] = "FI_INT8", [1] = "FI_UINT8", [2] = "FI_INT16", [3] = "FI_UINT16", [4] = "FI_INT32",
+    [5] = "FI_UINT32", [6] = "FI_INT64", [7] = "FI_UINT64", [8] = "FI_FLOAT", [9] = "FI_DOUBLE",
+    [10] = "FI_FLOAT_COMPLEX", [11] = "FI_DOUBLE_COMPLEX", [12] = "FI_LONG_DOUBLE",
+    [13] = "FI_LONG_DOUBLE_COMPLEX",
+}
+local atomic_kinds = { [0] = "Plain", [1] = "Fetch", [2] = "Compare" }
+
+-- TransportHeader.flags bits (wire.h kFlag*).
+local FLAG_ACK_REQUEST, FLAG_STREAM_START, FLAG_LAST = 0x0001, 0x0002, 0x0004
+local FLAG_TAGGED, FLAG_REMOTE_DATA, FLAG_HAS_ACK = 0x0008, 0x0010, 0x0020
+local FLAGS_KNOWN = 0x003f
+
+local f = p.fields
+-- transport header
+f.magic = ProtoField.uint16("dpdkfi.magic", "Magic", base.HEX)
+f.version = ProtoField.uint8("dpdkfi.version", "Version")
+f.type = ProtoField.uint8("dpdkfi.type", "Packet type", base.DEC, packet_types)
+f.flags = ProtoField.uint16("dpdkfi.flags", "Flags", base.HEX)
+f.flag_ack_request = ProtoField.bool("dpdkfi.flags.ack_request", "Ack request", 16, nil, FLAG_ACK_REQUEST)
+f.flag_stream_start = ProtoField.bool("dpdkfi.flags.stream_start", "Stream start", 16, nil, FLAG_STREAM_START)
+f.flag_last = ProtoField.bool("dpdkfi.flags.last", "Last segment", 16, nil, FLAG_LAST)
+f.flag_tagged = ProtoField.bool("dpdkfi.flags.tagged", "Tagged", 16, nil, FLAG_TAGGED)
+f.flag_remote_data = ProtoField.bool("dpdkfi.flags.remote_data", "Remote CQ data", 16, nil, FLAG_REMOTE_DATA)
+f.flag_has_ack = ProtoField.bool("dpdkfi.flags.has_ack", "Carries ACK", 16, nil, FLAG_HAS_ACK)
+f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xffc0)
+f.header_len = ProtoField.uint16("dpdkfi.header_len", "Header length")
+f.stream_id = ProtoField.uint32("dpdkfi.stream_id", "Stream id", base.HEX)
+f.psn = ProtoField.uint32("dpdkfi.psn", "PSN")
+f.ack_stream_id = ProtoField.uint32("dpdkfi.ack_stream_id", "ACK stream id", base.HEX)
+f.ack_psn = ProtoField.uint32("dpdkfi.ack_psn", "ACK PSN (next expected)")
+f.sack = ProtoField.uint64("dpdkfi.sack", "SACK bitmap", base.HEX)
+f.window = ProtoField.uint16("dpdkfi.window", "Window (credits)")
+f.payload_len = ProtoField.uint16("dpdkfi.payload_len", "Payload length")
+f.timestamp = ProtoField.uint32("dpdkfi.timestamp", "Timestamp (us)")
+f.timestamp_echo = ProtoField.uint32("dpdkfi.timestamp_echo", "Timestamp echo (us)")
+f.crc = ProtoField.uint32("dpdkfi.crc", "CRC32C", base.HEX)
+f.crc_status = ProtoField.string("dpdkfi.crc_status", "CRC32C status")
+-- MsgExt
+f.msg_id = ProtoField.uint32("dpdkfi.msg.msg_id", "Message id")
+f.msg_sender_op = ProtoField.uint32("dpdkfi.msg.sender_op", "Sender op", base.HEX)
+f.msg_offset = ProtoField.uint64("dpdkfi.msg.offset", "Offset")
+f.msg_total_len = ProtoField.uint64("dpdkfi.msg.total_len", "Total length")
+f.msg_tag = ProtoField.uint64("dpdkfi.msg.tag", "Tag", base.HEX)
+f.msg_cq_data = ProtoField.uint64("dpdkfi.msg.cq_data", "Remote CQ data", base.HEX)
+-- RdvExt
+f.rdv_sender_op = ProtoField.uint32("dpdkfi.rdv.sender_op", "Sender op", base.HEX)
+f.rdv_handle = ProtoField.uint32("dpdkfi.rdv.handle", "Receiver handle", base.HEX)
+f.rdv_len = ProtoField.uint64("dpdkfi.rdv.len", "Granted length")
+-- DataExt
+f.data_handle = ProtoField.uint32("dpdkfi.data.handle", "Receiver handle", base.HEX)
+f.data_reserved = ProtoField.uint32("dpdkfi.data.reserved", "Reserved", base.HEX)
+f.data_offset = ProtoField.uint64("dpdkfi.data.offset", "Offset")
+-- RmaExt
+f.rma_addr = ProtoField.uint64("dpdkfi.rma.addr", "Target address", base.HEX)
+f.rma_key = ProtoField.uint64("dpdkfi.rma.key", "Key", base.HEX)
+f.rma_total_len = ProtoField.uint64("dpdkfi.rma.total_len", "Total length")
+f.rma_offset = ProtoField.uint64("dpdkfi.rma.offset", "Offset")
+f.rma_op_id = ProtoField.uint32("dpdkfi.rma.op_id", "Op id", base.HEX)
+f.rma_reserved = ProtoField.uint32("dpdkfi.rma.reserved", "Reserved", base.HEX)
+f.rma_cq_data = ProtoField.uint64("dpdkfi.rma.cq_data", "Remote CQ data", base.HEX)
+-- AtomicExt
+f.atomic_addr = ProtoField.uint64("dpdkfi.atomic.addr", "Target address", base.HEX)
+f.atomic_key = ProtoField.uint64("dpdkfi.atomic.key", "Key", base.HEX)
+f.atomic_op_id = ProtoField.uint32("dpdkfi.atomic.op_id", "Op id", base.HEX)
+f.atomic_op = ProtoField.uint8("dpdkfi.atomic.op", "Operation", base.DEC, atomic_ops)
+f.atomic_datatype = ProtoField.uint8("dpdkfi.atomic.datatype", "Datatype", base.DEC, atomic_types)
+f.atomic_kind = ProtoField.uint8("dpdkfi.atomic.kind", "Kind", base.DEC, atomic_kinds)
+f.atomic_reserved = ProtoField.uint8("dpdkfi.atomic.reserved", "Reserved", base.HEX)
+f.atomic_count = ProtoField.uint32("dpdkfi.atomic.count", "Element count")
+f.atomic_reserved2 = ProtoField.uint32("dpdkfi.atomic.reserved2", "Reserved", base.HEX)
+-- RespExt
+f.resp_op_id = ProtoField.uint32("dpdkfi.resp.op_id", "Op id", base.HEX)
+f.resp_status = ProtoField.uint32("dpdkfi.resp.status", "Status", base.DEC, wire_status)
+f.resp_offset = ProtoField.uint64("dpdkfi.resp.offset", "Offset")
+-- unknown extension (a type newer than this file) and payload
+f.ext_unknown = ProtoField.bytes("dpdkfi.ext_unknown", "Extension (unknown type)")
+f.payload = ProtoField.bytes("dpdkfi.payload", "Payload")
+
+local e_bad_crc = ProtoExpert.new("dpdkfi.crc.bad", "CRC32C mismatch", expert.group.CHECKSUM, expert.severity.ERROR)
+local e_bad_len = ProtoExpert.new("dpdkfi.len.bad", "header_len/payload_len disagree with the datagram", expert.group.MALFORMED, expert.severity.ERROR)
+local e_unknown_type = ProtoExpert.new("dpdkfi.type.unknown", "Packet type unknown to this dissector", expert.group.UNDECODED, expert.severity.WARN)
+p.experts = { e_bad_crc, e_bad_len, e_unknown_type }
+
+p.prefs.verify_crc = Pref.bool("Verify CRC32C", true, "Check every packet's CRC32C (costs CPU on large captures)")
+
+-- CRC32C (Castagnoli, reflected 0x82F63B78), as wire.h defines it.
+local bitlib = bit32 or bit
+local band, bxor, rshift = bitlib.band, bitlib.bxor, bitlib.rshift
+local crc_table = {}
+for i = 0, 255 do
+    local c = i
+    for _ = 1, 8 do
+        if band(c, 1) ~= 0 then c = bxor(rshift(c, 1), 0x82F63B78) else c = rshift(c, 1) end
+    end
+    crc_table[i] = c
+end
+local function crc_update(crc, s)
+    for i = 1, #s do
+        crc = bxor(crc_table[band(bxor(crc, s:byte(i)), 0xff)], rshift(crc, 8))
+    end
+    return crc
+end
+local function be16(v) return string.char(math.floor(v / 256) % 256, v % 256) end
+
+local function add_u(tree, field, tvb, off, len)
+    if len == 8 then return tree:add(field, tvb(off, 8)) end
+    return tree:add(field, tvb(off, len))
+end
+
+local function dissect_ext(kind, tvb, off, tree)
+    if kind == MSG then
+        local t = tree:add(p, tvb(off, 40), "MsgExt")
+        add_u(t, f.msg_id, tvb, off, 4); add_u(t, f.msg_sender_op, tvb, off + 4, 4)
+        add_u(t, f.msg_offset, tvb, off + 8, 8); add_u(t, f.msg_total_len, tvb, off + 16, 8)
+        add_u(t, f.msg_tag, tvb, off + 24, 8); add_u(t, f.msg_cq_data, tvb, off + 32, 8)
+        return string.format(" msg %u off %s/%s", tvb(off, 4):uint(), tvb(off + 8, 8):uint64(), tvb(off + 16, 8):uint64())
+    elseif kind == RDV then
+        local t = tree:add(p, tvb(off, 16), "RdvExt")
+        add_u(t, f.rdv_sender_op, tvb, off, 4); add_u(t, f.rdv_handle, tvb, off + 4, 4)
+        add_u(t, f.rdv_len, tvb, off + 8, 8)
+        return string.format(" handle 0x%x len %s", tvb(off + 4, 4):uint(), tvb(off + 8, 8):uint64())
+    elseif kind == DATA then
+        local t = tree:add(p, tvb(off, 16), "DataExt")
+        add_u(t, f.data_handle, tvb, off, 4); add_u(t, f.data_reserved, tvb, off + 4, 4)
+        add_u(t, f.data_offset, tvb, off + 8, 8)
+        return string.format(" handle 0x%x off %s", tvb(off, 4):uint(), tvb(off + 8, 8):uint64())
+    elseif kind == RMA then
+        local t = tree:add(p, tvb(off, 48), "RmaExt")
+        add_u(t, f.rma_addr, tvb, off, 8); add_u(t, f.rma_key, tvb, off + 8, 8)
+        add_u(t, f.rma_total_len, tvb, off + 16, 8); add_u(t, f.rma_offset, tvb, off + 24, 8)
+        add_u(t, f.rma_op_id, tvb, off + 32, 4); add_u(t, f.rma_reserved, tvb, off + 36, 4)
+        add_u(t, f.rma_cq_data, tvb, off + 40, 8)
+        return string.format(" addr 0x%s len %s", tvb(off, 8):uint64():tohex(), tvb(off + 16, 8):uint64())
+    elseif kind == ATOMIC then
+        local t = tree:add(p, tvb(off, 32), "AtomicExt")
+        add_u(t, f.atomic_addr, tvb, off, 8); add_u(t, f.atomic_key, tvb, off + 8, 8)
+        add_u(t, f.atomic_op_id, tvb, off + 16, 4); add_u(t, f.atomic_op, tvb, off + 20, 1)
+        add_u(t, f.atomic_datatype, tvb, off + 21, 1); add_u(t, f.atomic_kind, tvb, off + 22, 1)
+        add_u(t, f.atomic_reserved, tvb, off + 23, 1); add_u(t, f.atomic_count, tvb, off + 24, 4)
+        add_u(t, f.atomic_reserved2, tvb, off + 28, 4)
+        return string.format(" %s %s x%u", atomic_ops[tvb(off + 20, 1):uint()] or "?",
+                             atomic_types[tvb(off + 21, 1):uint()] or "?", tvb(off + 24, 4):uint())
+    elseif kind == RESP then
+        local t = tree:add(p, tvb(off, 16), "RespExt")
+        add_u(t, f.resp_op_id, tvb, off, 4); add_u(t, f.resp_status, tvb, off + 4, 4)
+        add_u(t, f.resp_offset, tvb, off + 8, 8)
+        return " " .. (wire_status[tvb(off + 4, 4):uint()] or "status?")
+    end
+    return ""
+end
+
+local function dissect(tvb, pinfo, tree)
+    local len = tvb:len()
+    if len < HEADER_LEN or tvb(0, 2):uint() ~= MAGIC or tvb(2, 1):uint() ~= VERSION then
+        return 0
+    end
+    pinfo.cols.protocol = "dpdk-fi"
+    local t = tree:add(p, tvb(), "dpdk-fi transport")
+    local ptype = tvb(3, 1):uint()
+    local flags = tvb(4, 2):uint()
+    local hlen = tvb(6, 2):uint()
+    local plen = tvb(34, 2):uint()
+
+    t:add(f.magic, tvb(0, 2)); t:add(f.version, tvb(2, 1))
+    local ti = t:add(f.type, tvb(3, 1))
+    if not packet_types[ptype] then ti:add_proto_expert_info(e_unknown_type) end
+    local ft = t:add(f.flags, tvb(4, 2))
+    ft:add(f.flag_ack_request, tvb(4, 2)); ft:add(f.flag_stream_start, tvb(4, 2))
+    ft:add(f.flag_last, tvb(4, 2)); ft:add(f.flag_tagged, tvb(4, 2))
+    ft:add(f.flag_remote_data, tvb(4, 2)); ft:add(f.flag_has_ack, tvb(4, 2))
+    if band(flags, 0xffff - FLAGS_KNOWN) ~= 0 then ft:add(f.flag_unknown, tvb(4, 2)) end
+    t:add(f.header_len, tvb(6, 2)); t:add(f.stream_id, tvb(8, 4)); t:add(f.psn, tvb(12, 4))
+    t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
+    t:add(f.window, tvb(32, 2)); t:add(f.payload_len, tvb(34, 2))
+    t:add(f.timestamp, tvb(36, 4)); t:add(f.timestamp_echo, tvb(40, 4))
+    local ct = t:add(f.crc, tvb(44, 4))
+
+    local info = (packet_types[ptype] or ("Type" .. ptype)) .. string.format(" psn %u", tvb(12, 4):uint())
+    if band(flags, FLAG_HAS_ACK) ~= 0 then
+        info = info .. string.format(" ack %u", tvb(20, 4):uint())
+    end
+    local total = hlen + plen
+    if hlen < HEADER_LEN or total > len then
+        t:add_proto_expert_info(e_bad_len)
+        pinfo.cols.info = info .. " [malformed]"
+        return len
+    end
+    local kind = ext_of[ptype]
+    if kind and hlen >= HEADER_LEN + ext_len[kind] then
+        info = info .. dissect_ext(kind, tvb, HEADER_LEN, t)
+    elseif hlen > HEADER_LEN then
+        t:add(f.ext_unknown, tvb(HEADER_LEN, hlen - HEADER_LEN))
+    end
+    if plen > 0 then
+        t:add(f.payload, tvb(hlen, plen))
+        info = info .. string.format(" [%u bytes]", plen)
+    end
+
+    if p.prefs.verify_crc then
+        local crc = 0xffffffff
+        crc = crc_update(crc, be16(pinfo.src_port) .. be16(pinfo.dst_port))
+        crc = crc_update(crc, tvb:raw(0, 44))
+        crc = crc_update(crc, "\0\0\0\0")
+        if total > HEADER_LEN then crc = crc_update(crc, tvb:raw(HEADER_LEN, total - HEADER_LEN)) end
+        crc = bxor(crc, 0xffffffff)
+        if crc == tvb(44, 4):uint() then
+            ct:add(f.crc_status, "good")
+        else
+            ct:add(f.crc_status, string.format("bad (computed 0x%08x)", crc))
+            ct:add_proto_expert_info(e_bad_crc)
+            info = info .. " [bad CRC]"
+        end
+    end
+    local flag_names = {}
+    if band(flags, FLAG_STREAM_START) ~= 0 then flag_names[#flag_names + 1] = "START" end
+    if band(flags, FLAG_LAST) ~= 0 then flag_names[#flag_names + 1] = "LAST" end
+    if band(flags, FLAG_ACK_REQUEST) ~= 0 then flag_names[#flag_names + 1] = "ACKREQ" end
+    if band(flags, FLAG_TAGGED) ~= 0 then flag_names[#flag_names + 1] = "TAGGED" end
+    if band(flags, FLAG_REMOTE_DATA) ~= 0 then flag_names[#flag_names + 1] = "DATA" end
+    if #flag_names > 0 then info = info .. " <" .. table.concat(flag_names, ",") .. ">" end
+    pinfo.cols.info = info
+    return len
+end
+
+function p.dissector(tvb, pinfo, tree)
+    return dissect(tvb, pinfo, tree)
+end
+
+local function heuristic(tvb, pinfo, tree)
+    if tvb:len() < HEADER_LEN or tvb(0, 2):uint() ~= MAGIC or tvb(2, 1):uint() ~= VERSION then
+        return false
+    end
+    dissect(tvb, pinfo, tree)
+    return true
+end
+p:register_heuristic("udp", heuristic)
+-- "Decode As" works too, for captures where a port dissector wins.
+DissectorTable.get("udp.port"):add_for_decode_as(p)
