@@ -14,7 +14,7 @@
 --
 -- Every field of wire.h is decoded: the 48-byte transport header with its
 -- flag bits, the extension header of each packet type (MsgExt, RdvExt,
--- DataExt, RmaExt, AtomicExt, RespExt) and the payload; the CRC32C (over the
+-- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt) and the payload; the CRC32C (over the
 -- UDP ports, the header with its crc field zero, the extension and the
 -- payload) is verified (preference "Verify CRC32C", on by default).
 
@@ -28,15 +28,21 @@ local HEADER_LEN = 48
 local packet_types = {
     [1] = "Ack", [2] = "Reset", [3] = "MsgEager", [4] = "MsgRts", [5] = "MsgCts",
     [6] = "MsgRdvData", [7] = "RmaWrite", [8] = "RmaReadReq", [9] = "RmaReadResp",
-    [10] = "RmaWriteResp", [11] = "AtomicReq", [12] = "AtomicResp",
+    [10] = "RmaWriteResp", [11] = "AtomicReq", [12] = "AtomicResp", [13] = "Datagram",
+    [14] = "ConnCtl",
 }
 -- Extension header of each type: its name and length.
 local MSG, RDV, DATA, RMA, ATOMIC, RESP = "msg", "rdv", "data", "rma", "atomic", "resp"
+local DGRAM, CONN = "dgram", "conn"
 local ext_of = {
     [1] = nil, [2] = nil, [3] = MSG, [4] = MSG, [5] = RDV, [6] = DATA,
     [7] = RMA, [8] = RMA, [9] = RESP, [10] = RESP, [11] = ATOMIC, [12] = RESP,
+    [13] = DGRAM, [14] = CONN,
 }
-local ext_len = { [MSG] = 40, [RDV] = 16, [DATA] = 16, [RMA] = 48, [ATOMIC] = 32, [RESP] = 16 }
+local ext_len = { [MSG] = 40, [RDV] = 16, [DATA] = 16, [RMA] = 48, [ATOMIC] = 32, [RESP] = 16,
+                  [DGRAM] = 16, [CONN] = 16 }
+-- ConnKind (wire.h): FI_EP_MSG connection management.
+local conn_kinds = { [1] = "ConnReq", [2] = "Accept", [3] = "Reject", [4] = "Shutdown" }
 
 -- WireStatus (wire.h).
 local wire_status = {
@@ -126,6 +132,13 @@ f.atomic_reserved2 = ProtoField.uint32("dpdkfi.atomic.reserved2", "Reserved", ba
 f.resp_op_id = ProtoField.uint32("dpdkfi.resp.op_id", "Op id", base.HEX)
 f.resp_status = ProtoField.uint32("dpdkfi.resp.status", "Status", base.DEC, wire_status)
 f.resp_offset = ProtoField.uint64("dpdkfi.resp.offset", "Offset")
+-- DgramExt
+f.dgram_tag = ProtoField.uint64("dpdkfi.dgram.tag", "Tag", base.HEX)
+f.dgram_cq_data = ProtoField.uint64("dpdkfi.dgram.cq_data", "Remote CQ data", base.HEX)
+-- ConnExt
+f.conn_kind = ProtoField.uint8("dpdkfi.conn.kind", "Kind", base.DEC, conn_kinds)
+f.conn_reserved = ProtoField.bytes("dpdkfi.conn.reserved", "Reserved")
+f.conn_id = ProtoField.uint64("dpdkfi.conn.conn_id", "Connection id", base.HEX)
 -- unknown extension (a type newer than this file) and payload
 f.ext_unknown = ProtoField.bytes("dpdkfi.ext_unknown", "Extension (unknown type)")
 f.payload = ProtoField.bytes("dpdkfi.payload", "Payload")
@@ -199,6 +212,16 @@ local function dissect_ext(kind, tvb, off, tree)
         add_u(t, f.resp_op_id, tvb, off, 4); add_u(t, f.resp_status, tvb, off + 4, 4)
         add_u(t, f.resp_offset, tvb, off + 8, 8)
         return " " .. (wire_status[tvb(off + 4, 4):uint()] or "status?")
+    elseif kind == DGRAM then
+        local t = tree:add(p, tvb(off, 16), "DgramExt")
+        add_u(t, f.dgram_tag, tvb, off, 8); add_u(t, f.dgram_cq_data, tvb, off + 8, 8)
+        return ""
+    elseif kind == CONN then
+        local t = tree:add(p, tvb(off, 16), "ConnExt")
+        add_u(t, f.conn_kind, tvb, off, 1); t:add(f.conn_reserved, tvb(off + 1, 7))
+        add_u(t, f.conn_id, tvb, off + 8, 8)
+        return string.format(" %s conn 0x%s", conn_kinds[tvb(off, 1):uint()] or "kind?",
+                             tvb(off + 8, 8):uint64():tohex())
     end
     return ""
 end

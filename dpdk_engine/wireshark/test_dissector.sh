@@ -40,7 +40,8 @@ awk '/enum class PacketType/ {on = 1; next} on && /^};/ {on = 0}
 [ -s "$tmp/types" ] || bad "no PacketType entries found in $wire"
 lua_ext() {  # the dissector's extension name for an Ext struct
 	case $1 in MsgExt) echo MSG;; RdvExt) echo RDV;; DataExt) echo DATA;; RmaExt) echo RMA;;
-	AtomicExt) echo ATOMIC;; RespExt) echo RESP;; -) echo nil;; *) echo "?$1";; esac
+	AtomicExt) echo ATOMIC;; RespExt) echo RESP;; DgramExt) echo DGRAM;; ConnExt) echo CONN;;
+	-) echo nil;; *) echo "?$1";; esac
 }
 while read -r id name ext; do
 	grep -q "\[$id\] = \"$name\"" "$lua" || bad "packet type $id ($name) has no name in the dissector"
@@ -50,7 +51,7 @@ while read -r id name ext; do
 done <"$tmp/types"
 ok "$(wc -l <"$tmp/types") packet types named"
 # Extension sizes: static_assert(sizeof(MsgExt) == 40 ...
-for ext in MsgExt RdvExt DataExt RmaExt AtomicExt RespExt; do
+for ext in $(sed -n 's/.*sizeof(\([A-Za-z]*Ext\)) == .*/\1/p' "$wire"); do
 	size=$(sed -n "s/.*sizeof($ext) == \([0-9]*\).*/\1/p" "$wire")
 	grep -q "\[$(lua_ext $ext)\] = $size\b" "$lua" || bad "$ext is $size bytes in wire.h, not in the dissector"
 done
@@ -69,7 +70,14 @@ awk '/enum class WireStatus/ {on = 1; next} on && /^};/ {on = 0}
 while read -r id name; do
 	grep -q "\[$id\] = \"$name\"" "$lua" || bad "WireStatus $id ($name) has no name in the dissector"
 done <"$tmp/status"
-ok "flags $(printf '0x%04x' $mask) and $(wc -l <"$tmp/status") statuses named"
+# ConnKind: kName = n,
+awk '/enum class ConnKind/ {on = 1; next} on && /^};/ {on = 0}
+     on && match($0, /k[A-Za-z]+ = [0-9]+/) { split(substr($0, RSTART, RLENGTH), a, " = "); print a[2], substr(a[1], 2) }' \
+	"$wire" >"$tmp/conn"
+while read -r id name; do
+	grep -q "\[$id\] = \"$name\"" "$lua" || bad "ConnKind $id ($name) has no name in the dissector"
+done <"$tmp/conn"
+ok "flags $(printf '0x%04x' $mask), $(wc -l <"$tmp/status") statuses and $(wc -l <"$tmp/conn") connection kinds named"
 
 # ------------------------------------------------------------- 2. captures
 stats=$builddir/prov/dpdk/tools/fi_dpdk_stats
@@ -127,10 +135,11 @@ done
 # header_len = 48 + the type's extension; every PSN 0 packet of a sequenced
 # type opens its stream.
 awk -v F="$(echo $F)" "$AWKCOLS"'
-	BEGIN { e[1]=0; e[2]=0; e[3]=40; e[4]=40; e[5]=16; e[6]=16; e[7]=48; e[8]=48; e[9]=16; e[10]=16; e[11]=32; e[12]=16 }
+	BEGIN { e[1]=0; e[2]=0; e[3]=40; e[4]=40; e[5]=16; e[6]=16; e[7]=48; e[8]=48; e[9]=16; e[10]=16; e[11]=32; e[12]=16
+	        e[13]=16; e[14]=16 }
 	{ t = $c["dpdkfi.type"]; seen[t]++
 	  if ($c["dpdkfi.header_len"] != 48 + e[t]) { print "FAIL: type " t " header_len " $c["dpdkfi.header_len"]; bad = 1 }
-	  if (t > 2 && $c["dpdkfi.psn"] == 0 && $c["dpdkfi.flags.stream_start"] != 1) { print "FAIL: PSN 0 without stream start"; bad = 1 } }
+	  if (t > 2 && t != 13 && $c["dpdkfi.psn"] == 0 && $c["dpdkfi.flags.stream_start"] != 1) { print "FAIL: PSN 0 without stream start"; bad = 1 } }
 	END { for (t = 1; t <= 12; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
 	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset seen, header lengths right" || fail=1
 
