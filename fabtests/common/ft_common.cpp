@@ -327,7 +327,13 @@ void Oob::listen_accept(int port)
     }
     pollfd p{ls, POLLIN, 0};
     // The client may start a little later (the runner starts it second).
-    int r = poll(&p, 1, 60000);
+    // Meanwhile the engine keeps running: a restarted server must answer a
+    // client that still sends to its previous incarnation (fi_dpdk_soak).
+    int r = 0;
+    for (uint64_t start = now_ms(); r == 0 && now_ms() - start < 60000;) {
+        r = poll(&p, 1, 10);
+        progress();
+    }
     if (r <= 0)
         die("no client connected to OOB port %d within 60 s", port);
     fd_ = accept(ls, nullptr, nullptr);
@@ -553,14 +559,18 @@ void open_local(fi_info* hints)
 }
 }  // namespace
 
-void setup(fi_info* hints)
+void setup(fi_info* hints, const std::function<void()>& opened)
 {
     if (opts.server()) {
         open_local(hints);
+        if (opened)
+            opened();
         oob.listen_accept(opts.oob_port);
     } else {
         oob.connect_to(opts.dst, opts.oob_port);
         open_local(hints);
+        if (opened)
+            opened();
     }
     // Both sides must run the same program with the same subtest filter.
     oob.barrier(opts.only ? opts.only : "all");

@@ -206,8 +206,9 @@ fi_info* make_hints(uint64_t caps, int mr_mode);
 // Opens fab (fabric, EQ, domain) from hints and the OOB channel, in the
 // order that makes the server the first opener of the device (memif roles):
 // the server opens its domain before it accepts, the client after it
-// connected.
-void setup(fi_info* hints);
+// connected. `opened`, when given, runs right after the domain is open (on
+// the server: before it accepts; e.g. to open an endpoint early).
+void setup(fi_info* hints, const std::function<void()>& opened = nullptr);
 // Opens another domain on fab.fabric (e.g. with another mr_mode).
 fid_domain* open_domain(fi_info* info);
 void teardown();

@@ -998,14 +998,15 @@ int run_mode()
 {
     log("pid %d", static_cast<int>(getpid()));  // the deadpeer runner kills this one
     fi_info* hints = soak_hints();
-    setup(hints);
-    fi_freeinfo(hints);
     int rc;
     {
         Ep ep;
         EpCfg cfg;
         cfg.pumped = false;  // this program reads its CQs itself
-        ep.open(cfg);
+        // The endpoint exists before the server accepts: a restarted server
+        // (run_deadpeer.sh -r) receives the client's retransmissions at once.
+        setup(hints, [&] { ep.open(cfg); });
+        fi_freeinfo(hints);
         connect(ep);
         if (so.mode == Mode::kSlowRecv) {
             rc = opts.server() ? slow_receiver(ep) : slow_sender(ep);

@@ -6,7 +6,9 @@
 #   run_soak.sh -k   200 operations to 1 MiB on a 2-host vcluster.sh cluster
 #                    with nftables dropping 5% and duplicating 1% (SKIP part
 #                    without namespaces or nftables)
-#   run_deadpeer.sh  kill -9 mid-transfer, errors within the timeout, restart
+#   run_deadpeer.sh  kill -9 mid-transfer, errors within the timeout, restart;
+#                    -r: a quick restart whose new session epoch fails the
+#                    pending operations (FI_EIO) long before the 10 s timeout
 #   run_slowrecv.sh  20000 messages to a receiver that posts nothing for 3 s
 # The full-size runs are documented in fabtests/soak/README.md.
 # Exit 0 when every part passed or skipped (77 when all skipped), 1 otherwise.
@@ -28,6 +30,7 @@ part() {
 part "$here/run_soak.sh" -n 300 -m 1048576 -s 11
 part "$here/run_soak.sh" -n 200 -m 1048576 -s 12 -k
 part "$here/run_deadpeer.sh"
+part "$here/run_deadpeer.sh" -r -t 10000
 part "$here/run_slowrecv.sh" -n 20000 -s 3000
 echo "soak_check: $passed passed, $skipped skipped, $failed failed"
 [ $failed = 0 ] || exit 1
