@@ -275,7 +275,16 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     Session* s = ep->find_session(src);
     if (!s) {
         if (!wire::is_sequenced(p.type)) {
-            rte_pktmbuf_free(m);  // ACK/reset for a session we never had
+            // A keepalive probe (an ACK asking for an answer) comes from a
+            // peer that waits on us with nothing in flight: we have no
+            // session, so we restarted (or timed it out) and what it waits
+            // for will never come. Answer like a stale data packet, so it
+            // fails those operations now rather than at its peer timeout.
+            if (p.type == wire::PacketType::kAck && (p.flags & wire::kFlagAckRequest)) {
+                ep->st.stale_stream++;
+                send_stateless_reset(ep, p);
+            }
+            rte_pktmbuf_free(m);  // other ACKs/resets for a session we do not have
             return;
         }
         if (!(p.flags & wire::kFlagStreamStart)) {
