@@ -37,6 +37,11 @@ while getopts "n:m:s:u:w:kT:b:l:h" opt; do
 done
 soak_setup || exit $?
 limit_mb=$((unexp / 1048576 + 64))
+# Under AddressSanitizer (--enable-sanitizers) every allocation carries
+# redzones and shadow memory: allow for them.
+if ldd "$BIN" 2>/dev/null | grep -q libasan; then
+	limit_mb=$((limit_mb * 3))
+fi
 e="FI_DPDK_UNEXPECTED_BYTES=$unexp"
 name=slowrecv
 ok=1
