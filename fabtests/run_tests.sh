@@ -69,7 +69,7 @@ if [ -z "$logdir" ]; then
 fi
 mkdir -p "$logdir" || { echo "cannot create the log directory $logdir"; exit 2; }
 
-tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection"
+tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram"
 pass=0
 fail=0
 failed=()
@@ -174,17 +174,24 @@ run_test() {
     report "$name" "$dev" $rc "$start" "$slog" "$clog"
 }
 
-# run_pingpong <device>: fi_pingpong -p dpdk -e rdm, every size up to (and
-# past) 1 MiB, with its data checks (-c) and debug output (-v) on.
+# run_pingpong <device> <name> <provider> <ep type> <sizes> <last size> [VAR=value]:
+# fi_pingpong -p <provider> -e <ep type>, sizes "all" (every size) or
+# "default" (fi_pingpong's own list), up to <last size> (1m: past 1 MiB; 1k
+# for datagrams, which stop at one packet), with its data checks (-c) on.
+# Pairs: native RDM, connected MSG endpoints, datagrams, and RDM through
+# ofi_rxm over our MSG endpoints (FI_DPDK_LAYERING=1; fi_pingpong's default
+# sizes: fabtests/BUGS.md #7).
 run_pingpong() {
-    local dev=$1 name=fi_pingpong
+    local dev=$1 name=$2 prov=$3 ep=$4 sizes=$5 last=$6 extra=${7:-}
+    local sflag="-S all"
+    [ "$sizes" = default ] && sflag=""
     local slog=$logdir/$dev.$name.server.log clog=$logdir/$dev.$name.client.log
     local env start port src crc rc
-    env=$(dev_env "$dev" "$name")
+    env="$(dev_env "$dev" "$name") $extra"
     rm -f "$logdir/$name.memif.sock"
     port=$(pick_port)
     start=$(date +%s.%N)
-    env $env timeout -k 5 "$tmo" fi_pingpong -p dpdk -e rdm -S all -I 10 -c -B "$port" \
+    env $env timeout -k 5 "$tmo" fi_pingpong -p "$prov" -e "$ep" $sflag -I 10 -c -B "$port" \
         >"$slog" 2>&1 &
     local spid=$!
     # fi_pingpong's client gives up at once if nobody listens yet.
@@ -193,21 +200,21 @@ run_pingpong() {
         kill -0 $spid 2>/dev/null || break
         sleep 0.1
     done
-    env $env timeout -k 5 "$tmo" fi_pingpong -p dpdk -e rdm -S all -I 10 -c -P "$port" \
+    env $env timeout -k 5 "$tmo" fi_pingpong -p "$prov" -e "$ep" $sflag -I 10 -c -P "$port" \
         127.0.0.1 >"$clog" 2>&1
     crc=$?
     wait $spid
     src=$?
     rc=0
     { [ $src = 0 ] && [ $crc = 0 ]; } || rc=1
-    # It must really have gone up to 1 MiB with the checks on.
-    if [ $rc = 0 ] && ! grep -Eq '^1m +10 +=10' "$clog"; then
-        echo "[runner] no 1m line in the client's output" >>"$clog"
+    # It must really have gone up to the last size with the checks on.
+    if [ $rc = 0 ] && ! grep -Eq "^$last +10 +=10" "$clog"; then
+        echo "[runner] no $last line in the client's output" >>"$clog"
         rc=1
     fi
     if [ $rc = 0 ]; then
-        # Latency of 1 byte and bandwidth at 1 MiB, for the record.
-        awk -v d="$dev" '$1 == "1" || $1 == "1m" { printf "     %s fi_pingpong %-3s: %8s usec/xfer %8s MB/s\n", d, $1, $7, $6 }' \
+        # Latency of 1 byte and bandwidth at the last size, for the record.
+        awk -v d="$dev" -v n="$name" -v l="$last" '$1 == "1" || $1 == l { printf "     %s %s %-3s: %8s usec/xfer %8s MB/s\n", d, n, $1, $7, $6 }' \
             "$clog"
     fi
     report "$name" "$dev" $rc "$start" "$slog" "$clog"
@@ -225,9 +232,16 @@ for dev in ${devices//,/ }; do
         fi
         run_test "$t" "$dev"
     done
-    if [ -z "$filter" ] || [[ fi_pingpong == *"$filter"* ]]; then
-        command -v fi_pingpong >/dev/null && run_pingpong "$dev"
-    fi
+    command -v fi_pingpong >/dev/null || continue
+    while read -r name prov ep sizes last extra; do
+        [ -n "$filter" ] && [[ $name != *"$filter"* ]] && continue
+        run_pingpong "$dev" "$name" "$prov" "$ep" "$sizes" "$last" "$extra"
+    done <<'EOF'
+fi_pingpong dpdk rdm all 1m
+fi_pingpong_msg dpdk msg all 1m
+fi_pingpong_dgram dpdk dgram all 1k
+fi_pingpong_rxm dpdk;ofi_rxm rdm default 1m FI_DPDK_LAYERING=1
+EOF
 done
 
 echo "----"

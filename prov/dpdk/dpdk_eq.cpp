@@ -89,13 +89,14 @@ ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* out, uint64_t flags) noexcept
     const uint32_t version = api_version(eq);
     const bool user_buffer = !FI_VERSION_LT(version, FI_VERSION(1, 5)) && out->err_data_size;
     void* user_err_data = out->err_data;
+    const size_t user_err_size = user_buffer ? out->err_data_size : 0;
     memcpy(out, &entry, err_entry_size(version));
     // Connection errors carry the peer's private data (fi_reject's param):
     // into the caller's buffer if it gave one, else in a buffer of ours.
     const size_t extra = e.data.size() - sizeof(entry);
     if (extra && !FI_VERSION_LT(version, FI_VERSION(1, 5))) {
         if (user_buffer) {
-            const size_t n = extra < out->err_data_size ? extra : out->err_data_size;
+            const size_t n = extra < user_err_size ? extra : user_err_size;
             memcpy(user_err_data, e.data.data() + sizeof(entry), n);
             out->err_data = user_err_data;
             out->err_data_size = n;
