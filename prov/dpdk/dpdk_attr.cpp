@@ -499,6 +499,31 @@ dpdk_engine::Address from_sockaddr(const sockaddr_in& s) noexcept
     return {s.sin_addr.s_addr, ntohs(s.sin_port)};
 }
 
+int copy_sockaddr_out(const sockaddr_in& s, void* addr, size_t* addrlen) noexcept
+{
+    if (!addrlen)
+        return -FI_EINVAL;
+    if (!addr || *addrlen < sizeof(s)) {
+        *addrlen = sizeof(s);
+        return -FI_ETOOSMALL;
+    }
+    memcpy(addr, &s, sizeof(s));
+    *addrlen = sizeof(s);
+    return 0;
+}
+
+int local_port_of(const void* addr, size_t addrlen, uint32_t our_ip, uint16_t* port) noexcept
+{
+    sockaddr_in s;
+    if (!addr || addrlen < sizeof(s))
+        return -FI_EINVAL;
+    memcpy(&s, addr, sizeof(s));
+    if (s.sin_family != AF_INET || (s.sin_addr.s_addr != our_ip && s.sin_addr.s_addr != htonl(INADDR_ANY)))
+        return -FI_EINVAL;
+    *port = ntohs(s.sin_port);
+    return 0;
+}
+
 bool parse_addr_str(const char* s, sockaddr_in* out) noexcept
 {
     static const char prefix[] = "fi_sockaddr_in://";

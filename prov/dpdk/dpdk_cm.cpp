@@ -227,8 +227,6 @@ int cm_shutdown(fid_ep* f, uint64_t flags) noexcept
 int cm_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept
 {
     Ep* ep = ep_of(&f->fid);
-    if (!addrlen)
-        return -FI_EINVAL;
     sockaddr_in s;
     {
         LockScope scope(ep->domain->shared);
@@ -236,13 +234,7 @@ int cm_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept
             return -FI_ENOTCONN;
         s = to_sockaddr(ep->peer);
     }
-    if (!addr || *addrlen < sizeof(s)) {
-        *addrlen = sizeof(s);
-        return -FI_ETOOSMALL;
-    }
-    memcpy(addr, &s, sizeof(s));
-    *addrlen = sizeof(s);
-    return 0;
+    return copy_sockaddr_out(s, addr, addrlen);
 }
 
 namespace {
@@ -369,34 +361,19 @@ int pep_reject(fid_pep* f, fid_t handle, const void* param, size_t paramlen) noe
 
 int pep_getname(fid_t f, void* addr, size_t* addrlen) noexcept
 {
-    Pep* pep = pep_of(f);
-    if (!addrlen)
-        return -FI_EINVAL;
-    const sockaddr_in s = to_sockaddr(pep->addr);
-    if (!addr || *addrlen < sizeof(s)) {
-        *addrlen = sizeof(s);
-        return -FI_ETOOSMALL;
-    }
-    memcpy(addr, &s, sizeof(s));
-    *addrlen = sizeof(s);
-    return 0;
+    return copy_sockaddr_out(to_sockaddr(pep_of(f)->addr), addr, addrlen);
 }
 
 // Moves a passive endpoint that does not listen yet to another port.
 int pep_setname(fid_t f, void* addr, size_t addrlen) noexcept
 {
     Pep* pep = pep_of(f);
-    sockaddr_in s;
-    if (!addr || addrlen < sizeof(s))
-        return -FI_EINVAL;
-    memcpy(&s, addr, sizeof(s));
-    if (s.sin_family != AF_INET ||
-        (s.sin_addr.s_addr != device_desc().ip_be && s.sin_addr.s_addr != htonl(INADDR_ANY)))
+    uint16_t port = 0;
+    if (local_port_of(addr, addrlen, device_desc().ip_be, &port))
         return -FI_EINVAL;
     LockScope scope(pep->shared);
     if (pep->listening)
         return -FI_EOPBADSTATE;
-    const uint16_t port = ntohs(s.sin_port);
     if (port == pep->addr.port)
         return 0;
     dpdk_engine::Endpoint* fresh = nullptr;
@@ -533,16 +510,8 @@ int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** out, void* cont
     if (!device_desc().error.empty())
         return -FI_ENODATA;
     uint16_t port = 0;
-    if (info->src_addr) {
-        sockaddr_in s;
-        if (info->src_addrlen < sizeof(s))
-            return -FI_EINVAL;
-        memcpy(&s, info->src_addr, sizeof(s));
-        if (s.sin_family != AF_INET ||
-            (s.sin_addr.s_addr != device_desc().ip_be && s.sin_addr.s_addr != htonl(INADDR_ANY)))
-            return -FI_EINVAL;
-        port = ntohs(s.sin_port);
-    }
+    if (info->src_addr && local_port_of(info->src_addr, info->src_addrlen, device_desc().ip_be, &port))
+        return -FI_EINVAL;
     return no_throw([&]() -> int {
         std::unique_ptr<Pep> pep(new Pep());
         pep->fabric = reinterpret_cast<Fabric*>(fabric);

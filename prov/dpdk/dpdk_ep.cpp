@@ -364,17 +364,7 @@ fi_ops_ep g_ep_ops = {
 
 int ep_getname(fid_t f, void* addr, size_t* addrlen) noexcept
 {
-    Ep* ep = ep_of(f);
-    if (!addrlen)
-        return -FI_EINVAL;
-    const sockaddr_in s = to_sockaddr(ep->addr);
-    if (*addrlen < sizeof(s) || !addr) {
-        *addrlen = sizeof(s);
-        return -FI_ETOOSMALL;
-    }
-    memcpy(addr, &s, sizeof(s));
-    *addrlen = sizeof(s);
-    return 0;
+    return copy_sockaddr_out(to_sockaddr(ep_of(f)->addr), addr, addrlen);
 }
 
 int open_engine_endpoint(Ep* ep, uint16_t port, dpdk_engine::Endpoint** out)
@@ -397,16 +387,11 @@ int open_engine_endpoint(Ep* ep, uint16_t port, dpdk_engine::Endpoint** out)
 int ep_setname(fid_t f, void* addr, size_t addrlen) noexcept
 {
     Ep* ep = ep_of(f);
-    sockaddr_in s;
-    if (!addr || addrlen < sizeof(s))
-        return -FI_EINVAL;
-    memcpy(&s, addr, sizeof(s));
-    if (s.sin_family != AF_INET ||
-        (s.sin_addr.s_addr != ep->domain->ip_be && s.sin_addr.s_addr != htonl(INADDR_ANY)))
+    uint16_t port = 0;
+    if (local_port_of(addr, addrlen, ep->domain->ip_be, &port))
         return -FI_EINVAL;
     if (ep->enabled)
         return -FI_EOPBADSTATE;
-    const uint16_t port = ntohs(s.sin_port);
     if (port == ep->addr.port)
         return 0;
     LockScope scope(ep->domain->shared);
@@ -578,16 +563,8 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
     }
     Domain* d = reinterpret_cast<Domain*>(domain);
     uint16_t port = 0;
-    if (info->src_addr) {
-        sockaddr_in s;
-        if (info->src_addrlen < sizeof(s))
-            return -FI_EINVAL;
-        memcpy(&s, info->src_addr, sizeof(s));
-        if (s.sin_family != AF_INET ||
-            (s.sin_addr.s_addr != d->ip_be && s.sin_addr.s_addr != htonl(INADDR_ANY)))
-            return -FI_EINVAL;
-        port = ntohs(s.sin_port);
-    }
+    if (info->src_addr && local_port_of(info->src_addr, info->src_addrlen, d->ip_be, &port))
+        return -FI_EINVAL;
     int ret = no_throw([&]() -> int {
         std::unique_ptr<Ep> ep(new Ep());
         ep->domain = d;

@@ -124,6 +124,12 @@ int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64
 int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_in* out) noexcept;
 sockaddr_in to_sockaddr(const dpdk_engine::Address& a) noexcept;
 dpdk_engine::Address from_sockaddr(const sockaddr_in& s) noexcept;
+// fi_getname/fi_getpeer: writes s to the caller's buffer. 0, -FI_EINVAL (no
+// addrlen), or -FI_ETOOSMALL with *addrlen set to the size needed.
+int copy_sockaddr_out(const sockaddr_in& s, void* addr, size_t* addrlen) noexcept;
+// The UDP port asked for by an address of ours (src_addr, fi_setname): an
+// IPv4 sockaddr of our_ip or INADDR_ANY. 0 or -FI_EINVAL.
+int local_port_of(const void* addr, size_t addrlen, uint32_t our_ip, uint16_t* port) noexcept;
 // Parses the FI_ADDR_STR form "fi_sockaddr_in://1.2.3.4:5678"; false if not it.
 bool parse_addr_str(const char* s, sockaddr_in* out) noexcept;
 
