@@ -386,7 +386,8 @@ void test_conn_to_nobody(void**)
     uint64_t took = now_ms() - t0;
     const Event* f = client->find_conn(ConnEvent::What::kFailed, wire::ConnKind::kConnReq);
     CHECK(f->ev.status == OpStatus::kPeerTimeout && f->ev.conn_id == 9, "failure %s", to_string(f->ev.status));
-    CHECK(took >= 250 && took < 3000, "failed after %lu ms (timeout 300)", (unsigned long)took);
+    // Bounded, not timed: generous on a loaded machine.
+    CHECK(took >= 250 && took < 10000, "failed after %lu ms (timeout 300)", (unsigned long)took);
     // A DGRAM-style endpoint (no on_conn) refuses connection packets.
     Ep* plain = p.open(1, false);
     CHECK(client->ep->send_conn(plain->addr(), wire::ConnKind::kConnReq, 10, nullptr, 0) == 0, "connreq");
@@ -396,13 +397,13 @@ void test_conn_to_nobody(void**)
 
 void test_conn_peer_killed(void**)
 {
-    Pair p("", 400);
+    Pair p("", 1000);  // a stalled test process must not look like a dead peer
     Ep* a = p.open(0, true);
     Ep* b = p.open(1, true);
     CHECK(a->ep->set_connected(b->addr(), true) == 0, "connected");
     CHECK(b->ep->set_connected(a->addr(), true) == 0, "connected");
     // Idle but alive: the keepalive keeps it up well past the timeout.
-    p.run_for(1200);
+    p.run_for(2500);
     CHECK(a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0, "live idle peer declared lost");
     // The peer's engine dies: noticed with nothing outstanding.
     for (auto& ep : p.eps)
@@ -411,10 +412,10 @@ void test_conn_peer_killed(void**)
     p.e[1].reset();
     uint64_t t0 = now_ms();
     CHECK(p.run_until([&] { return a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 1; },
-                      5000),
+                      15000),
           "dead peer never reported");
     uint64_t took = now_ms() - t0;
-    CHECK(took < 2000, "dead peer reported after %lu ms (timeout 400)", (unsigned long)took);
+    CHECK(took < 10000, "dead peer reported after %lu ms (timeout 1000)", (unsigned long)took);
     CHECK(a->find_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq)->ev.status == OpStatus::kPeerTimeout,
           "loss status");
     CHECK(a->ep->stats().conn_peers_lost == 1, "loss counted");
