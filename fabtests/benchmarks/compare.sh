@@ -93,7 +93,9 @@ wait_quiet() {
 	while [ "$(cpu_idle)" -lt "$quiet" ] && [ $((SECONDS - t0)) -lt 120 ]; do sleep 2; done
 }
 
-# Environment and provider of each side: "<provider>|<server env>|<client env>".
+# Provider, environment of each side and domain: "<provider>|<server env>|<client env>|<domain>".
+# The kernel providers get domain lo: their default is the first interface,
+# which may be this script's veth (no IPv4 there).
 transport_cfg() {
 	local huge=
 	[ "${HUGE:-0}" = 1 ] && huge=FI_DPDK_HUGEPAGES=1
@@ -101,9 +103,9 @@ transport_cfg() {
 	dpdk-memif) echo "dpdk|FI_DPDK_DEVICE=memif:$out/memif.sock $huge|FI_DPDK_DEVICE=memif:$out/memif.sock $huge" ;;
 	dpdk-afpacket) echo "dpdk|$huge|$huge" ;;
 	dpdk-afxdp) echo "dpdk|FI_DPDK_DEVICE=net_af_xdp0,iface=$veth_a FI_DPDK_IP=10.77.0.1 $huge|FI_DPDK_DEVICE=net_af_xdp1,iface=$veth_b FI_DPDK_IP=10.77.0.2 $huge" ;;
-	net) echo "net||" ;;
-	tcp) echo "tcp||" ;;
-	udp-rxd) echo "udp;ofi_rxd||" ;;
+	net) echo "net|||lo" ;;
+	tcp) echo "tcp|||lo" ;;
+	udp-rxd) echo "udp;ofi_rxd|||lo" ;;
 	shm) echo "shm||" ;;
 	*) return 1 ;;
 	esac
@@ -114,15 +116,17 @@ pair_timeout=$((n_sizes * (3 * ${budget%.*} + 20) + 60))
 
 # One fi_bench pair; appends its figures to results.csv.
 run_pair() { # round transport kind op
-	local round=$1 t=$2 kind=$3 op=$4 cfg prov senv cenv tag portfile port i
+	local round=$1 t=$2 kind=$3 op=$4 cfg prov senv cenv dom tag portfile port i
 	cfg=$(transport_cfg "$t") || { echo "compare: unknown transport $t"; return; }
-	IFS='|' read -r prov senv cenv <<<"$cfg"
+	IFS='|' read -r prov senv cenv dom <<<"$cfg"
+	local dopt=()
+	[ -n "$dom" ] && dopt=(-d "$dom")
 	tag=$t.$kind.$op.r$round
 	portfile=$out/raw/$tag.port
 	rm -f "$portfile" "$out/memif.sock"
 	wait_quiet
 	# shellcheck disable=SC2086
-	env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" -E 0 -O "$portfile" >"$out/raw/$tag.server" 2>&1 &
+	env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$portfile" >"$out/raw/$tag.server" 2>&1 &
 	srv=$!
 	for i in $(seq 1 100); do [ -s "$portfile" ] && break; sleep 0.1; done
 	port=$(cat "$portfile" 2>/dev/null)
@@ -134,7 +138,7 @@ run_pair() { # round transport kind op
 		return
 	fi
 	# shellcheck disable=SC2086
-	env $cenv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" -E "$port" -k "$kind" -o "$op" \
+	env $cenv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E "$port" -k "$kind" -o "$op" \
 		-S "$sizes" -D "$budget" -T 30 127.0.0.1 >"$out/raw/$tag.client" 2>&1
 	local rc=$?
 	wait "$srv" 2>/dev/null
@@ -156,6 +160,26 @@ for round in $(seq 1 "$rounds"); do
 			run_pair "$round" "$t" "${test%%:*}" "${test##*:}"
 		done
 	done
+done
+
+# fi_av_insert of 1000 addresses (local to the client; FI_SOCKADDR_IN providers).
+: >"$out/av.txt"
+for t in $transports; do
+	case $t in dpdk-afpacket | tcp | net | udp-rxd) ;; *) continue ;; esac
+	cfg=$(transport_cfg "$t")
+	IFS='|' read -r prov senv cenv dom <<<"$cfg"
+	dopt=()
+	[ -n "$dom" ] && dopt=(-d "$dom")
+	rm -f "$out/raw/av.port"
+	# shellcheck disable=SC2086
+	env $senv timeout -k 5 60 "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$out/raw/av.port" >/dev/null 2>&1 &
+	srv=$!
+	for i in $(seq 1 100); do [ -s "$out/raw/av.port" ] && break; sleep 0.1; done
+	# shellcheck disable=SC2086
+	env $cenv timeout -k 5 60 "$bench" -p "$prov" "${dopt[@]}" -E "$(cat "$out/raw/av.port" 2>/dev/null)" -k av 127.0.0.1 \
+		>>"$out/av.txt" 2>&1
+	wait "$srv" 2>/dev/null
+	srv=
 done
 
 if [ "${MPI:-1}" = 1 ]; then
@@ -218,6 +242,14 @@ awk -F, 'NR > 1 {
 			echo
 		done
 	done
+	if [ -s "$out/av.txt" ]; then
+		echo
+		echo "## fi_av_insert of 1000 addresses (fi_bench -k av)"
+		echo
+		echo '```'
+		cat "$out/av.txt"
+		echo '```'
+	fi
 	if [ -s "$out/mpi/tables.txt" ]; then
 		echo
 		echo "## Open MPI (mpi_pingpong, 2 ranks; bench_mpi.sh)"

@@ -36,6 +36,9 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string>
 #include <vector>
 
@@ -49,7 +52,7 @@ constexpr size_t kMaxSize = 16u << 20;   // largest message (16 MiB)
 constexpr uint32_t kMsgPlan = 100;       // OOB: the next step (client -> server)
 constexpr uint32_t kMsgReady = 101;      // OOB: server posted what the step needs
 
-enum Kind : uint32_t { kLat = 1, kBw = 2, kRate = 3, kEnd = 4 };
+enum Kind : uint32_t { kLat = 1, kBw = 2, kRate = 3, kEnd = 4, kAv = 5 };
 enum Op : uint32_t { kOpMsg = 1, kOpTagged = 2, kOpWrite = 3, kOpRead = 4 };
 
 struct Plan {
@@ -81,6 +84,7 @@ const char* kind_name(uint32_t k)
     case kBw: return "bw";
     case kRate: return "rate";
     case kEnd: return "end";
+    case kAv: return "av";
     }
     return "?";
 }
@@ -143,6 +147,7 @@ bool on_opt(int c, const char* arg)
         if (!strcmp(arg, "lat")) choice.kind = kLat;
         else if (!strcmp(arg, "bw")) choice.kind = kBw;
         else if (!strcmp(arg, "rate")) choice.kind = kRate;
+        else if (!strcmp(arg, "av")) choice.kind = kAv;
         else return false;
         return true;
     case 'o':
@@ -176,6 +181,7 @@ bool on_opt(int c, const char* arg)
 const char* kUsage =
     "\nBenchmark options (client side; the server follows the client):\n"
     " -k lat|bw|rate  what to measure (default lat)\n"
+    " -k av           fi_av_insert of 1000 addresses: one call, and one call each (client only)\n"
     " -o msg|tagged|write|read  which operation (default tagged)\n"
     " -S <sizes>      comma list (1,8,4k,1m) or 'all' = 1 B..16 MiB in powers of two\n"
     "                 (default 8,4k,64k,1m)\n"
@@ -628,8 +634,56 @@ uint64_t run_step(const Plan& p, std::vector<uint64_t>* t)
     return ns;
 }
 
+// fi_av_insert cost: 1000 distinct FI_SOCKADDR_IN addresses (the peer's
+// address with other ports) into a fresh AV in one call, then one call per
+// address into another fresh AV. Local to the client.
+void av_insert_cost()
+{
+    constexpr size_t kCount = 1000;
+    printf("# fi_bench -k av: provider %s, %s: fi_av_insert of %zu addresses\n",
+           fab.info->fabric_attr->prov_name, fab.info->domain_attr->name, kCount);
+    if (fab.info->addr_format != FI_SOCKADDR_IN || g->ep.name.size() != sizeof(sockaddr_in)) {
+        printf("# not measured: the provider's addresses are not FI_SOCKADDR_IN\n");
+        return;
+    }
+    std::vector<sockaddr_in> addrs(kCount);
+    for (size_t i = 0; i < kCount; i++) {
+        memcpy(&addrs[i], g->ep.name.data(), sizeof(sockaddr_in));
+        addrs[i].sin_port = htons(static_cast<uint16_t>(20000 + i));
+    }
+    std::vector<fi_addr_t> out(kCount);
+    for (int batch = 1; batch >= 0; batch--) {
+        fi_av_attr attr{};
+        attr.type = FI_AV_TABLE;
+        attr.count = kCount;
+        fid_av* av = nullptr;
+        FT_CALL(fi_av_open(fab.domain, &attr, &av, nullptr));
+        uint64_t t0 = now_ns();
+        size_t ok = 0;
+        if (batch) {
+            int n = fi_av_insert(av, addrs.data(), kCount, out.data(), 0, nullptr);
+            ok = n > 0 ? static_cast<size_t>(n) : 0;
+        } else {
+            for (size_t i = 0; i < kCount; i++)
+                ok += fi_av_insert(av, &addrs[i], 1, &out[i], 0, nullptr) == 1;
+        }
+        uint64_t ns = now_ns() - t0;
+        printf("  %-28s %6zu inserted  %10.3f ms  %8.3f us/address\n",
+               batch ? "one call of 1000:" : "1000 calls of one:", ok, static_cast<double>(ns) / 1e6,
+               static_cast<double>(ns) / 1e3 / kCount);
+        fi_close(&av->fid);
+    }
+}
+
 void run_client()
 {
+    if (choice.kind == kAv) {
+        av_insert_cost();
+        Plan end;
+        end.kind = kEnd;
+        oob.send(kMsgPlan, &end, sizeof(end));
+        return;
+    }
     print_header();
     if ((choice.op == kOpWrite || choice.op == kOpRead) && !g->has_rma) {
         printf("# not supported: provider %s offers no FI_RMA\n", fab.info->fabric_attr->prov_name);
