@@ -186,7 +186,7 @@ const char* kUsage =
     " -S <sizes>      comma list (1,8,4k,1m) or 'all' = 1 B..16 MiB in powers of two\n"
     "                 (default 8,4k,64k,1m)\n"
     " -I <n>          timed iterations (lat: round trips; bw/rate: windows); default by size\n"
-    " -w <n>          warm-up iterations (default: a tenth, at least 10 round trips / 2 windows)\n"
+    " -w <n>          warm-up iterations (default: a tenth, at least 2 round trips / 1 window)\n"
     " -W <n>          operations in flight per window (default 64 for bw, 256 for rate)\n"
     " -D <seconds>    time budget per size: fewer iterations than the default when the\n"
     "                 warm-up shows they would take longer (default 2; -I overrides)\n"
@@ -577,20 +577,21 @@ Plan make_plan(size_t size)
         // ~10000 round trips for small sizes, fewer (at least 100) for
         // large ones: about 512 MiB moved per size at most.
         p.iters = choice.iters ? choice.iters
-                               : std::clamp<uint64_t>((512ull << 20) / (2 * size), 100, 10000);
-        p.warmup = choice.warmup ? choice.warmup : std::max<uint64_t>(10, p.iters / 10);
+                               : std::clamp<uint64_t>((512ull << 20) / (2 * size), 20, 10000);
+        p.warmup = choice.warmup ? choice.warmup : std::max<uint64_t>(2, p.iters / 10);
         p.inject = can_inject;
     } else {
         p.window = choice.window ? choice.window : (choice.kind == kRate ? 256 : 64);
-        // Large messages: fewer in flight so one window stays under 256 MiB.
-        p.window = std::max<uint64_t>(1, std::min<uint64_t>(p.window, (256ull << 20) / size));
+        // Large messages: fewer in flight so one window stays under 64 MiB
+        // (a slow provider still gets through its warm-up window).
+        p.window = std::max<uint64_t>(1, std::min<uint64_t>(p.window, (64ull << 20) / size));
         // Never more than the queues hold (a receive the server cannot post
         // would leave the client waiting for a window that never completes).
         p.window = std::min<uint64_t>(p.window, fab.info->rx_attr->size);
         p.window = std::min<uint64_t>(p.window, fab.info->tx_attr->size);
-        uint64_t msgs = std::clamp<uint64_t>((1ull << 30) / size, 2000, 200000);
+        uint64_t msgs = std::clamp<uint64_t>((1ull << 30) / size, 64, 200000);
         p.iters = choice.iters ? choice.iters : std::max<uint64_t>(4, msgs / p.window);
-        p.warmup = choice.warmup ? choice.warmup : std::max<uint64_t>(2, p.iters / 10);
+        p.warmup = choice.warmup ? choice.warmup : std::max<uint64_t>(1, p.iters / 10);
         p.inject = choice.kind == kRate && can_inject;
     }
     return p;
