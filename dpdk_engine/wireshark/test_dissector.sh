@@ -63,21 +63,19 @@ for flag in $(sed -n 's/.*kFlag\([A-Za-z]*\) = 1u << \([0-9]*\).*/\2/p' "$wire")
 	grep -q "ProtoField.bool(\"dpdkfi.flags.*$(printf '0x%04x' $((1 << flag)))" "$lua" ||
 		grep -q "FLAG_[A-Z_]* *= *.*$(printf '0x%04x' $((1 << flag)))" "$lua" || bad "flag bit $flag not decoded"
 done
-# WireStatus: kName = n,
-awk '/enum class WireStatus/ {on = 1; next} on && /^};/ {on = 0}
-     on && match($0, /k[A-Za-z]+ = [0-9]+/) { split(substr($0, RSTART, RLENGTH), a, " = "); print a[2], substr(a[1], 2) }' \
-	"$wire" >"$tmp/status"
-while read -r id name; do
-	grep -q "\[$id\] = \"$name\"" "$lua" || bad "WireStatus $id ($name) has no name in the dissector"
-done <"$tmp/status"
-# ConnKind: kName = n,
-awk '/enum class ConnKind/ {on = 1; next} on && /^};/ {on = 0}
-     on && match($0, /k[A-Za-z]+ = [0-9]+/) { split(substr($0, RSTART, RLENGTH), a, " = "); print a[2], substr(a[1], 2) }' \
-	"$wire" >"$tmp/conn"
-while read -r id name; do
-	grep -q "\[$id\] = \"$name\"" "$lua" || bad "ConnKind $id ($name) has no name in the dissector"
-done <"$tmp/conn"
-ok "flags $(printf '0x%04x' $mask), $(wc -l <"$tmp/status") statuses and $(wc -l <"$tmp/conn") connection kinds named"
+# Enums whose values the dissector names: "kName = n," -> "n Name" lines in
+# $tmp/<enum>, each checked for a [n] = "Name" entry.
+named_enum() {  # named_enum <enum class name>
+	awk -v e="enum class $1" 'index($0, e) {on = 1; next} on && /^};/ {on = 0}
+	     on && match($0, /k[A-Za-z]+ = [0-9]+/) { split(substr($0, RSTART, RLENGTH), a, " = "); print a[2], substr(a[1], 2) }' \
+		"$wire" >"$tmp/$1"
+	while read -r id name; do
+		grep -q "\[$id\] = \"$name\"" "$lua" || bad "$1 $id ($name) has no name in the dissector"
+	done <"$tmp/$1"
+}
+named_enum WireStatus
+named_enum ConnKind
+ok "flags $(printf '0x%04x' $mask), $(wc -l <"$tmp/WireStatus") statuses and $(wc -l <"$tmp/ConnKind") connection kinds named"
 
 # ------------------------------------------------------------- 2. captures
 stats=$builddir/prov/dpdk/tools/fi_dpdk_stats
