@@ -494,6 +494,7 @@ void Port::teardown() {
   tx_count_ = 0;
   if (port_id_ != UINT16_MAX) {
     if (kind_ == Kind::kMemif) {
+      memif_say_goodbye();
       // A peer that closes first makes EAL's interrupt thread tear the
       // connection down (memif_intr_handler -> memif_disconnect, which
       // unmaps and rte_free()s the regions) while we do the same in
@@ -531,7 +532,9 @@ bool Port::link_up() const {
 }
 
 uint16_t Port::rx_burst(rte_mbuf** pkts, uint16_t n) {
+  if (memif_peer_leaving_ && memif_quiet()) return 0;
   uint16_t got = rte_eth_rx_burst(port_id_, 0, pkts, n);
+  if (kind_ == Kind::kMemif && got > 0) got = memif_take_goodbyes(pkts, got);
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < got; ++i) bytes += pkts[i]->pkt_len;
   stats_.rx_pkts += got;
@@ -546,6 +549,12 @@ void Port::tx(rte_mbuf* m) {
 
 uint16_t Port::flush() {
   if (tx_count_ == 0) return 0;
+  if (memif_peer_leaving_ && memif_quiet()) {  // nobody reads; keep off the ring
+    rte_pktmbuf_free_bulk(tx_batch_, tx_count_);
+    stats_.tx_dropped += tx_count_;
+    tx_count_ = 0;
+    return 0;
+  }
   // Lengths first: a PMD may free (af_packet) or hand over (ring) an mbuf
   // as soon as it is sent.
   uint32_t len[kTxBatch];

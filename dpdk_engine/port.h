@@ -89,6 +89,7 @@ class Port {
 
   struct Stats {
     uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
+    uint64_t peer_goodbyes;  // memif: goodbye frames taken out of rx bursts
   };
 
   // Opens the device (starting EAL first if needed), creates the mbuf pool,
@@ -117,7 +118,9 @@ class Port {
   Port& operator=(const Port&) = delete;
 
   // Receives up to n frames.  No system call beyond the PMD's own (af_packet
-  // and memif: none).  Counts rx_pkts/rx_bytes.
+  // and memif: none).  Counts rx_pkts/rx_bytes.  memif: takes the peer's
+  // goodbye frame out of the burst, and receives (and sends) nothing from
+  // then until the link has dropped (see port_memif.cpp).
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
   // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
   // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
@@ -207,6 +210,11 @@ class Port {
   static constexpr unsigned kMemifLinkPollUs = 1000;      // doubling per arm
   static constexpr unsigned kMemifLinkPollMaxUs = 128000;
   static constexpr unsigned kMemifSafetyUs = 250000;
+  // memif goodbye (port_memif.cpp): how long a closing port waits after
+  // telling its peer, and how long a told peer stays off the rings if the
+  // link never drops (the closer died first, or a new peer came unseen).
+  static constexpr unsigned kMemifGoodbyeWaitUs = 10000;
+  static constexpr unsigned kMemifQuietMaxUs = 1000000;
 
  private:
   Port() = default;
@@ -216,6 +224,9 @@ class Port {
   bool setup_memif_wait();
   void* memif_ring() const;
   void set_wait_timer(unsigned us);
+  bool memif_quiet();
+  uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
+  void memif_say_goodbye();
 
   Kind kind_ = Kind::kOtherVdev;
   std::string name_;
@@ -236,6 +247,9 @@ class Port {
   unsigned link_polls_ = 0;      // memif: arms in a row without a peer
   void* memif_rxq_ = nullptr;    // memif: the PMD's rx queue and per-process
   void* memif_proc_ = nullptr;   // data (regions), 22.11 layout (port.cpp)
+  bool memif_peer_leaving_ = false;  // its goodbye came: keep off the rings
+  bool memif_seen_down_ = false;     // ... and the link has dropped since
+  uint64_t memif_goodbye_us_ = 0;    // when the goodbye came
   int fanout_lock_fd_ = -1;
   std::string fanout_lock_path_;
   int memif_server_fd_ = -1;  // held by the memif server for its lifetime

@@ -208,7 +208,7 @@ bool Port::setup_memif_wait() {
 // the link first.
 void* Port::memif_ring() const {
   using namespace memif22;
-  if (memif_rxq_ == nullptr || !link_up()) return nullptr;
+  if (memif_rxq_ == nullptr || memif_peer_leaving_ || !link_up()) return nullptr;
   const auto* q = static_cast<const Queue*>(memif_rxq_);
   const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
   if (q->region >= pp->regions_num || q->region >= 256) return nullptr;
@@ -293,6 +293,82 @@ void Port::disarm_rx_wait() {
   // wake-up.
   if (auto* ring = static_cast<Ring*>(memif_ring()))
     __atomic_or_fetch(&ring->flags, kMaskInt, __ATOMIC_RELAXED);
+}
+
+// ---- goodbye ------------------------------------------------------------
+// The PMD unmaps a connection's regions from EAL's interrupt thread as soon
+// as the peer disconnects (memif_disconnect), while our thread may be
+// inside eth_memif_rx/tx on those very rings: it checks the CONNECTED flag
+// once on entry, so a thread descheduled just after that check touches
+// unmapped memory when it runs again (seen once: SIGSEGV in eth_memif_rx of
+// a process lingering at close while its peer closed, under load 13).  The
+// PMD has no lock we could take, so a closing port tells its peer first: a
+// goodbye frame (Ethernet only, the IEEE local-experimental EtherType, never
+// passed up), then waits kMemifGoodbyeWaitUs before disconnecting.  The
+// peer takes it out of its rx burst and from then on touches neither ring
+// (rx_burst returns 0, flush drops) until the link has dropped, or for at
+// most kMemifQuietMaxUs if it never does.  A peer killed with -9 says no
+// goodbye: that case keeps the PMD's race.
+namespace {
+constexpr uint16_t kGoodbyeEtherType = 0x88B5;
+
+uint64_t monotonic_us() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+}  // namespace
+
+// True while the rings must be left alone; clears the goodbye state once the
+// link has dropped and come back (a new peer), or after kMemifQuietMaxUs.
+bool Port::memif_quiet() {
+  const bool up = link_up();
+  if (!up) {
+    memif_seen_down_ = true;
+    return true;
+  }
+  if (memif_seen_down_ || monotonic_us() - memif_goodbye_us_ > kMemifQuietMaxUs) {
+    memif_peer_leaving_ = memif_seen_down_ = false;
+    return false;
+  }
+  return true;
+}
+
+uint16_t Port::memif_take_goodbyes(rte_mbuf** pkts, uint16_t got) {
+  uint16_t kept = 0;
+  for (uint16_t i = 0; i < got; ++i) {
+    const rte_mbuf* m = pkts[i];
+    const bool goodbye =
+        m->data_len >= sizeof(rte_ether_hdr) &&
+        rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type == rte_cpu_to_be_16(kGoodbyeEtherType);
+    if (!goodbye) {
+      pkts[kept++] = pkts[i];
+      continue;
+    }
+    rte_pktmbuf_free(pkts[i]);
+    ++stats_.peer_goodbyes;
+    memif_peer_leaving_ = true;
+    memif_seen_down_ = false;
+    memif_goodbye_us_ = monotonic_us();
+  }
+  return kept;
+}
+
+void Port::memif_say_goodbye() {
+  if (!started_ || memif_peer_leaving_ || !link_up()) return;  // nobody to tell
+  rte_mbuf* m = alloc();
+  if (m == nullptr) return;
+  auto* eh = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN));
+  if (eh == nullptr) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  memset(eh, 0, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN);
+  memset(&eh->dst_addr, 0xff, sizeof(eh->dst_addr));
+  eh->src_addr = mac_;
+  eh->ether_type = rte_cpu_to_be_16(kGoodbyeEtherType);
+  tx(m);
+  if (flush() == 1) usleep(kMemifGoodbyeWaitUs);
 }
 
 }  // namespace dpdk_engine
