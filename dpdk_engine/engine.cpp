@@ -283,8 +283,10 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
             if (p.type == wire::PacketType::kAck && (p.flags & wire::kFlagAckRequest)) {
                 ep->st.stale_stream++;
                 send_stateless_reset(ep, p);
+            } else {
+                ep->st.no_session++;  // other ACKs/resets for a session we do not have
             }
-            rte_pktmbuf_free(m);  // other ACKs/resets for a session we do not have
+            rte_pktmbuf_free(m);
             return;
         }
         if (!(p.flags & wire::kFlagStreamStart)) {

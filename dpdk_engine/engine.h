@@ -246,6 +246,7 @@ struct EndpointStats {
     // FI_EP_MSG (connection.cpp): connection control packets received,
     // connected peers lost (timeout or reset).
     uint64_t conn_ctl_rx, conn_peers_lost;
+    uint64_t no_session;      // ACK or reset from a peer we hold no session with: dropped
 };
 
 // One session (this endpoint x one peer): its own counters and its state,
