@@ -70,6 +70,8 @@ fi
 mkdir -p "$logdir" || { echo "cannot create the log directory $logdir"; exit 2; }
 
 tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram"
+# One-process tests (no peer), run once on the default device.
+single_tests="fi_dpdk_misuse"
 pass=0
 fail=0
 failed=()
@@ -174,6 +176,17 @@ run_test() {
     report "$name" "$dev" $rc "$start" "$slog" "$clog"
 }
 
+# run_single <binary>: a one-process test on the default device.
+run_single() {
+    local name=$1 log=$logdir/default.$1.log start rc
+    start=$(date +%s.%N)
+    timeout -k 5 "$tmo" "$bindir/$name" -v >"$log" 2>&1
+    rc=$?
+    [ $rc = 124 ] && echo "[runner] killed after ${tmo}s" >>"$log"
+    grep -h '^FAIL' "$log" | head -20 | sed 's/^/    /'
+    report "$name" default $rc "$start" "$log" "$log"  # one log: never a device path (report removes logs)
+}
+
 # run_pingpong <device> <name> <provider> <ep type> <sizes> <last size> [VAR=value]:
 # fi_pingpong -p <provider> -e <ep type>, sizes "all" (every size) or
 # "default" (fi_pingpong's own list), up to <last size> (1m: past 1 MiB; 1k
@@ -221,6 +234,16 @@ run_pingpong() {
 }
 
 command -v fi_pingpong >/dev/null || echo "note: fi_pingpong not found (libfabric-bin): skipped"
+for t in $single_tests; do
+    [ -n "$filter" ] && [[ $t != *"$filter"* ]] && continue
+    if [ ! -x "$bindir/$t" ]; then
+        echo "FAIL $t: $bindir/$t not built (make check builds it)"
+        fail=$((fail + 1))
+        failed+=("default/$t")
+        continue
+    fi
+    run_single "$t"
+done
 for dev in ${devices//,/ }; do
     for t in $tests; do
         [ -n "$filter" ] && [[ $t != *"$filter"* ]] && continue

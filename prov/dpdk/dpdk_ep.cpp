@@ -247,6 +247,11 @@ int ep_enable(Ep* ep)
         return 0;
     if (!ep->av && ep->type != FI_EP_MSG)
         return -FI_ENOAV;  // RDM and DGRAM endpoints cannot address anyone without one
+    // fi_endpoint(3) -FI_ENOCQ: nothing could ever report a completion or an
+    // error (MSG endpoints are left alone: their EQ reports connection events).
+    if (ep->type != FI_EP_MSG && !ep->tx_cq && !ep->rx_cq && !ep->send_cntr && !ep->recv_cntr &&
+        !ep->read_cntr && !ep->write_cntr && !ep->remote_read_cntr && !ep->remote_write_cntr)
+        return -FI_ENOCQ;
     ep->enabled = true;
     return 0;
 }

@@ -110,6 +110,12 @@ int mr_register(fid* domain_fid, const iovec* iov, size_t count, uint64_t access
         return -FI_EBADFLAGS;  // FI_RMA_EVENT, FI_HMEM_DEVICE_ONLY: not offered
     if (count > 1 || (count == 1 && !iov))
         return -FI_EINVAL;  // mr_iov_limit is 1: the registry holds ranges
+    // Access bits fi_mr(3) does not define are a caller bug (a flag passed
+    // in the wrong argument, say), not something to ignore.
+    constexpr uint64_t kKnownAccess =
+        FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_COLLECTIVE;
+    if (access & ~kKnownAccess)
+        return -FI_EINVAL;
     if (iface != FI_HMEM_SYSTEM)
         return -FI_ENOSYS;
     std::unique_ptr<Mr> mr(new Mr());
