@@ -44,7 +44,10 @@ fi
 : >"$tmp/help"
 : >"$tmp/info"
 if command -v fi_info >/dev/null 2>&1 && [ -f "$builddir/.libs/libdpdk-fi.so" ]; then
-	FI_PROVIDER_PATH=$builddir/.libs fi_info -e 2>/dev/null |
+	# A sanitized provider (--enable-sanitizers) loads into fi_info only
+	# with the ASan runtime preloaded.
+	asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
+	LD_PRELOAD=${asan_lib:-${LD_PRELOAD:-}} ASAN_OPTIONS=detect_leaks=0 FI_PROVIDER_PATH=$builddir/.libs fi_info -e 2>/dev/null |
 		awk '/^# FI_DPDK_[A-Z0-9_]*:/ { name = substr($2, 1, length($2) - 1); next }
 		     name != "" && /^# dpdk: / { sub(/^# dpdk: /, ""); print name "\t" $0; name = "" }' \
 		>"$tmp/help"

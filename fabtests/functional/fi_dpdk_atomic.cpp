@@ -485,8 +485,8 @@ void matrix()
             if (c.kind != kBase) {
                 FT_CHECK(same(c.type, result, cur), "%s: fetched %s, expected %s", what,
                          hex(c.type, result).c_str(), hex(c.type, cur).c_str());
-                uint64_t tail = result >> (8 * sz) << (8 * sz);
-                if (sz < 8) {
+                if (sz < 8) {  // (a shift by 64 would be undefined)
+                    const uint64_t tail = result >> (8 * sz) << (8 * sz);
                     uint64_t canary = 0;
                     memset(&canary, 0xa7, sizeof(canary));
                     FT_CHECK(tail == (canary >> (8 * sz) << (8 * sz)),
