@@ -198,6 +198,16 @@ int main(int argc, char** argv)
           {T::kRmaWriteResp, A, 3, resp(3, 0), {}}});
     emit(dir, "ack-and-reset",
          {{T::kAck, A, 0, {}, {}}, {T::kReset, 0, 0, {}, {}}});
+    {
+        // FI_EP_DGRAM and FI_EP_MSG packets (issue 4), also at our RDM endpoints.
+        wire::DgramExt d{};
+        d.tag.set(9);
+        wire::ConnExt c{};
+        c.kind = 1;
+        c.conn_id.set(7);
+        emit(dir, "datagram", {{T::kDatagram, TG, 0, ext_of(d), fill(40, 17)}});
+        emit(dir, "conn-ctl", {{T::kConnCtl, S, 0, ext_of(c), fill(5, 18)}});
+    }
     emit(dir, "stale-stream", {{T::kMsgEager, L, 5, msg(0, 0, 10, 0), fill(10, 16)}});
     return 0;
 }
