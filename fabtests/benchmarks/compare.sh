@@ -26,6 +26,9 @@
 #   HUGE        [0]   1: FI_DPDK_HUGEPAGES=1 for the dpdk transports (needs
 #               hugepages reserved and hugetlbfs mounted)
 #   QUIET       [0]   wait (at most 120 s) for this percent of idle CPU before each pair
+#   RUN         [fi av mpi]  which parts run: fi_bench pairs, fi_av_insert, Open MPI;
+#               the tables and plots are always (re)made from OUTDIR/results.csv,
+#               so RUN=mpi adds the MPI part to an earlier run and RUN= only redraws
 #
 # Writes to OUTDIR: results.csv (every round: transport,kind,op,bytes,round,
 # iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs), summary.md
@@ -53,6 +56,7 @@ sizes=${SIZES:-1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m}
 budget=${BUDGET:-1}
 rounds=${ROUNDS:-1}
 quiet=${QUIET:-0}
+parts=" ${RUN-fi av mpi} "
 
 [ -x "$bench" ] || { echo "compare: $bench not built (make -j2)"; exit 1; }
 [ -f "$FI_PROVIDER_PATH/libdpdk-fi.so" ] || { echo "compare: no $FI_PROVIDER_PATH/libdpdk-fi.so"; exit 1; }
@@ -94,8 +98,9 @@ wait_quiet() {
 }
 
 # Provider, environment of each side and domain: "<provider>|<server env>|<client env>|<domain>".
-# The kernel providers get domain lo: their default is the first interface,
-# which may be this script's veth (no IPv4 there).
+# The kernel providers get interface lo (FI_<PROV>_IFACE; they ignore the
+# -d hint): their default is the first interface, which may be this script's
+# veth (IPv6 link-local only).
 transport_cfg() {
 	local huge=
 	[ "${HUGE:-0}" = 1 ] && huge=FI_DPDK_HUGEPAGES=1
@@ -103,9 +108,9 @@ transport_cfg() {
 	dpdk-memif) echo "dpdk|FI_DPDK_DEVICE=memif:$out/memif.sock $huge|FI_DPDK_DEVICE=memif:$out/memif.sock $huge" ;;
 	dpdk-afpacket) echo "dpdk|$huge|$huge" ;;
 	dpdk-afxdp) echo "dpdk|FI_DPDK_DEVICE=net_af_xdp0,iface=$veth_a FI_DPDK_IP=10.77.0.1 $huge|FI_DPDK_DEVICE=net_af_xdp1,iface=$veth_b FI_DPDK_IP=10.77.0.2 $huge" ;;
-	net) echo "net|||lo" ;;
-	tcp) echo "tcp|||lo" ;;
-	udp-rxd) echo "udp;ofi_rxd|||lo" ;;
+	net) echo "net|FI_NET_IFACE=lo|FI_NET_IFACE=lo|lo" ;;
+	tcp) echo "tcp|FI_TCP_IFACE=lo|FI_TCP_IFACE=lo|lo" ;;
+	udp-rxd) echo "udp;ofi_rxd|FI_UDP_IFACE=lo|FI_UDP_IFACE=lo|lo" ;;
 	shm) echo "shm||" ;;
 	*) return 1 ;;
 	esac
@@ -114,27 +119,42 @@ transport_cfg() {
 n_sizes=$(echo "$sizes" | tr ',' '\n' | wc -l)
 pair_timeout=$((n_sizes * (3 * ${budget%.*} + 20) + 60))
 
-# One fi_bench pair; appends its figures to results.csv.
-run_pair() { # round transport kind op
-	local round=$1 t=$2 kind=$3 op=$4 cfg prov senv cenv dom tag portfile port i
-	cfg=$(transport_cfg "$t") || { echo "compare: unknown transport $t"; return; }
+# Reads transport $1's configuration into prov, senv, cenv and dopt (-d <domain>).
+read_cfg() {
+	local cfg dom
+	cfg=$(transport_cfg "$1") || { echo "compare: unknown transport $1"; return 1; }
 	IFS='|' read -r prov senv cenv dom <<<"$cfg"
-	local dopt=()
+	dopt=()
 	[ -n "$dom" ] && dopt=(-d "$dom")
-	tag=$t.$kind.$op.r$round
-	portfile=$out/raw/$tag.port
-	rm -f "$portfile" "$out/memif.sock"
-	wait_quiet
+	return 0
+}
+
+# Starts an fi_bench server for the transport read_cfg read (srv = its pid)
+# and sets port to its out-of-band port, empty when it did not start.
+start_server() { # server-log port-file
+	local i
+	rm -f "$2" "$out/memif.sock"
 	# shellcheck disable=SC2086
-	env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$portfile" >"$out/raw/$tag.server" 2>&1 &
+	env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$2" >"$1" 2>&1 &
 	srv=$!
-	for i in $(seq 1 100); do [ -s "$portfile" ] && break; sleep 0.1; done
-	port=$(cat "$portfile" 2>/dev/null)
+	for i in $(seq 1 100); do [ -s "$2" ] && break; sleep 0.1; done
+	port=$(cat "$2" 2>/dev/null)
 	if [ -z "$port" ]; then
-		echo "  $tag: the server did not start (see raw/$tag.server)"
 		kill "$srv" 2>/dev/null
 		wait "$srv" 2>/dev/null
 		srv=
+	fi
+}
+
+# One fi_bench pair; appends its figures to results.csv.
+run_pair() { # round transport kind op
+	local round=$1 t=$2 kind=$3 op=$4 tag
+	read_cfg "$t" || return
+	tag=$t.$kind.$op.r$round
+	wait_quiet
+	start_server "$out/raw/$tag.server" "$out/raw/$tag.port"
+	if [ -z "$port" ]; then
+		echo "  $tag: the server did not start (see raw/$tag.server)"
 		return
 	fi
 	# shellcheck disable=SC2086
@@ -151,38 +171,36 @@ run_pair() { # round transport kind op
 	echo "  $tag: $got/$n_sizes sizes$([ $rc -ne 0 ] && echo ", exit $rc (see raw/$tag.*)")"
 }
 
-echo "transport,kind,op,bytes,round,iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs" >"$out/results.csv"
+[ -s "$out/results.csv" ] && [[ $parts != *" fi "* ]] ||
+	echo "transport,kind,op,bytes,round,iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs" >"$out/results.csv"
 echo "compare: $(date -u '+%F %T UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); results in $out"
-for round in $(seq 1 "$rounds"); do
-	echo "round $round"
-	for test in $tests; do
-		for t in $transports; do
-			run_pair "$round" "$t" "${test%%:*}" "${test##*:}"
+if [[ $parts == *" fi "* ]]; then
+	for round in $(seq 1 "$rounds"); do
+		echo "round $round"
+		for test in $tests; do
+			for t in $transports; do
+				run_pair "$round" "$t" "${test%%:*}" "${test##*:}"
+			done
 		done
 	done
-done
+fi
 
 # fi_av_insert of 1000 addresses (local to the client; FI_SOCKADDR_IN providers).
-: >"$out/av.txt"
+[[ $parts == *" av "* ]] && : >"$out/av.txt"
 for t in $transports; do
+	[[ $parts == *" av "* ]] || break
 	case $t in dpdk-afpacket | tcp | net | udp-rxd) ;; *) continue ;; esac
-	cfg=$(transport_cfg "$t")
-	IFS='|' read -r prov senv cenv dom <<<"$cfg"
-	dopt=()
-	[ -n "$dom" ] && dopt=(-d "$dom")
-	rm -f "$out/raw/av.port"
+	read_cfg "$t" || continue
+	start_server /dev/null "$out/raw/av.port"
+	[ -n "$port" ] || continue
 	# shellcheck disable=SC2086
-	env $senv timeout -k 5 60 "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$out/raw/av.port" >/dev/null 2>&1 &
-	srv=$!
-	for i in $(seq 1 100); do [ -s "$out/raw/av.port" ] && break; sleep 0.1; done
-	# shellcheck disable=SC2086
-	env $cenv timeout -k 5 60 "$bench" -p "$prov" "${dopt[@]}" -E "$(cat "$out/raw/av.port" 2>/dev/null)" -k av 127.0.0.1 \
+	env $cenv timeout -k 5 60 "$bench" -p "$prov" "${dopt[@]}" -E "$port" -k av 127.0.0.1 \
 		>>"$out/av.txt" 2>&1
 	wait "$srv" 2>/dev/null
 	srv=
 done
 
-if [ "${MPI:-1}" = 1 ]; then
+if [ "${MPI:-1}" = 1 ] && [[ $parts == *" mpi "* ]]; then
 	if [ -x "$builddir/fabtests/mpi/mpi_pingpong" ]; then
 		echo "MPI (bench_mpi.sh, $rounds rounds)"
 		mkdir -p "$out/mpi"
