@@ -302,7 +302,11 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
 {
     if (!domain || !attr || !out)
         return -FI_EINVAL;
-    switch (attr->format) {
+    // Read as an integer: a caller's out-of-range value is not a valid
+    // fi_cq_format, and loading it as one is undefined (UBSan -fsanitize=enum).
+    int format;
+    memcpy(&format, &attr->format, sizeof format);
+    switch (format) {
     case FI_CQ_FORMAT_UNSPEC:
     case FI_CQ_FORMAT_CONTEXT:
     case FI_CQ_FORMAT_MSG:
