@@ -21,10 +21,15 @@ fi
 [ -e "$builddir/.libs/libdpdk-fi.so" ] || { echo "SKIP: no provider in $builddir/.libs"; exit 77; }
 for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 export VC_PROVIDER_PATH=$builddir/.libs
+# A provider built with --enable-sanitizers needs the ASan runtime first in
+# every rank (mpi_check itself is not instrumented), as in run_mpi.sh.
+asan=()
+asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
+[ -n "$asan_lib" ] && asan=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
 log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
 # Generous: about 15 s on an idle 2-core machine.
 timeout -k 10 300 "$here/vcluster.sh" run "$hosts" \
-	"$here/vcluster.sh" mpirun -x FI_DPDK_STATS=1 "$check" -x rma_dynamic -w 240 >"$log" 2>&1
+	"$here/vcluster.sh" mpirun -x FI_DPDK_STATS=1 ${asan[@]+"${asan[@]}"} "$check" -x rma_dynamic -w 240 >"$log" 2>&1
 rc=$?
 grep -E '^mpi_check:|FAIL|^vcluster' "$log"
 [ $rc = 77 ] && { rm -f "$log"; exit 77; }
