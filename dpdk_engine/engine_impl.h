@@ -248,7 +248,10 @@ struct Session {
     uint64_t ack_deadline = 0;
     uint32_t peer_ts = 0;         // newest peer timestamp, echoed back
     RxMsg* cur_eager = nullptr;   // eager message being reassembled
-    uint32_t failed_write_op = 0; // RMA write op refused; skip its segments
+    // RMA write refused at one segment: its later segments are skipped. A
+    // flag of its own, since any wire id (0 too) can be a real operation's.
+    bool write_refused = false;
+    uint32_t refused_write_op = 0;
 
     // ---- engine bookkeeping
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)

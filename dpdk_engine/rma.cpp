@@ -188,9 +188,9 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
     uint64_t total = x->total_len.get();
     bool last = p.flags & wire::kFlagLast;
     if (offset == 0)
-        s->failed_write_op = 0;
-    else if (s->failed_write_op == op_id)
-        return Delivery::kDone;  // refused at its first segment: drop the rest
+        s->write_refused = false;
+    else if (s->write_refused && s->refused_write_op == op_id)
+        return Delivery::kDone;  // refused at an earlier segment: drop the rest
     if ((last || offset == 0) && !free_ops)
         return Delivery::kBlocked;  // a response may be needed: wait for a slot
     wire::WireStatus status = wire::WireStatus::kOk;
@@ -204,7 +204,8 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
     if (status == wire::WireStatus::kOk)
         status = check_region(this, x->key.get(), x->addr.get() + offset, p.payload_len, kMrRemoteWrite, &dst);
     if (status != wire::WireStatus::kOk) {
-        s->failed_write_op = op_id;
+        s->write_refused = true;
+        s->refused_write_op = op_id;
         session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
         return Delivery::kDone;
     }

@@ -533,6 +533,7 @@ void test_truncation(void** state);
 void test_send_flags(void** state);
 void test_remote_data(void** state);
 void test_rma(void** state);
+void test_rma_op_id_wrap(void** state);
 void test_atomics(void** state);
 void test_protection(void** state);
 void test_dead_peer_killed(void** state);

@@ -584,6 +584,7 @@ const Entry kTests[] = {
     {"send_flags", test_send_flags, kClean | kLossy},
     {"remote_data", test_remote_data, kClean | kLossy},
     {"rma", test_rma, kAll},
+    {"rma_op_id_wrap", test_rma_op_id_wrap, kClean},
     {"atomics", test_atomics, kAll},
     {"protection", test_protection, kAll},
     {"dead_peer_killed", test_dead_peer_killed, kAll},

@@ -177,6 +177,46 @@ void test_rma(void** state)
     check_faults_seen(state);
 }
 
+// Thousands of multi-segment writes one after the other, each awaited: the
+// initiator reuses one operation slot, whose wire id cycles through every
+// generation, 0 included. The target once took op id 0 for "no refused
+// write" and silently dropped every segment after the first of such a write:
+// no data, no response, the initiator waited forever (the memif RMA write
+// ping-pong stalled at the second size of fi_bench -S 1k,2k, its 4096th
+// write).
+void test_rma_op_id_wrap(void** state)
+{
+    Pair& p = P(state);
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    const size_t kLen = 3000;  // three segments at MTU 1500
+    std::vector<uint8_t> region(2 * kLen, 0), src(kLen);
+    uint64_t key = 0;
+    CHECK(p.mr[1]->add(region.data(), region.size(), kMrAccessAll, 0, &key) == 0, "mr add");
+    const uint64_t base = reinterpret_cast<uint64_t>(region.data());
+    // Generations are 12 bits wide: two full turns of the slot's id.
+    const int kWrites = 2 * 4096 + 16;
+    uint64_t t0 = now_ms();
+    for (int i = 0; i < kWrites; i++) {
+        fill_payload(src.data(), kLen, 0xA000 + uint64_t(i));
+        iovec iov{src.data(), kLen};
+        RmaArgs ra;
+        ra.dest = b->addr();
+        ra.iov = &iov;
+        ra.iov_count = 1;
+        ra.addr = base + uint64_t(i % 2) * kLen;
+        ra.key = key;
+        ra.flags = kOpCompletion;
+        ra.context = ctx(uintptr_t(i) + 1);
+        CHECK(a->ep->write(ra) == 0, "write %d", i);
+        Completion c = take(p, a, ctx(uintptr_t(i) + 1), op_timeout(state));
+        CHECK_STATUS(c, OpStatus::kOk);
+        CHECK(mcmp(region.data() + (i % 2) * kLen, src.data(), kLen) == 0, "write %d landed wrong", i);
+    }
+    report(state, "rma_op_id_wrap", t0, uint64_t(kWrites), uint64_t(kWrites) * kLen);
+    CHECK(p.mr[1]->remove(key) == 0, "mr remove");
+}
+
 // ---------------------------------------------------------------------------
 // Atomics, verified against a reference written from the fi_atomic(3)
 // formulas.
