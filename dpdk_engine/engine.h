@@ -314,6 +314,18 @@ class Endpoint {
     // ConnEvent::kPeerLost. 0; -ENOMEM.
     int set_connected(Address peer, bool on);
 
+    // Drops the session with `peer` entirely, as if the two had never
+    // talked: its outstanding operations complete with kCanceled (from
+    // inside this call), receives it was filling complete with kCanceled,
+    // its unmatched messages are discarded, and every packet buffer the
+    // session held goes back to the pool. A later packet from `peer` meets
+    // a peer never seen (its stream must start afresh). For address-vector
+    // removal and for callers (the session fuzzer) that need a clean slate.
+    // The completion callback must not post to `peer` from inside this call.
+    // 0; -ENOENT (no session with `peer`); -EBUSY (the callback posted to
+    // `peer` again: the session stays, with those operations).
+    int forget_peer(Address peer);
+
     Address address() const;
     const EndpointStats& stats() const;
     // Fills out[0 .. min(n, max)) with the sessions of this endpoint, in no

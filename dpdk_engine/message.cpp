@@ -607,12 +607,13 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
         }
     }
     // Rendezvous messages from this stream: matched ones wait for data that
-    // will never come; unmatched RTSs name a sender operation that is gone.
+    // will never come (or, when no operation was free for it, for a CTS that
+    // nothing retries); unmatched RTSs name a sender operation that is gone.
     for (uint32_t i = 0; i < msg_capacity; i++) {
         RxMsg& m = *msg_at(i);
         if (m.session != s || !m.rendezvous)
             continue;
-        if (m.state == RxMsg::State::kMatched && m.cts_sent) {
+        if (m.state == RxMsg::State::kMatched) {
             finish_recv(&m, why);
         } else if (m.state == RxMsg::State::kUnexpected) {
             unexpected[m.tagged].remove(&m);

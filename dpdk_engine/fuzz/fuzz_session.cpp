@@ -5,13 +5,30 @@
 // message.cpp and the RMA/atomic target of rma.cpp on them. No test hook:
 // the frames arrive exactly as a peer's would.
 //
-// Each input starts from the same state: two fresh endpoints on the
-// long-lived engine, receives posted (untagged, tagged, multi-receive),
-// three memory regions (read-write, read-only, write-only, each between
-// guard bytes), and from endpoint 0 an eager send, a rendezvous send, an RMA
-// write, an RMA read and a fetching atomic toward a fake peer, so responses,
-// CTSs and ACKs have something to match. At the end both endpoints are
-// closed (which must release every held buffer).
+// Built once (LLVMFuzzerInitialize): the engine, the ringpair port, two
+// endpoints, and three memory regions (read-write, read-only, write-only,
+// each between guard bytes) registered for both. Opening and closing
+// endpoints per input cost ~2 ms (pools, the UDP port reservation) and held
+// the harness to ~400 inputs/s.
+//
+// Each input starts from this state: no sessions, regions zeroed (the
+// read-only one holds its pattern), receives freshly posted (untagged,
+// tagged, multi-receive), and from endpoint 0 an eager send, a rendezvous
+// send, an RMA write, an RMA read and a fetching atomic toward a fake peer,
+// so responses, CTSs and ACKs have something to match. After the input,
+// every session of both endpoints is dropped with Endpoint::forget_peer
+// (pending operations and receives complete kCanceled, unexpected messages
+// are discarded, parked packets freed) and the remaining receives are
+// cancelled, so the next input meets peers the engine has never seen.
+//
+// What persists from one input to the next (none of it changes what an
+// input can reach, so a crash replays alone): the endpoints' counters; the
+// generation counters of operation and message slots (wire ids of the
+// engine's operations differ from run to run, as the stream ids and MR keys
+// do: kFixIds below maps the fuzzer's values onto the real ones); the MR
+// keys (random once per process); the ARP cache, which learns MACs from
+// raw ARP frames (it only chooses destination MACs of frames the engine
+// sends); the engine's EngineStats.
 //
 // Input: a sequence of records  ctl:u8  len:u16le  bytes[len].
 //   ctl & 0x01  raw: bytes are a whole Ethernet frame, sent as is;
@@ -31,7 +48,9 @@
 //
 // Invariants checked (abort() = a finding): guard bytes around every region
 // and receive buffer never change, the read-only region never changes,
-// completed receives point inside their buffer, and ASan/UBSan stay quiet.
+// completed receives point inside their buffer, after the reset no session
+// is left and every packet buffer is back in the (shared ringpair) pool,
+// and ASan/UBSan stay quiet.
 #include <arpa/inet.h>
 #include <sys/uio.h>
 
@@ -44,6 +63,7 @@
 #include <vector>
 
 #include <rte_mbuf.h>
+#include <rte_mempool.h>
 
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/mr.h"
@@ -71,6 +91,11 @@ struct Harness {
     std::vector<uint8_t> mem;
     uint8_t* region[3];
     std::vector<uint8_t> ro_pattern;
+    std::unique_ptr<MemoryRegistry> regions;
+    uint64_t keys[3];
+    Endpoint* ep[2];
+    Address ep_addr[2];
+    unsigned pool_baseline;  // free mbufs between inputs
     // Receive buffers: exact-size heap blocks (ASan catches overruns).
     uint8_t* recv_buf[4];
     // What the engine told the fake peers (for kFixIds).
@@ -139,7 +164,7 @@ uint32_t pick(const std::vector<uint32_t>& v, uint32_t x)
 }
 
 // Rewrites the fields a peer learns from the engine (ctl & kFixIds).
-void fix_ids(uint8_t* udp_payload, size_t len, const uint64_t keys[3])
+void fix_ids(uint8_t* udp_payload, size_t len)
 {
     if (len < sizeof(wire::TransportHeader))
         return;
@@ -154,7 +179,7 @@ void fix_ids(uint8_t* udp_payload, size_t len, const uint64_t keys[3])
     auto fix_target = [&](wire::be64& key, wire::be64& addr) {
         const uint64_t k = key.get(), a = addr.get();
         const unsigned r = unsigned(k % 3);
-        key.set(keys[r]);
+        key.set(g->keys[r]);
         // Offsets from 32 bytes before the region to 32 after its end.
         addr.set(uint64_t(reinterpret_cast<uintptr_t>(g->region[r])) + (a % (kRegionLen[r] + 64)) - 32);
     };
@@ -192,7 +217,7 @@ void fix_ids(uint8_t* udp_payload, size_t len, const uint64_t keys[3])
     }
 }
 
-void inject(uint8_t ctl, const uint8_t* bytes, size_t len, const Address ep_addr[2], const uint64_t keys[3])
+void inject(uint8_t ctl, const uint8_t* bytes, size_t len)
 {
     if (ctl & kRaw) {
         g->peer.send_raw(bytes, len);
@@ -203,10 +228,10 @@ void inject(uint8_t ctl, const uint8_t* bytes, size_t len, const Address ep_addr
         len = kMaxMtu;
     memcpy(udp, bytes, len);
     if (ctl & kFixIds)
-        fix_ids(udp, len, keys);
+        fix_ids(udp, len);
     const unsigned peer = (ctl >> 3) & 3;
     const Address from{g->peer_ip_be[peer], uint16_t(kPeerPortBase + peer)};
-    g->peer.send(from, ep_addr[(ctl & kToEp1) ? 1 : 0], udp, len, !(ctl & kKeepCrc));
+    g->peer.send(from, g->ep_addr[(ctl & kToEp1) ? 1 : 0], udp, len, !(ctl & kKeepCrc));
 }
 
 void check_memory()
@@ -236,7 +261,7 @@ void post_recv(Endpoint* ep, uint8_t* buf, size_t len, uint32_t flags, uint64_t 
     (void)ep->recv(a);
 }
 
-void start_ops(Endpoint* ep, MemoryRegistry&)
+void start_ops(Endpoint* ep)
 {
     static uint8_t local[4][8192];
     static uint64_t operand = 1, fetched;
@@ -268,6 +293,40 @@ void start_ops(Endpoint* ep, MemoryRegistry&)
     at.addr = 0x2000;
     at.key = 9;
     (void)ep->atomic(at);
+}
+
+unsigned free_mbufs()
+{
+    return rte_mempool_avail_count(g->engine->port().pool());
+}
+
+// Back to the state every input starts from: no session on either endpoint
+// (forget_peer), no receive posted, nothing left in flight on the rings.
+void reset_endpoints()
+{
+    for (Endpoint* ep : g->ep) {
+        SessionStats ss[16];
+        size_t n;
+        while ((n = ep->session_stats(ss, 16)) > 0)
+            for (size_t i = 0; i < n && i < 16; i++)
+                if (ep->forget_peer(ss[i].peer) != 0) {
+                    fprintf(stderr, "fuzz_session: forget_peer refused\n");
+                    abort();
+                }
+        (void)ep->cancel_all_recvs();
+    }
+    run_engine();
+    for (Endpoint* ep : g->ep)
+        if (ep->session_stats(nullptr, 0) != 0) {
+            fprintf(stderr, "fuzz_session: a session survived forget_peer\n");
+            abort();
+        }
+    const unsigned free_now = free_mbufs();
+    if (free_now != g->pool_baseline) {
+        fprintf(stderr, "fuzz_session: %u packet buffers free after the reset, %u before the input (leak)\n",
+                free_now, g->pool_baseline);
+        abort();
+    }
 }
 
 } // namespace
@@ -308,6 +367,21 @@ extern "C" int LLVMFuzzerInitialize(int*, char***)
         g->ro_pattern[i] = uint8_t(i * 7 + 1);
     for (int i = 0; i < 4; i++)
         g->recv_buf[i] = static_cast<uint8_t*>(malloc(kRecvLen[i]));
+    g->regions.reset(new MemoryRegistry(true, true));
+    for (int i = 0; i < 3; i++)
+        if (g->regions->add(g->region[i], kRegionLen[i], kRegionAccess[i], 0, &g->keys[i]) != 0)
+            abort();
+    for (int i = 0; i < 2; i++) {
+        EndpointConfig ec;
+        ec.on_complete = on_complete;
+        ec.regions = g->regions.get();
+        ec.min_multi_recv = 16;
+        if (g->engine->open_endpoint(ec, &g->ep[i]) != 0)
+            abort();
+        g->ep_addr[i] = g->ep[i]->address();
+    }
+    run_engine();
+    g->pool_baseline = free_mbufs();
     return 0;
 }
 
@@ -320,27 +394,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     g->handles.clear();
     g->streams.clear();
 
-    MemoryRegistry regions(true, true);
-    uint64_t keys[3];
-    for (int i = 0; i < 3; i++)
-        if (regions.add(g->region[i], kRegionLen[i], kRegionAccess[i], 0, &keys[i]) != 0)
-            abort();
-    Endpoint* ep[2];
-    Address addr[2];
-    for (int i = 0; i < 2; i++) {
-        EndpointConfig ec;
-        ec.on_complete = on_complete;
-        ec.regions = &regions;
-        ec.min_multi_recv = 16;
-        if (g->engine->open_endpoint(ec, &ep[i]) != 0)
-            abort();
-        addr[i] = ep[i]->address();
-    }
-    post_recv(ep[0], g->recv_buf[0], kRecvLen[0], 0, 0);
-    post_recv(ep[0], g->recv_buf[1], kRecvLen[1], 0, 0);
-    post_recv(ep[0], g->recv_buf[2], kRecvLen[2], kOpTagged, 0);
-    post_recv(ep[1], g->recv_buf[3], kRecvLen[3], kOpMultiRecv, 0);
-    start_ops(ep[0], regions);
+    post_recv(g->ep[0], g->recv_buf[0], kRecvLen[0], 0, 0);
+    post_recv(g->ep[0], g->recv_buf[1], kRecvLen[1], 0, 0);
+    post_recv(g->ep[0], g->recv_buf[2], kRecvLen[2], kOpTagged, 0);
+    post_recv(g->ep[1], g->recv_buf[3], kRecvLen[3], kOpMultiRecv, 0);
+    start_ops(g->ep[0]);
     run_engine();
 
     size_t off = 0;
@@ -350,15 +408,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         off += 3;
         if (len > size - off)
             len = size - off;
-        inject(ctl, data + off, len, addr, keys);
+        inject(ctl, data + off, len);
         off += len;
         if (ctl & kProgress)
             run_engine();
     }
     run_engine();
     check_memory();
-    for (int i = 0; i < 2; i++)
-        g->engine->close_endpoint(ep[i]);
-    run_engine();
+    reset_endpoints();
     return 0;
 }

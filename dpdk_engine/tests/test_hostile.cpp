@@ -18,6 +18,11 @@
 //                     write completes only from its real target
 //   malformed         bad CRC, truncated, foreign UDP: rx_bad_crc, rx_bad,
 //                     rx_not_ours
+//   forget_peer       Endpoint::forget_peer: pending operations and the
+//                     receive being filled complete kCanceled, unmatched
+//                     messages are dropped, every packet buffer returns to
+//                     the pool, and the old stream is then a stranger's
+//                     (stale_stream + reset) while a new one delivers
 #include <arpa/inet.h>
 
 #include <cinttypes>
@@ -26,6 +31,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <rte_mempool.h>
 
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/mr.h"
@@ -356,6 +363,90 @@ void test_malformed(void**)
     r.engine->close_endpoint(ep);
 }
 
+
+size_t live_sessions(const Endpoint* ep)
+{
+    return ep->session_stats(nullptr, 0);
+}
+
+void test_forget_peer(void**)
+{
+    Rig r;
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const unsigned free_before = rte_mempool_avail_count(r.engine->port().pool());
+    const Address me = ep->address();
+    // Ours toward peer 0, never answered: an RMA write and a message.
+    static char src[64] = "pending";
+    iovec iov{src, sizeof src};
+    RmaArgs w;
+    w.dest = peer_addr(0);
+    w.iov = &iov;
+    w.iov_count = 1;
+    w.key = 42;
+    w.context = reinterpret_cast<void*>(10);
+    assert_int_equal(ep->write(w), 0);
+    SendArgs snd;
+    snd.dest = peer_addr(0);
+    snd.iov = &iov;
+    snd.iov_count = 1;
+    snd.context = reinterpret_cast<void*>(11);
+    assert_int_equal(ep->send(snd), 0);
+    // Peer 0: one message delivered, then the first segment of a 40-byte
+    // one into receive 3 (still arriving). Peer 1: a message nobody took.
+    char buf[2][64] = {};
+    post(ep, buf[0], sizeof buf[0], reinterpret_cast<void*>(1));
+    assert_true(r.peer.send(peer_addr(0), me, eager(0x5151, 0, "delivered", true)));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    assert_string_equal(buf[0], "delivered");
+    post(ep, buf[1], sizeof buf[1], reinterpret_cast<void*>(3));
+    PacketSpec half = eager(0x5151, 1, "half", false);
+    half.flags = 0;  // not the last segment
+    half.ext = msg_ext(1, 40);
+    assert_true(r.peer.send(peer_addr(0), me, half));
+    assert_true(r.peer.send(peer_addr(1), me, eager(0x7171, 0, "dropped", true)));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    assert_int_equal(live_sessions(ep), 2);
+    sink.c.clear();
+
+    assert_int_equal(ep->forget_peer(peer_addr(0)), 0);
+    assert_int_equal(live_sessions(ep), 1);
+    int canceled = 0;
+    for (const Completion& c : sink.c) {
+        assert_int_equal(int(c.status), int(OpStatus::kCanceled));
+        canceled++;
+    }
+    assert_int_equal(canceled, 3);  // the write, the send, receive 3
+    assert_int_equal(ep->forget_peer(peer_addr(0)), -ENOENT);
+    assert_int_equal(ep->forget_peer(peer_addr(1)), 0);
+    assert_int_equal(live_sessions(ep), 0);
+    assert_int_equal(sink.c.size(), 3);  // its message went without a word
+    r.run();
+    assert_int_equal(rte_mempool_avail_count(r.engine->port().pool()), free_before);
+
+    // "dropped" is gone: a new receive stays empty. The old stream is a
+    // stranger's now; a new stream from the same address delivers.
+    sink.c.clear();
+    char late[64] = {};
+    post(ep, late, sizeof late, reinterpret_cast<void*>(4));
+    r.seen_types.clear();
+    r.seen_ack_streams.clear();
+    const uint64_t stale = ep->stats().stale_stream;
+    assert_true(r.peer.send(peer_addr(0), me, eager(0x5151, 5, "old stream", false)));
+    r.run();
+    assert_int_equal(ep->stats().stale_stream, stale + 1);
+    assert_true(r.reset_for(0x5151));
+    assert_int_equal(sink.c.size(), 0);
+    assert_true(r.peer.send(peer_addr(0), me, eager(0x6262, 0, "new stream", true)));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    assert_ptr_equal(sink.c[0].context, reinterpret_cast<void*>(4));
+    assert_string_equal(late, "new stream");
+    r.engine->close_endpoint(ep);
+}
+
 } // namespace
 
 int main()
@@ -364,6 +455,7 @@ int main()
         cmocka_unit_test(test_no_endpoint),     cmocka_unit_test(test_after_close),
         cmocka_unit_test(test_unknown_source),  cmocka_unit_test(test_stale_epoch),
         cmocka_unit_test(test_forged_response), cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_forget_peer),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
