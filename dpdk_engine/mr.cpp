@@ -3,10 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <new>
-#include <sys/random.h>
-#include <unistd.h>
 
 namespace dpdk_engine {
 
@@ -26,43 +23,6 @@ inline uint64_t mix64(uint64_t x)
 }
 
 constexpr size_t kInitialCapacity = 16;
-
-// Fills buf with len bytes from the kernel CSPRNG. getrandom(2) first; the
-// /dev/urandom fallback covers kernels or seccomp policies without it.
-// Returns 0 or -EIO.
-int fill_random(void* buf, size_t len)
-{
-    uint8_t* p = static_cast<uint8_t*>(buf);
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = getrandom(p + done, len - done, 0);
-        if (n > 0) {
-            done += static_cast<size_t>(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        break;
-    }
-    if (done == len)
-        return 0;
-
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -EIO;
-    while (done < len) {
-        ssize_t n = read(fd, p + done, len - done);
-        if (n > 0) {
-            done += static_cast<size_t>(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        break;
-    }
-    close(fd);
-    return done == len ? 0 : -EIO;
-}
 
 } // namespace
 
@@ -129,15 +89,10 @@ int MemoryRegistry::grow()
 int MemoryRegistry::random_key(uint64_t* key)
 {
     for (;;) {
-        if (key_pool_left_ == 0) {
-            int rc = fill_random(key_pool_, sizeof(key_pool_));
-            if (rc != 0)
-                return rc;
-            key_pool_left_ = kKeyBatch;
-        }
-        uint64_t k = key_pool_[--key_pool_left_];
-        // Do not leave used key material lying in the pool.
-        key_pool_[key_pool_left_] = 0;
+        uint64_t k;
+        int rc = keys_.next(&k);
+        if (rc != 0)
+            return rc;
         if (k != 0 && find(k) == nullptr) {
             *key = k;
             return 0;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "random.h"
 #include "wire.h"
 
 namespace dpdk_engine {
@@ -112,11 +113,8 @@ private:
     size_t mask_ = 0;           // slots_.size() - 1 when non-empty
     size_t count_ = 0;
 
-    // Random bytes fetched in batches: one getrandom(2) per kKeyBatch keys.
-    // 32 keys = 256 bytes, the largest request getrandom never cuts short.
-    static constexpr size_t kKeyBatch = 32;
-    uint64_t key_pool_[kKeyBatch];
-    size_t key_pool_left_ = 0;
+    // Keys come from the kernel CSPRNG in batches (random.h).
+    RandomPool keys_;
 };
 
 } // namespace dpdk_engine

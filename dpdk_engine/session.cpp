@@ -8,26 +8,16 @@
 // PSN order, exactly once, to the message/RMA layer (EndpointImpl::deliver).
 // Packets are rebuilt from their operation on retransmission, so no mbuf is
 // held on the send side and every copy carries fresh ACK information.
-#include <rte_random.h>
-
 #include <cstring>
 
 #include "engine_impl.h"
+#include "random.h"
 
 namespace dpdk_engine {
 
 namespace {
 
 constexpr uint32_t kMinCwnd = 32;  // packets
-
-uint32_t random_stream_id()
-{
-    uint32_t v;
-    do {
-        v = static_cast<uint32_t>(rte_rand());
-    } while (v == 0);
-    return v;
-}
 
 wire::PacketType packet_type(TxOp::Kind k)
 {
