@@ -25,6 +25,11 @@
  * providers only append fields, so old binaries keep working, and a new
  * binary on an old provider sees a smaller `size`.
  *
+ * Version 2 appended to struct fi_dpdk_ep_stats the FI_EP_DGRAM counters
+ * (dgram_*), the FI_EP_MSG connection counters (conn_*) and no_session;
+ * they lie at and after offsetof(struct fi_dpdk_ep_stats, dgram_tx), which
+ * is FI_DPDK_EP_STATS_SIZE_V1, the whole struct of version 1.
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -55,7 +60,8 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
-#define FI_DPDK_STATS_VERSION 1
+#define FI_DPDK_STATS_VERSION 2
+#define FI_DPDK_EP_STATS_SIZE_V1 208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -64,9 +70,9 @@ struct fi_dpdk_ep_stats {
 	uint32_t addr_ip;           /* endpoint address: IPv4, network byte order */
 	uint16_t addr_port;         /* UDP port, host byte order */
 	uint16_t reserved;
-	uint64_t tx_packets;        /* sequenced packets sent, retransmissions included */
+	uint64_t tx_packets;        /* sequenced packets sent, retransmissions included, and datagrams */
 	uint64_t tx_bytes;          /* their payload bytes */
-	uint64_t rx_packets;        /* sequenced packets accepted */
+	uint64_t rx_packets;        /* sequenced packets accepted, and datagrams received */
 	uint64_t rx_bytes;          /* their payload bytes */
 	uint64_t retransmits;       /* packets sent again */
 	uint64_t rto_fires;         /* retransmission timeouts */
@@ -88,6 +94,16 @@ struct fi_dpdk_ep_stats {
 	uint64_t protocol_errors;
 	uint64_t sessions;          /* sessions set up */
 	uint64_t session_failures;  /* sessions torn down by a timeout or reset */
+	/* Version 2. FI_EP_DGRAM: */
+	uint64_t dgram_tx;          /* datagrams sent */
+	uint64_t dgram_rx;          /* datagrams received */
+	uint64_t dgram_rx_dropped;  /* of those, dropped: no receive posted or matching */
+	uint64_t dgram_truncated;   /* of those, cut to a smaller receive buffer */
+	/* FI_EP_MSG: */
+	uint64_t conn_ctl_rx;       /* connection control packets received (request, accept, ...) */
+	uint64_t conn_peers_lost;   /* connected peers lost: timeout or reset */
+	/* Any endpoint type: */
+	uint64_t no_session;        /* ACKs and resets from peers without a session (dropped) */
 };
 
 /* One session: this endpoint and one peer endpoint. */

@@ -4,6 +4,7 @@
 // size-prefixed structs of the public header.
 #include <rdma/fi_ext_dpdk.h>
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -13,6 +14,12 @@ namespace dpdk_fi {
 namespace {
 
 constexpr uint32_t kPrefix = 2 * sizeof(uint32_t);  // size + version
+
+// Version 1's layout is frozen: version 2 only appended.
+static_assert(offsetof(fi_dpdk_ep_stats, dgram_tx) == FI_DPDK_EP_STATS_SIZE_V1,
+              "fi_dpdk_ep_stats: version 1 fields moved");
+static_assert(offsetof(fi_dpdk_ep_stats, session_failures) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V1,
+              "fi_dpdk_ep_stats: version 2 fields must follow session_failures");
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.
@@ -73,6 +80,13 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.protocol_errors = s.protocol_errors;
         r.sessions = s.sessions;
         r.session_failures = s.session_failures;
+        r.dgram_tx = s.dgram_tx;
+        r.dgram_rx = s.dgram_rx;
+        r.dgram_rx_dropped = s.dgram_rx_dropped;
+        r.dgram_truncated = s.dgram_truncated;
+        r.conn_ctl_rx = s.conn_ctl_rx;
+        r.conn_peers_lost = s.conn_peers_lost;
+        r.no_session = s.no_session;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

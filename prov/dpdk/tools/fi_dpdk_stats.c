@@ -12,6 +12,9 @@
  *   fi_dpdk_stats [options] <server-ip>  client: sends to <server-ip>:-P
  *   fi_dpdk_stats -l [options]           both endpoints in this process
  *
+ * Reliable endpoints (FI_EP_RDM) by default; -d uses unreliable datagram
+ * endpoints (FI_EP_DGRAM), whose counters are the dgram_* ones.
+ *
  * With -c it also checks the counters against each other and the extension's
  * calling conventions (make check runs `fi_dpdk_stats -l -c`); exit status 1
  * on a failed check, 2 on a setup error.
@@ -41,8 +44,8 @@
 static struct {
 	size_t count, size;
 	const char *port, *server;
-	int loopback, check, wait_s;
-} opt = {1000, 4096, "47600", NULL, 0, 0, 30};
+	int loopback, check, wait_s, dgram;
+} opt = {1000, 4096, "47600", NULL, 0, 0, 30, 0};
 
 static int failures;
 
@@ -90,7 +93,7 @@ static struct fi_info *get_info(const char *node, const char *service, uint64_t 
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
 	if (!hints)
 		die("fi_allocinfo", -FI_ENOMEM);
-	hints->ep_attr->type = FI_EP_RDM;
+	hints->ep_attr->type = opt.dgram ? FI_EP_DGRAM : FI_EP_RDM;
 	hints->caps = FI_MSG;
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->fabric_attr->prov_name = strdup("dpdk");
@@ -179,7 +182,10 @@ static double transfer(struct side *tx, struct side *rx)
 			received += reap(rx);
 		}
 		if (tx) {
-			while (sent < opt.count && sent - sent_done < WINDOW) {
+			/* A datagram without a posted receive is dropped: in loopback
+			 * each one waits for its receive. */
+			while (sent < opt.count && sent - sent_done < WINDOW &&
+			       !(opt.dgram && rx && sent >= posted)) {
 				char *b = tx->buf + (sent % WINDOW) * opt.size;
 				if (opt.size)
 					memset(b, (int)(sent & 0xff), opt.size);
@@ -227,6 +233,11 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 	FIELD(*st, rnr_stalls); FIELD(*st, window_stalls); FIELD(*st, unexpected_msgs);
 	FIELD(*st, unexpected_spilled); FIELD(*st, rendezvous); FIELD(*st, rma_refused);
 	FIELD(*st, protocol_errors); FIELD(*st, sessions); FIELD(*st, session_failures);
+	if (st->size > FI_DPDK_EP_STATS_SIZE_V1) {  /* version 2 on */
+		FIELD(*st, dgram_tx); FIELD(*st, dgram_rx); FIELD(*st, dgram_rx_dropped);
+		FIELD(*st, dgram_truncated); FIELD(*st, conn_ctl_rx); FIELD(*st, conn_peers_lost);
+		FIELD(*st, no_session);
+	}
 
 	ssize_t n = ops->session_stats(s->ep, NULL, 0);
 	if (n < 0)
@@ -254,9 +265,11 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 		}
 		check(m == n && (uint64_t)n == st->sessions, "%s: %zd sessions listed, %" PRIu64
 		      " set up", role, m, st->sessions);
-		check(tx == st->tx_packets && rx == st->rx_packets,
-		      "%s: sessions sum to tx %" PRIu64 " rx %" PRIu64 ", endpoint says %" PRIu64
-		      " %" PRIu64, role, tx, rx, st->tx_packets, st->rx_packets);
+		/* Datagrams count in the endpoint's packets, in no session. */
+		check(tx + st->dgram_tx == st->tx_packets && rx + st->dgram_rx == st->rx_packets,
+		      "%s: sessions sum to tx %" PRIu64 " rx %" PRIu64 ", with datagrams tx %" PRIu64
+		      " rx %" PRIu64 ", endpoint says %" PRIu64 " %" PRIu64, role, tx, rx, st->dgram_tx,
+		      st->dgram_rx, st->tx_packets, st->rx_packets);
 	}
 	free(ss);
 }
@@ -297,6 +310,13 @@ static void check_conventions(struct side *a, struct fi_info *info)
 	      raw[want] == 0xee && raw[sizeof(raw) - 1] == 0xee,
 	      "a %u-byte ep_stats request fills exactly %u bytes (got size %u)", want, want,
 	      small->size);
+	/* A version 1 caller: the struct up to session_failures, nothing after. */
+	memset(raw, 0xee, sizeof(raw));
+	small->size = FI_DPDK_EP_STATS_SIZE_V1;
+	check(ops->ep_stats(a->ep, small) == 0 && small->size == FI_DPDK_EP_STATS_SIZE_V1 &&
+	      small->tx_packets > 0 && raw[FI_DPDK_EP_STATS_SIZE_V1] == 0xee,
+	      "a version 1 (%u-byte) ep_stats request fills exactly that (got size %u)",
+	      FI_DPDK_EP_STATS_SIZE_V1, small->size);
 	small->size = 4;
 	check(ops->ep_stats(a->ep, small) == -FI_EINVAL, "size 4 -> -FI_EINVAL");
 	check(ops->ep_stats(a->ep, NULL) == -FI_EINVAL, "NULL stats -> -FI_EINVAL");
@@ -331,9 +351,65 @@ static void check_conventions(struct side *a, struct fi_info *info)
 	close_side(&idle);
 }
 
+/* Polls rx's CQ (which drives progress) until its endpoint has seen `want`
+ * datagrams; fills *st. An error entry is read and its errno returned in
+ * *cq_err (0 if none). */
+static void wait_dgram_rx(struct side *rx, uint64_t want, struct fi_dpdk_ep_stats *st, int *cq_err)
+{
+	double deadline = now_s() + 10;
+	*cq_err = 0;
+	for (;;) {
+		struct fi_cq_entry e;
+		ssize_t n = fi_cq_read(rx->cq, &e, 1);
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {0};
+			if (fi_cq_readerr(rx->cq, &err, 0) == 1)
+				*cq_err = err.err;
+		}
+		st->size = sizeof(*st);
+		if (ops->ep_stats(rx->ep, st) != 0 || st->dgram_rx >= want || now_s() > deadline)
+			return;
+		usleep(1000);
+	}
+}
+
+/* -d -l -c: the datagram counters, then one datagram nobody receives and
+ * one that does not fit its receive. */
+static void check_dgram(struct side *a, struct side *b, const struct fi_dpdk_ep_stats *sa,
+			const struct fi_dpdk_ep_stats *sb)
+{
+	check(sa->dgram_tx == opt.count && sb->dgram_rx == opt.count,
+	      "sender dgram_tx %" PRIu64 ", receiver dgram_rx %" PRIu64 ", sent %zu", sa->dgram_tx,
+	      sb->dgram_rx, opt.count);
+	check(sb->dgram_rx_dropped == 0 && sb->dgram_truncated == 0 && sa->dgram_rx == 0,
+	      "nothing dropped or truncated in loopback");
+	check(sa->sessions == 0 && sb->sessions == 0 && sa->retransmits == 0 && sb->acks_sent == 0,
+	      "datagrams set up no session: no retransmission, no ACK");
+	struct fi_dpdk_ep_stats st;
+	int cq_err;
+	char byte = 'd';
+	check(fi_send(a->ep, &byte, 1, NULL, a->peer, NULL) == 0, "fi_send of a stray datagram");
+	wait_dgram_rx(b, opt.count + 1, &st, &cq_err);
+	check(st.dgram_rx == opt.count + 1 && st.dgram_rx_dropped == 1,
+	      "no receive posted: dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64, st.dgram_rx,
+	      st.dgram_rx_dropped);
+	if (opt.size >= 2) {
+		check(fi_recv(b->ep, b->buf, 1, NULL, FI_ADDR_UNSPEC, NULL) == 0, "fi_recv of 1 byte");
+		check(fi_send(a->ep, a->buf, opt.size, NULL, a->peer, NULL) == 0, "fi_send");
+		wait_dgram_rx(b, opt.count + 2, &st, &cq_err);
+		if (cq_err == 0) /* the entry may come a poll after the counter */
+			wait_dgram_rx(b, opt.count + 3, &st, &cq_err);
+		check(st.dgram_truncated == 1 && cq_err == FI_ETRUNC,
+		      "%zu bytes into 1: dgram_truncated %" PRIu64 ", error %d", opt.size,
+		      st.dgram_truncated, cq_err);
+	}
+	while (reap(a))
+		;
+}
+
 static void usage(void)
 {
-	printf("usage: fi_dpdk_stats [-l] [-c] [-n count] [-s size] [-P port] [-w seconds] "
+	printf("usage: fi_dpdk_stats [-l] [-c] [-d] [-n count] [-s size] [-P port] [-w seconds] "
 	       "[server-ip]\n"
 	       "  Sends count messages of size bytes (default 1000 x 4096) through the dpdk\n"
 	       "  provider and prints its counters (include/rdma/fi_ext_dpdk.h).\n"
@@ -341,6 +417,7 @@ static void usage(void)
 	       "  server-ip:    client, sends to server-ip:port\n"
 	       "  -l  loopback: sender and receiver endpoints in this process\n"
 	       "  -c  check the counters and the extension's conventions (exit 1 if wrong)\n"
+	       "  -d  unreliable datagram endpoints (FI_EP_DGRAM) instead of FI_EP_RDM\n"
 	       "  -w  give up after this many seconds (default 30)\n"
 	       "  FI_DPDK_* variables choose the device, as for any program (man fi_dpdk).\n");
 }
@@ -348,10 +425,11 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "lcn:s:P:w:h")) != -1) {
+	while ((c = getopt(argc, argv, "lcdn:s:P:w:h")) != -1) {
 		switch (c) {
 		case 'l': opt.loopback = 1; break;
 		case 'c': opt.check = 1; break;
+		case 'd': opt.dgram = 1; break;
 		case 'n': opt.count = strtoul(optarg, NULL, 0); break;
 		case 's': opt.size = strtoul(optarg, NULL, 0); break;
 		case 'P': opt.port = optarg; break;
@@ -417,7 +495,9 @@ int main(int argc, char **argv)
 		print_ep("receiver", &b, &sb);
 	print_domain(&d);
 
-	if (opt.check && opt.loopback) {
+	if (opt.check && opt.loopback && opt.dgram) {
+		check_dgram(&a, &b, &sa, &sb);
+	} else if (opt.check && opt.loopback) {
 		struct fi_dpdk_session_stats s = {.size = sizeof(s)};
 		uint64_t payload = (uint64_t)opt.count * opt.size;
 		check(sa.sessions == 1 && sb.sessions == 1, "one session each side");

@@ -2,8 +2,9 @@
 # make check: the statistics extension (include/rdma/fi_ext_dpdk.h) through
 # fi_dpdk_stats in loopback mode (two endpoints of one process, no second
 # process needed): the counters agree with each other and with what was
-# sent (-c), eager and rendezvous sizes, and under seeded loss and
-# duplication the retransmissions and duplicates show up in them.
+# sent (-c), eager and rendezvous sizes, datagram endpoints (-d: the
+# dgram_* counters, a dropped and a truncated datagram), and under seeded
+# loss and duplication the retransmissions and duplicates show up in them.
 set -u
 builddir=$(pwd)
 tool=$builddir/prov/dpdk/tools/fi_dpdk_stats
@@ -32,6 +33,8 @@ run eager -- -n 2000 -s 1000
 run rendezvous -- -n 200 -s 100000
 [ "$(sender rendezvous)" = 200 ] || { echo "FAIL: rendezvous: sender rendezvous $(sender rendezvous)"; fail=1; }
 run empty-messages -- -n 100 -s 0
+run datagrams -- -d -n 2000 -s 1000
+[ "$(receiver dgram_rx)" = 2000 ] || { echo "FAIL: datagrams: receiver dgram_rx $(receiver dgram_rx)"; fail=1; }
 run loss-and-duplicates FI_DPDK_FAULT=loss=0.03,dup=0.03,seed=11 FI_DPDK_RTO_MIN_US=1000 -- -n 2000 -s 1000
 r=$(sender retransmits); d=$(receiver duplicates)
 if [ "${r:-0}" -gt 0 ] && [ "${d:-0}" -gt 0 ]; then
