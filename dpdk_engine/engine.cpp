@@ -91,6 +91,12 @@ EngineImpl::~EngineImpl()
                 st.rx_loopback);
     for (rte_mbuf* m : loopback)
         rte_pktmbuf_free(m);
+    for (void*& head : spill_free)
+        while (head) {
+            void* next = *static_cast<void**>(head);
+            free(head);
+            head = next;
+        }
     if (fault_rx)
         fault_rx->release_held();
     if (fault_tx)
@@ -122,6 +128,7 @@ int EngineImpl::init()
     }
     by_port.assign(65536, nullptr);
     loopback.reserve(1024);
+    loopback_work.reserve(1024);
     // Hidden buffers of unexpected messages may take a quarter of the pool;
     // the rest keeps in-order reception and transmission going.
     held_limit = rte_mempool_avail_count(port->pool()) / 4;
@@ -326,9 +333,10 @@ int EngineImpl::progress(bool may_back_off)
     // Frames our endpoints sent each other; handling them may queue more,
     // which wait for the next call.
     if (!loopback.empty()) {
-        std::vector<rte_mbuf*> batch;
+        // Swapped with the work vector: both keep their capacity, so this
+        // allocates only when a burst outgrows every earlier one.
+        std::vector<rte_mbuf*>& batch = loopback_work;
         batch.swap(loopback);
-        loopback.reserve(batch.capacity());
         size_t i = 0;
         while (i < batch.size()) {
             uint16_t k = 0;
@@ -341,8 +349,7 @@ int EngineImpl::progress(bool may_back_off)
             work += k;
             st.rx_loopback += k;
         }
-        if (loopback.empty())
-            loopback.swap(batch), loopback.clear();
+        batch.clear();
     } else if (fault_rx && fault_rx->enabled() && fault_rx->held()) {
         n = fault_rx->apply(pkts, 0, 2 * kRxBurst, port->pool());
         for (uint16_t i = 0; i < n; i++)

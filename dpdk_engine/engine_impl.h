@@ -379,6 +379,7 @@ class EngineImpl {
     std::vector<EndpointImpl*> by_port;  // 65536 entries: UDP port -> endpoint
     Session* active = nullptr;           // sessions with timers or work
     std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
+    std::vector<rte_mbuf*> loopback_work; // the batch progress() handles (swapped, never reallocated)
     uint64_t idle_since_us = 0;
     // mbufs held as hidden buffers of unexpected messages, and their cap
     // (a share of the pool, so receiving in order never runs dry).
@@ -388,6 +389,16 @@ class EngineImpl {
     // this many bytes (FI_DPDK_UNEXPECTED_BYTES); only past both does the
     // session stall (receiver not ready).
     uint64_t spilled_bytes = 0;
+    // Spill buffers given back, by power-of-two size class, kept for the
+    // next unexpected flood up to kSpillCacheBytes (message.cpp): a
+    // receiver that keeps falling behind allocates only at a new high-water
+    // mark, not once per message.
+    static constexpr unsigned kSpillClasses = 40;
+    static constexpr uint64_t kSpillCacheBytes = 32ull << 20;
+    void* spill_free[kSpillClasses] = {};
+    uint64_t spill_cached_bytes = 0;
+    uint8_t* spill_get(uint64_t len);
+    void spill_put(uint8_t* buf, uint64_t len);
     uint32_t held_out_of_order = 0;
     EngineStats st{};
     uint64_t rx_by_result[16] = {};

@@ -68,6 +68,43 @@ bool EndpointImpl::grow_msgs()
     return true;
 }
 
+namespace {
+
+unsigned spill_class(uint64_t len)
+{
+    unsigned c = 6;  // 64 bytes at least: room for the free-list link
+    while ((uint64_t{1} << c) < len)
+        c++;
+    return c;
+}
+
+} // namespace
+
+uint8_t* EngineImpl::spill_get(uint64_t len)
+{
+    const unsigned c = spill_class(len);
+    if (c >= kSpillClasses)
+        return nullptr;
+    if (void* head = spill_free[c]) {
+        spill_free[c] = *static_cast<void**>(head);
+        spill_cached_bytes -= uint64_t{1} << c;
+        return static_cast<uint8_t*>(head);
+    }
+    return static_cast<uint8_t*>(malloc(uint64_t{1} << c));
+}
+
+void EngineImpl::spill_put(uint8_t* buf, uint64_t len)
+{
+    const unsigned c = spill_class(len);
+    if (spill_cached_bytes + (uint64_t{1} << c) > kSpillCacheBytes) {
+        free(buf);
+        return;
+    }
+    *reinterpret_cast<void**>(buf) = spill_free[c];
+    spill_free[c] = buf;
+    spill_cached_bytes += uint64_t{1} << c;
+}
+
 RxMsg* EndpointImpl::alloc_msg()
 {
     if (!free_msgs && !grow_msgs())
@@ -89,7 +126,7 @@ void EndpointImpl::release_hidden(RxMsg* m)
         rte_pktmbuf_free(m->held);
     m->held = nullptr;
     if (m->spill) {
-        free(m->spill);
+        engine->spill_put(m->spill, m->total_len);
         engine->spilled_bytes -= m->total_len;
         m->spill = nullptr;
     }
@@ -460,7 +497,7 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
             if (!m)
                 return Delivery::kBlocked;
             if (spill) {
-                m->spill = static_cast<uint8_t*>(malloc(total));
+                m->spill = engine->spill_get(total);
                 if (!m->spill) {
                     free_msg(m);
                     return Delivery::kBlocked;
