@@ -69,7 +69,7 @@ if [ -z "$logdir" ]; then
 fi
 mkdir -p "$logdir" || { echo "cannot create the log directory $logdir"; exit 2; }
 
-tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram"
+tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram fi_dpdk_datapath"
 # fi_pingpong is not built with ASan: loading a sanitized provider into it
 # needs the ASan runtime preloaded (--enable-sanitizers; as run_mpi.sh does).
 asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
