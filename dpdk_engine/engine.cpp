@@ -20,6 +20,12 @@ namespace dpdk_engine {
 namespace {
 
 constexpr uint16_t kRxBurst = 32;
+// Bursts one progress() call may read while the device keeps returning full
+// ones. Timers run after receiving: a process that was descheduled for
+// longer than an RTO finds the peer's ACKs waiting in its rx ring and must
+// read them before it decides that packets were lost (else every such gap
+// fired a spurious RTO). Bounded so that timers still run under a flood.
+constexpr unsigned kRxRoundsMax = 16;
 constexpr uint64_t kMemifLingerUs = 20000;
 
 uint64_t cycles_per_us()
@@ -316,19 +322,25 @@ int EngineImpl::progress(bool may_back_off)
     uint64_t now = now_us();
     int work = 0;
     rte_mbuf* pkts[2 * kRxBurst];
-    uint16_t n = port->rx_burst(pkts, kRxBurst);
-    // FI_DPDK_PCAP: what the device delivered, before the fault injector
-    // (frames between our own endpoints were written once, by transmit()).
-    if (pcap.is_open()) {
-        const uint64_t ts = n ? wall_ns() : 0;
+    uint16_t n;
+    for (unsigned round = 0; round < kRxRoundsMax; round++) {
+        n = port->rx_burst(pkts, kRxBurst);
+        const bool full = n == kRxBurst;
+        // FI_DPDK_PCAP: what the device delivered, before the fault injector
+        // (frames between our own endpoints were written once, by transmit()).
+        if (pcap.is_open()) {
+            const uint64_t ts = n ? wall_ns() : 0;
+            for (uint16_t i = 0; i < n; i++)
+                pcap.write(rte_pktmbuf_mtod(pkts[i], const uint8_t*), pkts[i]->data_len, ts);
+        }
+        if (fault_rx && fault_rx->enabled())
+            n = fault_rx->apply(pkts, n, 2 * kRxBurst, port->pool());
         for (uint16_t i = 0; i < n; i++)
-            pcap.write(rte_pktmbuf_mtod(pkts[i], const uint8_t*), pkts[i]->data_len, ts);
+            handle_frame(pkts[i], now);
+        work += n;
+        if (!full)
+            break;
     }
-    if (fault_rx && fault_rx->enabled())
-        n = fault_rx->apply(pkts, n, 2 * kRxBurst, port->pool());
-    for (uint16_t i = 0; i < n; i++)
-        handle_frame(pkts[i], now);
-    work += n;
 
     // Frames our endpoints sent each other; handling them may queue more,
     // which wait for the next call.

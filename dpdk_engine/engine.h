@@ -247,6 +247,10 @@ struct EndpointStats {
     // connected peers lost (timeout or reset).
     uint64_t conn_ctl_rx, conn_peers_lost;
     uint64_t no_session;      // ACK or reset from a peer we hold no session with: dropped
+    // Retransmission timeouts the peer's ACK proved needless (it echoed the
+    // original packet's timestamp: the peer was slow, nothing was lost);
+    // their window cut was undone. Included in rto_fires.
+    uint64_t spurious_rtos;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -223,6 +223,15 @@ struct Session {
     bool window_stalled = false;  // counts stalls once, not once per round
     RttEstimator rtt;
     uint64_t rto_deadline = 0;    // 0 = not armed
+    // Spurious timeout detection (Eifel, RFC 3522): at the first RTO of an
+    // episode, the window before it was cut and the timestamp of the
+    // retransmission. An ACK past rto_psn that echoes an older timestamp was
+    // sent for the original: the peer was only slow (descheduled), so the
+    // cut is undone (RFC 4015).
+    bool rto_undo_armed = false;
+    uint32_t rto_psn = 0;
+    uint32_t rto_ts = 0;
+    uint32_t rto_prior_cwnd = 0;
     uint64_t last_heard_us = 0;   // any valid packet from the peer
     uint64_t last_probe_us = 0;   // keepalive sent while waiting on the peer
     uint32_t rdv_waiting = 0;     // CTSs we sent whose data has not all come
@@ -246,7 +255,12 @@ struct Session {
     bool ack_now = false;
     uint32_t unacked = 0;
     uint64_t ack_deadline = 0;
-    uint32_t peer_ts = 0;         // newest peer timestamp, echoed back
+    // Timestamp we echo (RFC 7323 TS.Recent): that of the first packet past
+    // the left edge our last ACK announced (ack_sent_psn), so the peer's RTT
+    // sample covers the time its packet waited for us, and an ACK provoked
+    // by a duplicate still echoes the original (Eifel detection).
+    uint32_t peer_ts = 0;
+    uint32_t ack_sent_psn = 0;    // expected_psn in the last ACK we sent
     RxMsg* cur_eager = nullptr;   // eager message being reassembled
     // RMA write refused at one segment: its later segments are skipped. A
     // flag of its own, since any wire id (0 too) can be a real operation's.

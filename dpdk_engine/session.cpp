@@ -84,6 +84,7 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
     th->flags.set(th->flags.get() | wire::kFlagHasAck);
     th->ack_stream_id.set(s->rx_stream);
     th->ack_psn.set(s->expected_psn);
+    s->ack_sent_psn = s->expected_psn;
     th->sack.set(sack_bits(s));
     // Credits: the receive ring takes any PSN below expected + window.
     th->window.set(static_cast<uint16_t>(s->mask + 1 > 65535 ? 65535 : s->mask + 1));
@@ -266,6 +267,17 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
         uint32_t echo = th->timestamp_echo.get();
         if (echo)
             s->rtt.sample(static_cast<uint32_t>(now) - echo);
+        if (s->rto_undo_armed && psn_before(s->rto_psn, ack)) {
+            s->rto_undo_armed = false;
+            // The peer echoes the first packet past its last ACK: older than
+            // our retransmission means the original got there (Eifel).
+            if (echo && static_cast<int32_t>(echo - s->rto_ts) < 0) {
+                ep->st.spurious_rtos++;
+                if (s->cwnd < s->rto_prior_cwnd)
+                    s->cwnd = s->rto_prior_cwnd;
+                s->in_recovery = false;
+            }
+        }
         arm_rto(s, now);
         if (s->in_recovery && !psn_before(s->una, s->recover_psn))
             s->in_recovery = false;
@@ -483,7 +495,6 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     uint32_t stream = th->stream_id.get();
     if (p.type == wire::PacketType::kAck) {
         s->last_heard_us = now;
-        s->peer_ts = th->timestamp.get();
         process_ack(s, th, now);
         if (p.flags & wire::kFlagAckRequest) {
             s->ack_pending = s->ack_now = true;  // a keepalive probe: answer it
@@ -517,15 +528,23 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         }
         s->rx_stream = stream;
         s->expected_psn = 0;
+        s->ack_sent_psn = 0;
         s->blocked = false;
     }
     s->last_heard_us = now;
-    s->peer_ts = th->timestamp.get();
     process_ack(s, th, now);
 
     uint32_t psn = th->psn.get();
     int32_t d = static_cast<int32_t>(psn - s->expected_psn);
     if (d < 0) {
+        // Our last ACK already covered it, so that ACK was lost or late:
+        // echo this copy, else the peer's next RTT sample would span all
+        // its retransmission timeouts (and the RTO feed on itself). A copy
+        // that arrives before we acknowledged the original (we were slow,
+        // both waited in the ring) keeps the original's echo: the peer
+        // learns its timeout was spurious.
+        if (psn_before(psn, s->ack_sent_psn))
+            s->peer_ts = th->timestamp.get();
         ep->st.duplicates++;
         s->duplicates++;
         s->ack_now = true;  // our ACK was probably lost
@@ -549,6 +568,8 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         ep->engine->activate(s);
         return;
     }
+    if (psn == s->ack_sent_psn)
+        s->peer_ts = th->timestamp.get();  // the left edge: see Session::peer_ts
     if (d > 0) {
         ep->st.out_of_order++;
         s->out_of_order++;
@@ -600,6 +621,12 @@ void session_timers(Session* s, uint64_t now)
                 psn++;
             if (!psn_before(psn, s->next_psn))
                 psn = s->una;
+            if (!s->rto_undo_armed) {
+                s->rto_undo_armed = true;
+                s->rto_psn = psn;
+                s->rto_ts = timestamp32(now);  // what transmit_slot stamps
+                s->rto_prior_cwnd = s->cwnd;
+            }
             s->in_recovery = false;
             enter_recovery(s);
             transmit_slot(s, psn, now, true);
@@ -648,6 +675,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->stream_acked = false;
     s->next_psn = s->una = 0;
     s->rto_deadline = 0;
+    s->rto_undo_armed = false;
     s->cwnd = s->mask + 1;
     s->peer_window = s->mask + 1;
     s->in_recovery = false;
@@ -668,6 +696,8 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
         s->retired[s->retired_next++ & 3] = s->rx_stream;
     s->rx_stream = 0;
     s->expected_psn = 0;
+    s->ack_sent_psn = 0;
+    s->peer_ts = 0;
     for (RxSlot& slot : s->ring) {
         if (slot.m)
             rte_pktmbuf_free(slot.m);

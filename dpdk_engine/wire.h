@@ -110,7 +110,7 @@ struct TransportHeader {
     be16 window;         // credits: packets beyond ack_psn the receiver takes
     be16 payload_len;    // bytes after header_len
     be32 timestamp;      // sender clock in microseconds (RTT sampling)
-    be32 timestamp_echo; // newest timestamp seen from the peer (0 = none)
+    be32 timestamp_echo; // peer timestamp of the first packet past our last ack_psn (0 = none)
     be32 crc;            // CRC32C of UDP ports + header (crc = 0) + extension + payload
 };
 static_assert(sizeof(TransportHeader) == 48, "TransportHeader is frozen at 48 bytes");

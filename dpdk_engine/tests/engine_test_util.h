@@ -541,6 +541,8 @@ void test_dead_peer_silent(void** state);
 void test_resume_after_timeout(void** state);
 void test_endpoint_close(void** state);
 void test_dead_peer_receiver_only(void** state);
+void test_paused_peer_spurious_rto(void** state);
+void test_ack_behind_rx_backlog(void** state);
 
 }  // namespace engine_test
 

@@ -592,6 +592,8 @@ const Entry kTests[] = {
     {"endpoint_close", test_endpoint_close, kClean | kLossy},
     {"resume_after_timeout", test_resume_after_timeout, kClean | kLossy},
     {"dead_peer_receiver_only", test_dead_peer_receiver_only, kClean},
+    {"paused_peer_spurious_rto", test_paused_peer_spurious_rto, kClean},
+    {"ack_behind_rx_backlog", test_ack_behind_rx_backlog, kClean},
 };
 
 }  // namespace engine_test

@@ -462,4 +462,101 @@ void test_dead_peer_receiver_only(void** state)
     CHECK(a->sink.c[0].status == OpStatus::kPeerTimeout, "status %s", to_string(a->sink.c[0].status));
 }
 
+// ---------------------------------------------------------------------------
+// Slow, not dead: a peer that is descheduled for longer than the RTO (two
+// busy-polling processes on a loaded 2-core machine) loses nothing, so its
+// sender's timeouts are spurious and must not cost it its window.
+
+// Round trips a -> b so that both sides have RTT samples (RTO at its floor).
+void warm_up(Pair& p, Ep* a, Ep* b, uint64_t timeout)
+{
+    std::vector<uint8_t> m = payload(1000, 7), r(1000);
+    for (uintptr_t i = 0; i < 20; i++) {
+        CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(9000 + i)) == 0, "recv");
+        CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(8000 + i)) == 0, "send");
+        CHECK_STATUS(take(p, a, ctx(8000 + i), timeout), OpStatus::kOk);
+        CHECK_STATUS(take(p, b, ctx(9000 + i), timeout), OpStatus::kOk);
+    }
+}
+
+// Progresses one side only, as if the other were descheduled.
+void run_side_for(Pair& p, int side, uint64_t ms)
+{
+    uint64_t end = now_ms() + ms;
+    while (now_ms() < end)
+        p.e[side]->progress();
+}
+
+uint32_t session_cwnd(Ep* ep)
+{
+    SessionStats ss;
+    CHECK(ep->ep->session_stats(&ss, 1) == 1, "one session");
+    return ss.cwnd;
+}
+
+// b pauses for 15 RTO floors while a's message waits in its rx ring: a's
+// RTO fires and retransmits. b then takes the original and the copies in
+// one go, and its ACK echoes the original's timestamp: a sees that nothing
+// was lost, counts the timeouts as spurious and keeps its window (before:
+// halved at every such pause, 256 -> 128).
+void test_paused_peer_spurious_rto(void** state)
+{
+    Pair& p = P(state);
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    uint64_t t = op_timeout(state);
+    warm_up(p, a, b, t);
+    const uint32_t cwnd = session_cwnd(a);
+    const uint64_t rto0 = a->ep->stats().rto_fires;
+    std::vector<uint8_t> m = payload(1000, 8), r(1000);
+    CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
+    CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
+    run_side_for(p, 0, 15 * p.cfg[0].rto_min_us / 1000);
+    CHECK(a->ep->stats().rto_fires > rto0, "no RTO fired while the peer was paused");
+    CHECK_STATUS(take(p, a, ctx(1), t), OpStatus::kOk);
+    CHECK_STATUS(take(p, b, ctx(2), t), OpStatus::kOk);
+    CHECK(mcmp(r.data(), m.data(), m.size()) == 0, "payload");
+    const EndpointStats& st = a->ep->stats();
+    CHECK(st.spurious_rtos >= 1, "%" PRIu64 " RTOs, none recognised as spurious", st.rto_fires - rto0);
+    CHECK(session_cwnd(a) == cwnd, "window %u after a pause of the peer, %u before", session_cwnd(a), cwnd);
+}
+
+// a is the one paused: meanwhile b wrote a window of data into it and then
+// sent the ACK of a's message, which waits behind 256 frames in a's rx
+// ring. a must read the ring before its timers decide anything: no RTO at
+// all (before: one progress() read 32 frames, then fired).
+void test_ack_behind_rx_backlog(void** state)
+{
+    Pair& p = P(state);
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    uint64_t t = op_timeout(state);
+    warm_up(p, a, b, t);
+    const uint64_t rto0 = a->ep->stats().rto_fires;
+    const size_t kBig = 1u << 20;
+    std::vector<uint8_t> big = payload(kBig, 9), region(kBig), m = payload(1000, 10), r(1000);
+    uint64_t key = 0;
+    CHECK(p.mr[0]->add(region.data(), kBig, kMrAccessAll, 0, &key) == 0, "mr add");
+    CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
+    iovec iov{big.data(), kBig};
+    RmaArgs ra;
+    ra.dest = a->addr();
+    ra.iov = &iov;
+    ra.iov_count = 1;
+    ra.addr = reinterpret_cast<uint64_t>(region.data());
+    ra.key = key;
+    ra.flags = kOpCompletion;
+    ra.context = ctx(4);
+    CHECK(b->ep->write(ra) == 0, "write");  // a window of it goes now
+    CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
+    run_side_for(p, 1, 10 * p.cfg[1].rto_min_us / 1000);
+    CHECK(!b->sink.c.empty(), "b did not receive a's message while a was paused");
+    CHECK_STATUS(take(p, a, ctx(1), t), OpStatus::kOk);
+    CHECK(a->ep->stats().rto_fires == rto0, "%" PRIu64 " RTOs with the ACK waiting in the rx ring",
+          a->ep->stats().rto_fires - rto0);
+    CHECK_STATUS(take(p, b, ctx(4), t), OpStatus::kOk);
+    CHECK(mcmp(region.data(), big.data(), kBig) == 0, "payload");
+    CHECK(p.mr[0]->remove(key) == 0, "mr remove");
+}
+
 }  // namespace engine_test
