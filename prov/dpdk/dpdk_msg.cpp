@@ -120,7 +120,7 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
         return -FI_EINVAL;
     if (ep->type == FI_EP_DGRAM)  // one unreliable packet, completed at once
         return post_result(ep, ep->engine_ep->send_datagram(a));
-    return post_result(ep, ep->engine_ep->send(a));
+    return post_send_result(ep, ep->engine_ep->send(a));
 }
 
 ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag,

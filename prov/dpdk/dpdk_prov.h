@@ -663,6 +663,9 @@ OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept;
 // progress point with manual progress: see dpdk_ep.cpp), and the engine's
 // result as -FI_E*.
 ssize_t post_result(Ep* ep, int engine_ret) noexcept;
+// The same for message sends (ep_send), minus the progress step after a
+// success: see dpdk_ep.cpp.
+ssize_t post_send_result(Ep* ep, int engine_ret) noexcept;
 
 // The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp. `flags`
 // are the operation's flags (msg forms) or the endpoint's defaults;
