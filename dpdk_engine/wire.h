@@ -24,22 +24,37 @@ namespace dpdk_engine {
 namespace wire {
 
 // A big-endian unsigned integer stored as bytes: no alignment, no implicit
-// host-order reads. Use get()/set(); the compiler folds them into bswaps.
+// host-order reads. Use get()/set(): one unaligned load or store and a
+// bswap. (A shift-per-byte loop is what we had: GCC 12 -O2 did not fold it,
+// and it cost ~350 instructions per packet sent, a third of building one.)
 template <typename T>
 struct BigEndian {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "be16/be32/be64 only");
     uint8_t bytes[sizeof(T)];
 
+    static T swap(T v)
+    {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if constexpr (sizeof(T) == 2)
+            return static_cast<T>(__builtin_bswap16(v));
+        else if constexpr (sizeof(T) == 4)
+            return static_cast<T>(__builtin_bswap32(v));
+        else
+            return static_cast<T>(__builtin_bswap64(v));
+#else
+        return v;
+#endif
+    }
     T get() const
     {
-        T v = 0;
-        for (size_t i = 0; i < sizeof(T); i++)
-            v = static_cast<T>((v << 8) | bytes[i]);
-        return v;
+        T v;
+        __builtin_memcpy(&v, bytes, sizeof(T));
+        return swap(v);
     }
     void set(T v)
     {
-        for (size_t i = 0; i < sizeof(T); i++)
-            bytes[sizeof(T) - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
+        v = swap(v);
+        __builtin_memcpy(bytes, &v, sizeof(T));
     }
 };
 using be16 = BigEndian<uint16_t>;
