@@ -17,38 +17,34 @@ namespace {
 
 std::atomic<uint64_t> g_fallbacks{0};
 
+// Calls read_some(p + done, len - done) until len bytes are there, through
+// EINTR and short reads; stops at the first failure or end of data.
+// Returns the bytes done.
+template <typename Read>
+size_t read_fully(uint8_t* p, size_t done, size_t len, Read read_some)
+{
+    while (done < len) {
+        ssize_t n = read_some(p + done, len - done);
+        if (n > 0)
+            done += static_cast<size_t>(n);
+        else if (!(n < 0 && errno == EINTR))
+            break;
+    }
+    return done;
+}
+
 } // namespace
 
 int fill_random(void* buf, size_t len)
 {
     uint8_t* p = static_cast<uint8_t*>(buf);
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = getrandom(p + done, len - done, 0);
-        if (n > 0) {
-            done += static_cast<size_t>(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        break;
-    }
+    size_t done = read_fully(p, 0, len, [](uint8_t* at, size_t n) { return getrandom(at, n, 0); });
     if (done == len)
         return 0;
-
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -EIO;
-    while (done < len) {
-        ssize_t n = read(fd, p + done, len - done);
-        if (n > 0) {
-            done += static_cast<size_t>(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        break;
-    }
+    done = read_fully(p, done, len, [fd](uint8_t* at, size_t n) { return read(fd, at, n); });
     close(fd);
     return done == len ? 0 : -EIO;
 }

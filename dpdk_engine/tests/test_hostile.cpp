@@ -161,6 +161,19 @@ void post(Endpoint* ep, char* buf, size_t len, void* ctx)
     assert_int_equal(ep->recv(a), 0);
 }
 
+// An RMA write of *iov to peer 0 (key 42; the fake peer never answers
+// unless the test makes it), context `ctx`.
+RmaArgs write_to_peer0(const iovec* iov, uintptr_t ctx)
+{
+    RmaArgs w;
+    w.dest = peer_addr(0);
+    w.iov = iov;
+    w.iov_count = 1;
+    w.key = 42;
+    w.context = reinterpret_cast<void*>(ctx);
+    return w;
+}
+
 void test_no_endpoint(void**)
 {
     Rig r;
@@ -295,14 +308,9 @@ void test_forged_response(void**)
     Endpoint* ep = r.open(&sink);
     static char src[32] = "payload";
     iovec iov{src, sizeof src};
-    RmaArgs w;
-    w.dest = peer_addr(0);
-    w.iov = &iov;
-    w.iov_count = 1;
+    RmaArgs w = write_to_peer0(&iov, 7);
     w.addr = 0x1000;
-    w.key = 42;
     w.flags = kOpCompletion;
-    w.context = reinterpret_cast<void*>(7);
     assert_int_equal(ep->write(w), 0);
     r.run();
     assert_int_equal(r.seen_op_ids.size(), 1);
@@ -379,13 +387,7 @@ void test_forget_peer(void**)
     // Ours toward peer 0, never answered: an RMA write and a message.
     static char src[64] = "pending";
     iovec iov{src, sizeof src};
-    RmaArgs w;
-    w.dest = peer_addr(0);
-    w.iov = &iov;
-    w.iov_count = 1;
-    w.key = 42;
-    w.context = reinterpret_cast<void*>(10);
-    assert_int_equal(ep->write(w), 0);
+    assert_int_equal(ep->write(write_to_peer0(&iov, 10)), 0);
     SendArgs snd;
     snd.dest = peer_addr(0);
     snd.iov = &iov;
