@@ -13,7 +13,9 @@
  *   fi_dpdk_stats -l [options]           both endpoints in this process
  *
  * Reliable endpoints (FI_EP_RDM) by default; -d uses unreliable datagram
- * endpoints (FI_EP_DGRAM), whose counters are the dgram_* ones.
+ * endpoints (FI_EP_DGRAM), whose counters are the dgram_* ones, and -m
+ * connected ones (FI_EP_MSG, with -l only), whose handshake and shutdown
+ * show in conn_ctl_rx.
  *
  * With -c it also checks the counters against each other and the extension's
  * calling conventions (make check runs `fi_dpdk_stats -l -c`); exit status 1
@@ -44,8 +46,8 @@
 static struct {
 	size_t count, size;
 	const char *port, *server;
-	int loopback, check, wait_s, dgram;
-} opt = {1000, 4096, "47600", NULL, 0, 0, 30, 0};
+	int loopback, check, wait_s, dgram, msg;
+} opt = {1000, 4096, "47600", NULL, 0, 0, 30, 0, 0};
 
 static int failures;
 
@@ -75,11 +77,12 @@ static double now_s(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* One endpoint with its CQ and AV. */
+/* One endpoint with its CQ and AV (FI_EP_MSG: its EQ instead). */
 struct side {
 	struct fid_ep *ep;
 	struct fid_cq *cq;
 	struct fid_av *av;
+	struct fid_eq *eq;
 	fi_addr_t peer;
 	char *buf; /* WINDOW slots of opt.size bytes */
 };
@@ -93,7 +96,7 @@ static struct fi_info *get_info(const char *node, const char *service, uint64_t 
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
 	if (!hints)
 		die("fi_allocinfo", -FI_ENOMEM);
-	hints->ep_attr->type = opt.dgram ? FI_EP_DGRAM : FI_EP_RDM;
+	hints->ep_attr->type = opt.dgram ? FI_EP_DGRAM : opt.msg ? FI_EP_MSG : FI_EP_RDM;
 	hints->caps = FI_MSG;
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->fabric_attr->prov_name = strdup("dpdk");
@@ -102,6 +105,16 @@ static struct fi_info *get_info(const char *node, const char *service, uint64_t 
 		die("fi_getinfo (is the dpdk provider installed? try FI_LOG_LEVEL=warn)", ret);
 	fi_freeinfo(hints);
 	return info;
+}
+
+static struct fid_eq *open_eq(void)
+{
+	struct fi_eq_attr attr = {.size = 16, .wait_obj = FI_WAIT_UNSPEC};
+	struct fid_eq *eq;
+	int ret = fi_eq_open(fabric, &attr, &eq, NULL);
+	if (ret)
+		die("fi_eq_open", ret);
+	return eq;
 }
 
 static void open_side(struct fi_info *info, struct side *s, int enable)
@@ -115,12 +128,14 @@ static void open_side(struct fi_info *info, struct side *s, int enable)
 		die("calloc", -FI_ENOMEM);
 	if ((ret = fi_cq_open(domain, &cq_attr, &s->cq, NULL)))
 		die("fi_cq_open", ret);
-	if ((ret = fi_av_open(domain, &av_attr, &s->av, NULL)))
+	if (opt.msg)
+		s->eq = open_eq();
+	else if ((ret = fi_av_open(domain, &av_attr, &s->av, NULL)))
 		die("fi_av_open", ret);
 	if ((ret = fi_endpoint(domain, info, &s->ep, NULL)))
 		die("fi_endpoint", ret);
 	if ((ret = fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV)) ||
-	    (ret = fi_ep_bind(s->ep, &s->av->fid, 0)))
+	    (ret = fi_ep_bind(s->ep, s->eq ? &s->eq->fid : &s->av->fid, 0)))
 		die("fi_ep_bind", ret);
 	if (enable && (ret = fi_enable(s->ep)))
 		die("fi_enable", ret);
@@ -129,7 +144,10 @@ static void open_side(struct fi_info *info, struct side *s, int enable)
 static void close_side(struct side *s)
 {
 	fi_close(&s->ep->fid);
-	fi_close(&s->av->fid);
+	if (s->eq)
+		fi_close(&s->eq->fid);
+	if (s->av)
+		fi_close(&s->av->fid);
 	fi_close(&s->cq->fid);
 	free(s->buf);
 }
@@ -139,6 +157,76 @@ static void insert_peer(struct side *s, const void *addr)
 	int ret = fi_av_insert(s->av, addr, 1, &s->peer, 0, NULL);
 	if (ret != 1)
 		die("fi_av_insert", ret < 0 ? ret : -FI_EINVAL);
+}
+
+/* Reads eq (which progresses its endpoints) until `want` arrives; fills
+ * *entry. Dies on an error event or after opt.wait_s. */
+static void expect_event(struct fid_eq *eq, uint32_t want, struct fi_eq_cm_entry *entry)
+{
+	double deadline = now_s() + opt.wait_s;
+	for (;;) {
+		uint32_t event;
+		ssize_t n = fi_eq_read(eq, &event, entry, sizeof(*entry), 0);
+		if (n >= 0 && event == want)
+			return;
+		if (n >= 0)
+			die("fi_eq_read: an unexpected event", -FI_EOTHER);
+		if (n == -FI_EAVAIL) {
+			struct fi_eq_err_entry err = {0};
+			fi_eq_readerr(eq, &err, 0);
+			die("connection event", -err.err);
+		}
+		if (n != -FI_EAGAIN)
+			die("fi_eq_read", (int)n);
+		if (now_s() > deadline)
+			die("no connection event in time", -FI_ETIMEDOUT);
+		usleep(100);
+	}
+}
+
+/* -m -l: a connects to a listener, b is the endpoint the listener's
+ * FI_CONNREQ gave (fi_accept). */
+static void connect_msg(struct fi_info *info, struct side *a, struct side *b)
+{
+	struct fid_eq *peq = open_eq();
+	struct fid_pep *pep;
+	struct fi_eq_cm_entry cm;
+	char name[64];
+	size_t len = sizeof(name);
+	int ret;
+	if ((ret = fi_passive_ep(fabric, info, &pep, NULL)) || (ret = fi_pep_bind(pep, &peq->fid, 0)) ||
+	    (ret = fi_listen(pep)) || (ret = fi_getname(&pep->fid, name, &len)))
+		die("passive endpoint", ret);
+	open_side(info, a, 1);
+	if ((ret = fi_connect(a->ep, name, NULL, 0)))
+		die("fi_connect", ret);
+	expect_event(peq, FI_CONNREQ, &cm);
+	open_side(cm.info, b, 1);
+	fi_freeinfo(cm.info);
+	if ((ret = fi_accept(b->ep, NULL, 0)))
+		die("fi_accept", ret);
+	expect_event(b->eq, FI_CONNECTED, &cm);
+	expect_event(a->eq, FI_CONNECTED, &cm);
+	fi_close(&pep->fid);
+	fi_close(&peq->fid);
+}
+
+/* -m -l -c: the handshake reached a as control packets, and a's
+ * fi_shutdown reaches b; nobody was lost. */
+static void check_msg(struct side *a, struct side *b, const struct fi_dpdk_ep_stats *sa)
+{
+	struct fi_eq_cm_entry cm;
+	struct fi_dpdk_ep_stats st = {.size = sizeof(st)};
+	check(sa->conn_ctl_rx >= 1, "the connecting side saw %" PRIu64 " control packets (the accept)",
+	      sa->conn_ctl_rx);
+	check(ops->ep_stats(b->ep, &st) == 0, "ep_stats");
+	const uint64_t before = st.conn_ctl_rx;
+	check(fi_shutdown(a->ep, 0) == 0, "fi_shutdown");
+	expect_event(b->eq, FI_SHUTDOWN, &cm);
+	st.size = sizeof(st);
+	check(ops->ep_stats(b->ep, &st) == 0 && st.conn_ctl_rx == before + 1,
+	      "the peer's shutdown: conn_ctl_rx %" PRIu64 " -> %" PRIu64, before, st.conn_ctl_rx);
+	check(sa->conn_peers_lost == 0 && st.conn_peers_lost == 0, "no connected peer lost");
 }
 
 /* Completions of one side; returns how many, dies on an error entry. */
@@ -409,7 +497,7 @@ static void check_dgram(struct side *a, struct side *b, const struct fi_dpdk_ep_
 
 static void usage(void)
 {
-	printf("usage: fi_dpdk_stats [-l] [-c] [-d] [-n count] [-s size] [-P port] [-w seconds] "
+	printf("usage: fi_dpdk_stats [-l] [-c] [-d|-m] [-n count] [-s size] [-P port] [-w seconds] "
 	       "[server-ip]\n"
 	       "  Sends count messages of size bytes (default 1000 x 4096) through the dpdk\n"
 	       "  provider and prints its counters (include/rdma/fi_ext_dpdk.h).\n"
@@ -418,6 +506,7 @@ static void usage(void)
 	       "  -l  loopback: sender and receiver endpoints in this process\n"
 	       "  -c  check the counters and the extension's conventions (exit 1 if wrong)\n"
 	       "  -d  unreliable datagram endpoints (FI_EP_DGRAM) instead of FI_EP_RDM\n"
+	       "  -m  connected endpoints (FI_EP_MSG; with -l only)\n"
 	       "  -w  give up after this many seconds (default 30)\n"
 	       "  FI_DPDK_* variables choose the device, as for any program (man fi_dpdk).\n");
 }
@@ -425,11 +514,12 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "lcdn:s:P:w:h")) != -1) {
+	while ((c = getopt(argc, argv, "lcdmn:s:P:w:h")) != -1) {
 		switch (c) {
 		case 'l': opt.loopback = 1; break;
 		case 'c': opt.check = 1; break;
 		case 'd': opt.dgram = 1; break;
+		case 'm': opt.msg = 1; break;
 		case 'n': opt.count = strtoul(optarg, NULL, 0); break;
 		case 's': opt.size = strtoul(optarg, NULL, 0); break;
 		case 'P': opt.port = optarg; break;
@@ -441,7 +531,7 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		opt.server = argv[optind];
 	if (opt.count == 0 || opt.size > (64u << 20) || opt.wait_s <= 0 ||
-	    (opt.loopback && opt.server)) {
+	    (opt.loopback && opt.server) || (opt.msg && (!opt.loopback || opt.dgram))) {
 		usage();
 		return 2;
 	}
@@ -462,7 +552,10 @@ int main(int argc, char **argv)
 	struct fi_dpdk_ep_stats sa, sb;
 	struct fi_dpdk_domain_stats d;
 	double secs;
-	if (opt.loopback) {
+	if (opt.loopback && opt.msg) {
+		connect_msg(info, &a, &b);
+		secs = transfer(&a, &b);
+	} else if (opt.loopback) {
 		char name[64];
 		size_t len = sizeof(name);
 		open_side(info, &a, 1);
@@ -497,6 +590,8 @@ int main(int argc, char **argv)
 
 	if (opt.check && opt.loopback && opt.dgram) {
 		check_dgram(&a, &b, &sa, &sb);
+	} else if (opt.check && opt.loopback && opt.msg) {
+		check_msg(&a, &b, &sa);
 	} else if (opt.check && opt.loopback) {
 		struct fi_dpdk_session_stats s = {.size = sizeof(s)};
 		uint64_t payload = (uint64_t)opt.count * opt.size;

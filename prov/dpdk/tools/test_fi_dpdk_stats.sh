@@ -3,7 +3,8 @@
 # fi_dpdk_stats in loopback mode (two endpoints of one process, no second
 # process needed): the counters agree with each other and with what was
 # sent (-c), eager and rendezvous sizes, datagram endpoints (-d: the
-# dgram_* counters, a dropped and a truncated datagram), and under seeded
+# dgram_* counters, a dropped and a truncated datagram), connected ones (-m:
+# the accept and a shutdown in conn_ctl_rx), and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
 set -u
 builddir=$(pwd)
@@ -35,6 +36,8 @@ run rendezvous -- -n 200 -s 100000
 run empty-messages -- -n 100 -s 0
 run datagrams -- -d -n 2000 -s 1000
 [ "$(receiver dgram_rx)" = 2000 ] || { echo "FAIL: datagrams: receiver dgram_rx $(receiver dgram_rx)"; fail=1; }
+run connected -- -m -n 500 -s 1000
+[ "$(sender conn_ctl_rx)" = 1 ] || { echo "FAIL: connected: sender conn_ctl_rx $(sender conn_ctl_rx)"; fail=1; }
 run loss-and-duplicates FI_DPDK_FAULT=loss=0.03,dup=0.03,seed=11 FI_DPDK_RTO_MIN_US=1000 -- -n 2000 -s 1000
 r=$(sender retransmits); d=$(receiver duplicates)
 if [ "${r:-0}" -gt 0 ] && [ "${d:-0}" -gt 0 ]; then
