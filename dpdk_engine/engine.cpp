@@ -340,6 +340,12 @@ int EngineImpl::progress(bool may_back_off)
         work += n;
         if (!full)
             break;
+        // More is waiting: ACKs this burst made urgent (every ack_every
+        // packets, or asked for) leave now, so the sender's window keeps
+        // moving while we drain a long burst.
+        for (Session* s = active; s; s = s->active_next)
+            if (s->ack_pending && s->ack_now)
+                session_send_ack(s, now);
     }
 
     // Frames our endpoints sent each other; handling them may queue more,
