@@ -67,6 +67,11 @@ int check_engine_config(const EngineConfig& c, std::string* why)
         bad = "FI_DPDK_MTU must be 68..9000";
     else if (!power_of_two(c.window) || c.window < 16 || c.window > 4096)
         bad = "FI_DPDK_WINDOW must be a power of two in 16..4096";
+    else if (c.window_blocks == 0 || c.window_blocks > 65536)
+        bad = "FI_DPDK_WINDOW_BLOCKS must be 1..65536";
+    else if (c.window_blocks_max != 0 &&
+             (c.window_blocks_max < c.window_blocks || c.window_blocks_max > (1u << 20)))
+        bad = "FI_DPDK_WINDOW_BLOCKS_MAX must be 0 (no cap) or FI_DPDK_WINDOW_BLOCKS..1048576";
     else if (c.rto_min_us == 0 || c.rto_max_us < c.rto_min_us)
         bad = "FI_DPDK_RTO_MIN_US/FI_DPDK_RTO_MAX_US must satisfy 0 < min <= max";
     else if (c.peer_timeout_ms == 0)
@@ -101,6 +106,8 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
         {"FI_DPDK_MTU", &mtu},
         {"FI_DPDK_MBUFS", &cfg->port.mbufs},
         {"FI_DPDK_WINDOW", &cfg->window},
+        {"FI_DPDK_WINDOW_BLOCKS", &cfg->window_blocks},
+        {"FI_DPDK_WINDOW_BLOCKS_MAX", &cfg->window_blocks_max},
         {"FI_DPDK_RTO_MIN_US", &cfg->rto_min_us},
         {"FI_DPDK_RTO_MAX_US", &cfg->rto_max_us},
         {"FI_DPDK_TIMEOUT_MS", &cfg->peer_timeout_ms},

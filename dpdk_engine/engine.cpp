@@ -95,6 +95,13 @@ EngineImpl::~EngineImpl()
                 " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 "\n",
                 port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
                 st.rx_loopback);
+    if (cfg.dump_stats && port)
+        fprintf(stderr,
+                "dpdk engine %s: session_bytes %zu window blocks tx %u (peak in use %u, %zu bytes each)"
+                " rx %u (peak in use %u, %zu bytes each) grows %u\n",
+                port->name().c_str(), sizeof(Session), windows.tx.total(), windows.tx.peak(),
+                windows.tx.block_bytes(), windows.rx.total(), windows.rx.peak(), windows.rx.block_bytes(),
+                windows.tx.grows() + windows.rx.grows());
     for (rte_mbuf* m : loopback)
         rte_pktmbuf_free(m);
     for (void*& head : spill_free)
@@ -135,6 +142,10 @@ int EngineImpl::init()
     by_port.assign(65536, nullptr);
     loopback.reserve(1024);
     loopback_work.reserve(1024);
+    windows.tx.init(cfg.window, cfg.window_blocks, cfg.window_blocks_max);
+    windows.rx.init(cfg.window, cfg.window_blocks, cfg.window_blocks_max);
+    if (windows.tx.total() == 0 || windows.rx.total() == 0)
+        return -ENOMEM;
     // Hidden buffers of unexpected messages may take a quarter of the pool;
     // the rest keeps in-order reception and transmission going.
     held_limit = rte_mempool_avail_count(port->pool()) / 4;
@@ -456,6 +467,25 @@ void Engine::close_endpoint(Endpoint* e)
 const EngineStats& Engine::stats() const
 {
     return impl_->st;
+}
+
+WindowStats Engine::window_stats() const
+{
+    const WindowPool& w = impl_->windows;
+    WindowStats s{};
+    s.session_bytes = sizeof(Session);
+    s.tx_block_bytes = w.tx.block_bytes();
+    s.rx_block_bytes = w.rx.block_bytes();
+    s.tx_blocks = w.tx.total();
+    s.tx_in_use = w.tx.in_use();
+    s.tx_peak = w.tx.peak();
+    s.rx_blocks = w.rx.total();
+    s.rx_in_use = w.rx.in_use();
+    s.rx_peak = w.rx.peak();
+    s.grows = w.tx.grows() + w.rx.grows();
+    for (const Session* x = w.waiting_head; x; x = x->window_next)
+        s.tx_waiting++;
+    return s;
 }
 
 void EngineImpl::close_endpoint(EndpointImpl* ep)

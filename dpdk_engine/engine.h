@@ -53,6 +53,13 @@ struct EngineConfig {
     bool dump_stats = false;        // FI_DPDK_STATS: print counters at close
     size_t eager_limit = 16384;     // FI_DPDK_EAGER_LIMIT: larger messages use rendezvous
     uint32_t window = 256;          // FI_DPDK_WINDOW: packets in flight per session (power of two, 16..4096)
+    // Send and receive windows are lent to busy sessions from a per-engine
+    // pool (window_pool.h): this many blocks of each kind are allocated at
+    // start, and the pool grows by as many when more sessions are busy at
+    // once than ever before, up to window_blocks_max (0 = no cap; with a cap
+    // senders queue for a block and out-of-order packets may be dropped).
+    uint32_t window_blocks = 16;    // FI_DPDK_WINDOW_BLOCKS (1..65536)
+    uint32_t window_blocks_max = 0; // FI_DPDK_WINDOW_BLOCKS_MAX (0 or window_blocks..1048576)
     uint32_t rto_min_us = 2000;     // FI_DPDK_RTO_MIN_US
     uint32_t rto_max_us = 200000;   // FI_DPDK_RTO_MAX_US
     uint32_t rto_initial_us = 20000;
@@ -256,6 +263,10 @@ struct EndpointStats {
     // original packet's timestamp: the peer was slow, nothing was lost);
     // their window cut was undone. Included in rto_fires.
     uint64_t spurious_rtos;
+    // Window pool (window_pool.h) at its cap: times a session had to queue
+    // for a send window, out-of-order packets dropped for want of a receive
+    // ring (the sender retransmits them).
+    uint64_t tx_window_waits, rx_window_drops;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,
@@ -278,6 +289,18 @@ struct EngineStats {
     uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
     uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
     uint64_t rx_loopback;     // frames between endpoints of this engine
+};
+
+// Memory of the sessions of an engine: what every session keeps, and the
+// window pool that busy sessions borrow from (window_pool.h).
+struct WindowStats {
+    size_t session_bytes;     // sizeof one session (what an idle peer costs, plus its map entry)
+    size_t tx_block_bytes;    // one send window (FI_DPDK_WINDOW entries)
+    size_t rx_block_bytes;    // one receive ring
+    uint32_t tx_blocks, tx_in_use, tx_peak;  // allocated, lent now, most lent at once
+    uint32_t rx_blocks, rx_in_use, rx_peak;
+    uint32_t grows;           // times the pool grew past its initial size
+    uint32_t tx_waiting;      // sessions in line for a send window now
 };
 
 class Endpoint {
@@ -390,6 +413,7 @@ class Engine {
     Port& port();
     const EngineConfig& config() const;
     const EngineStats& stats() const;
+    WindowStats window_stats() const;
     // Parses a host name or dotted quad and a service into an Address.
     static int resolve(const char* node, const char* service, Address* out);
 

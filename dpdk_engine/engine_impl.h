@@ -16,6 +16,7 @@
 #include "netif.h"
 #include "pcap.h"
 #include "rtt.h"
+#include "window_pool.h"
 
 namespace dpdk_engine {
 
@@ -95,24 +96,6 @@ struct TxOp {
     TxOp* fifo_next = nullptr;    // session transmit FIFO
     TxOp* next = nullptr;         // free list / session op list
     TxOp* prev = nullptr;
-};
-
-// A packet sent and not yet cumulatively acknowledged.
-struct InflightPacket {
-    TxOp* op = nullptr;
-    uint64_t offset = 0;
-    uint32_t len = 0;
-    uint8_t type = 0;             // wire::PacketType
-    uint16_t flags = 0;
-    bool sacked = false;
-    uint8_t sends = 0;            // 1 + retransmissions
-    uint64_t sent_us = 0;
-};
-
-// A received packet waiting for its turn (out of order, or blocked).
-struct RxSlot {
-    rte_mbuf* m = nullptr;
-    wire::ParsedPacket p;
 };
 
 // A posted receive.
@@ -203,78 +186,90 @@ struct List {
 
 // Local endpoint x remote endpoint. Two independent directions: our tx
 // stream (PSNs we assign) and the peer's stream that we receive.
+//
+// Kept small because a process has one per peer (issue 5: <= 4 KiB per peer
+// session; test_window checks it): the send window and the receive ring are
+// borrowed from the engine's WindowPool only while packets are in flight or
+// parked (window_pool.h), and the fields are ordered by size so that there
+// is no padding between them.
 struct Session {
     EndpointImpl* ep = nullptr;
+    // Send window: a pool block while packets are unacknowledged, else null.
+    // Indexed psn & mask.
+    InflightPacket* inflight = nullptr;
+    // Receive ring: a pool block while packets are parked (out of order, or
+    // the receiver is not ready), else null. Indexed psn & mask.
+    RxSlot* ring = nullptr;
+    Session* active_next = nullptr;   // EngineImpl::active
+    Session* window_next = nullptr;   // line for a send window (WindowPool)
+    TxOp* fifo_head = nullptr;    // ops with packets still to cut
+    TxOp* fifo_tail = nullptr;
+    List<TxOp> ops;               // every op bound to this session
+    RxMsg* cur_eager = nullptr;   // eager message being reassembled
+    RttEstimator rtt;
+    uint64_t rto_deadline = 0;    // 0 = not armed
+    uint64_t last_heard_us = 0;   // any valid packet from the peer
+    uint64_t last_probe_us = 0;   // keepalive sent while waiting on the peer
+    uint64_t ack_deadline = 0;
+    // Counters of this session alone (the endpoint's EndpointStats sums all).
+    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+    uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
     Address peer;
-    uint8_t peer_mac[6] = {};
-    bool mac_known = false;
 
     // ---- transmit direction
     uint32_t tx_stream = 0;       // random, new after every failure
-    bool stream_acked = false;    // peer has acknowledged our stream
     uint32_t next_psn = 0;        // next PSN to assign
     uint32_t una = 0;             // oldest PSN not cumulatively acknowledged
-    std::vector<InflightPacket> inflight; // window entries, indexed psn & mask
     uint32_t cwnd = 0;            // congestion window (packets)
     uint32_t cwnd_acc = 0;        // additive-increase accumulator
     uint32_t peer_window = 0;     // credits granted by the peer
     uint32_t recover_psn = 0;     // one window reduction per loss episode
-    bool in_recovery = false;
-    bool window_stalled = false;  // counts stalls once, not once per round
-    RttEstimator rtt;
-    uint64_t rto_deadline = 0;    // 0 = not armed
     // Spurious timeout detection (Eifel, RFC 3522): at the first RTO of an
     // episode, the window before it was cut and the timestamp of the
     // retransmission. An ACK past rto_psn that echoes an older timestamp was
     // sent for the original: the peer was only slow (descheduled), so the
-    // cut is undone (RFC 4015).
-    bool rto_undo_armed = false;
+    // cut is undone (RFC 4015). Armed: rto_undo_armed.
     uint32_t rto_psn = 0;
     uint32_t rto_ts = 0;
     uint32_t rto_prior_cwnd = 0;
-    uint64_t last_heard_us = 0;   // any valid packet from the peer
-    uint64_t last_probe_us = 0;   // keepalive sent while waiting on the peer
     uint32_t rdv_waiting = 0;     // CTSs we sent whose data has not all come
-    TxOp* fifo_head = nullptr;    // ops with packets still to cut
-    TxOp* fifo_tail = nullptr;
-    List<TxOp> ops;               // every op bound to this session
     uint32_t next_msg_id = 0;
 
     // ---- receive direction
     uint32_t rx_stream = 0;       // 0 = none adopted yet
     uint32_t expected_psn = 0;
-    std::vector<RxSlot> ring;     // indexed psn & mask
     uint32_t held = 0;            // packets parked in ring
-    // Counters of this session alone (the endpoint's EndpointStats sums all).
-    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
-    uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
     uint32_t retired[4] = {};     // streams we will not accept again
     uint32_t retired_next = 0;
-    bool blocked = false;         // in-order delivery waits for resources
-    bool ack_pending = false;
-    bool ack_now = false;
     uint32_t unacked = 0;
-    uint64_t ack_deadline = 0;
     // Timestamp we echo (RFC 7323 TS.Recent): that of the first packet past
     // the left edge our last ACK announced (ack_sent_psn), so the peer's RTT
     // sample covers the time its packet waited for us, and an ACK provoked
     // by a duplicate still echoes the original (Eifel detection).
     uint32_t peer_ts = 0;
     uint32_t ack_sent_psn = 0;    // expected_psn in the last ACK we sent
-    RxMsg* cur_eager = nullptr;   // eager message being reassembled
     // RMA write refused at one segment: its later segments are skipped. A
     // flag of its own, since any wire id (0 too) can be a real operation's.
-    bool write_refused = false;
     uint32_t refused_write_op = 0;
+    uint32_t mask = 0;            // window - 1
 
-    // ---- engine bookkeeping
+    uint8_t peer_mac[6] = {};
+    bool mac_known = false;
+    bool stream_acked = false;    // peer has acknowledged our stream
+    bool in_recovery = false;
+    bool window_stalled = false;  // counts stalls once, not once per round
+    bool window_waiting = false;  // in line for a send window
+    bool blocked = false;         // in-order delivery waits for resources
+    bool ack_pending = false;
+    bool ack_now = false;
+    bool write_refused = false;   // refused_write_op is set
+    bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
     bool active = false;          // in EngineImpl::active_
-    Session* active_next = nullptr;
-    uint32_t mask = 0;
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
 };
+static_assert(sizeof(Session) <= 4096, "issue 5: state per peer session <= 4 KiB");
 
 // Result of delivering an in-order packet to the upper layer.
 enum class Delivery : uint8_t {
@@ -390,6 +385,7 @@ class EngineImpl {
     std::unique_ptr<FaultInjector> fault_rx;
     std::unique_ptr<FaultInjector> fault_tx;
     PcapWriter pcap;
+    WindowPool windows;                  // send/receive windows lent to busy sessions
     std::vector<EndpointImpl*> by_port;  // 65536 entries: UDP port -> endpoint
     Session* active = nullptr;           // sessions with timers or work
     std::vector<rte_mbuf*> loopback;     // frames to our own endpoints

@@ -288,9 +288,10 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
             s->cwnd_acc -= s->cwnd;
             s->cwnd++;
         }
+        session_maybe_give_tx_window(s);
     }
     uint64_t sack = th->sack.get();
-    if (!sack)
+    if (!sack || !s->inflight)
         return;
     uint32_t highest = s->una;
     for (uint32_t i = 0; i < 64; i++) {
@@ -318,13 +319,35 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
     }
 }
 
+// Hands the packet at expected_psn to the upper layer. False when the
+// upper layer cannot take it now (receiver not ready): not consumed.
+bool deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
+{
+    Delivery d = s->ep->deliver(s, p, m);
+    if (d == Delivery::kBlocked)
+        return false;
+    if (d == Delivery::kDone)
+        rte_pktmbuf_free(m);
+    s->expected_psn++;
+    s->unacked++;
+    s->ack_pending = true;
+    return true;
+}
+
+void count_rx(Session* s, const wire::ParsedPacket& p)
+{
+    EndpointStats& st = s->ep->st;
+    st.rx_packets++;
+    st.rx_bytes += p.payload_len;
+    s->rx_packets++;
+    s->rx_bytes += p.payload_len;
+}
+
 } // namespace
 
 Session::Session(uint32_t window, const EngineConfig& cfg)
     : rtt(cfg.rto_initial_us, cfg.rto_min_us, cfg.rto_max_us)
 {
-    inflight.resize(window);
-    ring.resize(window);
     mask = window - 1;
     cwnd = window;
     peer_window = window;
@@ -363,6 +386,8 @@ void session_pump(Session* s, uint64_t now)
         limit = s->mask + 1;
     if (limit == 0)
         limit = 1;  // a closed window still lets one probe through
+    if (s->fifo_head && !session_take_tx_window(s, now))
+        return;  // in line for a window block: the ACKs of others free one
     while (s->fifo_head) {
         if (inflight_count(s) >= limit) {
             if (!s->window_stalled)
@@ -381,7 +406,7 @@ void session_pump(Session* s, uint64_t now)
         ip.offset = op->next_offset;
         uint64_t room = max_payload(e, type);
         uint64_t left = op->total_len - op->next_offset;
-        ip.len = static_cast<uint32_t>(left < room ? left : room);
+        ip.len = static_cast<uint16_t>(left < room ? left : room);
         op->next_offset += ip.len;
         op->header_sent = true;
         uint16_t flags = 0;
@@ -446,12 +471,11 @@ void session_drain(Session* s, uint64_t now)
     EndpointImpl* ep = s->ep;
     bool was_blocked = s->blocked;
     s->blocked = false;
-    for (;;) {
+    while (s->held) {
         RxSlot& slot = s->ring[s->expected_psn & s->mask];
         if (!slot.m)
             break;
-        Delivery d = ep->deliver(s, slot.p, slot.m);
-        if (d == Delivery::kBlocked) {
+        if (!deliver_next(s, slot.p, slot.m)) {
             // Receiver not ready (RNR): keep the packet parked; the sender
             // keeps it in flight and retransmits until we take it.
             if (!was_blocked)
@@ -459,14 +483,11 @@ void session_drain(Session* s, uint64_t now)
             s->blocked = true;
             break;
         }
-        if (d == Delivery::kDone)
-            rte_pktmbuf_free(slot.m);
         slot.m = nullptr;
         s->held--;
-        s->expected_psn++;
-        s->unacked++;
-        s->ack_pending = true;
     }
+    if (!s->held)
+        session_drop_rx_window(s);  // empty: back to the pool
     if (s->unacked >= ep->engine->cfg.ack_every)
         s->ack_now = true;
     if (s->ack_pending && !s->ack_deadline)
@@ -519,12 +540,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
             // its old stream will never finish.
             ep->abandon_rx(s, OpStatus::kPeerReset);
             s->retired[s->retired_next++ & 3] = s->rx_stream;
-            for (RxSlot& slot : s->ring) {
-                if (slot.m)
-                    rte_pktmbuf_free(slot.m);
-                slot.m = nullptr;
-            }
-            s->held = 0;
+            session_drop_rx_window(s);
         }
         s->rx_stream = stream;
         s->expected_psn = 0;
@@ -558,6 +574,39 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         rte_pktmbuf_free(m);
         return;
     }
+    if (d == 0 && !s->held) {
+        // In order with nothing parked, the common case: delivered at once,
+        // no ring needed.
+        if (psn == s->ack_sent_psn)
+            s->peer_ts = th->timestamp.get();  // the left edge: see Session::peer_ts
+        count_rx(s, p);
+        if (p.flags & wire::kFlagAckRequest)
+            s->ack_now = true;
+        if (!deliver_next(s, p, m)) {
+            // Receiver not ready: park it if a ring is free (session_drain
+            // counts the stall), else drop it; the sender retransmits.
+            if (session_take_rx_window(s)) {
+                s->ring[psn & s->mask] = RxSlot{m, p};
+                s->held++;
+            } else {
+                ep->st.rnr_stalls++;
+                ep->st.rx_window_drops++;
+                rte_pktmbuf_free(m);
+            }
+        }
+        session_drain(s, now);
+        return;
+    }
+    if (!session_take_rx_window(s)) {
+        // No ring to park it in: dropped, the sender retransmits it. Tell
+        // it about the hole at once.
+        ep->st.rx_window_drops++;
+        s->ack_now = true;
+        s->ack_pending = true;
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
     RxSlot& slot = s->ring[psn & s->mask];
     if (slot.m) {
         ep->st.duplicates++;
@@ -579,10 +628,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
     slot.m = m;
     slot.p = p;
     s->held++;
-    ep->st.rx_packets++;
-    ep->st.rx_bytes += p.payload_len;
-    s->rx_packets++;
-    s->rx_bytes += p.payload_len;
+    count_rx(s, p);
     if (p.flags & wire::kFlagAckRequest)
         s->ack_now = true;
     session_drain(s, now);
@@ -647,8 +693,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     ep->st.session_failures++;
     // Forget every packet in flight before completing operations, so no
     // completion callback sees a half-torn session.
-    for (InflightPacket& ip : s->inflight)
-        ip = InflightPacket();
+    session_drop_tx_window(s);
     s->fifo_head = s->fifo_tail = nullptr;
     // Our own operations fail. Our answers to the peer (CTS, responses) are
     // kept when its stream lives on (rx_too false: the peer only lost our
@@ -698,12 +743,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->expected_psn = 0;
     s->ack_sent_psn = 0;
     s->peer_ts = 0;
-    for (RxSlot& slot : s->ring) {
-        if (slot.m)
-            rte_pktmbuf_free(slot.m);
-        slot.m = nullptr;
-    }
-    s->held = 0;
+    session_drop_rx_window(s);
     s->blocked = false;
     s->ack_pending = s->ack_now = false;
     s->unacked = 0;
