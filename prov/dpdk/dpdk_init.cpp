@@ -87,6 +87,15 @@ void define_params()
     fi_param_define(&g_prov, "window", FI_PARAM_INT,
                     "Packets in flight per peer, a power of two 16..4096 (default: %u)",
                     ec.window);
+    fi_param_define(&g_prov, "window_blocks", FI_PARAM_INT,
+                    "Send windows and receive rings allocated at start for the peers "
+                    "that are busy at once, 1..65536; more are added as needed "
+                    "(default: %u)",
+                    ec.window_blocks);
+    fi_param_define(&g_prov, "window_blocks_max", FI_PARAM_INT,
+                    "Most send windows (and receive rings) ever allocated; beyond it "
+                    "senders wait their turn; 0 = no cap (default: %u)",
+                    ec.window_blocks_max);
     fi_param_define(&g_prov, "rto_min_us", FI_PARAM_INT,
                     "Smallest retransmission timeout in microseconds (default: %u)",
                     ec.rto_min_us);
@@ -167,6 +176,8 @@ void fill_engine_config(dpdk_engine::EngineConfig* cfg)
     cfg->eager_limit = p.eager_limit;
     cfg->unexpected_bytes = p.unexpected_bytes;
     cfg->window = static_cast<uint32_t>(p.window);
+    cfg->window_blocks = static_cast<uint32_t>(p.window_blocks);
+    cfg->window_blocks_max = static_cast<uint32_t>(p.window_blocks_max);
     cfg->rto_min_us = static_cast<uint32_t>(p.rto_min_us);
     cfg->rto_max_us = static_cast<uint32_t>(p.rto_max_us);
     if (cfg->rto_initial_us < cfg->rto_min_us)
@@ -203,6 +214,8 @@ void read_params()
     get_num("eager_limit", ec.eager_limit, &p.eager_limit);
     get_num("unexpected_bytes", size_t(ec.unexpected_bytes), &p.unexpected_bytes);
     get_num("window", static_cast<int>(ec.window), &p.window);
+    get_num("window_blocks", static_cast<int>(ec.window_blocks), &p.window_blocks);
+    get_num("window_blocks_max", static_cast<int>(ec.window_blocks_max), &p.window_blocks_max);
     get_num("rto_min_us", static_cast<int>(ec.rto_min_us), &p.rto_min_us);
     get_num("rto_max_us", static_cast<int>(ec.rto_max_us), &p.rto_max_us);
     get_num("timeout_ms", static_cast<int>(ec.peer_timeout_ms), &p.timeout_ms);
@@ -214,6 +227,8 @@ void read_params()
     // themselves are the engine's (check_engine_config), so the provider and
     // the engine's own programs refuse the same values.
     check(p.mtu >= 0 && p.mtu <= 65535, "FI_DPDK_MTU must be 68..9000");
+    check(p.window_blocks >= 0 && p.window_blocks_max >= 0,
+          "FI_DPDK_WINDOW_BLOCKS/WINDOW_BLOCKS_MAX must not be negative");
     check(p.window >= 0 && p.rto_min_us >= 0 && p.rto_max_us >= 0 && p.timeout_ms >= 0 &&
               p.ack_delay_us >= 0,
           "FI_DPDK_WINDOW/RTO_MIN_US/RTO_MAX_US/TIMEOUT_MS/ACK_DELAY_US must not be negative");

@@ -84,6 +84,8 @@ struct Params {
     size_t eager_limit = 0;
     size_t unexpected_bytes = 0;
     int window = 0;
+    int window_blocks = 0;
+    int window_blocks_max = 0;
     int rto_min_us = 0;
     int rto_max_us = 0;
     int timeout_ms = 0;
