@@ -515,6 +515,53 @@ inline void check_faults_seen(void** state)
     CHECK(s.retransmits > 0, "fault injection active but no retransmission happened");
 }
 
+// A test and the modes it runs in; run_mode_tests() runs a table of them.
+enum : unsigned { kClean = 1, kLossy = 2, kHarsh = 4, kAll = 7 };
+
+struct Entry {
+    const char* name;
+    CMUnitTestFunction fn;
+    unsigned modes;  // bit i: kModes[i]
+};
+
+// main() of a test binary: seeds from TEST_ENGINE_SEED (else default_seed),
+// TEST_ENGINE_VERBOSE, argv[1] a substring filter on "name/mode"; runs each
+// entry in each of its modes with `setup` (the shared fixture, or one that
+// leaves it to the test) and teardown.
+inline int run_mode_tests(const char* group, uint64_t default_seed, const Entry* entries, size_t n, int argc,
+                          char** argv, CMFixtureFunction setup_fn)
+{
+    const char* seed = getenv("TEST_ENGINE_SEED");
+    g_seed = seed ? strtoull(seed, nullptr, 0) : default_seed;
+    g_verbose = getenv("TEST_ENGINE_VERBOSE") != nullptr;
+    const char* only = argc > 1 ? argv[1] : nullptr;
+    printf("test_%s: seed %" PRIu64 " (TEST_ENGINE_SEED to replay)\n", group, g_seed);
+    fflush(stdout);
+    static std::deque<std::string> names;
+    static std::deque<State> states;
+    std::vector<CMUnitTest> tests;
+    for (const Entry* e = entries; e < entries + n; e++) {
+        for (const Mode& m : kModes) {
+            if (!(e->modes & (1u << (&m - kModes))))
+                continue;
+            names.push_back(std::string(e->name) + "/" + m.name);
+            if (only && names.back().find(only) == std::string::npos) {
+                names.pop_back();
+                continue;
+            }
+            states.push_back(State{&m, nullptr});
+            CMUnitTest t{};
+            t.name = names.back().c_str();
+            t.test_func = e->fn;
+            t.setup_func = setup_fn;
+            t.teardown_func = teardown;
+            t.initial_state = &states.back();
+            tests.push_back(t);
+        }
+    }
+    return _cmocka_run_group_tests(group, tests.data(), tests.size(), nullptr, nullptr);
+}
+
 // The tests (one line each in kTests).
 void test_stream(void** state);
 void test_stream_tight(void** state);

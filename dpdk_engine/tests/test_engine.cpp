@@ -556,14 +556,6 @@ void test_unexpected_spill(void** state)
 
 // ---------------------------------------------------------------------------
 
-enum : unsigned { kClean = 1, kLossy = 2, kHarsh = 4, kAll = 7 };
-
-struct Entry {
-    const char* name;
-    CMUnitTestFunction fn;
-    unsigned modes;  // bit i: kModes[i]
-};
-
 // Every behaviour clean and lossy; the harsh mode (corruption, faults in
 // both directions) on the data-moving tests, where it costs most time.
 const Entry kTests[] = {
@@ -602,35 +594,5 @@ using namespace engine_test;
 
 int main(int argc, char** argv)
 {
-    if (const char* s = getenv("TEST_ENGINE_SEED"))
-        g_seed = strtoull(s, nullptr, 0);
-    else
-        g_seed = 20260101;
-    g_verbose = getenv("TEST_ENGINE_VERBOSE") != nullptr;
-    const char* only = argc > 1 ? argv[1] : nullptr;  // substring filter on test names
-    printf("test_engine: seed %" PRIu64 " (TEST_ENGINE_SEED to replay)\n", g_seed);
-    fflush(stdout);
-    static std::deque<std::string> names;
-    static std::deque<State> states;
-    std::vector<CMUnitTest> tests;
-    for (const Entry& e : kTests) {
-        for (const Mode& m : kModes) {
-            if (!(e.modes & (1u << (&m - kModes))))
-                continue;
-            names.push_back(std::string(e.name) + "/" + m.name);
-            if (only && names.back().find(only) == std::string::npos) {
-                names.pop_back();
-                continue;
-            }
-            states.push_back(State{&m, nullptr});
-            CMUnitTest t{};
-            t.name = names.back().c_str();
-            t.test_func = e.fn;
-            t.setup_func = setup;
-            t.teardown_func = teardown;
-            t.initial_state = &states.back();
-            tests.push_back(t);
-        }
-    }
-    return _cmocka_run_group_tests("engine", tests.data(), tests.size(), nullptr, nullptr);
+    return run_mode_tests("engine", 20260101, kTests, sizeof kTests / sizeof kTests[0], argc, argv, setup);
 }

@@ -53,6 +53,20 @@ size_t msg_len(size_t peer, unsigned k)
 }
 size_t reply_len(size_t peer) { return 1 + mix(g_seed, peer, 7) % kReplyMax; }
 
+// An RMA write or read of one local buffer at `remote` in target's memory.
+RmaArgs rma_args(Ep* target, const iovec* iov, uint8_t* remote, uint64_t key, void* context)
+{
+    RmaArgs ra;
+    ra.dest = target->addr();
+    ra.iov = iov;
+    ra.iov_count = 1;
+    ra.addr = reinterpret_cast<uint64_t>(remote);
+    ra.key = key;
+    ra.flags = kOpCompletion;
+    ra.context = context;
+    return ra;
+}
+
 // The test's pair (in its State, so teardown and the shared helpers find it),
 // both pools capped: the hub's (side 0) at hub_cap, the peers' at kBlocksMax.
 Pair& make_pair(void** state, uint32_t peer_timeout_ms, uint32_t hub_cap)
@@ -112,15 +126,7 @@ void test_idle_session(void** state)
     CHECK(send_msg(a, b, big.data(), big.size(), kOpCompletion, 0, 0, ctx(3)) == 0, "send");
     CHECK(send_msg(b, a, back.data(), back.size(), kOpCompletion, 0, 0, ctx(4)) == 0, "send");
     iovec iov{src.data(), src.size()};
-    RmaArgs ra;
-    ra.dest = b->addr();
-    ra.iov = &iov;
-    ra.iov_count = 1;
-    ra.addr = reinterpret_cast<uint64_t>(region.data());
-    ra.key = key;
-    ra.flags = kOpCompletion;
-    ra.context = ctx(5);
-    CHECK(a->ep->write(ra) == 0, "write");
+    CHECK(a->ep->write(rma_args(b, &iov, region.data(), key, ctx(5))) == 0, "write");
     const uint64_t t = op_timeout(state);
     CHECK_STATUS(take(p, b, ctx(1), t), OpStatus::kOk);
     CHECK_STATUS(take(p, a, ctx(2), t), OpStatus::kOk);
@@ -193,15 +199,8 @@ void many_peers(void** state, uint32_t hub_cap)
         }
         b.slice = payload(kSlice, stamp(i, 2));
         iovec iov{b.slice.data(), kSlice};
-        RmaArgs ra;
-        ra.dest = hub->addr();
-        ra.iov = &iov;
-        ra.iov_count = 1;
-        ra.addr = reinterpret_cast<uint64_t>(region.data() + i * kSlice);
-        ra.key = key;
-        ra.flags = kOpCompletion;
-        ra.context = tag_ctx(kWrite, i);
-        CHECK(peers[i]->ep->write(ra) == 0, "peer %zu write", i);
+        CHECK(peers[i]->ep->write(rma_args(hub, &iov, region.data() + i * kSlice, key, tag_ctx(kWrite, i))) == 0,
+              "peer %zu write", i);
     }
 
     // Each operation completes exactly once, successfully, with the right
@@ -239,15 +238,8 @@ void many_peers(void** state, uint32_t hub_cap)
             PeerBufs& b = pb[i];
             b.readback.assign(kSlice, 0);
             iovec iov{b.readback.data(), kSlice};
-            RmaArgs ra;
-            ra.dest = hub->addr();
-            ra.iov = &iov;
-            ra.iov_count = 1;
-            ra.addr = reinterpret_cast<uint64_t>(region.data() + i * kSlice);
-            ra.key = key;
-            ra.flags = kOpCompletion;
-            ra.context = tag_ctx(kRead, i);
-            CHECK(peers[i]->ep->read(ra) == 0, "peer %zu read", i);
+            CHECK(peers[i]->ep->read(rma_args(hub, &iov, region.data() + i * kSlice, key, tag_ctx(kRead, i))) == 0,
+                  "peer %zu read", i);
             break;
         }
         case kRead:
@@ -314,16 +306,10 @@ void many_peers(void** state, uint32_t hub_cap)
 void test_many_peers(void** state) { many_peers(state, kBlocksMax); }
 void test_many_peers_tight(void** state) { many_peers(state, kBlocksTight); }
 
-struct Entry {
-    const char* name;
-    void (*fn)(void**);
-    unsigned modes;  // bit i: kModes[i]
-};
-
 const Entry kTests[] = {
-    {"idle_session", test_idle_session, 1u << 0},
-    {"many_peers", test_many_peers, 7u},
-    {"many_peers_tight", test_many_peers_tight, 7u},
+    {"idle_session", test_idle_session, kClean},
+    {"many_peers", test_many_peers, kAll},
+    {"many_peers_tight", test_many_peers_tight, kAll},
 };
 
 int noop(void**) { return 0; }
@@ -334,11 +320,6 @@ using namespace engine_test;
 
 int main(int argc, char** argv)
 {
-    g_seed = getenv("TEST_ENGINE_SEED") ? strtoull(getenv("TEST_ENGINE_SEED"), nullptr, 0) : 20260102;
-    g_verbose = getenv("TEST_ENGINE_VERBOSE") != nullptr;
-    const char* only = argc > 1 ? argv[1] : nullptr;
-    printf("test_window: seed %" PRIu64 " (TEST_ENGINE_SEED to replay)\n", g_seed);
-    fflush(stdout);
     // A kernel UDP socket reserves each endpoint's port: 1001 endpoints need
     // more descriptors than the usual soft limit of 1024.
     rlimit rl{};
@@ -346,26 +327,6 @@ int main(int argc, char** argv)
         rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    static std::deque<std::string> names;
-    static std::deque<State> states;
-    std::vector<CMUnitTest> tests;
-    for (const Entry& e : kTests)
-        for (const Mode& m : kModes) {
-            if (!(e.modes & (1u << (&m - kModes))))
-                continue;
-            names.push_back(std::string(e.name) + "/" + m.name);
-            if (only && names.back().find(only) == std::string::npos) {
-                names.pop_back();
-                continue;
-            }
-            states.push_back(State{&m, nullptr});
-            CMUnitTest t{};
-            t.name = names.back().c_str();
-            t.test_func = e.fn;
-            t.setup_func = noop;  // each test builds its own pair (its own pool caps)
-            t.teardown_func = teardown;
-            t.initial_state = &states.back();
-            tests.push_back(t);
-        }
-    return _cmocka_run_group_tests("window", tests.data(), tests.size(), nullptr, nullptr);
+    // Each test builds its own pair (its own pool caps): no shared setup.
+    return run_mode_tests("window", 20260102, kTests, sizeof kTests / sizeof kTests[0], argc, argv, noop);
 }
