@@ -523,19 +523,37 @@ uint32_t crc32c(const void* data, size_t len, uint32_t init)
 
 uint16_t internet_checksum(const void* data, size_t len, uint32_t sum)
 {
+    // RFC 1071 section 2(B): the one's complement sum does not depend on
+    // byte order, so add whole 32-bit words as the host stores them and
+    // swap the folded result once (a 16-bit big-endian load per word cost
+    // ~90 instructions per IPv4 header, on every packet sent and received).
     const uint8_t* p = static_cast<const uint8_t*>(data);
-    // 64-bit accumulator: no carry is lost for any len below 2^48.
-    uint64_t acc = sum;
-    while (len >= 2) {
-        acc += load_be16(p);
+    uint64_t acc = 0;  // no carry is lost for any len below 2^34
+    for (; len >= 4; p += 4, len -= 4) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        acc += w;
+    }
+    if (len >= 2) {
+        uint16_t w;
+        memcpy(&w, p, 2);
+        acc += w;
         p += 2;
         len -= 2;
     }
-    if (len)
-        acc += static_cast<uint64_t>(p[0]) << 8;  // odd byte padded with zero
+    if (len) {
+        const uint8_t last[2] = {p[0], 0};  // odd byte padded with zero
+        uint16_t w;
+        memcpy(&w, last, 2);
+        acc += w;
+    }
     while (acc >> 16)
         acc = (acc & 0xffff) + (acc >> 16);
-    return static_cast<uint16_t>(~acc & 0xffff);
+    uint16_t host_sum = static_cast<uint16_t>(acc);
+    uint64_t total = load_be16(reinterpret_cast<const uint8_t*>(&host_sum)) + uint64_t{sum};
+    while (total >> 16)
+        total = (total & 0xffff) + (total >> 16);
+    return static_cast<uint16_t>(~total & 0xffff);
 }
 
 ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc)
