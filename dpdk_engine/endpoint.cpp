@@ -338,7 +338,7 @@ int Endpoint::send(const SendArgs& a)
     if (rendezvous)
         ep->st.rendezvous++;
     session_enqueue(s, op);
-    ep->engine->kick(s);
+    ep->engine->kick(s, a.flags & kOpMore);
     return 0;
 }
 

@@ -162,12 +162,14 @@ void EngineImpl::activate(Session* s)
     active = s;
 }
 
-void EngineImpl::kick(Session* s)
+void EngineImpl::kick(Session* s, bool more)
 {
-    if (s->fifo_head != s->fifo_tail)
-        return;  // others were queued before: progress() is already behind
-    session_pump(s, now_us());
-    port->flush();
+    // Others queued before: progress() is already behind and sends them in
+    // order. The doorbell still rings for frames earlier posts left (kOpMore).
+    if (s->fifo_head == s->fifo_tail)
+        session_pump(s, now_us());
+    if (!more)
+        port->flush();
 }
 
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)

@@ -157,6 +157,8 @@ enum OpFlags : uint32_t {
     kOpPeek = 1u << 7,              // receive: only look (no buffer consumed)
     kOpClaim = 1u << 8,             // with kOpPeek: reserve; alone: take the reserved one
     kOpDiscard = 1u << 9,           // with kOpClaim or kOpPeek: drop the message
+    kOpMore = 1u << 10,             // send: more posts follow (FI_MORE): build the packet, leave the
+                                    // device doorbell (tx_burst) to the next post without it or progress()
 };
 
 constexpr size_t kMaxIov = 4;                // iov_limit

@@ -423,7 +423,9 @@ class EngineImpl {
     void transmit(rte_mbuf* m, const Address& dst);
     // Transmits what a freshly posted operation allows right away, so
     // posting drives the engine and latency does not wait for progress().
-    void kick(Session* s);
+    // With `more` the frames wait in the port's batch for the next kick
+    // without it, a full batch, or progress(): one tx_burst for many posts.
+    void kick(Session* s, bool more = false);
     void handle_frame(rte_mbuf* m, uint64_t now);
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
     // Allocates an mbuf and writes Ethernet/IPv4/UDP and an initialised

@@ -74,6 +74,7 @@ struct Choice {
     uint64_t warmup = 0;
     uint64_t window = 0; // 0: 64 (bw), 256 (rate)
     bool allow_inject = true;
+    bool more = false;   // -M: FI_MORE on all but the last send of a window
     double budget_s = 2.0;  // -D: seconds per size (timed part), when -I is not given
 } choice;
 
@@ -171,6 +172,9 @@ bool on_opt(int c, const char* arg)
     case 'j':
         choice.allow_inject = atoi(arg) != 0;
         return true;
+    case 'M':
+        choice.more = true;
+        return true;
     case 'D':
         choice.budget_s = atof(arg);
         return choice.budget_s > 0;
@@ -190,7 +194,10 @@ const char* kUsage =
     " -W <n>          operations in flight per window (default 64 for bw, 256 for rate)\n"
     " -D <seconds>    time budget per size: fewer iterations than the default when the\n"
     "                 warm-up shows they would take longer (default 2; -I overrides)\n"
-    " -j 0            never use the inject calls (default: up to inject_size in lat and rate)\n";
+    " -j 0            never use the inject calls (default: up to inject_size in lat and rate)\n"
+    " -M              bw/rate msg and tagged: post every send of a window but the last through\n"
+    "                 fi_sendmsg/fi_tsendmsg with FI_MORE (FI_INJECT for inject sizes), so the\n"
+    "                 provider may ring the device once per window\n";
 
 uint64_t now_ns()
 {
@@ -304,9 +311,22 @@ struct Bench {
     }
 
     // Sends a message (or tagged message); inject: no completion expected.
-    void post_send(uint32_t op, const void* b, size_t len, bool inject)
+    // more: through fi_sendmsg/fi_tsendmsg with FI_MORE (a completion each).
+    void post_send(uint32_t op, const void* b, size_t len, bool inject, bool more = false)
     {
         void* p = const_cast<void*>(b);
+        if (more) {
+            iovec iov = {p, len};
+            const uint64_t flags = FI_MORE | FI_COMPLETION | (inject ? FI_INJECT : 0);
+            if (op == kOpTagged) {
+                fi_msg_tagged m = {&iov, &desc, 1, ep.peer, 0x1, 0, nullptr, 0};
+                post([&] { return fi_tsendmsg(ep.ep, &m, flags); }, "fi_tsendmsg(FI_MORE)");
+            } else {
+                fi_msg m = {&iov, &desc, 1, ep.peer, nullptr, 0};
+                post([&] { return fi_sendmsg(ep.ep, &m, flags); }, "fi_sendmsg(FI_MORE)");
+            }
+            return;
+        }
         if (op == kOpTagged) {
             if (inject)
                 post([&] { return fi_tinject(ep.ep, p, len, ep.peer, 0x1); }, "fi_tinject");
@@ -514,8 +534,9 @@ uint64_t bw_msg(Bench& b, const Plan& p)
         if (client) {
             uint64_t want = b.rx_done + 1;
             for (uint64_t k = 0; k < p.window; k++) {
-                b.post_send(p.op, b.src(), p.size, inject);
-                tx_posted += !inject;
+                const bool more = choice.more && k + 1 < p.window;
+                b.post_send(p.op, b.src(), p.size, inject, more);
+                tx_posted += !inject || more;
             }
             b.wait_tx(tx_posted, "send completions");
             b.wait_rx(want, "the window's acknowledgement");
@@ -770,7 +791,7 @@ int main(int argc, char** argv)
     parse_sizes("8,4k,64k,1m");
     parse_opts(argc, argv,
                "Latency, bandwidth and message rate over FI_EP_RDM for any provider (a benchmark).",
-               "k:o:S:I:w:W:j:D:", on_opt, kUsage);
+               "k:o:S:I:w:W:j:D:M", on_opt, kUsage);
     Bench b;
     g = &b;
     int status = 0;

@@ -24,6 +24,8 @@
 //   window/msg/<size>, window/tagged/<size>        a window of sends, the
 //       receives posted before, a 1-byte answer per window
 //   window/inject/8                                fi_inject x 256 (fi_bench -k rate)
+//   window/more/8                                  fi_sendmsg(FI_MORE) x 255 + one without:
+//       one doorbell per window
 //   unexpected/tagged/<size>                       the window arrives before
 //       its receives are posted (held as unexpected messages)
 //   unexpected/spill/8                             5000 unexpected fi_tinject
@@ -159,10 +161,16 @@ struct Path {
     }
     // Returns the completions this send will produce (0 for inject).
     uint64_t send(bool tagged, bool inject, size_t len, uint64_t tag, fi_context* cx,
-                  fi_addr_t to = FI_ADDR_UNSPEC)
+                  fi_addr_t to = FI_ADDR_UNSPEC, bool more = false)
     {
         if (to == FI_ADDR_UNSPEC)
             to = ep.peer;
+        if (more) {  // untagged, a completion each
+            iovec iov = {src(), len};
+            fi_msg m = {&iov, &desc, 1, to, cx, 0};
+            post("fi_sendmsg(FI_MORE)", [&] { return fi_sendmsg(ep.ep, &m, FI_MORE | FI_COMPLETION); });
+            return 1;
+        }
         if (tagged && inject)
             post("fi_tinject", [&] { return fi_tinject(ep.ep, src(), len, to, tag); });
         else if (tagged)
@@ -186,6 +194,7 @@ struct Case {
     size_t size;
     uint64_t window;  // operations per iteration (1 for ping-pong)
     uint64_t iters;   // counted iterations (the warm-up runs a quarter, at least 2)
+    bool more = false;  // window: fi_sendmsg with FI_MORE but for the last send
 };
 
 // ---------------------------------------------------------------- the loops
@@ -232,7 +241,8 @@ void window(Path& p, const Case& k, uint64_t iters)
             const uint64_t want = p.rx_done + 1;
             p.recv(k.tagged, 1, kTagMarker, p.c(kWindowMax));
             for (uint64_t w = 0; w < k.window; w++)
-                tx_due += p.send(k.tagged, k.inject, k.size, kTagData, p.c(w));
+                tx_due += p.send(k.tagged, k.inject, k.size, kTagData, p.c(w), FI_ADDR_UNSPEC,
+                                 k.more && w + 1 < k.window);
             if (unexpected)
                 tx_due += p.send(true, false, 0, kTagMarker, p.c(kWindowMax + 1));
             p.wait_rx(want);
@@ -475,7 +485,9 @@ std::string case_name(const Case& k)
     switch (k.kind) {
     case Kind::kPingPong: op = k.inject ? (k.tagged ? "pingpong/tinject" : "pingpong/inject")
                                         : (k.tagged ? "pingpong/tagged" : "pingpong/msg"); break;
-    case Kind::kWindow: op = k.inject ? "window/inject" : k.tagged ? "window/tagged" : "window/msg"; break;
+    case Kind::kWindow:
+        op = k.more ? "window/more" : k.inject ? "window/inject" : k.tagged ? "window/tagged" : "window/msg";
+        break;
     case Kind::kSelf: op = k.tagged ? "self/tagged" : "self/msg"; break;
     case Kind::kUnexpected: op = k.window > 1000 ? "unexpected/spill" : "unexpected/tagged"; break;
     case Kind::kWrite: op = "rma/write"; break;
@@ -504,6 +516,7 @@ const Case kCases[] = {
     {Kind::kWindow, false, false, 65536, 16, 5},
     {Kind::kWindow, true, false, 8, 64, 20},
     {Kind::kWindow, false, true, 8, 256, 10},
+    {Kind::kWindow, false, false, 8, 256, 10, true},
     {Kind::kUnexpected, true, false, 8, 64, 20},
     {Kind::kUnexpected, true, false, 4096, 64, 10},
     {Kind::kUnexpected, true, false, 65536, 16, 5},

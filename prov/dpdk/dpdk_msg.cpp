@@ -111,7 +111,8 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
     a.iov_count = count;
     a.tag = tag;
     a.data = data;
-    a.flags = plan.engine_flags | (has_data ? dpdk_engine::kOpRemoteData : 0u);
+    a.flags = plan.engine_flags | (has_data ? dpdk_engine::kOpRemoteData : 0u) |
+              (flags & FI_MORE ? dpdk_engine::kOpMore : 0u);
     a.context = context;
     a.user_data = plan.word;
 
