@@ -10,11 +10,12 @@
 // mutex/rwlock/spinlock, interposed) on both sides, and, over memif, zero
 // system calls besides the idle backoff's sched_yield/nanosleep (counted on
 // the raw_syscalls:sys_enter tracepoint with perf_event_open). The idle
-// backoff runs only when a progress call found nothing to do for 200 us
-// (FI_DPDK_YIELD_AFTER_US): a side waiting for its peer, which on a loaded
-// 2-core machine must give the CPU away. Over af_packet every burst is a
-// sendto/recvfrom on the kernel socket, so the system calls are reported,
-// not asserted. Counts of every subtest are printed.
+// backoff runs only when progress calls found nothing to do for
+// FI_DPDK_YIELD_AFTER_US (10 us by default): a side waiting for its peer,
+// which on a loaded 2-core machine must give the CPU away. Over af_packet
+// every transmit burst is a sendto on the kernel socket (receiving reads
+// the mmap()ed ring), so the system calls are reported, not asserted.
+// Counts of every subtest are printed.
 //
 // Operations, each eager and rendezvous where the size allows (eager limit
 // 16 KiB by default):
@@ -62,6 +63,22 @@ bool over_memif()
     const char* d = getenv("FI_DPDK_DEVICE");
     return d && strncmp(d, "memif:", 6) == 0;
 }
+
+// The timeout (-T) of a spinning wait, started at its first call; the
+// clock is read once every 1024 calls.
+struct Patience {
+    uint64_t deadline = 0;
+    unsigned calls = 0;
+    bool exhausted()
+    {
+        if (++calls % 1024)
+            return false;
+        const uint64_t t = now_ms();
+        if (!deadline)
+            deadline = t + static_cast<uint64_t>(opts.timeout_ms);
+        return t > deadline;
+    }
+};
 
 // One endpoint, its registered buffer and completion counts. Everything in
 // here runs inside the counted window: no std::function, no containers.
@@ -112,15 +129,9 @@ struct Path {
     // Spins on progress until *done reaches target, or the timeout (-T).
     void wait(const uint64_t* done, uint64_t target, const char* what)
     {
-        uint64_t deadline = 0;
-        for (unsigned spins = 1; *done < target; spins++) {
+        for (Patience p; *done < target;) {
             poll();
-            if (spins % 1024)
-                continue;
-            const uint64_t t = now_ms();
-            if (!deadline)
-                deadline = t + static_cast<uint64_t>(opts.timeout_ms);
-            else if (t > deadline)
+            if (p.exhausted())
                 fail_abort(__FILE__, __LINE__, "timed out waiting for %s (%" PRIu64 " of %" PRIu64 ")",
                            what, *done, target);
         }
@@ -132,20 +143,14 @@ struct Path {
     template <typename F>
     void post(const char* what, F f)
     {
-        uint64_t deadline = 0;
-        for (unsigned tries = 1;; tries++) {
+        for (Patience p;;) {
             const ssize_t r = f();
             if (r == 0)
                 return;
             if (r != -FI_EAGAIN)
                 fail_abort(__FILE__, __LINE__, "%s = %zd (%s)", what, r, fi_strerror(static_cast<int>(-r)));
             poll();
-            if (tries % 1024)
-                continue;
-            const uint64_t t = now_ms();
-            if (!deadline)
-                deadline = t + static_cast<uint64_t>(opts.timeout_ms);
-            else if (t > deadline)
+            if (p.exhausted())
                 fail_abort(__FILE__, __LINE__, "%s: -FI_EAGAIN for %d ms", what, opts.timeout_ms);
         }
     }
