@@ -25,22 +25,26 @@ void leave_line(Session* s)
     s->window_waiting = false;
 }
 
-// Gives a clean send block to the first session in line, else to the pool.
+// Gives a clean send block to the first session in line that still has
+// something to send, else to the pool. A session of an endpoint being closed
+// is passed over: activating it would put it back on the engine's timer list
+// that close_endpoint has just taken it off.
 void hand_on(EngineImpl* e, InflightPacket* block)
 {
     WindowPool& pool = e->windows;
-    Session* next = pool.waiting_head;
-    if (!next) {
-        pool.tx.give(block);
+    while (Session* next = pool.waiting_head) {
+        pool.waiting_head = next->window_next;
+        if (!pool.waiting_head)
+            pool.waiting_tail = nullptr;
+        next->window_next = nullptr;
+        next->window_waiting = false;
+        if (!next->fifo_head || next->ep->closing)
+            continue;
+        next->inflight = block;  // stays counted as in use: it changes hands
+        e->activate(next);       // its queued operations can go now
         return;
     }
-    pool.waiting_head = next->window_next;
-    if (!pool.waiting_head)
-        pool.waiting_tail = nullptr;
-    next->window_next = nullptr;
-    next->window_waiting = false;
-    next->inflight = block;  // stays counted as in use: it changes hands
-    e->activate(next);       // its queued operations can go now
+    pool.tx.give(block);
 }
 
 } // namespace
