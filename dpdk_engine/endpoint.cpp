@@ -94,8 +94,20 @@ uint64_t iov_total(const iovec* iov, size_t n)
     return t;
 }
 
+// Every small message is one buffer copied whole (into the bounce buffer,
+// into the frame, out of it): skip the walk then.
+inline bool within_first(const iovec* iov, size_t n, uint64_t offset, uint64_t len)
+{
+    return n && offset <= iov[0].iov_len && len <= iov[0].iov_len - offset;
+}
+
 uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len)
 {
+    if (within_first(iov, n, offset, len)) {
+        if (len)
+            memcpy(static_cast<uint8_t*>(iov[0].iov_base) + offset, src, len);
+        return len;
+    }
     const auto* from = static_cast<const uint8_t*>(src);
     return walk_iov(iov, n, offset, len, [from](uint8_t* p, uint64_t done, uint64_t chunk) {
         memcpy(p, from + done, chunk);
@@ -104,6 +116,11 @@ uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* sr
 
 uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len)
 {
+    if (within_first(iov, n, offset, len)) {
+        if (len)
+            memcpy(dst, static_cast<const uint8_t*>(iov[0].iov_base) + offset, len);
+        return len;
+    }
     auto* to = static_cast<uint8_t*>(dst);
     return walk_iov(iov, n, offset, len, [to](const uint8_t* p, uint64_t done, uint64_t chunk) {
         memcpy(to + done, p, chunk);
