@@ -467,16 +467,22 @@ void test_dead_peer_receiver_only(void** state)
 // busy-polling processes on a loaded 2-core machine) loses nothing, so its
 // sender's timeouts are spurious and must not cost it its window.
 
-// Round trips a -> b so that both sides have RTT samples (RTO at its floor).
-void warm_up(Pair& p, Ep* a, Ep* b, uint64_t timeout)
+// Opens a (side 0) and b (side 1) and makes round trips a -> b, so that
+// both sides have RTT samples (RTO at its floor). Returns the op timeout.
+uint64_t open_warm_pair(void** state, Ep** a_out, Ep** b_out)
 {
+    Pair& p = P(state);
+    Ep* a = *a_out = p.open(0);
+    Ep* b = *b_out = p.open(1);
+    uint64_t t = op_timeout(state);
     std::vector<uint8_t> m = payload(1000, 7), r(1000);
     for (uintptr_t i = 0; i < 20; i++) {
         CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(9000 + i)) == 0, "recv");
         CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(8000 + i)) == 0, "send");
-        CHECK_STATUS(take(p, a, ctx(8000 + i), timeout), OpStatus::kOk);
-        CHECK_STATUS(take(p, b, ctx(9000 + i), timeout), OpStatus::kOk);
+        CHECK_STATUS(take(p, a, ctx(8000 + i), t), OpStatus::kOk);
+        CHECK_STATUS(take(p, b, ctx(9000 + i), t), OpStatus::kOk);
     }
+    return t;
 }
 
 // Progresses one side only, as if the other were descheduled.
@@ -502,10 +508,8 @@ uint32_t session_cwnd(Ep* ep)
 void test_paused_peer_spurious_rto(void** state)
 {
     Pair& p = P(state);
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
-    uint64_t t = op_timeout(state);
-    warm_up(p, a, b, t);
+    Ep *a, *b;
+    uint64_t t = open_warm_pair(state, &a, &b);
     const uint32_t cwnd = session_cwnd(a);
     const uint64_t rto0 = a->ep->stats().rto_fires;
     std::vector<uint8_t> m = payload(1000, 8), r(1000);
@@ -528,10 +532,8 @@ void test_paused_peer_spurious_rto(void** state)
 void test_ack_behind_rx_backlog(void** state)
 {
     Pair& p = P(state);
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
-    uint64_t t = op_timeout(state);
-    warm_up(p, a, b, t);
+    Ep *a, *b;
+    uint64_t t = open_warm_pair(state, &a, &b);
     const uint64_t rto0 = a->ep->stats().rto_fires;
     const size_t kBig = 1u << 20;
     std::vector<uint8_t> big = payload(kBig, 9), region(kBig), m = payload(1000, 10), r(1000);
