@@ -493,14 +493,21 @@ void run_side_for(Pair& p, int side, uint64_t ms)
         p.e[side]->progress();
 }
 
-uint32_t session_cwnd(Ep* ep)
+SessionStats session_of(Ep* ep)
 {
     SessionStats ss;
     CHECK(ep->ep->session_stats(&ss, 1) == 1, "one session");
-    return ss.cwnd;
+    return ss;
 }
 
-// b pauses for 15 RTO floors while a's message waits in its rx ring: a's
+// A pause long enough for ep's RTO to fire whatever the load made of its
+// RTT estimate.
+uint64_t pause_ms(Ep* ep)
+{
+    return 2 * uint64_t(session_of(ep).rto_us) / 1000 + 5;
+}
+
+// b pauses for twice a's RTO while a's message waits in its rx ring: a's
 // RTO fires and retransmits. b then takes the original and the copies in
 // one go, and its ACK echoes the original's timestamp: a sees that nothing
 // was lost, counts the timeouts as spurious and keeps its window (before:
@@ -510,19 +517,19 @@ void test_paused_peer_spurious_rto(void** state)
     Pair& p = P(state);
     Ep *a, *b;
     uint64_t t = open_warm_pair(state, &a, &b);
-    const uint32_t cwnd = session_cwnd(a);
+    const uint32_t cwnd = session_of(a).cwnd;
     const uint64_t rto0 = a->ep->stats().rto_fires;
     std::vector<uint8_t> m = payload(1000, 8), r(1000);
     CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
     CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
-    run_side_for(p, 0, 15 * p.cfg[0].rto_min_us / 1000);
-    CHECK(a->ep->stats().rto_fires > rto0, "no RTO fired while the peer was paused");
+    run_side_for(p, 0, pause_ms(a));
+    CHECK(a->ep->stats().rto_fires > rto0, "no RTO fired while the peer was paused (RTO %u us)", session_of(a).rto_us);
     CHECK_STATUS(take(p, a, ctx(1), t), OpStatus::kOk);
     CHECK_STATUS(take(p, b, ctx(2), t), OpStatus::kOk);
     CHECK(mcmp(r.data(), m.data(), m.size()) == 0, "payload");
     const EndpointStats& st = a->ep->stats();
     CHECK(st.spurious_rtos >= 1, "%" PRIu64 " RTOs, none recognised as spurious", st.rto_fires - rto0);
-    CHECK(session_cwnd(a) == cwnd, "window %u after a pause of the peer, %u before", session_cwnd(a), cwnd);
+    CHECK(session_of(a).cwnd == cwnd, "window %u after a pause of the peer, %u before", session_of(a).cwnd, cwnd);
 }
 
 // a is the one paused: meanwhile b wrote a window of data into it and then
@@ -551,7 +558,7 @@ void test_ack_behind_rx_backlog(void** state)
     ra.context = ctx(4);
     CHECK(b->ep->write(ra) == 0, "write");  // a window of it goes now
     CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
-    run_side_for(p, 1, 10 * p.cfg[1].rto_min_us / 1000);
+    run_side_for(p, 1, pause_ms(a));  // a's RTO is due when it runs again
     CHECK(!b->sink.c.empty(), "b did not receive a's message while a was paused");
     CHECK_STATUS(take(p, a, ctx(1), t), OpStatus::kOk);
     CHECK(a->ep->stats().rto_fires == rto0, "%" PRIu64 " RTOs with the ACK waiting in the rx ring",
