@@ -70,6 +70,8 @@ const char* to_string(OpStatus s)
     case OpStatus::kRemoteBadAtomic: return "atomic refused: unsupported op/datatype or misaligned target";
     case OpStatus::kNoMatch: return "no matching message";
     case OpStatus::kProtocolError: return "protocol error from the peer";
+    case OpStatus::kResponseTimeout:
+        return "no response from the peer within FI_DPDK_TIMEOUT_MS (request acknowledged, never answered)";
     }
     return "unknown status";
 }
@@ -387,12 +389,19 @@ int EngineImpl::progress(bool may_back_off)
             handle_frame(pkts[i], now);
     }
 
+    // RMA/atomic requests acknowledged but never answered (issue 6): looked
+    // for a few times per peer timeout, so the data path pays nothing.
+    const bool check_responses = now >= next_response_check_us;
+    if (check_responses)
+        next_response_check_us = now + uint64_t(cfg.peer_timeout_ms) * 1000 / 8;
     Session** pp = &active;
     while (*pp) {
         Session* s = *pp;
         if (s->fifo_head)
             session_pump(s, now);
         session_timers(s, now);
+        if (check_responses && !s->ops.empty())
+            s->ep->fail_overdue_responses(s, now);
         if (!session_busy(s)) {
             *pp = s->active_next;
             s->active = false;

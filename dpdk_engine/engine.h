@@ -115,6 +115,7 @@ enum class OpStatus : uint8_t {
     kRemoteBadAtomic,    // atomic refused: op/type/alignment
     kNoMatch,            // peek found no message
     kProtocolError,      // the peer sent something inconsistent
+    kResponseTimeout,    // RMA/atomic: acknowledged, but no response within the peer timeout
 };
 const char* to_string(OpStatus s);
 
@@ -269,6 +270,10 @@ struct EndpointStats {
     // for a send window, out-of-order packets dropped for want of a receive
     // ring (the sender retransmits them).
     uint64_t tx_window_waits, rx_window_drops;
+    // Issue 6: CTSs that found no free operation and went later (retried
+    // from the session timers), RMA/atomic requests failed kResponseTimeout
+    // (acknowledged, no response within FI_DPDK_TIMEOUT_MS).
+    uint64_t cts_deferred, response_timeouts;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

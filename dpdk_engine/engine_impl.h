@@ -87,6 +87,13 @@ struct TxOp {
     void* result = nullptr;       // atomic fetch destination
     uint64_t received = 0;        // kRead: bytes of response data placed
 
+    // kWrite/kRead/kAtomic whose packets are all acknowledged: since when
+    // (0 = not yet seen so) the response is awaited with no sign of it, and
+    // `received` then (a read's response data arriving restarts the clock).
+    // Checked a few times per peer timeout (EndpointImpl::fail_overdue_responses).
+    uint64_t response_wait_since_us = 0;
+    uint64_t response_wait_received = 0;
+
     // Responses and CTS (internal ops).
     uint32_t peer_op_id = 0;
     wire::WireStatus wire_status = wire::WireStatus::kOk;
@@ -126,6 +133,7 @@ struct RxMsg {
     bool rendezvous = false;      // arrived as an RTS
     bool complete = false;        // every byte arrived (unexpected eager)
     bool cts_sent = false;
+    bool cts_waiting = false;     // matched rendezvous whose CTS found no free op (EndpointImpl::cts_waiting)
     Session* session = nullptr;
     Address src;
     uint64_t tag = 0, data = 0;
@@ -265,6 +273,7 @@ struct Session {
     bool write_refused = false;   // refused_write_op is set
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
+    bool cts_waiting = false;     // messages of this session wait in EndpointImpl::cts_waiting
     bool active = false;          // in EngineImpl::active_
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
@@ -315,6 +324,12 @@ class EndpointImpl : public Endpoint {
 
     List<PostedRecv> posted[2];     // [0] untagged, [1] tagged
     List<RxMsg> unexpected[2];
+    // Matched rendezvous messages whose CTS could not be sent (no free
+    // operation: a multi-receive buffer matching several RTSs at once can
+    // take more than the one post_recv keeps in reserve). Their sessions
+    // stay active (session_expecting) and session_timers sends the CTSs
+    // once operations come back (retry_cts).
+    List<RxMsg> cts_waiting;
 
     // ---- sessions (session.cpp)
     Session* session_for(Address peer, bool create);
@@ -367,7 +382,15 @@ class EndpointImpl : public Endpoint {
     void bind_slice(RxMsg* m, PostedRecv* r);
     void finish_recv(RxMsg* m, OpStatus status);
     void release_recv(PostedRecv* r);
+    // Sends m's CTS; without a free operation m waits in cts_waiting and
+    // false is returned (the CTS goes later, from retry_cts).
     bool send_cts(RxMsg* m);
+    // Sends the waiting CTSs of session s while operations are free.
+    void retry_cts(Session* s);
+    // Fails with kResponseTimeout the kWrite/kRead/kAtomic operations of s
+    // that, all packets acknowledged, have waited a peer timeout for their
+    // response (rma.cpp). Called by progress() a few times per peer timeout.
+    void fail_overdue_responses(Session* s, uint64_t now);
     RxMsg* alloc_msg();
     void free_msg(RxMsg* m);
     RxMsg* msg_by_handle(uint32_t handle);
@@ -391,6 +414,9 @@ class EngineImpl {
     std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
     std::vector<rte_mbuf*> loopback_work; // the batch progress() handles (swapped, never reallocated)
     uint64_t idle_since_us = 0;
+    // Next time progress() looks for RMA/atomic responses overdue
+    // (fail_overdue_responses): every peer timeout / 8, not every round.
+    uint64_t next_response_check_us = 0;
     // mbufs held as hidden buffers of unexpected messages, and their cap
     // (a share of the pool, so receiving in order never runs dry).
     uint32_t held_unexpected = 0;

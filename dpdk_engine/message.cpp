@@ -234,6 +234,10 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
         m->session->cur_eager = nullptr;
     if (m->session && m->rendezvous && m->cts_sent)
         m->session->rdv_waiting--;
+    if (m->cts_waiting) {
+        cts_waiting.remove(m);
+        m->cts_waiting = false;
+    }
     free_msg(m);
     if (report)
         complete(c);
@@ -242,8 +246,18 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
 bool EndpointImpl::send_cts(RxMsg* m)
 {
     TxOp* op = alloc_op(TxOp::Kind::kCts, m->session);
-    if (!op)
+    if (!op) {
+        // Issue 6: never a receive waiting for a CTS nothing sends. It goes
+        // from session_timers once an operation is free again.
+        if (!m->cts_waiting) {
+            st.cts_deferred++;
+            m->cts_waiting = true;
+            cts_waiting.push_back(m);
+            m->session->cts_waiting = true;
+            engine->activate(m->session);
+        }
         return false;
+    }
     uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
     op->peer_op_id = m->sender_op;
     op->rdv_handle = m->handle;
@@ -254,6 +268,26 @@ bool EndpointImpl::send_cts(RxMsg* m)
     if (granted == 0)
         finish_recv(m, OpStatus::kOk);
     return true;
+}
+
+void EndpointImpl::retry_cts(Session* s)
+{
+    // From the head each time: send_cts may complete a receive (0 bytes
+    // granted), and the callback may post or cancel, changing the list.
+    while (free_ops) {
+        RxMsg* m = cts_waiting.head;
+        while (m && m->session != s)
+            m = m->next;
+        if (!m)
+            break;
+        cts_waiting.remove(m);
+        m->cts_waiting = false;
+        send_cts(m);
+    }
+    bool left = false;
+    for (RxMsg* m = cts_waiting.head; m && !left; m = m->next)
+        left = m->session == s;
+    s->cts_waiting = left;
 }
 
 // Hands a bound unexpected message its data: held payloads are copied now,
@@ -401,12 +435,10 @@ int EndpointImpl::peek(const RecvArgs& a)
         unexpected[tagged].remove(found);
         unexpected_count--;
         if (found->rendezvous) {
-            if (!free_ops)
-                return -EAGAIN;
             found->state = RxMsg::State::kMatched;
             found->capacity = 0;
             found->recv_flags = kOpDiscard;  // peek already reported it
-            send_cts(found);
+            send_cts(found);  // or later, when no operation is free (retry_cts)
         } else if (!found->complete) {
             found->state = RxMsg::State::kMatched;  // rest dropped as it lands
             found->capacity = 0;
@@ -644,8 +676,9 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
         }
     }
     // Rendezvous messages from this stream: matched ones wait for data that
-    // will never come (or, when no operation was free for it, for a CTS that
-    // nothing retries); unmatched RTSs name a sender operation that is gone.
+    // will never come (or for a CTS still waiting for an operation: the
+    // sender it would go to is gone); unmatched RTSs name a sender operation
+    // that is gone.
     for (uint32_t i = 0; i < msg_capacity; i++) {
         RxMsg& m = *msg_at(i);
         if (m.session != s || !m.rendezvous)

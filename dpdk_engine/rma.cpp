@@ -246,6 +246,40 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
 
 // The request a response answers: ours, of the expected kind, on this
 // session, still waiting. nullptr for anything else (counted by the caller).
+// Issue 6 (never a hang): a target that acknowledges a request and answers
+// our keepalives but never sends the response (a bug, or a forged peer)
+// would leave the request waiting forever, since the session's peer timeout
+// watches only silence. The clock starts when progress() first sees the
+// request fully acknowledged with no response; a read's response data
+// arriving restarts it. A rendezvous RTS is not watched: its receiver may
+// legitimately post the receive much later.
+void EndpointImpl::fail_overdue_responses(Session* s, uint64_t now)
+{
+    const uint64_t timeout = uint64_t(engine->cfg.peer_timeout_ms) * 1000;
+    TxOp* op = s->ops.head;
+    while (op) {
+        TxOp* next = op->next;
+        const bool request =
+            op->kind == TxOp::Kind::kWrite || op->kind == TxOp::Kind::kRead || op->kind == TxOp::Kind::kAtomic;
+        if (!request || op->response_done) {
+            op = next;
+            continue;
+        }
+        if (op->queued || op->inflight || op->next_offset < op->total_len || !op->header_sent) {
+            op->response_wait_since_us = 0;  // still ours to deliver: the RTO and retry limit watch it
+        } else if (!op->response_wait_since_us || op->received != op->response_wait_received) {
+            op->response_wait_since_us = now;
+            op->response_wait_received = op->received;
+        } else if (now - op->response_wait_since_us >= timeout) {
+            st.response_timeouts++;
+            complete_op(op, OpStatus::kResponseTimeout);
+            // The completion callback may have posted or completed others.
+            next = s->ops.head;
+        }
+        op = next;
+    }
+}
+
 TxOp* EndpointImpl::waiting_request(Session* s, const wire::RespExt* x, TxOp::Kind kind)
 {
     TxOp* op = op_by_id(x->op_id.get());

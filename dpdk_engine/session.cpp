@@ -441,7 +441,7 @@ void session_pump(Session* s, uint64_t now)
 
 bool session_expecting(const Session* s)
 {
-    return !s->ops.empty() || s->rdv_waiting || s->cur_eager;
+    return !s->ops.empty() || s->rdv_waiting || s->cur_eager || s->cts_waiting;
 }
 
 void session_send_probe(Session* s, uint64_t now)
@@ -639,6 +639,8 @@ void session_timers(Session* s, uint64_t now)
     const EngineConfig& cfg = s->ep->engine->cfg;
     if (s->blocked)
         session_drain(s, now);
+    if (s->cts_waiting)
+        s->ep->retry_cts(s);
     bool unacked = s->una != s->next_psn;
     // A connected session (FI_EP_MSG) always watches its peer, idle or not.
     if (unacked || session_expecting(s) || s->connected) {

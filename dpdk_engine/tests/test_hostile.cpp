@@ -23,11 +23,19 @@
 //                     messages are dropped, every packet buffer returns to
 //                     the pool, and the old stream is then a stranger's
 //                     (stale_stream + reset) while a new one delivers
+//   response_timeout  the peer acknowledges an RMA write and keeps answering
+//                     but never responds: the write fails kResponseTimeout
+//                     after FI_DPDK_TIMEOUT_MS, the session lives on
+//   cts_deferred      a multi-receive matches two unexpected RTSs with one
+//                     free operation: the second CTS goes once the first is
+//                     acknowledged, and both receives complete
 #include <arpa/inet.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,11 +84,11 @@ struct Rig {
     std::vector<wire::ParsedPacket> seen;  // headers only: valid until the next drain
     std::vector<uint8_t> seen_types;
     std::vector<uint32_t> seen_ack_streams, seen_streams, seen_op_ids;
+    std::vector<wire::RdvExt> seen_cts;
 
-    Rig()
+    explicit Rig(EngineConfig cfg = EngineConfig())
     {
         std::string name = "th" + std::to_string(g_ring++);
-        EngineConfig cfg;
         cfg.port.device = "ringpair:" + name + ":0";
         cfg.port.mbufs = 2048;
         int rc = Engine::create(cfg, &engine);
@@ -117,6 +125,8 @@ struct Rig {
             seen_ack_streams.push_back(p.th->ack_stream_id.get());
             if (p.type == wire::PacketType::kRmaWrite)
                 seen_op_ids.push_back(reinterpret_cast<const wire::RmaExt*>(p.ext)->op_id.get());
+            if (p.type == wire::PacketType::kMsgCts)
+                seen_cts.push_back(*reinterpret_cast<const wire::RdvExt*>(p.ext));
         });
     }
     // Was a reset naming `stream` sent?
@@ -449,6 +459,155 @@ void test_forget_peer(void**)
     r.engine->close_endpoint(ep);
 }
 
+// A pure ACK from peer 0 of everything before `ack_psn` on `our_stream`.
+PacketSpec ack_of(uint32_t our_stream, uint32_t ack_psn)
+{
+    PacketSpec ack;
+    ack.type = wire::PacketType::kAck;
+    ack.flags = wire::kFlagHasAck;
+    ack.stream = 0xACED;
+    ack.ack_stream = our_stream;
+    ack.ack_psn = ack_psn;
+    return ack;
+}
+
+void test_response_timeout(void**)
+{
+    EngineConfig cfg;
+    cfg.peer_timeout_ms = 1000;  // ACKs every ~20 ms keep the session alive even on a loaded machine
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    static char src[32] = "never answered";
+    iovec iov{src, sizeof src};
+    RmaArgs w = write_to_peer0(&iov, 8);
+    w.flags = kOpCompletion;
+    assert_int_equal(ep->write(w), 0);
+    r.run();
+    assert_int_equal(r.seen_op_ids.size(), 1);
+    const uint32_t our_stream = r.seen_streams[0];
+    // Peer 0 acknowledges the write and keeps acknowledging (so the session
+    // never times out for silence) but never sends the response.
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    auto elapsed_ms = [&] {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    };
+    while (sink.c.empty() && elapsed_ms() < 10 * cfg.peer_timeout_ms) {
+        assert_true(r.peer.send(peer_addr(0), ep->address(), ack_of(our_stream, 1)));
+        r.run();
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    }
+    const long long waited = elapsed_ms();
+    assert_int_equal(sink.c.size(), 1);
+    assert_ptr_equal(sink.c[0].context, reinterpret_cast<void*>(8));
+    assert_int_equal(int(sink.c[0].status), int(OpStatus::kResponseTimeout));
+    assert_true(waited >= cfg.peer_timeout_ms);  // not before the timeout
+    printf("write failed kResponseTimeout after %lld ms (FI_DPDK_TIMEOUT_MS %u)\n", waited, cfg.peer_timeout_ms);
+    assert_int_equal(ep->stats().response_timeouts, 1);
+    assert_int_equal(ep->stats().session_failures, 0);  // the safety net, not the peer timeout
+    assert_int_equal(live_sessions(ep), 1);
+    // A response arriving after that completes nothing.
+    wire::RespExt x{};
+    x.op_id.set(r.seen_op_ids[0]);
+    PacketSpec resp;
+    resp.type = wire::PacketType::kRmaWriteResp;
+    resp.flags = static_cast<uint16_t>(wire::kFlagStreamStart | wire::kFlagHasAck);
+    resp.stream = 0xACED;
+    resp.ack_stream = our_stream;
+    resp.ack_psn = 1;
+    resp.ext = fake::bytes_of(x);
+    const uint64_t errors = ep->stats().protocol_errors;
+    assert_true(r.peer.send(peer_addr(0), ep->address(), resp));
+    r.run();
+    assert_int_equal(ep->stats().protocol_errors, errors + 1);
+    assert_int_equal(sink.c.size(), 1);
+    r.engine->close_endpoint(ep);
+}
+
+// A rendezvous announcement of `len` bytes (sender operation `op`).
+PacketSpec rts(uint32_t psn, uint32_t op, uint64_t len)
+{
+    wire::MsgExt x{};
+    x.msg_id.set(psn);
+    x.sender_op.set(op);
+    x.total_len.set(len);
+    PacketSpec s;
+    s.type = wire::PacketType::kMsgRts;
+    s.flags = static_cast<uint16_t>(psn == 0 ? wire::kFlagStreamStart : 0);
+    s.stream = 0xC75;
+    s.psn = psn;
+    s.ext = fake::bytes_of(x);
+    return s;
+}
+
+void test_cts_deferred(void**)
+{
+    EngineConfig cfg;
+    cfg.max_ops = 2;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const Address me = ep->address();
+    // Two unexpected rendezvous messages from peer 0.
+    assert_true(r.peer.send(peer_addr(0), me, rts(0, 0x100, 100)));
+    assert_true(r.peer.send(peer_addr(0), me, rts(1, 0x200, 100)));
+    r.run();
+    assert_int_equal(r.seen_cts.size(), 0);
+    // One of the two operations taken by a write peer 1 never answers.
+    static char src[16] = "hold an op";
+    iovec iov{src, sizeof src};
+    RmaArgs w = write_to_peer0(&iov, 9);
+    w.dest = peer_addr(1);
+    assert_int_equal(ep->write(w), 0);
+    // One multi-receive buffer takes both: one operation for two CTSs.
+    static char buf[1024];
+    iovec riov{buf, sizeof buf};
+    RecvArgs a;
+    a.iov = &riov;
+    a.iov_count = 1;
+    a.context = reinterpret_cast<void*>(5);
+    a.flags = kOpCompletion | kOpMultiRecv;
+    assert_int_equal(ep->recv(a), 0);
+    r.run();
+    assert_int_equal(r.seen_cts.size(), 1);
+    assert_int_equal(ep->stats().cts_deferred, 1);
+    // Acknowledging the first CTS frees its operation: the second goes.
+    uint32_t cts_stream = 0;
+    for (size_t i = 0; i < r.seen_types.size(); i++)
+        if (r.seen_types[i] == uint8_t(wire::PacketType::kMsgCts))
+            cts_stream = r.seen_streams[i];
+    assert_true(r.peer.send(peer_addr(0), me, ack_of(cts_stream, 1)));
+    r.run();
+    assert_int_equal(r.seen_cts.size(), 2);
+    // The data for both lands and both receives complete.
+    char data[100];
+    for (uint32_t i = 0; i < 2; i++) {
+        const wire::RdvExt& cts = r.seen_cts[i];
+        assert_int_equal(cts.len.get(), 100);
+        assert_int_equal(cts.sender_op.get(), i == 0 ? 0x100 : 0x200);
+        wire::DataExt x{};
+        x.handle.set(cts.handle.get());
+        PacketSpec d;
+        d.type = wire::PacketType::kMsgRdvData;
+        d.flags = wire::kFlagLast;
+        d.stream = 0xC75;
+        d.psn = 2 + i;
+        d.ext = fake::bytes_of(x);
+        memset(data, 'a' + int(i), sizeof data);
+        d.payload.assign(data, data + sizeof data);
+        assert_true(r.peer.send(peer_addr(0), me, d));
+    }
+    r.run();
+    size_t ok = 0;
+    for (const Completion& c : sink.c)
+        ok += c.type == CompletionType::kRecv && c.status == OpStatus::kOk && c.len == 100;
+    assert_int_equal(ok, 2);
+    assert_int_equal(buf[0] + buf[100], 'a' + 'b');  // in whichever order they matched
+    r.engine->close_endpoint(ep);
+}
+
 } // namespace
 
 int main()
@@ -457,7 +616,8 @@ int main()
         cmocka_unit_test(test_no_endpoint),     cmocka_unit_test(test_after_close),
         cmocka_unit_test(test_unknown_source),  cmocka_unit_test(test_stale_epoch),
         cmocka_unit_test(test_forged_response), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_forget_peer),
+        cmocka_unit_test(test_forget_peer),     cmocka_unit_test(test_response_timeout),
+        cmocka_unit_test(test_cts_deferred),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

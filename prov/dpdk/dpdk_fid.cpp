@@ -78,6 +78,7 @@ int op_status_errno(dpdk_engine::OpStatus s) noexcept
     case OpStatus::kCanceled:
         return FI_ECANCELED;
     case OpStatus::kPeerTimeout:
+    case OpStatus::kResponseTimeout:
         return FI_ETIMEDOUT;
     case OpStatus::kPeerReset:
         return FI_EIO;
