@@ -217,6 +217,7 @@ struct Session {
     RttEstimator rtt;
     uint64_t rto_deadline = 0;    // 0 = not armed
     uint64_t last_heard_us = 0;   // any valid packet from the peer
+    uint64_t last_data_us = 0;    // a packet with a sequence number (not a pure ACK)
     uint64_t last_probe_us = 0;   // keepalive sent while waiting on the peer
     uint64_t ack_deadline = 0;
     // Counters of this session alone (the endpoint's EndpointStats sums all).

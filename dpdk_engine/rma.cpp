@@ -4,6 +4,7 @@
 // response packet carrying a WireStatus. Every request is checked (key,
 // bounds, access, atomic alignment) before a byte is touched: a violation
 // is refused and reported to the initiator, never applied (design.md 4).
+#include <algorithm>
 #include <cstring>
 
 #include "engine_impl.h"
@@ -253,9 +254,15 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
 // request fully acknowledged with no response; a read's response data
 // arriving restarts it. A rendezvous RTS is not watched: its receiver may
 // legitimately post the receive much later.
+// A peer still sending us data is making progress (our response may be
+// queued behind its messages): the wait counts from its last data packet
+// too. A peer silent for more than half the timeout (a live one answers the
+// keepalive probe sent after a quarter) is left to the peer timeout, since a
+// dead peer's operations must all end kPeerTimeout.
 void EndpointImpl::fail_overdue_responses(Session* s, uint64_t now)
 {
     const uint64_t timeout = uint64_t(engine->cfg.peer_timeout_ms) * 1000;
+    const bool peer_silent = now > s->last_heard_us && now - s->last_heard_us > timeout / 2;
     TxOp* op = s->ops.head;
     while (op) {
         TxOp* next = op->next;
@@ -270,7 +277,7 @@ void EndpointImpl::fail_overdue_responses(Session* s, uint64_t now)
         } else if (!op->response_wait_since_us || op->received != op->response_wait_received) {
             op->response_wait_since_us = now;
             op->response_wait_received = op->received;
-        } else if (now - op->response_wait_since_us >= timeout) {
+        } else if (!peer_silent && now - std::max(op->response_wait_since_us, std::min(s->last_data_us, now)) >= timeout) {
             st.response_timeouts++;
             complete_op(op, OpStatus::kResponseTimeout);
             // The completion callback may have posted or completed others.

@@ -547,7 +547,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         s->ack_sent_psn = 0;
         s->blocked = false;
     }
-    s->last_heard_us = now;
+    s->last_heard_us = s->last_data_us = now;
     process_ack(s, th, now);
 
     uint32_t psn = th->psn.get();

@@ -526,6 +526,51 @@ void test_response_timeout(void**)
     r.engine->close_endpoint(ep);
 }
 
+// A peer that is busy sending us other data (the response may be queued
+// behind it) is making progress: the response wait does not run out while
+// data arrives. When that peer then dies, the write ends kPeerTimeout, the
+// status every operation of a dead peer ends with (the kill test of
+// test_two_process.sh saw kResponseTimeout here at load).
+void test_response_wait_busy_then_dead_peer(void**)
+{
+    EngineConfig cfg;
+    cfg.peer_timeout_ms = 300;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    static char src[32] = "answer queued";
+    iovec iov{src, sizeof src};
+    RmaArgs w = write_to_peer0(&iov, 9);
+    w.flags = kOpCompletion;
+    assert_int_equal(ep->write(w), 0);
+    r.run();
+    assert_int_equal(r.seen_op_ids.size(), 1);
+    assert_true(r.peer.send(peer_addr(0), ep->address(), ack_of(r.seen_streams[0], 1)));
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    uint32_t psn = 0;
+    // 2.5 timeouts of unrelated messages from the peer, one every 20 ms.
+    while (Clock::now() - start < std::chrono::milliseconds(5 * cfg.peer_timeout_ms / 2)) {
+        assert_true(r.peer.send(peer_addr(0), ep->address(), eager(0xACED, psn, "busy", psn == 0)));
+        psn++;
+        r.run();
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    }
+    assert_int_equal(sink.c.size(), 0);  // still waiting for its response
+    start = Clock::now();                // the peer falls silent
+    while (sink.c.empty() && Clock::now() - start < std::chrono::milliseconds(20 * cfg.peer_timeout_ms)) {
+        r.run();
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    }
+    assert_int_equal(sink.c.size(), 1);
+    assert_ptr_equal(sink.c[0].context, reinterpret_cast<void*>(9));
+    assert_int_equal(int(sink.c[0].status), int(OpStatus::kPeerTimeout));
+    assert_int_equal(ep->stats().response_timeouts, 0);
+    r.engine->close_endpoint(ep);
+}
+
 // A rendezvous announcement of `len` bytes (sender operation `op`).
 PacketSpec rts(uint32_t psn, uint32_t op, uint64_t len)
 {
@@ -617,6 +662,7 @@ int main()
         cmocka_unit_test(test_unknown_source),  cmocka_unit_test(test_stale_epoch),
         cmocka_unit_test(test_forged_response), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_forget_peer),     cmocka_unit_test(test_response_timeout),
+        cmocka_unit_test(test_response_wait_busy_then_dead_peer),
         cmocka_unit_test(test_cts_deferred),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
