@@ -60,8 +60,9 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
-#define FI_DPDK_STATS_VERSION 2
+#define FI_DPDK_STATS_VERSION 3
 #define FI_DPDK_EP_STATS_SIZE_V1 208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
+#define FI_DPDK_EP_STATS_SIZE_V2 264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -104,6 +105,15 @@ struct fi_dpdk_ep_stats {
 	uint64_t conn_peers_lost;   /* connected peers lost: timeout or reset */
 	/* Any endpoint type: */
 	uint64_t no_session;        /* ACKs and resets from peers without a session (dropped) */
+	/* Version 3: */
+	uint64_t spurious_rtos;     /* of rto_fires, those the peer's ACK proved needless
+				       (nothing was lost, the peer was slow): window cut undone */
+	uint64_t tx_window_waits;   /* times a session queued for a send window (pool at its cap) */
+	uint64_t rx_window_drops;   /* out-of-order packets dropped for want of a receive ring
+				       (the sender retransmits them) */
+	uint64_t cts_deferred;      /* rendezvous clear-to-sends that waited for a free operation */
+	uint64_t response_timeouts; /* RMA/atomic requests acknowledged but never answered:
+				       failed FI_ETIMEDOUT after FI_DPDK_TIMEOUT_MS */
 };
 
 /* One session: this endpoint and one peer endpoint. */

@@ -15,11 +15,15 @@ namespace {
 
 constexpr uint32_t kPrefix = 2 * sizeof(uint32_t);  // size + version
 
-// Version 1's layout is frozen: version 2 only appended.
+// The layouts of versions 1 and 2 are frozen: each later version only appends.
 static_assert(offsetof(fi_dpdk_ep_stats, dgram_tx) == FI_DPDK_EP_STATS_SIZE_V1,
               "fi_dpdk_ep_stats: version 1 fields moved");
 static_assert(offsetof(fi_dpdk_ep_stats, session_failures) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V1,
               "fi_dpdk_ep_stats: version 2 fields must follow session_failures");
+static_assert(offsetof(fi_dpdk_ep_stats, spurious_rtos) == FI_DPDK_EP_STATS_SIZE_V2,
+              "fi_dpdk_ep_stats: version 2 fields moved");
+static_assert(offsetof(fi_dpdk_ep_stats, no_session) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V2,
+              "fi_dpdk_ep_stats: version 3 fields must follow no_session");
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.
@@ -87,6 +91,11 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.conn_ctl_rx = s.conn_ctl_rx;
         r.conn_peers_lost = s.conn_peers_lost;
         r.no_session = s.no_session;
+        r.spurious_rtos = s.spurious_rtos;
+        r.tx_window_waits = s.tx_window_waits;
+        r.rx_window_drops = s.rx_window_drops;
+        r.cts_deferred = s.cts_deferred;
+        r.response_timeouts = s.response_timeouts;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

@@ -326,6 +326,11 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 		FIELD(*st, dgram_truncated); FIELD(*st, conn_ctl_rx); FIELD(*st, conn_peers_lost);
 		FIELD(*st, no_session);
 	}
+	if (st->size > FI_DPDK_EP_STATS_SIZE_V2) {  /* version 3 on */
+		FIELD(*st, spurious_rtos); FIELD(*st, tx_window_waits);
+		FIELD(*st, rx_window_drops); FIELD(*st, cts_deferred);
+		FIELD(*st, response_timeouts);
+	}
 
 	ssize_t n = ops->session_stats(s->ep, NULL, 0);
 	if (n < 0)
@@ -343,6 +348,12 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 		       ss[i].rx_packets, ss[i].retransmits, ss[i].duplicates, ss[i].out_of_order,
 		       ss[i].srtt_us, ss[i].rto_us, ss[i].cwnd, ss[i].ops);
 	if (opt.check) {
+		check(st->size == sizeof(*st) && st->version == FI_DPDK_STATS_VERSION,
+		      "%s: ep_stats size %u version %u, built for %zu and %u", role, st->size,
+		      st->version, sizeof(*st), FI_DPDK_STATS_VERSION);
+		/* A spurious timeout is one of the timeouts. */
+		check(st->spurious_rtos <= st->rto_fires, "%s: spurious_rtos %" PRIu64
+		      " > rto_fires %" PRIu64, role, st->spurious_rtos, st->rto_fires);
 		/* The sessions' counters add up to the endpoint's. */
 		uint64_t tx = 0, rx = 0;
 		for (ssize_t i = 0; i < m && i < n; i++) {
@@ -405,6 +416,14 @@ static void check_conventions(struct side *a, struct fi_info *info)
 	      small->tx_packets > 0 && raw[FI_DPDK_EP_STATS_SIZE_V1] == 0xee,
 	      "a version 1 (%u-byte) ep_stats request fills exactly that (got size %u)",
 	      FI_DPDK_EP_STATS_SIZE_V1, small->size);
+	/* A version 2 caller: up to no_session, the version 3 fields untouched. */
+	memset(raw, 0xee, sizeof(raw));
+	small->size = FI_DPDK_EP_STATS_SIZE_V2;
+	check(ops->ep_stats(a->ep, small) == 0 && small->size == FI_DPDK_EP_STATS_SIZE_V2 &&
+	      small->version == FI_DPDK_STATS_VERSION && small->tx_packets > 0 &&
+	      raw[FI_DPDK_EP_STATS_SIZE_V2] == 0xee && raw[sizeof(raw) - 1] == 0xee,
+	      "a version 2 (%u-byte) ep_stats request fills exactly that (got size %u)",
+	      FI_DPDK_EP_STATS_SIZE_V2, small->size);
 	small->size = 4;
 	check(ops->ep_stats(a->ep, small) == -FI_EINVAL, "size 4 -> -FI_EINVAL");
 	check(ops->ep_stats(a->ep, NULL) == -FI_EINVAL, "NULL stats -> -FI_EINVAL");

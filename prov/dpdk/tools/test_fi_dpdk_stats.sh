@@ -4,7 +4,7 @@
 # process needed): the counters agree with each other and with what was
 # sent (-c), eager and rendezvous sizes, datagram endpoints (-d: the
 # dgram_* counters, a dropped and a truncated datagram), connected ones (-m:
-# the accept and a shutdown in conn_ctl_rx), and under seeded
+# the accept and a shutdown in conn_ctl_rx), the version 3 counters, and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
 set -u
 builddir=$(pwd)
@@ -31,6 +31,17 @@ receiver() { awk -v f="$1" '/^receiver endpoint/{s=1} /^device/{s=0} s && $1 == 
 
 run eager -- -n 2000 -s 1000
 [ "$(receiver rx_bytes)" = 2000000 ] || { echo "FAIL: eager: receiver rx_bytes $(receiver rx_bytes)"; fail=1; }
+# Version 3: both sides print the five counters it appended (-c checked
+# their size, version, the v2 caller's view and spurious_rtos <= rto_fires).
+v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts) +[0-9]+$' "$out")
+if [ "$v3" = 10 ] && [ "$(grep -c '(stats version 3)' "$out")" = 2 ]; then
+	echo "PASS: version 3 counters printed"
+else
+	echo "FAIL: version 3: $v3 of 10 counter lines"; sed 's/^/    /' "$out"; fail=1
+fi
+# Messages make no RMA request, so nothing can wait for a response.
+[ "$(sender response_timeouts)" = 0 ] && [ "$(receiver response_timeouts)" = 0 ] ||
+	{ echo "FAIL: eager: response_timeouts $(sender response_timeouts) $(receiver response_timeouts)"; fail=1; }
 run rendezvous -- -n 200 -s 100000
 [ "$(sender rendezvous)" = 200 ] || { echo "FAIL: rendezvous: sender rendezvous $(sender rendezvous)"; fail=1; }
 run empty-messages -- -n 100 -s 0
