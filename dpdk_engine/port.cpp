@@ -484,7 +484,9 @@ void Port::close_ethdev() {
   if (kind_ != Kind::kPci && vdev_created_) rte_vdev_uninit(vdev_name_.c_str());
 }
 
-void Port::teardown() {
+// What touches the rings at close (the wait flag, the last tx batch, the
+// goodbye), then the device itself.
+void Port::close_rings_and_ethdev() {
   if (wait_arms_ > 0) {
     wait_arms_ = 1;
     disarm_rx_wait();
@@ -492,19 +494,24 @@ void Port::teardown() {
   if (tx_count_ > 0 && started_) flush();
   if (tx_count_ > 0) rte_pktmbuf_free_bulk(tx_batch_, tx_count_);
   tx_count_ = 0;
-  if (port_id_ != UINT16_MAX) {
-    if (kind_ == Kind::kMemif) {
-      memif_say_goodbye();
-      // A peer that closes first makes EAL's interrupt thread tear the
-      // connection down (memif_intr_handler -> memif_disconnect, which
-      // unmaps and rte_free()s the regions) while we do the same in
-      // dev_stop/dev_close here: both freed the same regions ("EAL: Error:
-      // Invalid memory" on stderr at exit, and a use-after-free).  Closing
-      // from that thread serialises the two.
-      port_internal::run_in_interrupt_thread([](void* self) { static_cast<Port*>(self)->close_ethdev(); }, this);
-    } else {
-      close_ethdev();
-    }
+  if (port_id_ == UINT16_MAX) return;
+  if (kind_ == Kind::kMemif) memif_say_goodbye();
+  close_ethdev();
+}
+
+void Port::teardown() {
+  if (kind_ == Kind::kMemif && port_id_ != UINT16_MAX) {
+    // A peer that closes makes EAL's interrupt thread tear the connection
+    // down (memif_intr_handler -> memif_disconnect, which unmaps and
+    // rte_free()s the regions).  Doing our own close on that thread
+    // serialises the two: from here, neither our last flush and goodbye
+    // (a SIGSEGV in eth_memif_tx when both sides closed at once) nor our
+    // dev_stop/dev_close (both sides freed the same regions: "EAL: Error:
+    // Invalid memory") can run while the PMD unmaps.
+    port_internal::run_in_interrupt_thread([](void* self) { static_cast<Port*>(self)->close_rings_and_ethdev(); },
+                                           this);
+  } else {
+    close_rings_and_ethdev();
   }
   rx_fd_ = -1;
   if (kind_ == Kind::kMemif && wait_fd_ >= 0) close(wait_fd_);

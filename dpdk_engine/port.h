@@ -230,6 +230,7 @@ class Port {
   int install_rx_filter();
   void teardown();
   void close_ethdev();
+  void close_rings_and_ethdev();
   bool setup_memif_wait();
   void* memif_ring() const;
   void set_wait_timer(unsigned us);
