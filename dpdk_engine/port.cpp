@@ -115,6 +115,20 @@ Port::Kind kind_of_driver(const std::string& name) {
   return Port::Kind::kOtherVdev;
 }
 
+}  // namespace
+
+uint16_t default_mtu(const std::string& device, const std::string& iface) {
+  if (starts_with(device, "memif:")) return kMemifDefaultMtu;
+  if (device.empty()) return iface == "lo" ? kLoopbackDefaultMtu : PortConfig().mtu;
+  const size_t comma = device.find(',');
+  if (comma == std::string::npos || kind_of_driver(device.substr(0, comma)) != Port::Kind::kAfPacket)
+    return PortConfig().mtu;
+  const std::string* ifa = kv_get(parse_kv(device.substr(comma + 1)), "iface");
+  return ifa != nullptr && *ifa == "lo" ? kLoopbackDefaultMtu : PortConfig().mtu;
+}
+
+namespace {
+
 // ---- sizing --------------------------------------------------------------
 constexpr unsigned kAfPacketHeadroom = 66;  // TPACKET2 hdr + sockaddr_ll, aligned: tp_mac
 constexpr unsigned kAfPacketTxOffset = 32;  // TPACKET2_HDRLEN - sizeof(sockaddr_ll)

@@ -125,10 +125,6 @@ bool ring_pending(const Queue* q, const Ring* r) {
 
 }  // namespace
 
-uint16_t default_mtu(const std::string& device) {
-  return device.compare(0, 6, "memif:") == 0 ? kMemifDefaultMtu : PortConfig().mtu;
-}
-
 namespace port_internal {
 
 // Runs fn in EAL's interrupt thread and waits for it.  The memif PMD handles

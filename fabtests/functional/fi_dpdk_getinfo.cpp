@@ -308,10 +308,16 @@ void fabtests_defaults()
 void ep_types()
 {
     // A datagram is one packet of the MTU in force (fi_dpdk(7), FI_DPDK_MTU):
-    // the variable's, else 9000 on memif, else 1500.
+    // the variable's, else 9000 on memif, 8112 on af_packet on lo (the
+    // default device on the default interface), else 1500.
     const char* env_mtu = getenv("FI_DPDK_MTU");
     const char* dev = getenv("FI_DPDK_DEVICE");
-    const size_t mtu = env_mtu ? strtoul(env_mtu, nullptr, 0) : dev && !strncmp(dev, "memif:", 6) ? 9000 : 1500;
+    const char* iface = getenv("FI_DPDK_IFACE");
+    const bool zero_config_lo = (!dev || !*dev) && (!iface || !*iface || !strcmp(iface, "lo"));
+    const size_t mtu = env_mtu                                ? strtoul(env_mtu, nullptr, 0)
+                       : dev && !strncmp(dev, "memif:", 6) ? 9000
+                       : zero_config_lo                     ? 8112
+                                                            : 1500;
     for (fi_ep_type t : {FI_EP_MSG, FI_EP_DGRAM}) {
         const char* tn = t == FI_EP_MSG ? "FI_EP_MSG" : "FI_EP_DGRAM";
         fi_info* h = fi_allocinfo();

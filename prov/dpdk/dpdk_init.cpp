@@ -44,9 +44,10 @@ void define_params()
                     "IPv4 address of our endpoints (default: the IPv4 address of "
                     "FI_DPDK_IFACE, or of the iface= of FI_DPDK_DEVICE; 127.0.0.1 on lo "
                     "and memif; other devices must set it)");
-    fi_param_define(&g_prov, "mtu", FI_PARAM_INT, "L3 MTU, %u..%u (default: %u, %u on memif)",
+    fi_param_define(&g_prov, "mtu", FI_PARAM_INT, "L3 MTU, %u..%u (default: %u, %u on memif, %u on af_packet on lo)",
                     unsigned{dpdk_engine::kMinMtu}, unsigned{dpdk_engine::kMaxMtu},
-                    unsigned{pc.mtu}, unsigned{dpdk_engine::kMemifDefaultMtu});
+                    unsigned{pc.mtu}, unsigned{dpdk_engine::kMemifDefaultMtu},
+                    unsigned{dpdk_engine::kLoopbackDefaultMtu});
     fi_param_define(&g_prov, "hugepages", FI_PARAM_BOOL,
                     "Give EAL hugepage memory instead of --no-huge (default: %d)",
                     int{pc.hugepages});
@@ -204,7 +205,7 @@ void read_params()
     get_str("pcap", &p.pcap);
     if (p.iface.empty())
         p.iface = pc.iface;
-    get_num("mtu", int{dpdk_engine::default_mtu(p.device)}, &p.mtu);
+    get_num("mtu", int{dpdk_engine::default_mtu(p.device, p.iface)}, &p.mtu);
     get_num("hugepages", int{pc.hugepages}, &p.hugepages);
     get_num("stats", int{ec.dump_stats}, &p.stats);
     get_num("verbose", int{pc.verbose}, &p.verbose);
