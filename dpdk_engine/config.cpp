@@ -115,6 +115,7 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
         {"FI_DPDK_YIELD_AFTER_US", &cfg->yield_after_us},
         {"FI_DPDK_SLEEP_AFTER_US", &cfg->sleep_after_us},
         {"FI_DPDK_SLEEP_US", &cfg->sleep_us},
+        {"FI_DPDK_ZCOPY_MIN", &cfg->zero_copy_min},
     };
     for (const U32Var& v : u32vars) {
         const char* s = getenv(v.name);

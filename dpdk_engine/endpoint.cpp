@@ -262,6 +262,11 @@ void EndpointImpl::take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t l
 
 void EndpointImpl::complete_op(TxOp* op, OpStatus status)
 {
+    // Frames still in the port's tx batch may read this op's payload in
+    // place (zero copy): send them before the buffer goes back to its owner
+    // (and before the slot, and with it zc_shinfo, is reused).
+    if (rte_mbuf_ext_refcnt_read(&op->zc_shinfo) != 0)
+        engine->port->flush();
     if (user_kind(op->kind)) {
         bool already = op->flags & kOpInjectComplete;  // reported at post time
         bool wanted = status != OpStatus::kOk || (op->flags & kOpCompletion);
@@ -439,14 +444,14 @@ void Endpoint::dump_stats(FILE* f) const
             " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
             " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
             " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
-            " response_timeouts %" PRIu64 "\n",
+            " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
             s.unexpected_msgs, s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
             s.session_failures, s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx,
             s.conn_peers_lost, s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops,
-            s.cts_deferred, s.response_timeouts);
+            s.cts_deferred, s.response_timeouts, s.zero_copy_tx);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

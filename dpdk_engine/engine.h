@@ -69,6 +69,10 @@ struct EngineConfig {
     uint32_t max_ops = 4096;        // per endpoint: outstanding send/RMA/atomic operations
     uint32_t max_recvs = 4096;      // per endpoint: posted receives
     uint32_t unexpected_max = 65536;// per endpoint: unexpected messages held
+    // FI_DPDK_ZCOPY_MIN: payloads of at least this many bytes per packet go
+    // out of the sender's memory without a copy into the frame where the
+    // port allows it (Port::tx_copies_at_send: memif, af_packet); 0 = never.
+    uint32_t zero_copy_min = 1024;
     uint64_t unexpected_bytes = 256ull << 20; // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                     // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
@@ -274,6 +278,9 @@ struct EndpointStats {
     // from the session timers), RMA/atomic requests failed kResponseTimeout
     // (acknowledged, no response within FI_DPDK_TIMEOUT_MS).
     uint64_t cts_deferred, response_timeouts;
+    // Sequenced packets whose payload went out of the sender's memory in
+    // external mbufs (FI_DPDK_ZCOPY_MIN), not copied into the frame.
+    uint64_t zero_copy_tx;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -100,6 +100,13 @@ struct TxOp {
 
     uint8_t* bounce = nullptr;    // kBounceSize bytes owned by this slot
 
+    // Zero-copy send (zero_copy.cpp): its refcnt counts the external mbufs
+    // alive that point into this op's payload. They live at most until the
+    // port's next flush (Port::tx_copies_at_send), and complete_op flushes
+    // before the op completes, so the payload's owner never gets its buffer
+    // back while a frame still reads from it.
+    rte_mbuf_ext_shared_info zc_shinfo{};
+
     TxOp* fifo_next = nullptr;    // session transmit FIFO
     TxOp* next = nullptr;         // free list / session op list
     TxOp* prev = nullptr;
@@ -461,6 +468,11 @@ class EngineImpl {
     wire::TransportHeader* start_frame(const wire::FrameAddress& fa, wire::PacketType type, uint16_t flags,
                                        uint32_t payload_len, rte_mbuf** out);
     bool fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now);
+    // Zero-copy send (zero_copy.cpp): whether a `len`-byte payload to the
+    // peer of s goes out of its op's memory in external mbufs instead of
+    // being copied into the frame; and the attaching itself.
+    bool zero_copy_ok(const Session* s, uint32_t len) const;
+    bool attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th);
 };
 
 // ---- session.cpp: reliability

@@ -275,6 +275,18 @@ bool FaultInjector::chance(uint64_t t)
     return (next() >> 11) < t;
 }
 
+namespace {
+
+bool has_external_segment(const rte_mbuf* m)
+{
+    for (; m; m = m->next)
+        if (RTE_MBUF_HAS_EXTBUF(m))
+            return true;
+    return false;
+}
+
+} // namespace
+
 bool FaultInjector::corrupt(rte_mbuf** mp, rte_mempool* pool)
 {
     rte_mbuf* m = *mp;
@@ -338,6 +350,18 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
         if (chance(corrupt_t_) && corrupt(&m, pool))
             stats_.corrupted++;
         if (chance(reorder_t_) && num_held_ < kMaxHeld) {
+            // A zero-copy frame (zero_copy.cpp) reads its payload from the
+            // sender's memory, which the sender may reuse once the frame is
+            // acknowledged: hold a private copy instead.
+            if (has_external_segment(m)) {
+                rte_mbuf* c = rte_pktmbuf_copy(m, pool ? pool : m->pool, 0, UINT32_MAX);
+                rte_pktmbuf_free(m);
+                if (!c) {
+                    stats_.dropped++;  // no copy: a loss instead of a reorder
+                    continue;
+                }
+                m = c;
+            }
             held_[num_held_++] = {m, delivered_, calls_};
             stats_.reordered++;
             continue;

@@ -252,6 +252,7 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     if (p->vdev_name_.empty() || p->vdev_name_.find('=') != std::string::npos) return -EINVAL;
   }
   p->name_ = p->kind_ == Kind::kPci ? cfg.device : p->vdev_name_;
+  p->tx_copies_ = p->kind_ == Kind::kAfPacket || !memif_path.empty();
   const unsigned frame = RTE_ETHER_HDR_LEN + cfg.mtu;
 
   // ---- per-kind sizing (mbuf data room must hold what the PMD writes)

@@ -201,6 +201,13 @@ class Port {
   // Link state without waiting (memif: true once the peer has connected).
   bool link_up() const;
   Kind kind() const { return kind_; }
+  // The PMD copies every frame out of its mbufs inside tx_burst and frees
+  // them there (af_packet; memif opened as "memif:<path>", which never asks
+  // for the PMD's zero-copy mode), so after flush() no sent mbuf is alive:
+  // the engine may then send payload straight from user memory (external
+  // mbufs, zero_copy.cpp). false for ring/ringpair (mbufs reach the receiver),
+  // af_xdp (single-segment only), memif from a raw vdev string and the rest.
+  bool tx_copies_at_send() const { return tx_copies_; }
 
   // Reserves UDP port `wanted` (0: any free port) for us on this host by
   // binding a kernel UDP socket to 0.0.0.0:<port> (no SO_REUSEADDR, with
@@ -261,6 +268,7 @@ class Port {
   uint16_t mtu_ = 1500;
   bool loopback_ = false;
   bool needs_arp_ = true;
+  bool tx_copies_ = false;
   int rx_fd_ = -1;         // af_packet socket (owned by the PMD)
   int wait_fd_ = -1;       // rx_wait_fd(): rx_fd_, tap's queue fd, or ours (memif)
   int wait_tfd_ = -1;      // memif: timerfd inside wait_fd_

@@ -190,10 +190,17 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     th->psn.set(psn);
     fill_ack_fields(s, th, now);
     fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
-    if (ip.len)
-        copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
-                      reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
-    wire::seal(th);
+    if (ip.len && e->zero_copy_ok(s, ip.len)) {
+        // Payload straight from the op's memory; seals the frame too.
+        if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th))
+            return false;
+        s->ep->st.zero_copy_tx++;
+    } else {
+        if (ip.len)
+            copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
+                          reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
+        wire::seal(th);
+    }
     e->transmit(m, s->peer);
     ip.sent_us = now;
     ip.sends++;

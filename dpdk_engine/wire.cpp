@@ -703,5 +703,18 @@ void seal(TransportHeader* th)
     th->crc.set(packet_crc(reinterpret_cast<const uint8_t*>(th), total));
 }
 
+void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
+{
+    static const uint8_t kZeroCrc[4] = {};
+    const auto* t = reinterpret_cast<const uint8_t*>(th);
+    uint32_t reg = crc_update(0xffffffffu, t - kUdpHeaderLen, 4);
+    reg = crc_update(reg, t, kCrcOffset);
+    reg = crc_update(reg, kZeroCrc, sizeof(kZeroCrc));
+    reg = crc_update(reg, t + sizeof(TransportHeader), th->header_len.get() - sizeof(TransportHeader));
+    for (unsigned i = 0; i < n; i++)
+        reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
+    th->crc.set(reg ^ 0xffffffffu);
+}
+
 } // namespace wire
 } // namespace dpdk_engine

@@ -323,6 +323,20 @@ void init_transport_header(TransportHeader* th, PacketType type, uint16_t flags,
 // payload_len must already be set (init_transport_header does it).
 void seal(TransportHeader* th);
 
+// A piece of a packet's payload that is not in the frame buffer after the
+// header (zero-copy send: the payload stays in the user's memory and rides
+// in external mbufs chained after the header).
+struct PayloadPiece {
+    const void* data;
+    size_t len;
+};
+
+// seal() for such a packet: the CRC covers the UDP ports, the header and
+// its extension (in the frame, as for seal()) and then the n pieces in
+// order, whose lengths add up to payload_len. Bit-identical to seal() over
+// the same bytes laid out contiguously.
+void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n);
+
 // CRC32C (Castagnoli), exactly as iSCSI, SCTP and ext4 define it (also
 // Wireshark's "CRC-32C"): reflected polynomial 0x82F63B78 (normal form
 // 0x1EDC6F41), register initialised to 0xffffffff, input and output

@@ -247,6 +247,10 @@ void server_main(Peer& p)
     info.b = key;
     info.c = kRegionLen;
     ctl_send(p, kInfo, info);
+    if (p.o.zcopy_test) {
+        zcopy_server(p, region, verify, bye);
+        return;
+    }
     if (p.o.kill_test) {
         // Receive whatever comes and keep two 8 MiB messages on their way
         // to the client, until killed.
@@ -342,6 +346,10 @@ void client_main(Peer& p)
     p.run_until([&] { return info.got; });
     Remote r{info.m.a, info.m.b, info.m.c};
     say("server region: %" PRIu64 " bytes at %#" PRIx64, r.len, r.addr);
+    if (p.o.zcopy_test) {
+        zcopy_client(p, r, result);
+        return;
+    }
     if (p.o.kill_test) {
         // Keep many operations pending until the server dies; then every one
         // of them must fail with kPeerTimeout.

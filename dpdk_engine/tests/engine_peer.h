@@ -158,6 +158,9 @@ struct Opts {
     uint32_t deadline_s = 120;
     bool kill_test = false;
     bool stats = false;
+    bool zcopy_test = false;          // engine_peer_zcopy.cpp instead of the normal run
+    bool expect_zcopy = false;        // zcopy test: packets must have gone zero-copy
+    bool expect_retransmits = false;  // zcopy test: the fault injector must have caused some
 };
 
 inline void usage()
@@ -165,7 +168,8 @@ inline void usage()
     fprintf(stderr,
             "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
             "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
-            "         [--deadline S] [--kill-test] [--stats]\n");
+            "         [--deadline S] [--kill-test] [--stats]\n"
+            "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n");
     exit(2);
 }
 
@@ -185,6 +189,8 @@ inline Opts parse(int argc, char** argv)
         {"rma-ops", required_argument, nullptr, 'r'}, {"seed", required_argument, nullptr, 's'},
         {"timeout-ms", required_argument, nullptr, 't'}, {"deadline", required_argument, nullptr, 'D'},
         {"kill-test", no_argument, nullptr, 'k'}, {"stats", no_argument, nullptr, 'S'},
+        {"zcopy-test", no_argument, nullptr, 'z'}, {"expect-zcopy", no_argument, nullptr, 'Z'},
+        {"expect-retransmits", no_argument, nullptr, 'R'},
         {nullptr, 0, nullptr, 0},
     };
     optind = 2;
@@ -203,6 +209,9 @@ inline Opts parse(int argc, char** argv)
         case 'D': o.deadline_s = uint32_t(strtoul(optarg, nullptr, 0)); break;
         case 'k': o.kill_test = true; break;
         case 'S': o.stats = true; break;
+        case 'z': o.zcopy_test = true; break;
+        case 'Z': o.expect_zcopy = true; break;
+        case 'R': o.expect_retransmits = true; break;
         default: usage();
         }
     }
@@ -406,6 +415,10 @@ struct Remote {
 // The client's RMA/atomic phase against the server's region; `mirror` is
 // the client's copy of what the region must hold afterwards.
 void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror);
+
+// --zcopy-test (engine_peer_zcopy.cpp): both roles after HELLO/INFO.
+void zcopy_server(Peer& p, std::vector<uint8_t>& region, CtlRecv& verify, CtlRecv& bye);
+void zcopy_client(Peer& p, const Remote& r, CtlRecv& result);
 
 }  // namespace engine_peer
 

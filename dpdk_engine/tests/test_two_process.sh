@@ -3,6 +3,9 @@
 # af_packet on lo, with the fault injector off and at 5% loss + 1% dup +
 # reorder, then a killed server (kill -9 mid-transfer): the client's pending
 # operations must fail with kPeerTimeout within the peer timeout.
+# The zcopy pairs (engine_peer --zcopy-test) check the buffer ownership of
+# zero-copy sends with faults on both directions, and the copy path with
+# FI_DPDK_ZCOPY_MIN=0.
 #
 # Runs the pairs one at a time (two busy-polling processes fill a 2-core
 # box). Every process is bounded by its own --deadline and by a watchdog
@@ -34,6 +37,7 @@ SOCK=/tmp/dpdk-test-$$.sock
 # A UDP port per run of this script: two scripts at once never collide.
 BASE_PORT=$((40000 + $$ % 20000))
 FAULT="loss=0.05,dup=0.01,reorder=0.01"
+ZC_FAULT="loss=0.03,dup=0.01,reorder=0.05,corrupt=0.01,dir=both"
 FAILED=0
 PASSED=0
 SERVER_PID=
@@ -178,6 +182,11 @@ run_pair memif_clean "memif:$SOCK" "" $BASE_PORT --count 2000
 run_pair memif_lossy "memif:$SOCK" "$FAULT" $((BASE_PORT + 1)) --count 1000 --rma-ops 100
 run_pair afpacket_clean "" "" $((BASE_PORT + 2)) --count 2000
 run_pair afpacket_lossy "" "$FAULT" $((BASE_PORT + 3)) --count 1000 --rma-ops 100
+run_pair memif_zcopy "memif:$SOCK" "$ZC_FAULT" $((BASE_PORT + 6)) --zcopy-test --expect-zcopy --expect-retransmits
+export FI_DPDK_ZCOPY_MIN=0
+run_pair memif_zcopy_off "memif:$SOCK" "" $((BASE_PORT + 7)) --zcopy-test
+unset FI_DPDK_ZCOPY_MIN
+run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 8)) --zcopy-test --expect-zcopy --expect-retransmits
 run_kill memif_kill "memif:$SOCK" $((BASE_PORT + 4))
 run_kill afpacket_kill "" $((BASE_PORT + 5))
 echo "test_two_process: $PASSED passed, $FAILED failed in $((($(now_ms) - T_START) / 1000)) s"

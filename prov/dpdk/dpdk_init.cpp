@@ -122,6 +122,11 @@ void define_params()
     fi_param_define(&g_prov, "sleep_us", FI_PARAM_INT,
                     "Progress backoff: length of that sleep in microseconds (default: %u)",
                     ec.sleep_us);
+    fi_param_define(&g_prov, "zcopy_min", FI_PARAM_SIZE_T,
+                    "Packets carrying at least this many payload bytes are sent straight "
+                    "from the application's buffer (memif and af_packet), without a copy "
+                    "into a packet buffer; 0 = always copy (default: %u)",
+                    ec.zero_copy_min);
 }
 
 void get_str(const char* name, std::string* out)
@@ -190,6 +195,7 @@ void fill_engine_config(dpdk_engine::EngineConfig* cfg)
     cfg->yield_after_us = static_cast<uint32_t>(p.yield_after_us);
     cfg->sleep_after_us = static_cast<uint32_t>(p.sleep_after_us);
     cfg->sleep_us = static_cast<uint32_t>(p.sleep_us);
+    cfg->zero_copy_min = static_cast<uint32_t>(p.zcopy_min);
 }
 
 void read_params()
@@ -223,6 +229,7 @@ void read_params()
     get_num("yield_after_us", static_cast<int>(ec.yield_after_us), &p.yield_after_us);
     get_num("sleep_after_us", static_cast<int>(ec.sleep_after_us), &p.sleep_after_us);
     get_num("sleep_us", static_cast<int>(ec.sleep_us), &p.sleep_us);
+    get_num("zcopy_min", size_t{ec.zero_copy_min}, &p.zcopy_min);
 
     // Negative ints would wrap in the engine's unsigned fields; the ranges
     // themselves are the engine's (check_engine_config), so the provider and
@@ -235,6 +242,7 @@ void read_params()
           "FI_DPDK_WINDOW/RTO_MIN_US/RTO_MAX_US/TIMEOUT_MS/ACK_DELAY_US must not be negative");
     check(p.yield_after_us >= 0 && p.sleep_after_us >= 0 && p.sleep_us >= 0,
           "FI_DPDK_YIELD_AFTER_US/SLEEP_AFTER_US/SLEEP_US must not be negative");
+    check(p.zcopy_min <= UINT32_MAX, "FI_DPDK_ZCOPY_MIN must be at most 4294967295");
     check(p.mbufs <= UINT32_MAX, "FI_DPDK_MBUFS must be 0 (default) or 1024..4194304");
     dpdk_engine::FaultConfig fc;
     check(p.fault.empty() || dpdk_engine::parse_fault_spec(p.fault.c_str(), &fc) == 0,

@@ -92,6 +92,7 @@ struct Params {
     int yield_after_us = 0;
     int sleep_after_us = 0;
     int sleep_us = 0;
+    size_t zcopy_min = 0;
     // First problem found in the values above ("" when all are valid): a
     // domain then refuses to open, naming it, instead of guessing.
     std::string error;
