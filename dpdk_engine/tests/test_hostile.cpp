@@ -471,6 +471,22 @@ PacketSpec ack_of(uint32_t our_stream, uint32_t ack_psn)
     return ack;
 }
 
+// Posts a 32-byte write of `text` to peer 0 that asks for a completion and
+// sends it; returns the stream it went out on.
+uint32_t post_one_write(Rig& r, Endpoint* ep, const char* text, uintptr_t ctx)
+{
+    static char src[32];
+    snprintf(src, sizeof src, "%s", text);
+    static iovec iov;
+    iov = iovec{src, sizeof src};
+    RmaArgs w = write_to_peer0(&iov, ctx);
+    w.flags = kOpCompletion;
+    assert_int_equal(ep->write(w), 0);
+    r.run();
+    assert_int_equal(r.seen_op_ids.size(), 1);
+    return r.seen_streams[0];
+}
+
 void test_response_timeout(void**)
 {
     EngineConfig cfg;
@@ -478,14 +494,7 @@ void test_response_timeout(void**)
     Rig r(cfg);
     Sink sink;
     Endpoint* ep = r.open(&sink);
-    static char src[32] = "never answered";
-    iovec iov{src, sizeof src};
-    RmaArgs w = write_to_peer0(&iov, 8);
-    w.flags = kOpCompletion;
-    assert_int_equal(ep->write(w), 0);
-    r.run();
-    assert_int_equal(r.seen_op_ids.size(), 1);
-    const uint32_t our_stream = r.seen_streams[0];
+    const uint32_t our_stream = post_one_write(r, ep, "never answered", 8);
     // Peer 0 acknowledges the write and keeps acknowledging (so the session
     // never times out for silence) but never sends the response.
     using Clock = std::chrono::steady_clock;
@@ -538,14 +547,8 @@ void test_response_wait_busy_then_dead_peer(void**)
     Rig r(cfg);
     Sink sink;
     Endpoint* ep = r.open(&sink);
-    static char src[32] = "answer queued";
-    iovec iov{src, sizeof src};
-    RmaArgs w = write_to_peer0(&iov, 9);
-    w.flags = kOpCompletion;
-    assert_int_equal(ep->write(w), 0);
-    r.run();
-    assert_int_equal(r.seen_op_ids.size(), 1);
-    assert_true(r.peer.send(peer_addr(0), ep->address(), ack_of(r.seen_streams[0], 1)));
+    const uint32_t our_stream = post_one_write(r, ep, "answer queued", 9);
+    assert_true(r.peer.send(peer_addr(0), ep->address(), ack_of(our_stream, 1)));
     using Clock = std::chrono::steady_clock;
     auto start = Clock::now();
     uint32_t psn = 0;
