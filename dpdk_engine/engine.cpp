@@ -166,12 +166,21 @@ void EngineImpl::activate(Session* s)
 
 void EngineImpl::kick(Session* s, bool more)
 {
+    // kOpMore: the application posts more at once. Its operations wait in
+    // the FIFO so that the post without kOpMore (or progress(), whichever
+    // comes first: the session is active) cuts them together, small eager
+    // messages packed several to a frame (kMsgPacked).
+    if (more) {
+        s->more_deferred = true;
+        return;
+    }
     // Others queued before: progress() is already behind and sends them in
-    // order. The doorbell still rings for frames earlier posts left (kOpMore).
-    if (s->fifo_head == s->fifo_tail)
+    // order, unless they are ours, deferred by kOpMore.
+    if (s->fifo_head == s->fifo_tail || s->more_deferred) {
+        s->more_deferred = false;
         session_pump(s, now_us());
-    if (!more)
-        port->flush();
+    }
+    port->flush();
 }
 
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
@@ -284,6 +293,7 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     case wire::ParseResult::kBadVersion:
     case wire::ParseResult::kBadType:
     case wire::ParseResult::kBadLength:
+    case wire::ParseResult::kBadRecord:  // a kMsgPacked frame refused whole: never acknowledged
         st.rx_bad++;
         rte_pktmbuf_free(m);
         return;

@@ -281,6 +281,9 @@ struct EndpointStats {
     // Sequenced packets whose payload went out of the sender's memory in
     // external mbufs (FI_DPDK_ZCOPY_MIN), not copied into the frame.
     uint64_t zero_copy_tx;
+    // Issue 5, message rate: kMsgPacked frames sent (retransmissions not
+    // counted) and the messages they carried.
+    uint64_t packed_frames, packed_msgs;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

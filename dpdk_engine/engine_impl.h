@@ -108,6 +108,10 @@ struct TxOp {
     rte_mbuf_ext_shared_info zc_shinfo{};
 
     TxOp* fifo_next = nullptr;    // session transmit FIFO
+    // kEager op packed into a kMsgPacked frame: the next op of that frame
+    // (InflightPacket::offset says how many). Set when the frame is cut, kept
+    // until it is acknowledged: retransmissions rebuild it from this chain.
+    TxOp* pack_next = nullptr;
     TxOp* next = nullptr;         // free list / session op list
     TxOp* prev = nullptr;
 };
@@ -268,6 +272,10 @@ struct Session {
     // flag of its own, since any wire id (0 too) can be a real operation's.
     uint32_t refused_write_op = 0;
     uint32_t mask = 0;            // window - 1
+    // Records of the kMsgPacked frame at expected_psn already delivered when
+    // the receiver ran out of resources part way (Delivery::kBlocked): the
+    // next attempt, with that frame or its retransmission, starts after them.
+    uint32_t packed_done = 0;
 
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
@@ -282,6 +290,7 @@ struct Session {
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
     bool cts_waiting = false;     // messages of this session wait in EndpointImpl::cts_waiting
+    bool more_deferred = false;   // ops posted with kOpMore wait in the FIFO to be packed (EngineImpl::kick)
     bool active = false;          // in EngineImpl::active_
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
@@ -361,6 +370,17 @@ class EndpointImpl : public Endpoint {
     // ---- in-order delivery (message.cpp / rma.cpp)
     Delivery deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
     Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    Delivery deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    // The first packet of an eager message (or its record in a packed
+    // frame) arrived: the message bound to a matching posted receive, or
+    // queued unexpected with hidden buffers reserved. nullptr when the
+    // receiver is not ready (no message slot, unexpected limits reached).
+    struct EagerStart {
+        bool tagged, has_data;
+        uint64_t tag, data, total_len;
+        uint32_t msg_id;
+    };
+    RxMsg* start_eager(Session* s, const EagerStart& e);
     Delivery deliver_rts(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_cts(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_rdv_data(Session* s, const wire::ParsedPacket& p);

@@ -481,6 +481,60 @@ int EndpointImpl::cancel_recv(void* context)
     return -ENOENT;
 }
 
+RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
+{
+    PostedRecv* r = match_posted(e.tagged, s->peer, e.tag);
+    // Hidden buffers for an unexpected message: its own mbufs while
+    // the share set aside for that lasts (zero copy), else a heap
+    // copy within FI_DPDK_UNEXPECTED_BYTES. Past both the receiver is
+    // not ready and the session waits (RNR) for receives to be posted.
+    uint32_t segs = 0;
+    bool spill = false;
+    if (!r) {
+        if (unexpected_count >= engine->cfg.unexpected_max)
+            return nullptr;
+        uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
+        segs = static_cast<uint32_t>(e.total_len ? (e.total_len + room - 1) / room : 0);
+        if (engine->held_unexpected + segs > engine->held_limit) {
+            if (engine->spilled_bytes + e.total_len > engine->cfg.unexpected_bytes)
+                return nullptr;
+            spill = true;
+            segs = 0;
+        }
+    }
+    RxMsg* m = alloc_msg();
+    if (!m)
+        return nullptr;
+    if (spill) {
+        m->spill = engine->spill_get(e.total_len);
+        if (!m->spill) {
+            free_msg(m);
+            return nullptr;
+        }
+        engine->spilled_bytes += e.total_len;
+        st.unexpected_spilled++;
+    }
+    m->reserved_segs = segs;
+    engine->held_unexpected += segs;
+    m->session = s;
+    m->src = s->peer;
+    m->tagged = e.tagged;
+    m->tag = e.tag;
+    m->has_data = e.has_data;
+    m->data = e.has_data ? e.data : 0;
+    m->total_len = e.total_len;
+    m->msg_id = e.msg_id;
+    if (r) {
+        bind_slice(m, r);
+    } else {
+        m->state = RxMsg::State::kUnexpected;
+        unexpected[e.tagged].push_back(m);
+        unexpected_count++;
+        st.unexpected_msgs++;
+    }
+    return m;
+}
+
 Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* mbuf)
 {
     const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
@@ -505,56 +559,16 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
                 return Delivery::kDone;
         }
         if (!s->cur_eager) {
-            bool tagged = p.flags & wire::kFlagTagged;
-            PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
-            // Hidden buffers for an unexpected message: its own mbufs while
-            // the share set aside for that lasts (zero copy), else a heap
-            // copy within FI_DPDK_UNEXPECTED_BYTES. Past both the receiver is
-            // not ready and the session waits (RNR) for receives to be posted.
-            uint32_t segs = 0;
-            bool spill = false;
-            if (!r) {
-                if (unexpected_count >= engine->cfg.unexpected_max)
-                    return Delivery::kBlocked;
-                uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
-                segs = static_cast<uint32_t>(total ? (total + room - 1) / room : 0);
-                if (engine->held_unexpected + segs > engine->held_limit) {
-                    if (engine->spilled_bytes + total > engine->cfg.unexpected_bytes)
-                        return Delivery::kBlocked;
-                    spill = true;
-                    segs = 0;
-                }
-            }
-            m = alloc_msg();
+            EagerStart e;
+            e.tagged = p.flags & wire::kFlagTagged;
+            e.has_data = p.flags & wire::kFlagRemoteData;
+            e.tag = x->tag.get();
+            e.data = x->cq_data.get();
+            e.total_len = total;
+            e.msg_id = x->msg_id.get();
+            m = start_eager(s, e);
             if (!m)
                 return Delivery::kBlocked;
-            if (spill) {
-                m->spill = engine->spill_get(total);
-                if (!m->spill) {
-                    free_msg(m);
-                    return Delivery::kBlocked;
-                }
-                engine->spilled_bytes += total;
-                st.unexpected_spilled++;
-            }
-            m->reserved_segs = segs;
-            engine->held_unexpected += segs;
-            m->session = s;
-            m->src = s->peer;
-            m->tagged = tagged;
-            m->tag = x->tag.get();
-            m->has_data = p.flags & wire::kFlagRemoteData;
-            m->data = m->has_data ? x->cq_data.get() : 0;
-            m->total_len = total;
-            m->msg_id = x->msg_id.get();
-            if (r) {
-                bind_slice(m, r);
-            } else {
-                m->state = RxMsg::State::kUnexpected;
-                unexpected[tagged].push_back(m);
-                unexpected_count++;
-                st.unexpected_msgs++;
-            }
             s->cur_eager = m;
         }
     }
@@ -591,6 +605,76 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
             m->complete = true;
     }
     return result;
+}
+
+// The records of a kMsgPacked frame, each a whole eager message, in order.
+// parse_frame has checked that they fill the payload exactly. A record whose
+// message the receiver cannot take now stops the frame (kBlocked): the ones
+// before it are delivered and counted in packed_done, so the next attempt
+// (this frame from the ring, or its retransmission: the same records) goes
+// on after them and every message is delivered once.
+Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* mbuf)
+{
+    if (s->cur_eager) {
+        // Only whole messages are packed, after every earlier one was cut:
+        // nothing can be half received here.
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    const auto* x = reinterpret_cast<const wire::PackExt*>(p.ext);
+    const uint32_t count = x->count.get();
+    const uint8_t* at = p.payload;
+    for (uint32_t i = 0; i < count; i++) {
+        const auto* r = reinterpret_cast<const wire::PackedRecord*>(at);
+        const uint8_t* payload = at + sizeof(*r);
+        const uint16_t len = r->len.get();
+        at = payload + len;
+        if (i < s->packed_done)
+            continue;
+        const uint16_t flags = r->flags.get();
+        EagerStart e;
+        e.tagged = flags & wire::kFlagTagged;
+        e.has_data = flags & wire::kFlagRemoteData;
+        e.tag = r->tag.get();
+        e.data = r->cq_data.get();
+        e.total_len = len;
+        e.msg_id = r->msg_id.get();
+        RxMsg* m = start_eager(s, e);
+        rte_mbuf* clone = nullptr;
+        if (m && m->state == RxMsg::State::kUnexpected && !m->spill && len) {
+            // Unexpected and held in an mbuf, as deliver_eager holds a
+            // segment: here a clone of the frame (indirect, no copy) trimmed
+            // to this record, since the frame carries other messages too.
+            clone = rte_pktmbuf_clone(mbuf, engine->port->pool());
+            if (!clone) {
+                unexpected[m->tagged].remove(m);
+                unexpected_count--;
+                st.unexpected_msgs--;
+                free_msg(m);
+                m = nullptr;
+            }
+        }
+        if (!m) {
+            s->packed_done = i;
+            return Delivery::kBlocked;
+        }
+        m->received = len;
+        if (m->state == RxMsg::State::kMatched) {
+            copy_to_iov(m->dest, m->dest_count, 0, payload, len);  // clipped to the receive's capacity
+            finish_recv(m, OpStatus::kOk);
+            continue;
+        }
+        if (m->spill) {
+            memcpy(m->spill, payload, len);
+        } else if (clone) {
+            rte_pktmbuf_adj(clone, static_cast<uint16_t>(payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
+            rte_pktmbuf_trim(clone, static_cast<uint16_t>(clone->data_len - len));
+            m->held = clone;
+        }
+        m->complete = true;
+    }
+    s->packed_done = 0;
+    return Delivery::kDone;
 }
 
 Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
@@ -665,6 +749,7 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
 
 void EndpointImpl::abandon_rx(Session* s, OpStatus why)
 {
+    s->packed_done = 0;  // the frame it counted will never be delivered
     if (RxMsg* m = s->cur_eager) {
         s->cur_eager = nullptr;
         if (m->state == RxMsg::State::kMatched) {
@@ -697,6 +782,7 @@ Delivery EndpointImpl::deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf
 {
     switch (p.type) {
     case wire::PacketType::kMsgEager: return deliver_eager(s, p, m);
+    case wire::PacketType::kMsgPacked: return deliver_packed(s, p, m);
     case wire::PacketType::kMsgRts: return deliver_rts(s, p);
     case wire::PacketType::kMsgCts: return deliver_cts(s, p);
     case wire::PacketType::kMsgRdvData: return deliver_rdv_data(s, p);

@@ -159,10 +159,86 @@ void fill_extension(const TxOp* op, const InflightPacket& ip, uint8_t* ext)
         x->conn_id.set(op->tag);
         return;
     }
+    case wire::PacketType::kMsgPacked:  // records, not an extension of one op: write_packed
     case wire::PacketType::kAck:
     case wire::PacketType::kReset:
     case wire::PacketType::kDatagram:  // never in a session (datagram.cpp)
         return;
+    }
+}
+
+// A whole eager message not yet started whose record fits in `room` bytes.
+bool packable(const TxOp* op, size_t room)
+{
+    return op && op->kind == TxOp::Kind::kEager && op->next_offset == 0 && !op->header_sent &&
+           sizeof(wire::PackedRecord) + op->total_len <= room;
+}
+
+// Cuts a kMsgPacked frame from the head of the FIFO when at least two whole
+// small eager messages wait there: as many as fit the frame, chained through
+// pack_next. False (nothing cut) otherwise.
+bool cut_packed(Session* s, InflightPacket& ip, size_t room)
+{
+    TxOp* first = s->fifo_head;
+    if (!packable(first, room) ||
+        !packable(first->fifo_next, room - sizeof(wire::PackedRecord) - first->total_len))
+        return false;
+    size_t used = 0;
+    uint32_t n = 0;
+    TxOp* last = nullptr;
+    TxOp* op = first;
+    while (n < wire::kMaxPackedRecords && packable(op, room - used)) {
+        used += sizeof(wire::PackedRecord) + op->total_len;
+        op->next_offset = op->total_len;
+        op->header_sent = true;
+        op->queued = false;
+        op->inflight++;
+        if (last) {
+            last->pack_next = op;
+            last->fifo_next = nullptr;
+        }
+        last = op;
+        n++;
+        op = op->fifo_next;
+    }
+    last->pack_next = nullptr;
+    last->fifo_next = nullptr;
+    s->fifo_head = op;
+    if (!op)
+        s->fifo_tail = nullptr;
+    ip.op = first;
+    ip.type = static_cast<uint8_t>(wire::PacketType::kMsgPacked);
+    ip.offset = n;  // records; a packed frame has no offset of its own
+    ip.len = static_cast<uint16_t>(used);
+    s->ep->st.packed_frames++;
+    s->ep->st.packed_msgs += n;
+    return true;
+}
+
+// Writes the PackExt and the records of a kMsgPacked slot (cut_packed).
+void write_packed(const InflightPacket& ip, wire::TransportHeader* th)
+{
+    auto* x = reinterpret_cast<wire::PackExt*>(th + 1);
+    x->count.set(static_cast<uint16_t>(ip.offset));
+    x->reserved.set(0);
+    x->reserved2.set(0);
+    uint8_t* at = reinterpret_cast<uint8_t*>(th) + th->header_len.get();
+    const TxOp* op = ip.op;
+    for (uint64_t i = 0; i < ip.offset; i++, op = op->pack_next) {
+        auto* r = reinterpret_cast<wire::PackedRecord*>(at);
+        uint16_t flags = 0;
+        if (op->flags & kOpTagged)
+            flags |= wire::kFlagTagged;
+        if (op->flags & kOpRemoteData)
+            flags |= wire::kFlagRemoteData;
+        r->len.set(static_cast<uint16_t>(op->total_len));
+        r->flags.set(flags);
+        r->msg_id.set(op->msg_id);
+        r->tag.set(op->tag);
+        r->cq_data.set(op->data);
+        at += sizeof(*r);
+        copy_from_iov(op->iov, op->iov_count, 0, at, op->total_len);
+        at += op->total_len;
     }
 }
 
@@ -189,17 +265,22 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     th->stream_id.set(s->tx_stream);
     th->psn.set(psn);
     fill_ack_fields(s, th, now);
-    fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
-    if (ip.len && e->zero_copy_ok(s, ip.len)) {
-        // Payload straight from the op's memory; seals the frame too.
-        if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th))
-            return false;
-        s->ep->st.zero_copy_tx++;
-    } else {
-        if (ip.len)
-            copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
-                          reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
+    if (type == wire::PacketType::kMsgPacked) {
+        write_packed(ip, th);  // small messages: always copied
         wire::seal(th);
+    } else {
+        fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
+        if (ip.len && e->zero_copy_ok(s, ip.len)) {
+            // Payload straight from the op's memory; seals the frame too.
+            if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th))
+                return false;
+            s->ep->st.zero_copy_tx++;
+        } else {
+            if (ip.len)
+                copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
+                              reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
+            wire::seal(th);
+        }
     }
     e->transmit(m, s->peer);
     ip.sent_us = now;
@@ -264,11 +345,15 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
         while (s->una != ack) {
             InflightPacket& ip = s->inflight[s->una & s->mask];
             TxOp* op = ip.op;
+            // A packed frame carries ip.offset operations (cut_packed).
+            uint64_t ops = ip.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked) ? ip.offset : 1;
             ip = InflightPacket();
             s->una++;
-            if (op) {
+            for (; op && ops; ops--) {
+                TxOp* next = op->pack_next;  // read first: finishing may free op
                 op->inflight--;
                 ep->maybe_finish_op(op);
+                op = next;
             }
         }
         uint32_t echo = th->timestamp_echo.get();
@@ -395,6 +480,7 @@ void session_pump(Session* s, uint64_t now)
         limit = 1;  // a closed window still lets one probe through
     if (s->fifo_head && !session_take_tx_window(s, now))
         return;  // in line for a window block: the ACKs of others free one
+    const size_t packed_room = max_payload(e, wire::PacketType::kMsgPacked);
     while (s->fifo_head) {
         if (inflight_count(s) >= limit) {
             if (!s->window_stalled)
@@ -403,28 +489,43 @@ void session_pump(Session* s, uint64_t now)
             break;
         }
         s->window_stalled = false;
-        TxOp* op = s->fifo_head;
-        auto type = packet_type(op->kind);
         uint32_t psn = s->next_psn;
         InflightPacket& ip = s->inflight[psn & s->mask];
         ip = InflightPacket();
-        ip.op = op;
-        ip.type = static_cast<uint8_t>(type);
-        ip.offset = op->next_offset;
-        uint64_t room = max_payload(e, type);
-        uint64_t left = op->total_len - op->next_offset;
-        ip.len = static_cast<uint16_t>(left < room ? left : room);
-        op->next_offset += ip.len;
-        op->header_sent = true;
         uint16_t flags = 0;
-        if (op->next_offset == op->total_len)
-            flags |= wire::kFlagLast;
-        if (op->flags & kOpTagged)
-            flags |= wire::kFlagTagged;
-        if (op->flags & kOpRemoteData)
-            flags |= wire::kFlagRemoteData;
-        bool done_cutting = !op_has_more(op);
-        if (done_cutting && !op->fifo_next)
+        bool last_of_fifo;
+        if (cut_packed(s, ip, packed_room)) {
+            flags = wire::kFlagLast;
+            last_of_fifo = !s->fifo_head;
+        } else {
+            TxOp* op = s->fifo_head;
+            auto type = packet_type(op->kind);
+            ip.op = op;
+            ip.type = static_cast<uint8_t>(type);
+            ip.offset = op->next_offset;
+            uint64_t room = max_payload(e, type);
+            uint64_t left = op->total_len - op->next_offset;
+            ip.len = static_cast<uint16_t>(left < room ? left : room);
+            op->next_offset += ip.len;
+            op->header_sent = true;
+            if (op->next_offset == op->total_len)
+                flags |= wire::kFlagLast;
+            if (op->flags & kOpTagged)
+                flags |= wire::kFlagTagged;
+            if (op->flags & kOpRemoteData)
+                flags |= wire::kFlagRemoteData;
+            bool done_cutting = !op_has_more(op);
+            last_of_fifo = done_cutting && !op->fifo_next;
+            op->inflight++;
+            if (done_cutting) {
+                s->fifo_head = op->fifo_next;
+                if (!s->fifo_head)
+                    s->fifo_tail = nullptr;
+                op->queued = false;
+                op->fifo_next = nullptr;
+            }
+        }
+        if (last_of_fifo)
             flags |= wire::kFlagAckRequest;  // nothing follows: ask for a prompt ACK
         else if (((psn + 1) & (limit / 4 ? limit / 4 - 1 : 0)) == 0)
             flags |= wire::kFlagAckRequest;  // keep ACKs flowing in long bursts
@@ -432,14 +533,6 @@ void session_pump(Session* s, uint64_t now)
         if (s->una == s->next_psn && now - s->last_heard_us > 0)
             s->last_heard_us = now;  // the peer-timeout clock starts when we start waiting
         s->next_psn++;
-        op->inflight++;
-        if (done_cutting) {
-            s->fifo_head = op->fifo_next;
-            if (!s->fifo_head)
-                s->fifo_tail = nullptr;
-            op->queued = false;
-            op->fifo_next = nullptr;
-        }
         transmit_slot(s, psn, now, false);
         if (!s->rto_deadline)
             arm_rto(s, now);

@@ -417,6 +417,28 @@ inline void set_addressing(ParsedPacket* out, const uint8_t* frame, uint32_t src
     out->dst_port = dst_port;
 }
 
+// A kMsgPacked payload: `count` records whose lengths add up to exactly
+// `len` bytes, each record header and message wholly inside it (PackExt).
+bool packed_records_fit(const PackExt* x, const uint8_t* payload, size_t len)
+{
+    const unsigned count = x->count.get();
+    if (count == 0 || count > kMaxPackedRecords)
+        return false;
+    size_t at = 0;
+    for (unsigned i = 0; i < count; i++) {
+        if (len - at < sizeof(PackedRecord))
+            return false;
+        const auto* r = reinterpret_cast<const PackedRecord*>(payload + at);
+        if (r->flags.get() & ~(kFlagTagged | kFlagRemoteData))
+            return false;
+        at += sizeof(PackedRecord);
+        if (len - at < r->len.get())
+            return false;
+        at += r->len.get();
+    }
+    return at == len;
+}
+
 } // namespace
 
 // Test hook, deliberately not in wire.h (tests/test_wire.cpp declares it):
@@ -448,6 +470,7 @@ const char* to_string(PacketType t)
     case PacketType::kAtomicResp: return "ATOMIC_RESP";
     case PacketType::kDatagram: return "DATAGRAM";
     case PacketType::kConnCtl: return "CONN_CTL";
+    case PacketType::kMsgPacked: return "MSG_PACKED";
     }
     return "UNKNOWN";  // a value off the wire that no enumerator names
 }
@@ -480,6 +503,7 @@ const char* to_string(ParseResult r)
     case ParseResult::kBadType: return "BAD_TYPE";
     case ParseResult::kBadLength: return "BAD_LENGTH";
     case ParseResult::kBadCrc: return "BAD_CRC";
+    case ParseResult::kBadRecord: return "BAD_RECORD";
     }
     return "UNKNOWN";
 }
@@ -512,6 +536,7 @@ size_t extension_len(PacketType t)
     case PacketType::kAtomicResp: return sizeof(RespExt);
     case PacketType::kDatagram: return sizeof(DgramExt);
     case PacketType::kConnCtl: return sizeof(ConnExt);
+    case PacketType::kMsgPacked: return sizeof(PackExt);
     }
     return 0;  // unknown ids never get here: the parser rejects them first
 }
@@ -647,6 +672,10 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
         return ParseResult::kBadLength;
     if (check_crc && packet_crc(tp, tp_len) != th->crc.get())
         return ParseResult::kBadCrc;
+    if (type == PacketType::kMsgPacked &&
+        !packed_records_fit(reinterpret_cast<const PackExt*>(tp + sizeof(TransportHeader)), tp + header_len,
+                            payload_len))
+        return ParseResult::kBadRecord;
 
     set_addressing(out, frame, src_ip, dst_ip, src_port, dst_port);
     out->th = th;

@@ -3,6 +3,8 @@
 //
 // Frame: Ethernet II / IPv4 (no options sent, options tolerated) / UDP /
 // TransportHeader / one extension header chosen by the packet type / payload.
+// A kMsgPacked frame's payload is itself a sequence of records (PackedRecord
+// + message bytes), each one whole small message.
 //
 // Rules (design.md section 2):
 //  * every field is an explicit big-endian type with alignment 1, so structs
@@ -67,7 +69,11 @@ static_assert(sizeof(be64) == 8 && alignof(be64) == 1, "be64 layout");
 // First two bytes of every UDP payload we send. The af_packet socket filter
 // matches on it so foreign loopback traffic never reaches userspace.
 constexpr uint16_t kMagic = 0xD9D7;
-constexpr uint8_t kVersion = 1;
+// Version 2 added kMsgPacked. A version 1 peer would reject it as an
+// unknown type and never acknowledge it, so the session would stall only
+// when a sender starts packing: the bump makes a mixed pair fail at its first
+// packet instead (kBadVersion, counted), never half way.
+constexpr uint8_t kVersion = 2;
 
 constexpr size_t kEthHeaderLen = 14;
 constexpr size_t kIpv4HeaderLen = 20;     // as sent; received IHL may be larger
@@ -90,8 +96,9 @@ enum class PacketType : uint8_t {
     kAtomicResp = 12,  // RespExt; status, then fetched values
     kDatagram = 13,    // DgramExt; FI_EP_DGRAM: one whole message, unreliable
     kConnCtl = 14,     // ConnExt; FI_EP_MSG connection management, sequenced
+    kMsgPacked = 15,   // PackExt; several whole small eager messages (PackedRecord each)
 };
-constexpr uint8_t kMaxPacketType = 14;
+constexpr uint8_t kMaxPacketType = 15;
 const char* to_string(PacketType t);
 
 // Sequenced types consume a PSN and are delivered exactly once, in order.
@@ -248,6 +255,42 @@ struct ConnExt {
 static_assert(sizeof(ConnExt) == 16, "ConnExt is frozen at 16 bytes");
 constexpr size_t kMaxConnData = 256;  // private data bytes per kConnCtl packet
 
+// kMsgPacked: several whole eager messages in one sequenced frame (issue 5,
+// small-message rate). One Ethernet/IP/UDP/transport header, one CRC, one
+// PSN, one descriptor and one acknowledgement for `count` messages, as in
+// eRPC's and Homa's batching of small RPCs. The frame is the unit of
+// sequence, acknowledgement and retransmission (a retransmission rebuilds the
+// same records from the same operations); the messages inside are delivered
+// in record order, which is the order they were posted, exactly once. The
+// sender packs only messages it has not started to send, whole, when at
+// least two are queued (FI_MORE, or a full send window); a message alone
+// still goes as kMsgEager.
+//
+// Payload: `count` records back to back, no padding:
+//   PackedRecord (24 bytes) | `len` bytes of the message
+// and nothing after the last one. parse_frame checks every record's length
+// against the frame and refuses the whole frame (kBadRecord) if the records
+// do not exactly fill the payload, count is 0 or above kMaxPackedRecords, or a
+// record has a flag other than kFlagTagged and kFlagRemoteData.
+struct PackExt {
+    be16 count;      // records in the payload, 1..kMaxPackedRecords
+    be16 reserved;
+    be32 reserved2;
+};
+static_assert(sizeof(PackExt) == 8, "PackExt is frozen at 8 bytes");
+
+struct PackedRecord {
+    be16 len;        // message bytes following this record header
+    be16 flags;      // kFlagTagged, kFlagRemoteData (same bits as the header's)
+    be32 msg_id;     // sender's message sequence number in this stream
+    be64 tag;        // kFlagTagged
+    be64 cq_data;    // kFlagRemoteData
+};
+static_assert(sizeof(PackedRecord) == 24, "PackedRecord is frozen at 24 bytes");
+// Bounds the receiver's work per frame; at the default MTU of 1500 a frame
+// holds at most 59 records of 0..MTU bytes anyway.
+constexpr uint16_t kMaxPackedRecords = 64;
+
 // Size of the extension that follows the transport header, per type.
 size_t extension_len(PacketType t);
 
@@ -270,6 +313,7 @@ enum class ParseResult : uint8_t {
     kBadType,         // unknown packet type
     kBadLength,       // header_len/payload_len disagree with the datagram
     kBadCrc,          // CRC32C mismatch
+    kBadRecord,       // kMsgPacked whose records do not fit the frame exactly
 };
 const char* to_string(ParseResult r);
 

@@ -586,6 +586,8 @@ const Entry kTests[] = {
     {"dead_peer_receiver_only", test_dead_peer_receiver_only, kClean},
     {"paused_peer_spurious_rto", test_paused_peer_spurious_rto, kClean},
     {"ack_behind_rx_backlog", test_ack_behind_rx_backlog, kClean},
+    {"packed_more", test_packed_more, kAll},
+    {"packed_receiver_not_ready", test_packed_receiver_not_ready, kClean | kLossy},
 };
 
 }  // namespace engine_test

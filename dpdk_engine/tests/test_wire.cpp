@@ -339,7 +339,7 @@ void test_to_string(void**)
     for (int s = 0; s <= 5; s++)
         assert_string_not_equal(to_string(static_cast<WireStatus>(s)), "UNKNOWN");
     assert_string_equal(to_string(WireStatus::kOutOfBounds), "OUT_OF_BOUNDS");
-    for (int r = 0; r <= static_cast<int>(ParseResult::kBadCrc); r++)
+    for (int r = 0; r <= static_cast<int>(ParseResult::kBadRecord); r++)
         assert_string_not_equal(to_string(static_cast<ParseResult>(r)), "UNKNOWN");
     assert_string_equal(to_string(ParseResult::kBadCrc), "BAD_CRC");
 }
@@ -358,6 +358,7 @@ void test_extension_len(void**)
     assert_int_equal(extension_len(PacketType::kRmaWriteResp), 16);
     assert_int_equal(extension_len(PacketType::kAtomicReq), 32);
     assert_int_equal(extension_len(PacketType::kAtomicResp), 16);
+    assert_int_equal(extension_len(PacketType::kMsgPacked), 8);
     for (int t = 1; t <= kMaxPacketType; t++)
         assert_true(sizeof(TransportHeader) + extension_len(static_cast<PacketType>(t)) <=
                     kMaxTransportHeaderLen);
@@ -413,6 +414,8 @@ void test_roundtrip_all_types(void**)
 {
     for (int t = 1; t <= kMaxPacketType; t++) {
         const auto type = static_cast<PacketType>(t);
+        if (type == PacketType::kMsgPacked)
+            continue;  // its payload has a structure: test_packed_records
         for (uint16_t plen : {0, 1, 7, 8, 9, 1000, 1400}) {
             auto f = build(type, plen, kFlagLast | kFlagHasAck);
             ParsedPacket p;
@@ -605,7 +608,9 @@ void test_udp_and_transport_verdicts(void**)
     }
 
     f = good;
-    f[tp + 2] = 2;
+    f[tp + 2] = kVersion + 1;
+    assert_int_equal(parse(f), ParseResult::kBadVersion);
+    f[tp + 2] = 1;  // version 1 knew no kMsgPacked: refused whole (wire.h)
     assert_int_equal(parse(f), ParseResult::kBadVersion);
     f = good;
     f[tp + 3] = 0;
@@ -675,6 +680,69 @@ void test_every_truncation_rejected(void**)
 
 } // namespace
 
+// A kMsgPacked frame of records with these message lengths (and optional
+// raw bytes appended after the last record).
+std::vector<uint8_t> build_packed(const std::vector<uint16_t>& lens, uint16_t count, size_t trailing = 0,
+                                  uint16_t record_flags = kFlagTagged)
+{
+    size_t plen = trailing;
+    for (uint16_t l : lens)
+        plen += sizeof(PackedRecord) + l;
+    auto f = build(PacketType::kMsgPacked, static_cast<uint16_t>(plen));
+    auto* th = reinterpret_cast<TransportHeader*>(f.data() + kL2L3L4Len);
+    auto* x = reinterpret_cast<PackExt*>(th + 1);
+    x->count.set(count);
+    x->reserved.set(0);
+    x->reserved2.set(0);
+    uint8_t* at = f.data() + kL2L3L4Len + th->header_len.get();
+    uint32_t id = 0;
+    for (uint16_t l : lens) {
+        auto* r = reinterpret_cast<PackedRecord*>(at);
+        r->len.set(l);
+        r->flags.set(record_flags);
+        r->msg_id.set(id++);
+        r->tag.set(0x100 + id);
+        r->cq_data.set(0);
+        at += sizeof(PackedRecord) + l;
+    }
+    reseal(f);
+    return f;
+}
+
+// kMsgPacked: the records must fill the payload exactly; anything else is
+// refused whole (kBadRecord), after the CRC passed.
+void test_packed_records(void**)
+{
+    ParsedPacket p;
+    auto ok = build_packed({8, 0, 300, 1}, 4);
+    assert_int_equal(parse(ok, &p), ParseResult::kOk);
+    assert_int_equal(p.type, PacketType::kMsgPacked);
+    assert_int_equal(p.payload_len, 4 * sizeof(PackedRecord) + 309);
+    std::vector<uint16_t> many(kMaxPackedRecords, 2);
+    assert_int_equal(parse(build_packed(many, kMaxPackedRecords)), ParseResult::kOk);
+    many.push_back(2);
+    assert_int_equal(parse(build_packed(many, kMaxPackedRecords + 1)), ParseResult::kBadRecord);
+    assert_int_equal(parse(build_packed({8, 8}, 0)), ParseResult::kBadRecord);       // no record
+    assert_int_equal(parse(build_packed({8, 8}, 1)), ParseResult::kBadRecord);       // bytes left over
+    assert_int_equal(parse(build_packed({8, 8}, 3)), ParseResult::kBadRecord);       // a record missing
+    assert_int_equal(parse(build_packed({8, 8}, 2, 1)), ParseResult::kBadRecord);    // one trailing byte
+    assert_int_equal(parse(build_packed({8, 8}, 2, 23)), ParseResult::kBadRecord);   // a partial header
+    assert_int_equal(parse(build_packed({8}, 1, 0, kFlagLast)), ParseResult::kBadRecord);  // unknown flag
+    assert_int_equal(parse(build_packed({}, 1)), ParseResult::kBadRecord);           // empty payload
+    // A record longer than what is left of the frame, by one byte.
+    auto f = build_packed({8, 8}, 2);
+    auto* r = reinterpret_cast<PackedRecord*>(f.data() + kL2L3L4Len + sizeof(TransportHeader) +
+                                              sizeof(PackExt) + sizeof(PackedRecord) + 8);
+    r->len.set(9);
+    reseal(f);
+    assert_int_equal(parse(f), ParseResult::kBadRecord);
+    r->len.set(0xffff);
+    reseal(f);
+    assert_int_equal(parse(f), ParseResult::kBadRecord);
+    // Without the CRC check (the fuzzer's mode) the records are still checked.
+    assert_int_equal(parse(f, nullptr, false), ParseResult::kBadRecord);
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -690,6 +758,7 @@ int main()
         cmocka_unit_test(test_extension_len),
         cmocka_unit_test(test_build_layout),
         cmocka_unit_test(test_roundtrip_all_types),
+        cmocka_unit_test(test_packed_records),
         cmocka_unit_test(test_padding_tolerated),
         cmocka_unit_test(test_ip_options_tolerated),
         cmocka_unit_test(test_ethernet_verdicts),

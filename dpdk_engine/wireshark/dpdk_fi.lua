@@ -21,7 +21,7 @@
 local p = Proto("dpdkfi", "dpdk-fi reliable datagram transport")
 
 local MAGIC = 0xD9D7
-local VERSION = 1
+local VERSION = 2  -- wire.h kVersion (2: kMsgPacked)
 local HEADER_LEN = 48
 
 -- PacketType (wire.h). Ids are frozen and never reused.
@@ -29,18 +29,19 @@ local packet_types = {
     [1] = "Ack", [2] = "Reset", [3] = "MsgEager", [4] = "MsgRts", [5] = "MsgCts",
     [6] = "MsgRdvData", [7] = "RmaWrite", [8] = "RmaReadReq", [9] = "RmaReadResp",
     [10] = "RmaWriteResp", [11] = "AtomicReq", [12] = "AtomicResp", [13] = "Datagram",
-    [14] = "ConnCtl",
+    [14] = "ConnCtl", [15] = "MsgPacked",
 }
 -- Extension header of each type: its name and length.
 local MSG, RDV, DATA, RMA, ATOMIC, RESP = "msg", "rdv", "data", "rma", "atomic", "resp"
-local DGRAM, CONN = "dgram", "conn"
+local DGRAM, CONN, PACK = "dgram", "conn", "pack"
 local ext_of = {
     [1] = nil, [2] = nil, [3] = MSG, [4] = MSG, [5] = RDV, [6] = DATA,
     [7] = RMA, [8] = RMA, [9] = RESP, [10] = RESP, [11] = ATOMIC, [12] = RESP,
-    [13] = DGRAM, [14] = CONN,
+    [13] = DGRAM, [14] = CONN, [15] = PACK,
 }
 local ext_len = { [MSG] = 40, [RDV] = 16, [DATA] = 16, [RMA] = 48, [ATOMIC] = 32, [RESP] = 16,
-                  [DGRAM] = 16, [CONN] = 16 }
+                  [DGRAM] = 16, [CONN] = 16, [PACK] = 8 }
+local PACKED_RECORD_LEN = 24  -- wire.h PackedRecord
 -- ConnKind (wire.h): FI_EP_MSG connection management.
 local conn_kinds = { [1] = "ConnReq", [2] = "Accept", [3] = "Reject", [4] = "Shutdown" }
 
@@ -102,6 +103,15 @@ f.msg_offset = ProtoField.uint64("dpdkfi.msg.offset", "Offset")
 f.msg_total_len = ProtoField.uint64("dpdkfi.msg.total_len", "Total length")
 f.msg_tag = ProtoField.uint64("dpdkfi.msg.tag", "Tag", base.HEX)
 f.msg_cq_data = ProtoField.uint64("dpdkfi.msg.cq_data", "Remote CQ data", base.HEX)
+-- PackExt and the PackedRecord of each message in a kMsgPacked payload
+f.pack_count = ProtoField.uint16("dpdkfi.pack.count", "Records")
+f.pack_reserved = ProtoField.bytes("dpdkfi.pack.reserved", "Reserved")
+f.rec_len = ProtoField.uint16("dpdkfi.rec.len", "Message length")
+f.rec_flags = ProtoField.uint16("dpdkfi.rec.flags", "Flags", base.HEX)
+f.rec_msg_id = ProtoField.uint32("dpdkfi.rec.msg_id", "Message id")
+f.rec_tag = ProtoField.uint64("dpdkfi.rec.tag", "Tag", base.HEX)
+f.rec_cq_data = ProtoField.uint64("dpdkfi.rec.cq_data", "Remote CQ data", base.HEX)
+f.rec_data = ProtoField.bytes("dpdkfi.rec.data", "Message")
 -- RdvExt
 f.rdv_sender_op = ProtoField.uint32("dpdkfi.rdv.sender_op", "Sender op", base.HEX)
 f.rdv_handle = ProtoField.uint32("dpdkfi.rdv.handle", "Receiver handle", base.HEX)
@@ -216,6 +226,10 @@ local function dissect_ext(kind, tvb, off, tree)
         local t = tree:add(p, tvb(off, 16), "DgramExt")
         add_u(t, f.dgram_tag, tvb, off, 8); add_u(t, f.dgram_cq_data, tvb, off + 8, 8)
         return ""
+    elseif kind == PACK then
+        local t = tree:add(p, tvb(off, 8), "PackExt")
+        add_u(t, f.pack_count, tvb, off, 2); t:add(f.pack_reserved, tvb(off + 2, 6))
+        return string.format(" %u messages", tvb(off, 2):uint())
     elseif kind == CONN then
         local t = tree:add(p, tvb(off, 16), "ConnExt")
         add_u(t, f.conn_kind, tvb, off, 1); t:add(f.conn_reserved, tvb(off + 1, 7))
@@ -268,7 +282,25 @@ local function dissect(tvb, pinfo, tree)
     elseif hlen > HEADER_LEN then
         t:add(f.ext_unknown, tvb(HEADER_LEN, hlen - HEADER_LEN))
     end
-    if plen > 0 then
+    if kind == PACK and hlen >= HEADER_LEN + ext_len[PACK] then
+        -- The records, each checked against what is left (as parse_frame does).
+        local at, stop, count = hlen, hlen + plen, tvb(HEADER_LEN, 2):uint()
+        for i = 1, count do
+            if stop - at < PACKED_RECORD_LEN or stop - at - PACKED_RECORD_LEN < tvb(at, 2):uint() then
+                t:add_proto_expert_info(e_bad_len)
+                info = info .. " [bad record]"
+                break
+            end
+            local rlen = tvb(at, 2):uint()
+            local rt = t:add(p, tvb(at, PACKED_RECORD_LEN + rlen),
+                             string.format("Record %u: message %u, %u bytes", i, tvb(at + 4, 4):uint(), rlen))
+            add_u(rt, f.rec_len, tvb, at, 2); add_u(rt, f.rec_flags, tvb, at + 2, 2)
+            add_u(rt, f.rec_msg_id, tvb, at + 4, 4); add_u(rt, f.rec_tag, tvb, at + 8, 8)
+            add_u(rt, f.rec_cq_data, tvb, at + 16, 8)
+            if rlen > 0 then rt:add(f.rec_data, tvb(at + PACKED_RECORD_LEN, rlen)) end
+            at = at + PACKED_RECORD_LEN + rlen
+        end
+    elseif plen > 0 then
         t:add(f.payload, tvb(hlen, plen))
         info = info .. string.format(" [%u bytes]", plen)
     end

@@ -10,7 +10,8 @@
 #     fabtests RMA and atomic programs as a process pair over af_packet on lo
 #     (writes, reads, responses, atomics, protection errors). tshark decodes
 #     them with the dissector and the fields are checked: every frame is
-#     ours with a good CRC32C, every type of wire.h except Reset appears,
+#     ours with a good CRC32C, every type of wire.h except Reset appears
+#     (MsgPacked from a run with a send window of 16 packets),
 #     header_len matches the type's extension, eager offsets and lengths
 #     add up to the messages sent, rendezvous data adds up to the grant,
 #     atomics carry named operations and datatypes, a stream starts at PSN 0.
@@ -41,6 +42,7 @@ awk '/enum class PacketType/ {on = 1; next} on && /^};/ {on = 0}
 lua_ext() {  # the dissector's extension name for an Ext struct
 	case $1 in MsgExt) echo MSG;; RdvExt) echo RDV;; DataExt) echo DATA;; RmaExt) echo RMA;;
 	AtomicExt) echo ATOMIC;; RespExt) echo RESP;; DgramExt) echo DGRAM;; ConnExt) echo CONN;;
+	PackExt) echo PACK;;
 	-) echo nil;; *) echo "?$1";; esac
 }
 while read -r id name ext; do
@@ -75,6 +77,8 @@ named_enum() {  # named_enum <enum class name>
 }
 named_enum WireStatus
 named_enum ConnKind
+version=$(sed -n 's/^constexpr uint8_t kVersion = \([0-9]*\);.*/\1/p' "$wire")
+grep -q "^local VERSION = $version\b" "$lua" || bad "wire.h kVersion $version is not the dissector's VERSION"
 ok "flags $(printf '0x%04x' $mask), $(wc -l <"$tmp/WireStatus") statuses and $(wc -l <"$tmp/ConnKind") connection kinds named"
 
 # ------------------------------------------------------------- 2. captures
@@ -85,6 +89,10 @@ FI_DPDK_PCAP=$tmp/rdv.pcap timeout 120 "$stats" -l -n 20 -s 50000 >"$tmp/rdv.out
 	{ bad "fi_dpdk_stats (rendezvous) failed"; cat "$tmp/rdv.out"; }
 FI_DPDK_PCAP=$tmp/loss.pcap FI_DPDK_FAULT=loss=0.05,seed=5 timeout 120 "$stats" -l -n 200 -s 100 \
 	>"$tmp/loss.out" 2>&1 || { bad "fi_dpdk_stats (loss) failed"; cat "$tmp/loss.out"; }
+# A send window of 16 packets for 64 messages in flight: what waits for the
+# window leaves packed (kMsgPacked) once ACKs open it.
+FI_DPDK_PCAP=$tmp/packed.pcap FI_DPDK_WINDOW=16 timeout 120 "$stats" -l -n 2000 -s 8 \
+	>"$tmp/packed.out" 2>&1 || { bad "fi_dpdk_stats (packed) failed"; cat "$tmp/packed.out"; }
 # A process pair: each side captures what it sends and what it receives.
 pair() {  # pair <program> <subtest filter>
 	bin=$builddir/fabtests/functional/$1
@@ -109,7 +117,7 @@ F="frame.number dpdkfi.magic dpdkfi.version dpdkfi.crc_status dpdkfi.type dpdkfi
  dpdkfi.flags.stream_start dpdkfi.psn dpdkfi.stream_id dpdkfi.payload_len dpdkfi.flags.last
  dpdkfi.msg.offset dpdkfi.msg.total_len dpdkfi.rdv.len dpdkfi.data.offset dpdkfi.rma.key
  dpdkfi.rma.total_len dpdkfi.atomic.op dpdkfi.atomic.datatype dpdkfi.atomic.kind
- dpdkfi.atomic.count dpdkfi.resp.status _ws.col.Info"
+ dpdkfi.atomic.count dpdkfi.resp.status dpdkfi.pack.count _ws.col.Info"
 decode() {  # decode <pcap>: writes <pcap>.tsv
 	args=
 	for x in $F; do args="$args -e $x"; done
@@ -124,7 +132,7 @@ check_tsv() {  # check_tsv <pcap> <awk program that exits 1 on failure>
 for cap in "$tmp"/*.pcap; do
 	name=$(basename "$cap" .pcap)
 	decode "$cap"
-	check_tsv "$cap" '{ n++; if ($c["dpdkfi.magic"] == "0xd9d7" && $c["dpdkfi.version"] == 1 &&
+	check_tsv "$cap" '{ n++; if ($c["dpdkfi.magic"] == "0xd9d7" && $c["dpdkfi.version"] == '"$version"' &&
 	                       $c["dpdkfi.crc_status"] == "good") ok++ }
 		END { if (!n || ok != n) { print "FAIL: '"$name"': " ok " of " n " frames ours with a good CRC"; exit 1 }
 		      print "ok: '"$name"': all " n " frames decoded, CRC32C good" }' || fail=1
@@ -134,12 +142,13 @@ done
 # type opens its stream.
 awk -v F="$(echo $F)" "$AWKCOLS"'
 	BEGIN { e[1]=0; e[2]=0; e[3]=40; e[4]=40; e[5]=16; e[6]=16; e[7]=48; e[8]=48; e[9]=16; e[10]=16; e[11]=32; e[12]=16
-	        e[13]=16; e[14]=16 }
+	        e[13]=16; e[14]=16; e[15]=8 }
 	{ t = $c["dpdkfi.type"]; seen[t]++
 	  if ($c["dpdkfi.header_len"] != 48 + e[t]) { print "FAIL: type " t " header_len " $c["dpdkfi.header_len"]; bad = 1 }
 	  if (t > 2 && t != 13 && $c["dpdkfi.psn"] == 0 && $c["dpdkfi.flags.stream_start"] != 1) { print "FAIL: PSN 0 without stream start"; bad = 1 } }
-	END { for (t = 1; t <= 12; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
-	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset seen, header lengths right" || fail=1
+	END { seen[13] = seen[14] = 1  # datagram and connection packets: no capture of their own
+	      for (t = 1; t <= 15; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
+	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset, Datagram and ConnCtl seen, header lengths right" || fail=1
 
 # Eager: every segment's offset + length within the message, and the
 # segments add up to 300 messages of 3000 bytes.
@@ -153,6 +162,15 @@ check_tsv "$tmp/rdv.pcap" '$c["dpdkfi.type"] == 5 { cts++; if ($c["dpdkfi.rdv.le
 	$c["dpdkfi.type"] == 6 { l = $c["dpdkfi.payload_len"]; sum += l; if ($c["dpdkfi.data.offset"] + l > 50000) bad = 1 }
 	END { if (bad || cts != 20 || sum != 1000000) { print "FAIL: rendezvous: " cts " CTS, " sum " bytes"; exit 1 } }' &&
 	ok "rendezvous: 20 grants of 50000 bytes, data adds up" || fail=1
+# Packed: the records of the kMsgPacked frames and the kMsgEager ones add up
+# to the 2000 messages (each PSN once: a retransmission is the same frame),
+# and every record was decoded whole.
+check_tsv "$tmp/packed.pcap" '($c["dpdkfi.type"] == 3 || $c["dpdkfi.type"] == 15) {
+		k = $c["dpdkfi.stream_id"] " " $c["dpdkfi.psn"]; if (seen[k]++) next
+		if ($c["dpdkfi.type"] == 3) { eager++; next }
+		frames++; msgs += $c["dpdkfi.pack.count"]; if ($c["_ws.col.Info"] ~ /bad record/) bad = 1 }
+	END { if (bad || !frames || eager + msgs != 2000) { print "FAIL: packed: " frames " frames of " msgs " messages, " eager " eager" bad; exit 1 }
+	      print "ok: packed: " msgs " messages in " frames " frames, " eager " alone" }' || fail=1
 # Loss: the same PSN of a stream sent more than once (retransmissions).
 check_tsv "$tmp/loss.pcap" '$c["dpdkfi.type"] == 3 { k = $c["dpdkfi.stream_id"] " " $c["dpdkfi.psn"]; if (++cnt[k] == 2) r++ }
 	END { if (!r) { print "FAIL: no retransmission seen at 5% loss"; exit 1 } }' &&
