@@ -115,6 +115,32 @@ Bytes fill(size_t n, uint8_t seed)
     return b;
 }
 
+// A kMsgPacked payload: one record per length, alternately tagged (with
+// remote data) and untagged, message ids from `first_id`.
+Bytes packed_records(const std::vector<uint16_t>& lens, uint32_t first_id)
+{
+    Bytes b;
+    for (size_t i = 0; i < lens.size(); i++) {
+        wire::PackedRecord r{};
+        r.len.set(lens[i]);
+        r.flags.set(i % 2 ? 0 : uint16_t(wire::kFlagTagged | wire::kFlagRemoteData));
+        r.msg_id.set(first_id + uint32_t(i));
+        r.tag.set(i);
+        r.cq_data.set(0xdada);
+        Bytes h = ext_of(r), d = fill(lens[i], uint8_t(20 + i));
+        b.insert(b.end(), h.begin(), h.end());
+        b.insert(b.end(), d.begin(), d.end());
+    }
+    return b;
+}
+
+Bytes pack_ext(uint16_t count)
+{
+    wire::PackExt x{};
+    x.count.set(count);
+    return ext_of(x);
+}
+
 void write_file(const std::string& path, const Bytes& b)
 {
     FILE* f = fopen(path.c_str(), "wb");
@@ -208,6 +234,14 @@ int main(int argc, char** argv)
         emit(dir, "datagram", {{T::kDatagram, TG, 0, ext_of(d), fill(40, 17)}});
         emit(dir, "conn-ctl", {{T::kConnCtl, S, 0, ext_of(c), fill(5, 18)}});
     }
+    // Small messages packed several to a frame (issue 5): whole messages
+    // after an eager one, unexpected ones, an empty one, then more.
+    emit(dir, "packed",
+         {{T::kMsgEager, uint16_t(S | L), 0, msg(0, 0, 10, 0), fill(10, 19)},
+          {T::kMsgPacked, L, 1, pack_ext(3), packed_records({8, 0, 100}, 1)},
+          {T::kMsgPacked, L, 2, pack_ext(2), packed_records({1, 16}, 4)}});
+    emit(dir, "packed-many", {{T::kMsgPacked, uint16_t(S | L), 0, pack_ext(40),
+                               packed_records(std::vector<uint16_t>(40, 8), 0)}});
     emit(dir, "stale-stream", {{T::kMsgEager, L, 5, msg(0, 0, 10, 0), fill(10, 16)}});
     return 0;
 }
