@@ -167,6 +167,14 @@ void fill_extension(const TxOp* op, const InflightPacket& ip, uint8_t* ext)
     }
 }
 
+// Payload bytes of a packet that are the application's: a packed frame's
+// record headers are not (so tx_bytes/rx_bytes add up to what was sent).
+uint64_t message_bytes(wire::PacketType type, uint64_t payload_len, uint64_t records)
+{
+    return type == wire::PacketType::kMsgPacked ? payload_len - records * sizeof(wire::PackedRecord)
+                                                : payload_len;
+}
+
 // A whole eager message not yet started whose record fits in `room` bytes.
 bool packable(const TxOp* op, size_t room)
 {
@@ -287,9 +295,9 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     ip.sends++;
     EndpointStats& st = s->ep->st;
     st.tx_packets++;
-    st.tx_bytes += ip.len;
+    st.tx_bytes += message_bytes(type, ip.len, ip.offset);
     s->tx_packets++;
-    s->tx_bytes += ip.len;
+    s->tx_bytes += message_bytes(type, ip.len, ip.offset);
     if (retransmit) {
         st.retransmits++;
         s->retransmits++;
@@ -428,11 +436,15 @@ bool deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
 
 void count_rx(Session* s, const wire::ParsedPacket& p)
 {
+    const uint64_t records = p.type == wire::PacketType::kMsgPacked
+                                 ? reinterpret_cast<const wire::PackExt*>(p.ext)->count.get()
+                                 : 0;
+    const uint64_t bytes = message_bytes(p.type, p.payload_len, records);
     EndpointStats& st = s->ep->st;
     st.rx_packets++;
-    st.rx_bytes += p.payload_len;
+    st.rx_bytes += bytes;
     s->rx_packets++;
-    s->rx_bytes += p.payload_len;
+    s->rx_bytes += bytes;
 }
 
 } // namespace

@@ -30,6 +30,13 @@
  * they lie at and after offsetof(struct fi_dpdk_ep_stats, dgram_tx), which
  * is FI_DPDK_EP_STATS_SIZE_V1, the whole struct of version 1.
  *
+ * Version 3 appended the reliability and resource counters spurious_rtos,
+ * tx_window_waits, rx_window_drops, cts_deferred and response_timeouts, and
+ * the message packing counters tx_packed_frames and tx_packed_msgs, at and
+ * after FI_DPDK_EP_STATS_SIZE_V2 (the whole struct of version 2). A caller
+ * built against version 3 that gets `size` <= FI_DPDK_EP_STATS_SIZE_V2 back
+ * talks to an older provider: those fields were not filled.
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -72,7 +79,7 @@ struct fi_dpdk_ep_stats {
 	uint16_t addr_port;         /* UDP port, host byte order */
 	uint16_t reserved;
 	uint64_t tx_packets;        /* sequenced packets sent, retransmissions included, and datagrams */
-	uint64_t tx_bytes;          /* their payload bytes */
+	uint64_t tx_bytes;          /* their payload (message) bytes */
 	uint64_t rx_packets;        /* sequenced packets accepted, and datagrams received */
 	uint64_t rx_bytes;          /* their payload bytes */
 	uint64_t retransmits;       /* packets sent again */
@@ -114,6 +121,9 @@ struct fi_dpdk_ep_stats {
 	uint64_t cts_deferred;      /* rendezvous clear-to-sends that waited for a free operation */
 	uint64_t response_timeouts; /* RMA/atomic requests acknowledged but never answered:
 				       failed FI_ETIMEDOUT after FI_DPDK_TIMEOUT_MS */
+	uint64_t tx_packed_frames;  /* frames that carried several small messages (FI_MORE, or
+				       queued behind a full send window); not retransmissions */
+	uint64_t tx_packed_msgs;    /* the messages those frames carried */
 };
 
 /* One session: this endpoint and one peer endpoint. */

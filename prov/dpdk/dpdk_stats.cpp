@@ -96,6 +96,8 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.rx_window_drops = s.rx_window_drops;
         r.cts_deferred = s.cts_deferred;
         r.response_timeouts = s.response_timeouts;
+        r.tx_packed_frames = s.packed_frames;
+        r.tx_packed_msgs = s.packed_msgs;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

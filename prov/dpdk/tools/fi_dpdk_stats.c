@@ -329,7 +329,8 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 	if (st->size > FI_DPDK_EP_STATS_SIZE_V2) {  /* version 3 on */
 		FIELD(*st, spurious_rtos); FIELD(*st, tx_window_waits);
 		FIELD(*st, rx_window_drops); FIELD(*st, cts_deferred);
-		FIELD(*st, response_timeouts);
+		FIELD(*st, response_timeouts); FIELD(*st, tx_packed_frames);
+		FIELD(*st, tx_packed_msgs);
 	}
 
 	ssize_t n = ops->session_stats(s->ep, NULL, 0);
@@ -354,6 +355,10 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 		/* A spurious timeout is one of the timeouts. */
 		check(st->spurious_rtos <= st->rto_fires, "%s: spurious_rtos %" PRIu64
 		      " > rto_fires %" PRIu64, role, st->spurious_rtos, st->rto_fires);
+		/* A packed frame carries two messages at least. */
+		check(st->tx_packed_msgs >= 2 * st->tx_packed_frames, "%s: %" PRIu64
+		      " messages in %" PRIu64 " packed frames", role, st->tx_packed_msgs,
+		      st->tx_packed_frames);
 		/* The sessions' counters add up to the endpoint's. */
 		uint64_t tx = 0, rx = 0;
 		for (ssize_t i = 0; i < m && i < n; i++) {

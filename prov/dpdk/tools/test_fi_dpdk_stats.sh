@@ -33,15 +33,25 @@ run eager -- -n 2000 -s 1000
 [ "$(receiver rx_bytes)" = 2000000 ] || { echo "FAIL: eager: receiver rx_bytes $(receiver rx_bytes)"; fail=1; }
 # Version 3: both sides print the five counters it appended (-c checked
 # their size, version, the v2 caller's view and spurious_rtos <= rto_fires).
-v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts) +[0-9]+$' "$out")
-if [ "$v3" = 10 ] && [ "$(grep -c '(stats version 3)' "$out")" = 2 ]; then
+v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs) +[0-9]+$' "$out")
+if [ "$v3" = 14 ] && [ "$(grep -c '(stats version 3)' "$out")" = 2 ]; then
 	echo "PASS: version 3 counters printed"
 else
-	echo "FAIL: version 3: $v3 of 10 counter lines"; sed 's/^/    /' "$out"; fail=1
+	echo "FAIL: version 3: $v3 of 14 counter lines"; sed 's/^/    /' "$out"; fail=1
 fi
 # Messages make no RMA request, so nothing can wait for a response.
 [ "$(sender response_timeouts)" = 0 ] && [ "$(receiver response_timeouts)" = 0 ] ||
 	{ echo "FAIL: eager: response_timeouts $(sender response_timeouts) $(receiver response_timeouts)"; fail=1; }
+# A send window of 16 packets for the tool's 64 sends in flight: the sends
+# that wait for it leave packed, several to a frame (-c: every byte and
+# message received once; rx_bytes counts message bytes, not record headers).
+run packed FI_DPDK_WINDOW=16 -- -n 3000 -s 8
+pf=$(sender tx_packed_frames); pm=$(sender tx_packed_msgs)
+if [ "${pf:-0}" -gt 0 ] && [ "${pm:-0}" -ge $((2 * pf)) ] && [ "$(receiver rx_bytes)" = 24000 ]; then
+	echo "PASS: packed: $pm messages in $pf frames"
+else
+	echo "FAIL: packed: tx_packed_frames '$pf' tx_packed_msgs '$pm' rx_bytes $(receiver rx_bytes)"; sed 's/^/    /' "$out"; fail=1
+fi
 run rendezvous -- -n 200 -s 100000
 [ "$(sender rendezvous)" = 200 ] || { echo "FAIL: rendezvous: sender rendezvous $(sender rendezvous)"; fail=1; }
 run empty-messages -- -n 100 -s 0
