@@ -492,7 +492,6 @@ void session_pump(Session* s, uint64_t now)
         limit = 1;  // a closed window still lets one probe through
     if (s->fifo_head && !session_take_tx_window(s, now))
         return;  // in line for a window block: the ACKs of others free one
-    const size_t packed_room = max_payload(e, wire::PacketType::kMsgPacked);
     while (s->fifo_head) {
         if (inflight_count(s) >= limit) {
             if (!s->window_stalled)
@@ -506,7 +505,9 @@ void session_pump(Session* s, uint64_t now)
         ip = InflightPacket();
         uint16_t flags = 0;
         bool last_of_fifo;
-        if (cut_packed(s, ip, packed_room)) {
+        // Packing needs two messages waiting: one alone (the common case
+        // without FI_MORE) costs only this test.
+        if (s->fifo_head->fifo_next && cut_packed(s, ip, max_payload(e, wire::PacketType::kMsgPacked))) {
             flags = wire::kFlagLast;
             last_of_fifo = !s->fifo_head;
         } else {
