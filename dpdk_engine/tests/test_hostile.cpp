@@ -18,6 +18,8 @@
 //                     write completes only from its real target
 //   malformed         bad CRC, truncated, foreign UDP: rx_bad_crc, rx_bad,
 //                     rx_not_ours
+//   packed_malformed  kMsgPacked records longer or shorter than the frame:
+//                     refused whole (rx_bad); well formed, all delivered
 //   forget_peer       Endpoint::forget_peer: pending operations and the
 //                     receive being filled complete kCanceled, unmatched
 //                     messages are dropped, every packet buffer returns to
@@ -382,6 +384,62 @@ void test_malformed(void**)
 }
 
 
+// A kMsgPacked frame (the first of a stream) of whole messages `texts`;
+// `stretch` is added to the length of the last record.
+PacketSpec packed(const std::vector<std::string>& texts, int stretch)
+{
+    PacketSpec s;
+    s.type = wire::PacketType::kMsgPacked;
+    s.flags = wire::kFlagLast | wire::kFlagStreamStart;
+    s.stream = 0x5555;
+    wire::PackExt x{};
+    x.count.set(static_cast<uint16_t>(texts.size()));
+    s.ext = fake::bytes_of(x);
+    for (size_t i = 0; i < texts.size(); i++) {
+        wire::PackedRecord r{};
+        r.len.set(static_cast<uint16_t>(texts[i].size() + (i + 1 == texts.size() ? stretch : 0)));
+        r.msg_id.set(static_cast<uint32_t>(i));
+        auto h = fake::bytes_of(r);
+        s.payload.insert(s.payload.end(), h.begin(), h.end());
+        s.payload.insert(s.payload.end(), texts[i].begin(), texts[i].end());
+    }
+    return s;
+}
+
+// Packed frames whose records do not fill the frame exactly are refused
+// whole (counted rx_bad, no session, nothing delivered, never a crash); the
+// same frame well formed delivers every message in order.
+void test_packed_malformed(void**)
+{
+    Rig r;
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    char buf[3][16] = {};
+    for (auto& b : buf)
+        post(ep, b, sizeof b, b);
+    const EngineStats before = r.engine->stats();
+    const std::vector<std::string> texts = {"one", "", "three"};
+    for (int stretch : {1, -1, 200}) {
+        std::vector<uint8_t> u = fake::udp_payload(packed(texts, stretch));
+        assert_true(r.peer.send(peer_addr(0), ep->address(), u.data(), u.size(), true));
+    }
+    r.run();
+    assert_int_equal(r.engine->stats().rx_bad, before.rx_bad + 3);
+    assert_int_equal(sink.c.size(), 0);
+    assert_int_equal(ep->stats().sessions, 0);
+    std::vector<uint8_t> u = fake::udp_payload(packed(texts, 0));
+    assert_true(r.peer.send(peer_addr(0), ep->address(), u.data(), u.size(), true));
+    r.run();
+    assert_int_equal(r.engine->stats().rx_bad, before.rx_bad + 3);
+    assert_int_equal(sink.c.size(), 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_ptr_equal(sink.c[i].context, buf[i]);
+        assert_int_equal(sink.c[i].len, texts[i].size());
+        assert_memory_equal(buf[i], texts[i].data(), texts[i].size());
+    }
+    r.engine->close_endpoint(ep);
+}
+
 size_t live_sessions(const Endpoint* ep)
 {
     return ep->session_stats(nullptr, 0);
@@ -664,6 +722,7 @@ int main()
         cmocka_unit_test(test_no_endpoint),     cmocka_unit_test(test_after_close),
         cmocka_unit_test(test_unknown_source),  cmocka_unit_test(test_stale_epoch),
         cmocka_unit_test(test_forged_response), cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_packed_malformed),
         cmocka_unit_test(test_forget_peer),     cmocka_unit_test(test_response_timeout),
         cmocka_unit_test(test_response_wait_busy_then_dead_peer),
         cmocka_unit_test(test_cts_deferred),
