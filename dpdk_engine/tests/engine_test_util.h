@@ -592,6 +592,7 @@ void test_paused_peer_spurious_rto(void** state);
 void test_ack_behind_rx_backlog(void** state);
 void test_packed_more(void** state);
 void test_packed_receiver_not_ready(void** state);
+void test_prompt_ack_only_when_awaited(void** state);
 
 }  // namespace engine_test
 

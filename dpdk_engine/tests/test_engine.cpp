@@ -588,6 +588,7 @@ const Entry kTests[] = {
     {"ack_behind_rx_backlog", test_ack_behind_rx_backlog, kClean},
     {"packed_more", test_packed_more, kAll},
     {"packed_receiver_not_ready", test_packed_receiver_not_ready, kClean | kLossy},
+    {"prompt_ack_only_when_awaited", test_prompt_ack_only_when_awaited, kClean},
 };
 
 }  // namespace engine_test

@@ -568,4 +568,53 @@ void test_ack_behind_rx_backlog(void** state)
     CHECK(p.mr[0]->remove(key) == 0, "mr remove");
 }
 
+// A prompt ACK is asked for only when the sender waits on it: a send with a
+// completion gets its ACK in the receiver's progress call that took the
+// message; an inject nobody waits on gets none there: its ACK rides on the
+// reply, else leaves after ack_delay_us (long here, so a loaded machine
+// cannot fire it early).
+void test_prompt_ack_only_when_awaited(void** state)
+{
+    auto* st = static_cast<State*>(*state);
+    st->pair.reset(new Pair(st->mode, [](EngineConfig& c) {
+        c.ack_delay_us = 200000;
+        c.rto_min_us = c.rto_initial_us = 400000;
+        c.rto_max_us = 800000;
+    }));
+    Pair& p = *st->pair;
+    Ep *a, *b;
+    uint64_t t = open_warm_pair(state, &a, &b);
+    CHECK(p.run_until([&] { return session_of(a).una == session_of(a).next_psn; }, t), "warm-up unacknowledged");
+    auto acks = [](Ep* e) { return e->ep->stats().acks_sent; };
+    std::vector<uint8_t> m = payload(8, 11), r(8);
+
+    uint64_t b0 = acks(b);
+    CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "recv");
+    CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "send");
+    CHECK_STATUS(take(p, b, ctx(1), t), OpStatus::kOk);
+    CHECK(acks(b) > b0, "a send with a completion: no ACK in the call that received it");
+    CHECK_STATUS(take(p, a, ctx(2), t), OpStatus::kOk);
+
+    b0 = acks(b);
+    CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(3)) == 0, "recv");
+    CHECK(send_msg(a, b, m.data(), m.size(), kOpInject, 0, 0, ctx(4)) == 0, "inject");
+    CHECK_STATUS(take(p, b, ctx(3), t), OpStatus::kOk);
+    CHECK(acks(b) == b0, "a standalone ACK for an inject nobody waits on");
+    CHECK(post_recv(a, r.data(), r.size(), kOpCompletion, 0, 0, ctx(5)) == 0, "recv");
+    CHECK(send_msg(b, a, m.data(), m.size(), kOpInject, 0, 0, ctx(6)) == 0, "reply");
+    CHECK_STATUS(take(p, a, ctx(5), t), OpStatus::kOk);
+    CHECK(session_of(a).una == session_of(a).next_psn, "the reply did not acknowledge the inject");
+    CHECK(acks(b) == b0, "%" PRIu64 " standalone ACKs beside the reply", acks(b) - b0);
+
+    // No reply: the ACK still comes, after the delay.
+    const uint64_t a0 = acks(a);
+    CHECK(post_recv(a, r.data(), r.size(), kOpCompletion, 0, 0, ctx(7)) == 0, "recv");
+    CHECK(send_msg(b, a, m.data(), m.size(), kOpInject, 0, 0, ctx(8)) == 0, "inject");
+    CHECK_STATUS(take(p, a, ctx(7), t), OpStatus::kOk);
+    CHECK(p.run_until([&] { return session_of(b).una == session_of(b).next_psn; }, t),
+          "an inject without a reply was never acknowledged");
+    CHECK(acks(a) == a0 + 1, "%" PRIu64 " ACKs for one inject", acks(a) - a0);
+    CHECK(b->ep->stats().rto_fires == 0, "%" PRIu64 " RTOs", b->ep->stats().rto_fires);
+}
+
 }  // namespace engine_test
