@@ -136,7 +136,8 @@ void EndpointImpl::release_hidden(RxMsg* m)
 
 void EndpointImpl::free_msg(RxMsg* m)
 {
-    release_hidden(m);
+    if (m->held || m->spill || m->reserved_segs)  // a matched message holds nothing: skip the call
+        release_hidden(m);
     m->state = RxMsg::State::kFree;
     m->next = free_msgs;
     m->prev = nullptr;
@@ -397,7 +398,8 @@ int EndpointImpl::post_recv(const RecvArgs& a)
     posted[tagged].push_back(r);
     // finish_recv() releases r once it is retired and its last slice is
     // done (possibly already inside this call): never release it here too.
-    try_match_unexpected(r);
+    if (unexpected[tagged].head)  // (none waiting: the common case of a receiver ahead)
+        try_match_unexpected(r);
     return 0;
 }
 
