@@ -489,12 +489,7 @@ void client_main(Peer& p)
     CtlMsg v;
     v.a = fnv1a(mirror.data(), kRegionLen);
     mcpy(&v.b, mirror.data() + kCounterOff, 8);
-    p.phase = "VERIFY";
-    ctl_send(p, kVerify, v);
-    p.phase = "waiting for RESULT";
-    p.run_until([&] { return result.got; });
-    if (!result.m.a)
-        die("the server found its memory different from what we wrote");
+    verify_at_server(p, v, result);
     say("server verified its memory: OK");
     p.phase = "BYE";
     ctl_send(p, kBye, CtlMsg());

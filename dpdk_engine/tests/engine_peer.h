@@ -404,6 +404,18 @@ inline void ctl_post(Peer& p, Ctl type, CtlRecv* r)
 }
 
 
+// Sends VERIFY (what the client expects of the server's region) and waits
+// for the server's RESULT; dies if the server found its memory different.
+inline void verify_at_server(Peer& p, const CtlMsg& v, CtlRecv& result)
+{
+    p.phase = "VERIFY";
+    ctl_send(p, kVerify, v);
+    p.phase = "waiting for RESULT";
+    p.run_until([&] { return result.got; });
+    if (!result.m.a)
+        die("the server found its memory different from what we wrote");
+}
+
 // RMA and atomics (engine_peer_rma.cpp).
 constexpr size_t kRegionLen = 16u << 20;
 constexpr size_t kCounterOff = kRegionLen - 64;  // the counter lives in the region's last cache line
@@ -415,6 +427,10 @@ struct Remote {
 // The client's RMA/atomic phase against the server's region; `mirror` is
 // the client's copy of what the region must hold afterwards.
 void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror);
+// Posts an operation (post(context) returns its rc) and waits for its completion.
+Completion wait_op(Peer& p, const std::function<int(void*)>& post, const char* what);
+// One RMA write or read of [buf, buf + len) at the server's address addr, waited for.
+Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, uint64_t key);
 
 // --zcopy-test (engine_peer_zcopy.cpp): both roles after HELLO/INFO.
 void zcopy_server(Peer& p, std::vector<uint8_t>& region, CtlRecv& verify, CtlRecv& bye);

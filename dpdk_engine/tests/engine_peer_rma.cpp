@@ -23,6 +23,25 @@ Completion wait_op(Peer& p, const std::function<int(void*)>& post, const char* w
     return out;
 }
 
+Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, uint64_t key)
+{
+    return wait_op(
+        p,
+        [&](void* ctx) {
+            iovec iov{buf, len};
+            RmaArgs a;
+            a.dest = p.peer;
+            a.iov = &iov;
+            a.iov_count = 1;
+            a.addr = addr;
+            a.key = key;
+            a.flags = kOpCompletion;
+            a.context = ctx;
+            return write ? p.ep->write(a) : p.ep->read(a);
+        },
+        write ? "write" : "read");
+}
+
 void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
 {
     p.phase = "rma";
@@ -76,21 +95,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
         size_t len = i == 0 ? kCounterOff : rng.below(4) == 0 ? size_t(rng.below(1u << 20)) : size_t(rng.below(9000));
         uint64_t off = rng.below(kCounterOff - len + 1);
         std::vector<uint8_t> buf(len + 8, 0xA5);
-        Completion c = wait_op(
-            p,
-            [&](void* ctx) {
-                iovec iov{buf.data(), len};
-                RmaArgs a;
-                a.dest = p.peer;
-                a.iov = &iov;
-                a.iov_count = 1;
-                a.addr = r.addr + off;
-                a.key = r.key;
-                a.flags = kOpCompletion;
-                a.context = ctx;
-                return p.ep->read(a);
-            },
-            "read");
+        Completion c = rma_wait(p, false, buf.data(), len, r.addr + off, r.key);
         if (c.status != OpStatus::kOk)
             die("rma read %u: %s", i, to_string(c.status));
         if (mcmp(buf.data(), mirror.data() + off, len) != 0 || buf[len] != 0xA5)

@@ -244,49 +244,22 @@ void zcopy_client(Peer& p, const Remote& r, CtlRecv& result)
         Guarded g(len);
         fill_payload(g.p, len, 0x2C99000000ull + i);
         mcpy(mirror.data() + off, g.p, len);
-        bool wdone = false;
-        Op op{[&](Op*, const Completion& c) {
-            if (c.status != OpStatus::kOk)
-                die("zcopy write %zu: %s", i, to_string(c.status));
-            g.revoke();
-            wdone = true;
-        }};
-        iovec iov{g.p, len};
-        RmaArgs a;
-        a.dest = p.peer;
-        a.iov = &iov;
-        a.iov_count = 1;
-        a.addr = r.addr + off;
-        a.key = r.key;
-        a.flags = kOpCompletion;
-        a.context = &op;
-        if (p.ep->write(a))
-            die("zcopy write %zu", i);
-        p.run_until([&] { return wdone; });
+        // wait_op returns as soon as the completion is dispatched: no
+        // progress runs between it and the revoke.
+        Completion c = rma_wait(p, true, g.p, len, r.addr + off, r.key);
+        if (c.status != OpStatus::kOk)
+            die("zcopy write %zu: %s", i, to_string(c.status));
+        g.revoke();
         std::vector<uint8_t> back(len);
-        bool rdone = false;
-        Op rop{[&](Op*, const Completion& c) {
-            if (c.status != OpStatus::kOk)
-                die("zcopy read %zu: %s", i, to_string(c.status));
-            rdone = true;
-        }};
-        iovec riov{back.data(), len};
-        a.iov = &riov;
-        a.context = &rop;
-        if (p.ep->read(a))
-            die("zcopy read %zu", i);
-        p.run_until([&] { return rdone; });
+        c = rma_wait(p, false, back.data(), len, r.addr + off, r.key);
+        if (c.status != OpStatus::kOk)
+            die("zcopy read %zu: %s", i, to_string(c.status));
         if (mcmp(back.data(), mirror.data() + off, len) != 0)
             die("zcopy read %zu (%zu bytes at %" PRIu64 "): data differs", i, len, off);
     }
     CtlMsg v;
     v.a = fnv1a(mirror.data(), kRegionLen);
-    p.phase = "zcopy: VERIFY";
-    ctl_send(p, kVerify, v);
-    p.phase = "zcopy: waiting for RESULT";
-    p.run_until([&] { return result.got; });
-    if (!result.m.a)
-        die("the server found its memory different from what we wrote");
+    verify_at_server(p, v, result);
     say("zcopy messages: %zu sends, %zu injects, 8 RMA writes and reads checked", kZcCount, kZcInjects);
     p.phase = "BYE";
     ctl_send(p, kBye, CtlMsg());
