@@ -373,7 +373,7 @@ bool Netif::resolve(uint32_t ip_be, uint8_t mac_out[6], uint64_t now_us)
 {
     if (!arp_enabled_) {
         if (!cache_.lookup(ip_be, now_us, mac_out))
-            memcpy(mac_out, port_->is_loopback() ? kZeroMac : kBroadcast, 6);
+            memcpy(mac_out, port_->is_loopback() ? port_->mac().addr_bytes : kBroadcast, 6);
         return true;
     }
     if (ip_be == port_->ip_be()) {

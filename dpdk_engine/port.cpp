@@ -480,8 +480,10 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     p->setup_memif_wait();  // else no wait fd: callers fall back to timers
   }
 
-  if (p->loopback_ || rte_eth_macaddr_get(p->port_id_, &p->mac_) != 0)
-    p->mac_ = rte_ether_addr{};  // lo: 00:00:00:00:00:00
+  if (p->loopback_)
+    memcpy(p->mac_.addr_bytes, kLoopbackMac, sizeof(kLoopbackMac));  // see port.h
+  else if (rte_eth_macaddr_get(p->port_id_, &p->mac_) != 0)
+    p->mac_ = rte_ether_addr{};
   replay.ok = true;
   *out = std::move(p);
   return 0;

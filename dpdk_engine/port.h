@@ -35,7 +35,9 @@
 //    route_localnet=1) and frames to a MAC other than lo's 00:..:00 are
 //    PACKET_OTHERHOST.  So no ICMP port unreachable on lo; the reservation
 //    sockets keep ports unique (and matter on veth/tap, where the kernel
-//    does deliver).  mac() on lo is 00:00:00:00:00:00.
+//    does deliver).  mac() on lo is kLoopbackMac, the same in every
+//    process, so frames to a peer (learnt from its source MAC or not) are
+//    all PACKET_OTHERHOST.
 //  * Never call rte_eth_dev_set_mtu on af_packet: it runs SIOCSIFMTU on the
 //    kernel interface.  The ethdev MTU of af_packet/memif is capped at 1500
 //    by the PMDs' max_rx_pktlen; larger frames still work because the
@@ -89,6 +91,16 @@ constexpr uint16_t kMemifDefaultMtu = 9000;
 // (FI_DPDK_IFACE), used when device is "".
 constexpr uint16_t kLoopbackDefaultMtu = 8112;
 uint16_t default_mtu(const std::string& device, const std::string& iface);
+
+// The MAC of every af_packet port on lo (Port::mac(); no ARP there), so the
+// source and destination MAC of all our frames on lo.  lo's own address is
+// 00:00:00:00:00:00: a frame to it also climbs the kernel's IP stack, whose
+// input route lookup rejects 127.0.0.1 arriving from a packet socket as a
+// martian, once per frame.  A frame to any other unicast MAC is
+// PACKET_OTHERHOST: still delivered to packet sockets (ours) but dropped at
+// the top of ip_rcv, before routing and netfilter (both shown by test_port's
+// lo_kernel_drops_our_frames).  Receivers ignore the MAC.
+constexpr uint8_t kLoopbackMac[6] = {0x02, 0, 0, 0, 0, 0x01};
 
 struct PortConfig {
   std::string device;       // see the header comment; "" => af_packet on iface
