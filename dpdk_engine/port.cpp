@@ -123,7 +123,8 @@ uint16_t default_mtu(const std::string& device, const std::string& iface) {
   const size_t comma = device.find(',');
   if (comma == std::string::npos || kind_of_driver(device.substr(0, comma)) != Port::Kind::kAfPacket)
     return PortConfig().mtu;
-  const std::string* ifa = kv_get(parse_kv(device.substr(comma + 1)), "iface");
+  const auto args = parse_kv(device.substr(comma + 1));  // kv_get points into it
+  const std::string* ifa = kv_get(args, "iface");
   return ifa != nullptr && *ifa == "lo" ? kLoopbackDefaultMtu : PortConfig().mtu;
 }
 

@@ -448,6 +448,24 @@ void test_af_packet_lo_jumbo(void**) {
   assert_int_equal(got[0].len, 9014);
 }
 
+// The provider's MTU when FI_DPDK_MTU is unset, for each way of naming a
+// device (the af_packet device string is parsed: the sanitizer pass caught
+// a read of its freed parse once).
+void test_default_mtu(void**) {
+  using dpdk_engine::default_mtu;
+  using dpdk_engine::kLoopbackDefaultMtu;
+  using dpdk_engine::kMemifDefaultMtu;
+  using dpdk_engine::PortConfig;
+  assert_int_equal(default_mtu("memif:/tmp/x.sock", ""), kMemifDefaultMtu);
+  assert_int_equal(default_mtu("", "lo"), kLoopbackDefaultMtu);
+  assert_int_equal(default_mtu("", "eth0"), PortConfig().mtu);
+  assert_int_equal(default_mtu("net_af_packet0,iface=lo,qpairs=1", ""), kLoopbackDefaultMtu);
+  assert_int_equal(default_mtu("net_af_packet1,qpairs=1,iface=lo", "eth0"), kLoopbackDefaultMtu);
+  assert_int_equal(default_mtu("net_af_packet0,iface=eth0", ""), PortConfig().mtu);
+  assert_int_equal(default_mtu("net_af_packet0", ""), PortConfig().mtu);
+  assert_int_equal(default_mtu("net_tap0,iface=lo", ""), PortConfig().mtu);
+}
+
 }  // namespace
 
 int main() {
@@ -461,6 +479,7 @@ int main() {
       cmocka_unit_test_teardown(test_null_port, close_ports),
       cmocka_unit_test_teardown(test_jumbo_ringpair, close_ports),
       cmocka_unit_test_teardown(test_invalid_configs, close_ports),
+      cmocka_unit_test(test_default_mtu),
       cmocka_unit_test_teardown(test_reserve_udp_port, close_ports),
       cmocka_unit_test_teardown(test_af_packet_lo_filter_exactly_once, close_ports),
       cmocka_unit_test_teardown(test_lo_kernel_drops_our_frames, close_ports),
