@@ -421,7 +421,7 @@ void test_endpoint_close(void** state)
             a->sink.c.clear();
             return to_b1 == kN && to_b2 == kN;
         },
-        kDeadTimeoutMs + 3000);
+        kDeadTimeoutMs + op_timeout(state));  // the live endpoint's sends finish too
     CHECK(ok, "after closing one endpoint: %zu of %d sends to it and %zu of %d to the other ended", to_b1, kN, to_b2,
           kN);
     print_message("      endpoint close [%s]: %zu of %d sends to the closed endpoint failed after %" PRIu64
