@@ -17,7 +17,7 @@ extern "C" {
 
 namespace dpdk_engine {
 namespace wire {
-// Test hook in wire.cpp (not part of wire.h): forces the portable CRC path.
+// Test hook in crc32c.cpp (crc32c.h): forces the portable CRC path.
 void crc_force_portable_for_testing(bool portable);
 } // namespace wire
 } // namespace dpdk_engine
