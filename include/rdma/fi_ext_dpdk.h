@@ -37,6 +37,9 @@
  * built against version 3 that gets `size` <= FI_DPDK_EP_STATS_SIZE_V2 back
  * talks to an older provider: those fields were not filled.
  *
+ * Version 4 appended zero_copy_tx at FI_DPDK_EP_STATS_SIZE_V3 (the whole
+ * struct of version 3); a version 3 caller still gets exactly its 320 bytes.
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -67,9 +70,10 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
-#define FI_DPDK_STATS_VERSION 3
+#define FI_DPDK_STATS_VERSION 4
 #define FI_DPDK_EP_STATS_SIZE_V1 208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2 264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
+#define FI_DPDK_EP_STATS_SIZE_V3 320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -124,6 +128,14 @@ struct fi_dpdk_ep_stats {
 	uint64_t tx_packed_frames;  /* frames that carried several small messages (FI_MORE, or
 				       queued behind a full send window); not retransmissions */
 	uint64_t tx_packed_msgs;    /* the messages those frames carried */
+	/* Version 4: */
+	uint64_t zero_copy_tx;      /* sequenced packets (retransmissions included) whose
+				       payload left from the application's buffer in external
+				       mbufs instead of being copied into the frame
+				       (FI_DPDK_ZCOPY_MIN; memif and af_packet devices, never
+				       between endpoints of one process) */
+	/* Version 5 appends here: define FI_DPDK_EP_STATS_SIZE_V4 (328), bump
+	 * FI_DPDK_STATS_VERSION, add the static_asserts in prov/dpdk/dpdk_stats.cpp. */
 };
 
 /* One session: this endpoint and one peer endpoint. */

@@ -332,6 +332,8 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 		FIELD(*st, response_timeouts); FIELD(*st, tx_packed_frames);
 		FIELD(*st, tx_packed_msgs);
 	}
+	if (st->size > FI_DPDK_EP_STATS_SIZE_V3)  /* version 4 on */
+		FIELD(*st, zero_copy_tx);
 
 	ssize_t n = ops->session_stats(s->ep, NULL, 0);
 	if (n < 0)
@@ -355,6 +357,8 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 		/* A spurious timeout is one of the timeouts. */
 		check(st->spurious_rtos <= st->rto_fires, "%s: spurious_rtos %" PRIu64
 		      " > rto_fires %" PRIu64, role, st->spurious_rtos, st->rto_fires);
+		check(st->zero_copy_tx <= st->tx_packets, "%s: zero_copy_tx %" PRIu64
+		      " > tx_packets %" PRIu64, role, st->zero_copy_tx, st->tx_packets);
 		/* A packed frame carries two messages at least. */
 		check(st->tx_packed_msgs >= 2 * st->tx_packed_frames, "%s: %" PRIu64
 		      " messages in %" PRIu64 " packed frames", role, st->tx_packed_msgs,
@@ -429,6 +433,14 @@ static void check_conventions(struct side *a, struct fi_info *info)
 	      raw[FI_DPDK_EP_STATS_SIZE_V2] == 0xee && raw[sizeof(raw) - 1] == 0xee,
 	      "a version 2 (%u-byte) ep_stats request fills exactly that (got size %u)",
 	      FI_DPDK_EP_STATS_SIZE_V2, small->size);
+	/* A version 3 caller: up to tx_packed_msgs, zero_copy_tx untouched. */
+	memset(raw, 0xee, sizeof(raw));
+	small->size = FI_DPDK_EP_STATS_SIZE_V3;
+	check(ops->ep_stats(a->ep, small) == 0 && small->size == FI_DPDK_EP_STATS_SIZE_V3 &&
+	      small->version == FI_DPDK_STATS_VERSION && small->tx_packets > 0 &&
+	      raw[FI_DPDK_EP_STATS_SIZE_V3] == 0xee && raw[sizeof(raw) - 1] == 0xee,
+	      "a version 3 (%u-byte) ep_stats request fills exactly that (got size %u)",
+	      FI_DPDK_EP_STATS_SIZE_V3, small->size);
 	small->size = 4;
 	check(ops->ep_stats(a->ep, small) == -FI_EINVAL, "size 4 -> -FI_EINVAL");
 	check(ops->ep_stats(a->ep, NULL) == -FI_EINVAL, "NULL stats -> -FI_EINVAL");
@@ -634,6 +646,8 @@ int main(int argc, char **argv)
 		check(d.rx_loopback >= sb.rx_packets, "loopback frames %" PRIu64 " < %" PRIu64,
 		      d.rx_loopback, sb.rx_packets);
 		check(sa.rx_bytes == 0 && sb.tx_bytes == 0, "no payload the other way");
+		/* Between endpoints of one process every payload is copied. */
+		check(sa.zero_copy_tx == 0, "loopback: zero_copy_tx %" PRIu64, sa.zero_copy_tx);
 		check_conventions(&a, info);
 	}
 	if (opt.loopback)

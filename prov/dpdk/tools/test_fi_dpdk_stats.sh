@@ -6,13 +6,17 @@
 # dgram_* counters, a dropped and a truncated datagram), connected ones (-m:
 # the accept and a shutdown in conn_ctl_rx), the version 3 counters, and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
+# Then two processes over memif (needs root, else skipped): a 1 MiB send
+# goes out zero-copy (version 4's zero_copy_tx) unless FI_DPDK_ZCOPY_MIN=0.
 set -u
 builddir=$(pwd)
 tool=$builddir/prov/dpdk/tools/fi_dpdk_stats
 export FI_PROVIDER_PATH=$builddir/.libs
 fail=0
 out=$(mktemp "${TMPDIR:-/tmp}/test_fi_dpdk_stats.XXXXXX") || exit 99
-trap 'rm -f "$out"' EXIT
+memif_dir=$(mktemp -d "${TMPDIR:-/tmp}/test_fi_dpdk_stats.XXXXXX") || exit 99
+srv_pid=
+trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$out" "$memif_dir"' EXIT
 
 run() {  # run <name> <env assignments...> -- <tool args...>
 	name=$1; shift
@@ -31,13 +35,14 @@ receiver() { awk -v f="$1" '/^receiver endpoint/{s=1} /^device/{s=0} s && $1 == 
 
 run eager -- -n 2000 -s 1000
 [ "$(receiver rx_bytes)" = 2000000 ] || { echo "FAIL: eager: receiver rx_bytes $(receiver rx_bytes)"; fail=1; }
-# Version 3: both sides print the five counters it appended (-c checked
-# their size, version, the v2 caller's view and spurious_rtos <= rto_fires).
-v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs) +[0-9]+$' "$out")
-if [ "$v3" = 14 ] && [ "$(grep -c '(stats version 3)' "$out")" = 2 ]; then
-	echo "PASS: version 3 counters printed"
+# Versions 3 and 4: both sides print the counters they appended (-c checked
+# their size, version, the v2 and v3 callers' views, spurious_rtos <=
+# rto_fires and, in one process, zero_copy_tx 0).
+v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx) +[0-9]+$' "$out")
+if [ "$v3" = 16 ] && [ "$(grep -c '(stats version 4)' "$out")" = 2 ]; then
+	echo "PASS: version 3 and 4 counters printed"
 else
-	echo "FAIL: version 3: $v3 of 14 counter lines"; sed 's/^/    /' "$out"; fail=1
+	echo "FAIL: versions 3 and 4: $v3 of 16 counter lines"; sed 's/^/    /' "$out"; fail=1
 fi
 # Messages make no RMA request, so nothing can wait for a response.
 [ "$(sender response_timeouts)" = 0 ] && [ "$(receiver response_timeouts)" = 0 ] ||
@@ -65,5 +70,61 @@ if [ "${r:-0}" -gt 0 ] && [ "${d:-0}" -gt 0 ]; then
 	echo "PASS: loss shows: retransmits $r, duplicates $d"
 else
 	echo "FAIL: 3% loss and duplication, yet retransmits '$r' duplicates '$d'"; sed 's/^/    /' "$out"; fail=1
+fi
+
+# pair <name> <env assignments...>: a server and a client process over one
+# memif socket; the client sends 20 messages of 1 MiB (rendezvous, so the
+# payload packets carry 1 MiB from the application's buffer). Leaves the
+# client's output in $out and its zero_copy_tx in $zc; returns 1 (and says
+# why) if either process failed.
+pair() {
+	name=$1; shift
+	sock=$memif_dir/$name.sock port=$((40000 + $$ % 20000))
+	srv=$memif_dir/$name.server
+	env FI_DPDK_DEVICE=memif:$sock "$@" timeout 120 "$tool" -c -n 20 -s 1048576 -P $port >"$srv" 2>&1 &
+	srv_pid=$!
+	# The server opens the memif socket and its endpoint, then says so.
+	i=0
+	until grep -q '^server at' "$srv" 2>/dev/null; do
+		i=$((i + 1))
+		if [ $i -gt 600 ] || ! kill -0 $srv_pid 2>/dev/null; then
+			echo "FAIL: $name: the server never started"; sed 's/^/    /' "$srv"; fail=1
+			kill $srv_pid 2>/dev/null; wait $srv_pid; srv_pid=
+			return 1
+		fi
+		sleep 0.1
+	done
+	ip=$(sed -n 's/^server at \([0-9.]*\):.*/\1/p' "$srv")
+	env FI_DPDK_DEVICE=memif:$sock "$@" timeout 120 "$tool" -c -n 20 -s 1048576 -P $port "$ip" >"$out" 2>&1
+	crc=$?
+	wait $srv_pid
+	src=$?
+	srv_pid=
+	if [ $crc != 0 ] || [ $src != 0 ]; then
+		echo "FAIL: $name: client exit $crc, server exit $src"
+		sed 's/^/    client: /' "$out"; sed 's/^/    server: /' "$srv"; fail=1
+		return 1
+	fi
+	zc=$(awk '/^this endpoint/{s=1} /^device/{s=0} s && $1 == "zero_copy_tx" {print $2; exit}' "$out")
+}
+if [ "$(id -u)" != 0 ]; then
+	echo "SKIP: memif pairs need root"
+else
+	if pair memif-zcopy; then
+		# 1 MiB in MTU-sized packets: most of the client's are zero-copy.
+		tx=$(awk '/^this endpoint/{s=1} s && $1 == "tx_packets" {print $2; exit}' "$out")
+		if [ "${zc:-0}" -ge 20 ] && [ $((2 * ${zc:-0})) -ge "${tx:-1}" ]; then
+			echo "PASS: memif 1 MiB sends: zero_copy_tx $zc of tx_packets $tx"
+		else
+			echo "FAIL: memif 1 MiB sends, yet zero_copy_tx '$zc'"; sed 's/^/    /' "$out"; fail=1
+		fi
+	fi
+	if pair memif-copy FI_DPDK_ZCOPY_MIN=0; then
+		if [ "$zc" = 0 ]; then
+			echo "PASS: memif with FI_DPDK_ZCOPY_MIN=0: zero_copy_tx 0"
+		else
+			echo "FAIL: FI_DPDK_ZCOPY_MIN=0, yet zero_copy_tx '$zc'"; sed 's/^/    /' "$out"; fail=1
+		fi
+	fi
 fi
 exit $fail
