@@ -2,7 +2,8 @@
 // over FI_EP_RDM (a benchmark: it prints figures, it passes no judgement).
 //
 // Run it twice, like every program here: the server with no address, the
-// client with the server's host. The client decides what is measured and
+// client with the server's host (-k av runs once, alone: it measures
+// fi_av_insert, which is local). The client decides what is measured and
 // tells the server each step over the out-of-band TCP channel, so the server
 // needs only -p (and -E); the same binary measures dpdk, tcp, net,
 // "udp;ofi_rxd" and shm alike (like for like: same hints, same loops).
@@ -149,7 +150,8 @@ bool on_opt(int c, const char* arg)
 const char* kUsage =
     "\nBenchmark options (client side; the server follows the client):\n"
     " -k lat|bw|rate  what to measure (default lat)\n"
-    " -k av           fi_av_insert of 1000 addresses: one call, and one call each (client only)\n"
+    " -k av           fi_av_insert of 1000 addresses: one call, and one call each; runs\n"
+    "                 alone (fi_av_insert is local): no server, no address, no -E\n"
     " -o msg|tagged|write|read  which operation (default tagged)\n"
     " -S <sizes>      comma list (1,8,4k,1m) or 'all' = 1 B..16 MiB in powers of two\n"
     "                 (default 8,4k,64k,1m)\n"
@@ -234,14 +236,16 @@ uint64_t run_step(const Plan& p, std::vector<uint64_t>* t)
     return ns;
 }
 
-// fi_av_insert cost: 1000 distinct FI_SOCKADDR_IN addresses (the peer's
-// address with other ports) into a fresh AV in one call, then one call per
-// address into another fresh AV. Local to the client.
+// fi_av_insert cost: 1000 distinct FI_SOCKADDR_IN addresses (this
+// endpoint's own address with other ports) into a fresh AV in one call, then
+// one call per address into another fresh AV. Local: no server takes part.
 void av_insert_cost()
 {
     constexpr size_t kCount = 1000;
     printf("# fi_bench -k av: provider %s, %s: fi_av_insert of %zu addresses\n",
            fab.info->fabric_attr->prov_name, fab.info->domain_attr->name, kCount);
+    if (opts.dst)
+        printf("# -k av runs alone: the address %s is not used\n", opts.dst);
     if (fab.info->addr_format != FI_SOCKADDR_IN || g->ep.name.size() != sizeof(sockaddr_in)) {
         printf("# not measured: the provider's addresses are not FI_SOCKADDR_IN\n");
         return;
@@ -277,13 +281,6 @@ void av_insert_cost()
 
 void run_client()
 {
-    if (choice.kind == kAv) {
-        av_insert_cost();
-        Plan end;
-        end.kind = kEnd;
-        oob.send(kMsgPlan, &end, sizeof(end));
-        return;
-    }
     print_header();
     if ((choice.op == kOpWrite || choice.op == kOpRead) && !g->has_rma) {
         printf("# not supported: provider %s offers no FI_RMA\n", fab.info->fabric_attr->prov_name);
@@ -374,8 +371,12 @@ int main(int argc, char** argv)
     g = &b;
     int status = 0;
     try {
-        open_bench(b);
-        if (opts.server())
+        // -k av needs no peer: started alone it measures at once, instead
+        // of waiting as a server for a client that never comes.
+        open_bench(b, choice.kind == kAv);
+        if (choice.kind == kAv)
+            av_insert_cost();
+        else if (opts.server())
             run_server();
         else
             run_client();

@@ -211,7 +211,9 @@ extern Bench* g;  // the one endpoint of this process
 
 // The timed loops (fi_bench_loops.cpp). Each returns or fills the times the
 // client measured; the server side only takes part.
-void open_bench(Bench& b);
+// Opens the endpoint; unless `alone`, also the OOB channel to the peer, the
+// peer's address and the buffer's registration (exchanged for RMA).
+void open_bench(Bench& b, bool alone);
 void lat_msg(Bench& b, const Plan& p, std::vector<uint64_t>* times);
 void lat_write(Bench& b, const Plan& p, std::vector<uint64_t>* times);
 void lat_read(Bench& b, const Plan& p, std::vector<uint64_t>* times);

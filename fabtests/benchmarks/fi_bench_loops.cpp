@@ -11,7 +11,7 @@ uint64_t now_ns()
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void open_bench(Bench& b)
+void open_bench(Bench& b, bool alone)
 {
     const int mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                         FI_MR_PROV_KEY;
@@ -24,7 +24,10 @@ void open_bench(Bench& b)
         fi_freeinfo(probe);
     if (!b.has_rma)
         hints->caps = FI_MSG | FI_TAGGED;
-    setup(hints);
+    if (alone)
+        setup_local(hints);
+    else
+        setup(hints);
     fi_freeinfo(hints);
     b.mr_mode = fab.info->domain_attr->mr_mode;
     b.inject_size = fab.info->tx_attr->inject_size;
@@ -34,6 +37,8 @@ void open_bench(Bench& b)
     cfg.rx_format = FI_CQ_FORMAT_CONTEXT;
     cfg.pumped = false;  // read raw by Bench::poll
     b.ep.open(cfg);
+    if (alone)
+        return;  // the endpoint's own name is all -k av needs
     connect(b.ep);
 
     b.buf.alloc(2 * kMaxSize);

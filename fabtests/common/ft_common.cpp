@@ -528,8 +528,7 @@ fi_info* make_hints(uint64_t caps, int mr_mode)
     return h;
 }
 
-namespace {
-void open_local(fi_info* hints)
+void setup_local(fi_info* hints)
 {
     int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &fab.info);
     if (ret)
@@ -554,18 +553,17 @@ void open_local(fi_info* hints)
     if (ret)
         die("fi_cq_open: %d (%s)", ret, fi_strerror(-ret));
 }
-}  // namespace
 
 void setup(fi_info* hints, const std::function<void()>& opened)
 {
     if (opts.server()) {
-        open_local(hints);
+        setup_local(hints);
         if (opened)
             opened();
         oob.listen_accept(opts.oob_port);
     } else {
         oob.connect_to(opts.dst, opts.oob_port);
-        open_local(hints);
+        setup_local(hints);
         if (opened)
             opened();
     }

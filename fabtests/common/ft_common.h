@@ -209,6 +209,9 @@ fi_info* make_hints(uint64_t caps, int mr_mode);
 // connected. `opened`, when given, runs right after the domain is open (on
 // the server: before it accepts; e.g. to open an endpoint early).
 void setup(fi_info* hints, const std::function<void()>& opened = nullptr);
+// Opens fab (fabric, EQ, domain) alone: no OOB channel, no peer. For a
+// measurement local to this process (fi_bench -k av).
+void setup_local(fi_info* hints);
 // Opens another domain on fab.fabric (e.g. with another mr_mode).
 fid_domain* open_domain(fi_info* info);
 void teardown();
