@@ -22,9 +22,28 @@ uint32_t crc_update(uint32_t reg, const uint8_t* p, size_t len);
 // for the same reason).
 uint32_t packet_crc(const uint8_t* th, size_t total);
 
-// Test hook: true makes every CRC take the portable path, as on a CPU
-// without SSE4.2 and PCLMULQDQ; false restores the CPU check. Not
-// thread-safe: tests only.
+// The implementations, chosen once at load time: the fastest the CPU has
+// (kFold128 only when forced: see preferred_crc_path in crc32c.cpp). Every
+// one gives the same result; each uses a superset of the instructions of
+// the one before.
+enum class CrcPath : uint8_t {
+    kPortable,    // DPDK's rte_hash_crc primitives, one chain (any CPU)
+    kCrc32Lanes,  // 3 chains of crc32 (SSE4.2) combined with PCLMULQDQ
+    kFold128,     // and long ranges folded with PCLMULQDQ on 128-bit registers
+    kFold512,     // and long ranges folded with VPCLMULQDQ on 512-bit (AVX-512F) ones
+};
+
+const char* to_string(CrcPath path);
+
+// The path in use.
+CrcPath crc_path();
+
+// Test hooks, not thread-safe (no CRC may run meanwhile): tests and
+// benchmarks only. Forces `path`; false (and no change) when this CPU or
+// build (DPDK_ENGINE_CRC_PORTABLE_ONLY, not x86-64) lacks it.
+bool crc_force_path_for_testing(CrcPath path);
+// true: the portable path, as on a CPU without SSE4.2 and PCLMULQDQ;
+// false: back to the path chosen at load time.
 void crc_force_portable_for_testing(bool portable);
 
 } // namespace wire

@@ -9,6 +9,9 @@
 //                              (for callgrind: Ir per call = inclusive / N)
 //   crc_bench parse SIZE N     only N x wire::parse_frame of such a frame
 //   crc_bench crc SIZE N       only N x wire::crc32c over SIZE bytes
+//   crc_bench paths            every CRC path this CPU has (crc32c.h CrcPath,
+//                              forced through the test hook) side by side,
+//                              64 B .. 1 MiB
 //
 // Two figures per size and implementation:
 //  * "lat": each call is seeded with the previous result, so calls cannot
@@ -31,6 +34,7 @@
 
 #include <rte_hash_crc.h>
 
+#include "dpdk_engine/crc32c.h"
 #include "dpdk_engine/wire.h"
 
 using namespace dpdk_engine;
@@ -267,12 +271,68 @@ int run_table()
     return 0;
 }
 
+// GB/s and bytes per cycle of wire::crc32c on each path, dependent calls
+// (one packet's CRC at a time, as seal and parse_frame see it) and
+// independent ones, best of 25 interleaved runs.
+int run_paths()
+{
+    const double cpn = cycles_per_ns();
+    const wire::CrcPath paths[] = {wire::CrcPath::kPortable, wire::CrcPath::kCrc32Lanes, wire::CrcPath::kFold128,
+                                   wire::CrcPath::kFold512};
+    const wire::CrcPath best = wire::crc_path();
+    size_t npaths = 0;
+    for (wire::CrcPath path : paths)
+        npaths += wire::crc_force_path_for_testing(path);
+    wire::crc_force_path_for_testing(best);
+    printf("crc_bench paths: core ~%.2f GHz (dependent-imul calibration); wire::crc32c at buffer + 1;\n"
+           "GB/s (bytes/cycle), best of 25 interleaved runs; lat = each call seeded with the previous\n"
+           "result, thr = independent calls. Paths this CPU lacks are left out.\n",
+           cpn);
+    printf("%8s %4s", "bytes", "");
+    for (size_t i = 0; i < npaths; i++)
+        printf(" | %20s", wire::to_string(paths[i]));
+    printf("\n");
+    const size_t sizes[] = {64, 256, 512, 1024, 2048, 4096, 9216, size_t{1} << 20};
+    std::vector<uint8_t> mem((size_t{1} << 20) + 64);
+    for (size_t i = 0; i < mem.size(); i++)
+        mem[i] = static_cast<uint8_t>(i * 7 + 3);
+    const uint8_t* buf = mem.data() + 1;
+    for (size_t len : sizes) {
+        const size_t iters = std::max<size_t>(20, (size_t{4} << 20) / (len + 64));
+        for (bool dependent : {true, false}) {
+            double ns[4] = {1e30, 1e30, 1e30, 1e30};
+            uint32_t result[4] = {};
+            for (int rep = 0; rep < 25; rep++) {
+                for (size_t i = 0; i < npaths; i++) {
+                    wire::crc_force_path_for_testing(paths[i]);
+                    ns[i] = std::min(ns[i], run_crc(new_crc32c, buf, len, dependent, iters));
+                    result[i] = wire::crc32c(buf, len);
+                }
+            }
+            printf("%8zu %4s", len, dependent ? "lat" : "thr");
+            for (size_t i = 0; i < npaths; i++) {
+                if (result[i] != result[0]) {
+                    fprintf(stderr, "crc_bench: path %s differs at %zu bytes\n", wire::to_string(paths[i]), len);
+                    return 1;
+                }
+                const double n = static_cast<double>(len);
+                printf(" | %7.2f GB/s (%5.2f)", n / ns[i], n / (ns[i] * cpn));
+            }
+            printf("\n");
+        }
+    }
+    wire::crc_force_path_for_testing(best);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
     if (argc == 1)
         return run_table();
+    if (argc == 2 && strcmp(argv[1], "paths") == 0)
+        return run_paths();
     const bool seal = argc == 4 && strcmp(argv[1], "seal") == 0;
     const bool parse = argc == 4 && strcmp(argv[1], "parse") == 0;
     if (seal || parse || (argc == 4 && strcmp(argv[1], "crc") == 0)) {
@@ -310,6 +370,6 @@ int main(int argc, char** argv)
         }
         return 0;
     }
-    fprintf(stderr, "usage: crc_bench | crc_bench seal|parse|crc SIZE N\n");
+    fprintf(stderr, "usage: crc_bench | crc_bench paths | crc_bench seal|parse|crc SIZE N\n");
     return 2;
 }
