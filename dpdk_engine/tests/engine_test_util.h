@@ -248,6 +248,9 @@ struct SegBuf {
 struct Mode {
     const char* name;
     const char* fault;  // FI_DPDK_FAULT spec without the seed
+    // The injectors' seeds: 0 derives them from the run's seed (g_seed *
+    // 2 + side, replayable with TEST_ENGINE_SEED); else fixed, seed + side.
+    uint64_t seed = 0;
 };
 
 inline const Mode kModes[] = {
@@ -266,6 +269,7 @@ inline void on_complete(void* owner, const Completion& c)
 }
 
 struct Ep {
+    virtual ~Ep() = default;  // a test may add to it (test_connect's event log)
     int side = 0;
     Endpoint* ep = nullptr;
     Sink sink;
@@ -287,7 +291,8 @@ struct Pair {
             EngineConfig& c = cfg[i];
             c.port.device = "ringpair:" + ring + ":" + std::to_string(i);
             if (m->fault[0]) {
-                std::string spec = std::string(m->fault) + ",seed=" + std::to_string(g_seed * 2 + i);
+                const uint64_t seed = m->seed ? m->seed + i : g_seed * 2 + i;
+                std::string spec = std::string(m->fault) + ",seed=" + std::to_string(seed);
                 int rc = parse_fault_spec(spec.c_str(), &c.fault);
                 CHECK(rc == 0, "parse_fault_spec(%s) = %d", spec.c_str(), rc);
                 CHECK(c.fault.enabled(), "fault spec %s not enabled", spec.c_str());
@@ -324,14 +329,21 @@ struct Pair {
     Ep* open(int side, MemoryRegistry* regions = nullptr, uint16_t port = 0, bool no_regions = false)
     {
         std::unique_ptr<Ep> ep(new Ep);
-        ep->side = side;
         EndpointConfig ec;
         ec.port = port;
         ec.on_complete = on_complete;
         ec.owner = &ep->sink;
         ec.regions = no_regions ? nullptr : regions ? regions : mr[side].get();
+        return adopt(side, std::move(ep), ec);
+    }
+    // Opens the engine endpoint of `ep` with `ec` (callbacks and owner as
+    // the caller wants them: a subclass of Ep with its own records) and
+    // keeps it with the pair's endpoints.
+    Ep* adopt(int side, std::unique_ptr<Ep> ep, const EndpointConfig& ec)
+    {
+        ep->side = side;
         int rc = e[side]->open_endpoint(ec, &ep->ep);
-        CHECK(rc == 0, "open_endpoint(side %d, port %u) = %d", side, port, rc);
+        CHECK(rc == 0, "open_endpoint(side %d, port %u) = %d", side, ec.port, rc);
         eps.push_back(std::move(ep));
         return eps.back().get();
     }

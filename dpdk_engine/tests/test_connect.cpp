@@ -16,48 +16,26 @@
 //                       kPeerTimeout within the timeout
 //   conn_peer_killed    an idle connected peer whose engine dies is
 //                       reported as kPeerLost (keepalive) within the timeout
-#include <arpa/inet.h>
+//
+// The two-engine fixture is the engine tests' (engine_test_util.h); this
+// file adds an endpoint that logs completions and connection events in one
+// sequence, since the tests check their order.
+#include "dpdk_engine/tests/engine_test_util.h"
 
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "dpdk_engine/engine.h"
-
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-extern "C" {
-#include <cmocka.h>
-}
-
-using namespace dpdk_engine;
+using namespace engine_test;
 
 namespace {
 
-unsigned g_ring_counter = 0;
+// Fault injection of these tests, with the fixed seeds they always had.
+const Mode kClean{"clean", ""};
+const Mode kLoss20{"loss20", "loss=0.2", 7};
+const Mode kLossyConn{"lossy", "loss=0.1,dup=0.01,reorder=0.01,dir=both", 7};
 
-uint64_t now_ms()
+// The engines' peer timeout (also the connection keepalive's).
+std::function<void(EngineConfig&)> peer_timeout(uint32_t ms)
 {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
+    return [ms](EngineConfig& c) { c.peer_timeout_ms = ms; };
 }
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            print_error("%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);             \
-            print_error(__VA_ARGS__);                                                        \
-            print_error("\n");                                                               \
-            fail();                                                                          \
-        }                                                                                    \
-    } while (0)
 
 // Everything an endpoint reports, in order, as one log.
 struct Event {
@@ -67,11 +45,8 @@ struct Event {
     std::vector<uint8_t> data;  // ConnEvent::data copied
 };
 
-struct Ep {
-    int side = 0;
-    Endpoint* ep = nullptr;
+struct ConnEp : Ep {
     std::vector<Event> log;
-    Address addr() const { return ep->address(); }
     size_t count_conn(ConnEvent::What w, wire::ConnKind k) const
     {
         size_t n = 0;
@@ -95,14 +70,14 @@ struct Ep {
     }
 };
 
-void on_complete(void* owner, const Completion& c)
+void log_completion(void* owner, const Completion& c)
 {
     Event e;
     e.c = c;
-    static_cast<Ep*>(owner)->log.push_back(e);
+    static_cast<ConnEp*>(owner)->log.push_back(e);
 }
 
-void on_conn(void* owner, const ConnEvent& ev)
+void log_conn(void* owner, const ConnEvent& ev)
 {
     Event e;
     e.is_conn = true;
@@ -110,88 +85,30 @@ void on_conn(void* owner, const ConnEvent& ev)
     if (ev.len)
         e.data.assign(static_cast<const uint8_t*>(ev.data), static_cast<const uint8_t*>(ev.data) + ev.len);
     e.ev.data = nullptr;
-    static_cast<Ep*>(owner)->log.push_back(e);
+    static_cast<ConnEp*>(owner)->log.push_back(e);
 }
 
-struct Pair {
-    EngineConfig cfg[2];
-    std::unique_ptr<Engine> e[2];
-    std::vector<std::unique_ptr<Ep>> eps;
-
-    Pair(const char* fault, uint32_t timeout_ms)
-    {
-        std::string ring = "tc" + std::to_string(g_ring_counter++);
-        for (int i = 0; i < 2; i++) {
-            cfg[i].port.device = "ringpair:" + ring + ":" + std::to_string(i);
-            cfg[i].peer_timeout_ms = timeout_ms;
-            if (fault && *fault) {
-                std::string spec = std::string(fault) + ",seed=" + std::to_string(7 + i);
-                CHECK(parse_fault_spec(spec.c_str(), &cfg[i].fault) == 0, "fault spec %s", spec.c_str());
-            }
-        }
-        for (int i = 0; i < 2; i++) {
-            int rc = Engine::create(cfg[i], &e[i]);
-            CHECK(rc == 0, "Engine::create = %d", rc);
-        }
-    }
-    ~Pair()
-    {
-        for (auto& ep : eps)
-            if (ep->ep && e[ep->side])
-                e[ep->side]->close_endpoint(ep->ep);
-        e[1].reset();
-        e[0].reset();
-    }
-    Ep* open(int side, bool msg)
-    {
-        std::unique_ptr<Ep> ep(new Ep);
-        ep->side = side;
-        EndpointConfig ec;
-        ec.on_complete = on_complete;
-        ec.on_conn = msg ? on_conn : nullptr;
-        ec.owner = ep.get();
-        int rc = e[side]->open_endpoint(ec, &ep->ep);
-        CHECK(rc == 0, "open_endpoint = %d", rc);
-        eps.push_back(std::move(ep));
-        return eps.back().get();
-    }
-    void progress()
-    {
-        for (auto& x : e)
-            if (x)
-                x->progress();
-    }
-    bool run_until(const std::function<bool()>& done, uint64_t timeout_ms)
-    {
-        uint64_t end = now_ms() + timeout_ms;
-        while (!done()) {
-            if (now_ms() > end)
-                return done();
-            progress();
-        }
-        return true;
-    }
-    void run_for(uint64_t ms)
-    {
-        uint64_t end = now_ms() + ms;
-        while (now_ms() < end)
-            progress();
-    }
-};
-
-int post_recv(Ep* ep, void* buf, size_t len, bool tagged = false, uint64_t tag = 0)
+// An endpoint on `side` without memory regions; `msg`: it takes connection
+// control packets (FI_EP_MSG), else it refuses them (FI_EP_DGRAM).
+ConnEp* open_ep(Pair& p, int side, bool msg)
 {
-    iovec iov{buf, len};
-    RecvArgs r;
-    r.iov = &iov;
-    r.iov_count = 1;
-    r.flags = kOpCompletion | (tagged ? uint32_t{kOpTagged} : 0u);
-    r.tag = tag;
-    r.context = buf;
-    return ep->ep->recv(r);
+    std::unique_ptr<ConnEp> ep(new ConnEp);
+    ConnEp* raw = ep.get();
+    EndpointConfig ec;
+    ec.on_complete = log_completion;
+    ec.on_conn = msg ? log_conn : nullptr;
+    ec.owner = raw;
+    p.adopt(side, std::move(ep), ec);
+    return raw;
 }
 
-int send_dgram(Ep* from, Address to, const void* buf, size_t len, uint32_t flags = 0, uint64_t tag = 0,
+// A receive whose context is its buffer.
+int post(ConnEp* ep, void* buf, size_t len, bool tagged = false, uint64_t tag = 0)
+{
+    return post_recv(ep, buf, len, kOpCompletion | (tagged ? uint32_t{kOpTagged} : 0u), tag, 0, buf);
+}
+
+int send_dgram(ConnEp* from, Address to, const void* buf, size_t len, uint32_t flags = 0, uint64_t tag = 0,
                uint64_t data = 0)
 {
     iovec iov{const_cast<void*>(buf), len};
@@ -205,24 +122,13 @@ int send_dgram(Ep* from, Address to, const void* buf, size_t len, uint32_t flags
     return from->ep->send_datagram(a);
 }
 
-int send_msg(Ep* from, Address to, const void* buf, size_t len)
-{
-    iovec iov{const_cast<void*>(buf), len};
-    SendArgs a;
-    a.dest = to;
-    a.iov = &iov;
-    a.iov_count = 1;
-    a.flags = kOpCompletion;
-    return from->ep->send(a);
-}
-
 // ---------------------------------------------------------------------------
 
 void test_datagram_basic(void**)
 {
-    Pair p("", 3000);
-    Ep* a = p.open(0, false);
-    Ep* b = p.open(1, false);
+    Pair p(&kClean, peer_timeout(3000));
+    ConnEp* a = open_ep(p, 0, false);
+    ConnEp* b = open_ep(p, 1, false);
     const size_t max = a->ep->max_datagram();
     CHECK(max > 1000 && max < 1500, "max_datagram %zu", max);
 
@@ -240,9 +146,9 @@ void test_datagram_basic(void**)
     std::vector<uint8_t> r1(max), r2(64), r3(8);
     for (size_t i = 0; i < max; i++)
         big[i] = static_cast<uint8_t>(i * 7);
-    CHECK(post_recv(b, r1.data(), r1.size()) == 0, "post");
-    CHECK(post_recv(b, r2.data(), r2.size(), true, 0x1234) == 0, "post tagged");
-    CHECK(post_recv(b, r3.data(), r3.size()) == 0, "post");
+    CHECK(post(b, r1.data(), r1.size()) == 0, "post");
+    CHECK(post(b, r2.data(), r2.size(), true, 0x1234) == 0, "post tagged");
+    CHECK(post(b, r3.data(), r3.size()) == 0, "post");
     CHECK(send_dgram(a, b->addr(), "tagged!", 7, kOpTagged | kOpRemoteData, 0x1234, 0xfeed) == 0, "send");
     CHECK(send_dgram(a, b->addr(), big.data(), max) == 0, "send");
     CHECK(send_dgram(a, b->addr(), nullptr, 0) == 0, "send empty");
@@ -256,7 +162,7 @@ void test_datagram_basic(void**)
 
     // Truncation.
     std::vector<uint8_t> small(16, 0);
-    CHECK(post_recv(b, small.data(), small.size()) == 0, "post");
+    CHECK(post(b, small.data(), small.size()) == 0, "post");
     CHECK(send_dgram(a, b->addr(), big.data(), 100) == 0, "send");
     CHECK(p.run_until([&] { return b->count_recv() == 4; }, 5000), "truncated datagram");
     const Completion& tr = b->log[3].c;
@@ -271,13 +177,13 @@ void test_datagram_basic(void**)
 
 void test_datagram_loss(void**)
 {
-    Pair p("loss=0.2", 3000);
-    Ep* a = p.open(0, false);
-    Ep* b = p.open(1, false);
+    Pair p(&kLoss20, peer_timeout(3000));
+    ConnEp* a = open_ep(p, 0, false);
+    ConnEp* b = open_ep(p, 1, false);
     constexpr int kN = 300;
     std::vector<uint32_t> bufs(kN);
     for (int i = 0; i < kN; i++)
-        CHECK(post_recv(b, &bufs[i], sizeof(uint32_t)) == 0, "post");
+        CHECK(post(b, &bufs[i], sizeof(uint32_t)) == 0, "post");
     for (uint32_t i = 0; i < kN; i++) {
         int rc;
         while ((rc = send_dgram(a, b->addr(), &i, sizeof(i))) == -EAGAIN)
@@ -302,12 +208,12 @@ void test_datagram_loss(void**)
 }
 
 // CONNREQ -> listener, ACCEPT from a new endpoint, data, SHUTDOWN.
-void handshake(const char* fault)
+void handshake(const Mode& mode)
 {
-    Pair p(fault, 3000);
-    Ep* client = p.open(0, true);
-    Ep* listener = p.open(1, true);
-    Ep* server = p.open(1, true);
+    Pair p(&mode, peer_timeout(3000));
+    ConnEp* client = open_ep(p, 0, true);
+    ConnEp* listener = open_ep(p, 1, true);
+    ConnEp* server = open_ep(p, 1, true);
     uint8_t priv[64];
     for (int i = 0; i < 64; i++)
         priv[i] = static_cast<uint8_t>(i ^ 0x3c);
@@ -339,11 +245,11 @@ void handshake(const char* fault)
     constexpr int kMsgs = 50;
     std::vector<uint32_t> rbuf(kMsgs);
     for (int i = 0; i < kMsgs; i++)
-        CHECK(post_recv(server, &rbuf[i], 4) == 0, "post");
+        CHECK(post(server, &rbuf[i], 4) == 0, "post");
     std::vector<uint32_t> sbuf(kMsgs);  // referenced until acknowledged (no inject)
     for (uint32_t i = 0; i < kMsgs; i++) {
         sbuf[i] = i;
-        CHECK(send_msg(client, server->addr(), &sbuf[i], 4) == 0, "send");
+        CHECK(send_msg(client, server, &sbuf[i], 4, kOpCompletion) == 0, "send");
     }
     CHECK(client->ep->send_conn(server->addr(), wire::ConnKind::kShutdown, id, nullptr, 0) == 0, "shutdown");
     CHECK(p.run_until([&] { return server->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kShutdown); },
@@ -362,21 +268,21 @@ void handshake(const char* fault)
     CHECK(client->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0, "spurious peer loss");
     // After SHUTDOWN the receiver flushes its receives.
     uint32_t spare;
-    CHECK(post_recv(server, &spare, 4) == 0, "post");
+    CHECK(post(server, &spare, 4) == 0, "post");
     CHECK(server->ep->cancel_all_recvs() == 1, "flush");
     CHECK(server->log.back().c.status == OpStatus::kCanceled, "flushed receive canceled");
     server->ep->set_connected(client->addr(), false);
     client->ep->set_connected(server->addr(), false);
 }
 
-void test_conn_handshake(void**) { handshake(""); }
-void test_conn_handshake_lossy(void**) { handshake("loss=0.1,dup=0.01,reorder=0.01,dir=both"); }
+void test_conn_handshake(void**) { handshake(kClean); }
+void test_conn_handshake_lossy(void**) { handshake(kLossyConn); }
 
 void test_conn_to_nobody(void**)
 {
-    Pair p("", 300);
-    Ep* client = p.open(0, true);
-    Ep* other = p.open(1, true);
+    Pair p(&kClean, peer_timeout(300));
+    ConnEp* client = open_ep(p, 0, true);
+    ConnEp* other = open_ep(p, 1, true);
     Address nobody = other->addr();
     nobody.port = static_cast<uint16_t>(nobody.port + 1);
     uint64_t t0 = now_ms();
@@ -389,7 +295,7 @@ void test_conn_to_nobody(void**)
     // Bounded, not timed: generous on a loaded machine.
     CHECK(took >= 250 && took < 10000, "failed after %lu ms (timeout 300)", (unsigned long)took);
     // A DGRAM-style endpoint (no on_conn) refuses connection packets.
-    Ep* plain = p.open(1, false);
+    ConnEp* plain = open_ep(p, 1, false);
     CHECK(client->ep->send_conn(plain->addr(), wire::ConnKind::kConnReq, 10, nullptr, 0) == 0, "connreq");
     p.run_for(100);
     CHECK(plain->ep->stats().protocol_errors == 1 && plain->log.empty(), "connreq to a plain endpoint");
@@ -397,19 +303,16 @@ void test_conn_to_nobody(void**)
 
 void test_conn_peer_killed(void**)
 {
-    Pair p("", 1000);  // a stalled test process must not look like a dead peer
-    Ep* a = p.open(0, true);
-    Ep* b = p.open(1, true);
+    Pair p(&kClean, peer_timeout(1000));  // a stalled test process must not look like a dead peer
+    ConnEp* a = open_ep(p, 0, true);
+    ConnEp* b = open_ep(p, 1, true);
     CHECK(a->ep->set_connected(b->addr(), true) == 0, "connected");
     CHECK(b->ep->set_connected(a->addr(), true) == 0, "connected");
     // Idle but alive: the keepalive keeps it up well past the timeout.
     p.run_for(2500);
     CHECK(a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0, "live idle peer declared lost");
     // The peer's engine dies: noticed with nothing outstanding.
-    for (auto& ep : p.eps)
-        if (ep->side == 1)
-            ep->ep = nullptr;
-    p.e[1].reset();
+    p.kill(1);
     uint64_t t0 = now_ms();
     CHECK(p.run_until([&] { return a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 1; },
                       15000),
