@@ -164,23 +164,44 @@ void EngineImpl::activate(Session* s)
     active = s;
 }
 
-void EngineImpl::kick(Session* s, bool more)
+void EngineImpl::kick(Session* s)
 {
-    // kOpMore: the application posts more at once. Its operations wait in
-    // the FIFO so that the post without kOpMore (or progress(), whichever
-    // comes first: the session is active) cuts them together, small eager
-    // messages packed several to a frame (kMsgPacked).
-    if (more) {
-        s->more_deferred = true;
+    // Others queued before: progress() is already behind and sends them in
+    // order, unless they wait by choice (tx_deferred: kOpMore or autocork),
+    // in which case this post that cannot wait takes them along, in order.
+    if (s->fifo_head == s->fifo_tail || s->tx_deferred)
+        session_pump(s, now_us());
+    port->flush();
+}
+
+void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
+{
+    const size_t room = max_payload(this, wire::PacketType::kMsgPacked);
+    const uint64_t record = sizeof(wire::PackedRecord) + op->total_len;
+    // Small: at least two of its size share a frame. Larger messages (and
+    // rendezvous) gain nothing from waiting and go at once, taking the
+    // deferred ones before them along.
+    const bool small = op->kind == TxOp::Kind::kEager && 2 * record <= room;
+    const bool in_flight = s->una != s->next_psn;
+    if (!more && !(cfg.autocork && small && in_flight)) {
+        kick(s);
         return;
     }
-    // Others queued before: progress() is already behind and sends them in
-    // order, unless they are ours, deferred by kOpMore.
-    if (s->fifo_head == s->fifo_tail || s->more_deferred) {
-        s->more_deferred = false;
-        session_pump(s, now_us());
+    if (small) {
+        s->deferred_msgs++;
+        s->deferred_bytes += static_cast<uint32_t>(record);
+        // A frame's worth waits (the next message of this size would not
+        // fit): it leaves now, whole, instead of waiting for progress().
+        if (s->deferred_msgs >= wire::kMaxPackedRecords || s->deferred_bytes + record > room) {
+            s->tx_deferred = true;  // kick() takes the whole FIFO
+            kick(s);
+            return;
+        }
     }
-    port->flush();
+    if (!more)
+        s->ep->st.tx_corked++;
+    s->tx_deferred = true;
+    tx_held = true;
 }
 
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
@@ -420,6 +441,7 @@ int EngineImpl::progress(bool may_back_off)
             pp = &s->active_next;
         }
     }
+    tx_held = false;  // every FIFO was pumped (what still waits, waits for the window)
     port->flush();
 
     // Idle backoff: two busy-polling processes already fill a 2-core box.
@@ -516,10 +538,16 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
     ep->closing = true;  // completions are no longer reported
     // Acknowledge what we received: a peer whose last message we took must
     // not retransmit it into a closed port until its timeout.
+    // Messages that autocork or kOpMore held back leave first, like the
+    // frames posted before them (they carry the owed ACK too): a send that
+    // returned success before fi_close is on the wire, deferred or not.
     uint64_t now = now_us();
-    for (auto& kv : ep->sessions)
+    for (auto& kv : ep->sessions) {
+        if (kv.second->fifo_head)
+            session_pump(kv.second, now);
         if (kv.second->ack_pending)
             session_send_ack(kv.second, now);
+    }
     port->flush();
     Session** pp = &active;
     while (*pp) {
@@ -585,6 +613,11 @@ uint32_t Engine::next_timeout_us() const
     if (next == UINT64_MAX)
         return UINT32_MAX;
     return next <= now ? 0 : next - now > UINT32_MAX - 1 ? UINT32_MAX - 1 : uint32_t(next - now);
+}
+
+bool Engine::holds_tx() const
+{
+    return impl_->tx_held;
 }
 
 Port& Engine::port()

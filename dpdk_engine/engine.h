@@ -73,6 +73,12 @@ struct EngineConfig {
     // out of the sender's memory without a copy into the frame where the
     // port allows it (Port::tx_copies_at_send: memif, af_packet); 0 = never.
     uint32_t zero_copy_min = 1024;
+    // FI_DPDK_AUTOCORK: a small message posted while its session has frames
+    // in flight and unacknowledged waits for the next progress() call (or
+    // the next post that cannot wait) and leaves packed with the others
+    // posted meanwhile (EngineImpl::kick_send); false = every post without
+    // kOpMore is framed at once.
+    bool autocork = true;
     uint64_t unexpected_bytes = 256ull << 20; // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                     // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
@@ -284,6 +290,9 @@ struct EndpointStats {
     // Issue 5, message rate: kMsgPacked frames sent (retransmissions not
     // counted) and the messages they carried.
     uint64_t packed_frames, packed_msgs;
+    // Messages posted without kOpMore that autocork (EngineConfig::autocork)
+    // held back for packing because their session had frames in flight.
+    uint64_t tx_corked;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,
@@ -425,7 +434,13 @@ class Engine {
     void disarm_wait();
     // Microseconds until the engine next needs progress() for its own timers
     // (retransmission, delayed ACKs); UINT32_MAX when none are armed.
+    // (0 while sends wait for progress: autocork or kOpMore, see below.)
     uint32_t next_timeout_us() const;
+    // Whether a send posted since the last progress() may wait for it (held
+    // by autocork or kOpMore, EngineImpl::kick_send; stays true until that
+    // progress() even if a later post took them along). A progress thread
+    // asleep must then be woken: nothing else would send those messages.
+    bool holds_tx() const;
 
     Port& port();
     const EngineConfig& config() const;

@@ -276,6 +276,11 @@ struct Session {
     // the receiver ran out of resources part way (Delivery::kBlocked): the
     // next attempt, with that frame or its retransmission, starts after them.
     uint32_t packed_done = 0;
+    // Small messages waiting in the FIFO by choice (tx_deferred): how many,
+    // and the bytes of their kMsgPacked records, so that a frame's worth
+    // leaves without waiting (EngineImpl::kick_send).
+    uint32_t deferred_msgs = 0;
+    uint32_t deferred_bytes = 0;
 
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
@@ -290,7 +295,10 @@ struct Session {
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
     bool cts_waiting = false;     // messages of this session wait in EndpointImpl::cts_waiting
-    bool more_deferred = false;   // ops posted with kOpMore wait in the FIFO to be packed (EngineImpl::kick)
+    // Ops in the FIFO wait by choice to be packed (kOpMore, or autocork while
+    // frames are in flight: EngineImpl::kick_send), not for the window: the
+    // next post that cannot wait sends them, else progress().
+    bool tx_deferred = false;
     bool active = false;          // in EngineImpl::active_
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
@@ -442,6 +450,8 @@ class EngineImpl {
     std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
     std::vector<rte_mbuf*> loopback_work; // the batch progress() handles (swapped, never reallocated)
     uint64_t idle_since_us = 0;
+    // A send waits for progress() (Engine::holds_tx); cleared by progress().
+    bool tx_held = false;
     // Next time progress() looks for RMA/atomic responses overdue
     // (fail_overdue_responses): every peer timeout / 8, not every round.
     uint64_t next_response_check_us = 0;
@@ -476,10 +486,21 @@ class EngineImpl {
     // one of our endpoints, else to the port (fault injection, pcap).
     void transmit(rte_mbuf* m, const Address& dst);
     // Transmits what a freshly posted operation allows right away, so
-    // posting drives the engine and latency does not wait for progress().
-    // With `more` the frames wait in the port's batch for the next kick
-    // without it, a full batch, or progress(): one tx_burst for many posts.
-    void kick(Session* s, bool more = false);
+    // posting drives the engine and latency does not wait for progress():
+    // the FIFO when the new operation is alone in it or the others wait by
+    // choice (Session::tx_deferred), then the port's batch.
+    void kick(Session* s);
+    // kick() for a message send `op` just queued on s. Defers it (the FIFO
+    // waits for the next kick without deferral or progress(), whichever
+    // comes first) when the application said kOpMore, or, with autocork
+    // (EngineConfig::autocork), when it is small enough to share a
+    // kMsgPacked frame and s has frames in flight: then the peer is busy
+    // with those and the ACK that will tell us so is a round trip away, so
+    // messages posted meanwhile lose nothing by leaving together at the next
+    // progress call (the idea of Linux TCP's autocorking, not Nagle's timer:
+    // no wait for the ACK). A message to an idle session leaves at once, so
+    // ping-pong latency is unchanged. A frame's worth never waits.
+    void kick_send(Session* s, const TxOp* op, bool more);
     void handle_frame(rte_mbuf* m, uint64_t now);
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
     // Allocates an mbuf and writes Ethernet/IPv4/UDP and an initialised

@@ -387,6 +387,10 @@ void session_enqueue(Session* s, TxOp* op)
 void session_pump(Session* s, uint64_t now)
 {
     EngineImpl* e = s->ep->engine;
+    // Whatever waited by choice (EngineImpl::kick_send) goes now.
+    s->tx_deferred = false;
+    s->deferred_msgs = 0;
+    s->deferred_bytes = 0;
     uint32_t limit = s->cwnd < s->peer_window ? s->cwnd : s->peer_window;
     if (limit > s->mask + 1)
         limit = s->mask + 1;
@@ -661,6 +665,8 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     // completion callback sees a half-torn session.
     session_drop_tx_window(s);
     s->fifo_head = s->fifo_tail = nullptr;
+    s->tx_deferred = false;
+    s->deferred_msgs = s->deferred_bytes = 0;
     // Our own operations fail. Our answers to the peer (CTS, responses) are
     // kept when its stream lives on (rx_too false: the peer only lost our
     // stream): they go again, whole, on the new stream, else the peer's

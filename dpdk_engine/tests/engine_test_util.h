@@ -604,6 +604,13 @@ void test_paused_peer_spurious_rto(void** state);
 void test_ack_behind_rx_backlog(void** state);
 void test_packed_more(void** state);
 void test_packed_receiver_not_ready(void** state);
+void test_autocork_packs_in_flight(void** state);
+void test_autocork_idle_sends_at_once(void** state);
+void test_autocork_off(void** state);
+void test_autocork_frame_full(void** state);
+void test_autocork_order_with_rdv_and_rma(void** state);
+void test_autocork_close_sends_held(void** state);
+void test_autocork_full_send_queue(void** state);
 void test_prompt_ack_only_when_awaited(void** state);
 
 }  // namespace engine_test

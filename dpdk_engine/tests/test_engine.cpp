@@ -588,6 +588,13 @@ const Entry kTests[] = {
     {"ack_behind_rx_backlog", test_ack_behind_rx_backlog, kClean},
     {"packed_more", test_packed_more, kAll},
     {"packed_receiver_not_ready", test_packed_receiver_not_ready, kClean | kLossy},
+    {"autocork_packs_in_flight", test_autocork_packs_in_flight, kAll},
+    {"autocork_idle_sends_at_once", test_autocork_idle_sends_at_once, kClean | kLossy},
+    {"autocork_off", test_autocork_off, kClean},
+    {"autocork_frame_full", test_autocork_frame_full, kClean | kLossy},
+    {"autocork_order_with_rdv_and_rma", test_autocork_order_with_rdv_and_rma, kAll},
+    {"autocork_close_sends_held", test_autocork_close_sends_held, kClean},
+    {"autocork_full_send_queue", test_autocork_full_send_queue, kClean | kLossy},
     {"prompt_ack_only_when_awaited", test_prompt_ack_only_when_awaited, kClean},
 };
 

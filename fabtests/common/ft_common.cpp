@@ -571,6 +571,16 @@ void setup(fi_info* hints, const std::function<void()>& opened)
     oob.barrier(opts.only ? opts.only : "all");
 }
 
+fi_dpdk_ep_stats dpdk_ep_stats(fid_ep* ep)
+{
+    fi_dpdk_stats_ops* ops = nullptr;
+    FT_CALL(fi_open_ops(&ep->fid, FI_DPDK_STATS_OPS_NAME, 0, reinterpret_cast<void**>(&ops), nullptr));
+    fi_dpdk_ep_stats st{};
+    st.size = sizeof(st);
+    FT_CALL(ops->ep_stats(ep, &st));
+    return st;
+}
+
 fid_domain* open_domain(fi_info* info)
 {
     fid_domain* d = nullptr;

@@ -29,6 +29,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+#include <rdma/fi_ext_dpdk.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -384,6 +385,10 @@ inline bool mr_prov_key(int mr_mode)
 
 // CPU time (user + system) of this process, in microseconds.
 uint64_t cpu_us();
+
+// The endpoint's dpdk counters (fi_ext_dpdk.h FI_DPDK_STATS_OPS_NAME);
+// abandons the subtest if the provider has none.
+fi_dpdk_ep_stats dpdk_ep_stats(fid_ep* ep);
 
 // ------------------------------------------------------------------ data
 

@@ -635,6 +635,7 @@ int main(int argc, char** argv)
     run("cq/readfrom-av-map", [] { readfrom(FI_AV_MAP); });
     run("cq/counters", counters);
     run("cq/size-is-a-minimum", small_cq);
+    run("cq/autocork-waits", cq_wait::autocork_waits);
 
     int ret = finish();
     teardown();

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "fabtests/common/ft_common.h"
@@ -186,6 +188,162 @@ void wait_fd()
         oob.send(kMsgGo, nullptr, 0);
     }
     oob.barrier("wait fd done");
+}
+
+// ---------------------------------------------------------------- autocork
+
+namespace {
+
+constexpr size_t kBurst = 32;  // sends posted back to back: all but the first held
+enum class Wait { kSread, kCntrWait, kTrywaitPoll, kAutoProgress };
+const char* wait_name(Wait w)
+{
+    switch (w) {
+    case Wait::kSread: return "fi_cq_sread";
+    case Wait::kCntrWait: return "fi_cntr_wait";
+    case Wait::kTrywaitPoll: return "fi_trywait + poll";
+    case Wait::kAutoProgress: return "FI_PROGRESS_AUTO, no call";
+    }
+    return "?";
+}
+
+// Client: posts a burst of 8-byte sends, then waits for their completions
+// the given way; nothing else drives progress in between.
+void send_burst_and_wait(Ep& ep, Wait how, uint8_t (*bufs)[8], fi_context2* ctxs, uint64_t round)
+{
+    for (size_t i = 0; i < kBurst; i++) {
+        fill(bufs[i], 8, round * kBurst + i);
+        FT_POST(fi_send(ep.ep, bufs[i], 8, nullptr, ep.peer, &ctxs[i]));
+    }
+    const uint64_t t0 = now_ms();
+    size_t got = 0;
+    fi_cq_tagged_entry e[kBurst];
+    switch (how) {
+    case Wait::kSread:
+        while (got < kBurst && now_ms() - t0 < uint64_t(opts.timeout_ms)) {
+            ssize_t r = fi_cq_sread(ep.tx.fid(), e, kBurst - got, nullptr, opts.timeout_ms);
+            FT_REQUIRE(r > 0 || r == -FI_EAGAIN, "fi_cq_sread = %zd", r);
+            got += r > 0 ? size_t(r) : 0;
+        }
+        break;
+    case Wait::kCntrWait: {
+        const uint64_t want = fi_cntr_read(ep.send_cntr) + kBurst;
+        int r = fi_cntr_wait(ep.send_cntr, want, opts.timeout_ms);
+        FT_CHECK(r == 0, "fi_cntr_wait(%" PRIu64 ") = %d (%s), counter %" PRIu64, want, r, fi_strerror(-r),
+                 fi_cntr_read(ep.send_cntr));
+        break;
+    }
+    case Wait::kTrywaitPoll: {
+        int fd = -1;
+        FT_CALL(fi_control(&ep.tx.fid()->fid, FI_GETWAIT, &fd));
+        fid* fids[1] = {&ep.tx.fid()->fid};
+        while (got < kBurst && now_ms() - t0 < uint64_t(opts.timeout_ms)) {
+            if (fi_trywait(fab.fabric, fids, 1) == 0) {
+                pollfd p{fd, POLLIN, 0};
+                poll(&p, 1, 2000);
+            }
+            ssize_t r = fi_cq_read(ep.tx.fid(), e, kBurst - got);
+            FT_REQUIRE(r > 0 || r == -FI_EAGAIN, "fi_cq_read = %zd", r);
+            got += r > 0 ? size_t(r) : 0;
+        }
+        break;
+    }
+    case Wait::kAutoProgress:
+        // No provider call until the receiver has everything: only the
+        // progress thread can send the held messages.
+        oob.recv(kMsgGo);
+        break;
+    }
+    // The send completions (counted above, or still to read).
+    while (got < kBurst && now_ms() - t0 < uint64_t(opts.timeout_ms)) {
+        ssize_t r = fi_cq_sread(ep.tx.fid(), e, kBurst - got, nullptr, 1000);
+        got += r > 0 ? size_t(r) : 0;
+    }
+    const uint64_t dt = now_ms() - t0;
+    FT_CHECK(got == kBurst, "%s: %zu of %zu send completions within %d ms", wait_name(how), got, kBurst,
+             opts.timeout_ms);
+    log("%s: %zu sends completed in %" PRIu64 " ms", wait_name(how), got, dt);
+}
+
+// Server: receives a burst in order on ep and checks it.
+void receive_burst(Ep& ep, uint64_t round, Wait how)
+{
+    uint8_t bufs[kBurst][8];
+    fi_context2 ctxs[kBurst];
+    for (size_t i = 0; i < kBurst; i++)
+        FT_POST(fi_recv(ep.ep, bufs[i], 8, nullptr, FI_ADDR_UNSPEC, &ctxs[i]));
+    oob.send(kMsgGo, nullptr, 0);
+    const uint64_t t0 = now_ms();
+    size_t got = 0;
+    while (got < kBurst && now_ms() - t0 < uint64_t(opts.timeout_ms)) {
+        fi_cq_tagged_entry e;
+        ssize_t r = fi_cq_sread(ep.rx.fid(), &e, 1, nullptr, 1000);
+        if (r == 1) {
+            FT_CHECK(e.op_context == &ctxs[got], "receive %zu completed out of order", got);
+            got++;
+        }
+    }
+    FT_CHECK(got == kBurst, "%s: received %zu of %zu messages within %d ms", wait_name(how), got, kBurst,
+             opts.timeout_ms);
+    for (size_t i = 0; i < got; i++)
+        check_pattern(bufs[i], 8, round * kBurst + i, "message");
+    if (how == Wait::kAutoProgress)
+        oob.send(kMsgGo, nullptr, 0);
+}
+
+}  // namespace
+
+void autocork_waits()
+{
+    EpCfg cfg;
+    cfg.wait = FI_WAIT_FD;
+    cfg.cntrs = true;
+    cfg.pumped = false;
+    Ep ep;
+    ep.open(cfg);
+    connect(ep);
+    // A second domain with FI_PROGRESS_AUTO (the engine starts its progress
+    // thread); on the server an ordinary endpoint receives.
+    std::unique_ptr<fi_info, void (*)(fi_info*)> auto_info(fi_dupinfo(fab.info), fi_freeinfo);
+    FT_REQUIRE(auto_info, "fi_dupinfo");
+    if (!opts.server())
+        auto_info->domain_attr->data_progress = FI_PROGRESS_AUTO;
+    // Closed last, also when the subtest is abandoned (its endpoint first).
+    std::unique_ptr<fid_domain, int (*)(fid_domain*)> auto_domain(
+        open_domain(auto_info.get()), [](fid_domain* d) { return fi_close(&d->fid); });
+    {
+        EpCfg acfg = cfg;
+        acfg.domain = auto_domain.get();
+        acfg.info = auto_info.get();
+        Ep aep;
+        aep.open(acfg);
+        connect(aep);
+        const Wait ways[] = {Wait::kSread, Wait::kCntrWait, Wait::kTrywaitPoll, Wait::kAutoProgress};
+        uint8_t bufs[kBurst][8];
+        fi_context2 ctxs[kBurst];
+        uint64_t round = 0;
+        for (Wait how : ways) {
+            Ep& e = how == Wait::kAutoProgress ? aep : ep;
+            const fi_dpdk_ep_stats before = dpdk_ep_stats(e.ep);
+            if (opts.server()) {
+                receive_burst(e, round, how);
+            } else {
+                oob.recv(kMsgGo);  // the receives are posted
+                send_burst_and_wait(e, how, bufs, ctxs, round);
+                const fi_dpdk_ep_stats after = dpdk_ep_stats(e.ep);
+                // Manual progress: nothing ran between the posts, so every
+                // send after the first was held and packed (FI_DPDK_AUTOCORK
+                // on by default). The progress thread may take some alone.
+                const char* env = getenv("FI_DPDK_AUTOCORK");
+                if (how != Wait::kAutoProgress && (!env || atoi(env) != 0))
+                    FT_CHECK(after.tx_packed_msgs - before.tx_packed_msgs == kBurst - 1,
+                             "%s: %" PRIu64 " of %zu sends packed", wait_name(how),
+                             after.tx_packed_msgs - before.tx_packed_msgs, kBurst - 1);
+            }
+            round++;
+            oob.barrier(wait_name(how));
+        }
+    }
 }
 
 }  // namespace cq_wait

@@ -557,8 +557,14 @@ ssize_t post_send_result(Ep* ep, int ret) noexcept
     // ACK we owe the peer (fill_ack_fields). The step post_result() takes
     // would cost an rx_burst and a flush per message: 29% of the
     // instructions per 8-byte fi_inject (callgrind, fi_bench -k rate).
-    if (ret == 0)
+    // A send held for packing (autocork, FI_MORE) leaves at the
+    // application's next progress call; with FI_PROGRESS_AUTO the progress
+    // thread is that call, so it must not sleep through it.
+    if (ret == 0) {
+        if (ep->domain->auto_progress && ep->domain->shared->engine().holds_tx())
+            ep->domain->shared->wake_thread_for_tx();
         return 0;
+    }
     return post_result(ep, ret);
 }
 

@@ -127,6 +127,13 @@ void define_params()
                     "from the application's buffer (memif and af_packet), without a copy "
                     "into a packet buffer; 0 = always copy (default: %u)",
                     ec.zero_copy_min);
+    fi_param_define(&g_prov, "autocork", FI_PARAM_BOOL,
+                    "A small message sent while earlier ones to the same peer are in flight, "
+                    "unacknowledged, waits for the next progress call (fi_cq_read, fi_cntr_read, "
+                    "a blocking wait, the next post that cannot wait) and leaves packed with the "
+                    "others sent meanwhile; the first to an idle peer leaves at once "
+                    "(default: %d)",
+                    int{ec.autocork});
 }
 
 void get_str(const char* name, std::string* out)
@@ -196,6 +203,7 @@ void fill_engine_config(dpdk_engine::EngineConfig* cfg)
     cfg->sleep_after_us = static_cast<uint32_t>(p.sleep_after_us);
     cfg->sleep_us = static_cast<uint32_t>(p.sleep_us);
     cfg->zero_copy_min = static_cast<uint32_t>(p.zcopy_min);
+    cfg->autocork = p.autocork != 0;
 }
 
 void read_params()
@@ -230,6 +238,7 @@ void read_params()
     get_num("sleep_after_us", static_cast<int>(ec.sleep_after_us), &p.sleep_after_us);
     get_num("sleep_us", static_cast<int>(ec.sleep_us), &p.sleep_us);
     get_num("zcopy_min", size_t{ec.zero_copy_min}, &p.zcopy_min);
+    get_num("autocork", int{ec.autocork}, &p.autocork);
 
     // Negative ints would wrap in the engine's unsigned fields; the ranges
     // themselves are the engine's (check_engine_config), so the provider and

@@ -352,6 +352,17 @@ void SharedEngine::after_poll(bool found_work) noexcept
 
 // ---------------------------------------------------------------- thread
 
+void SharedEngine::wake_thread_for_tx() noexcept
+{
+    if (!thread_sleeping_)
+        return;  // it progresses again before it sleeps (it holds no stale view)
+    thread_sleeping_ = false;
+    uint64_t one = 1;
+    if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof(one)) < 0) {
+        // EAGAIN only: the counter is saturated, i.e. already readable.
+    }
+}
+
 void SharedEngine::start_thread() noexcept
 {
     stop_.store(false);
@@ -411,6 +422,9 @@ void SharedEngine::thread_main() noexcept
                     fd = -1;  // poll with the timer
             }
             rx_at_sleep = engine_->port().stats().rx_pkts;
+            // Decided under the lock: a post after this point that leaves
+            // sends waiting for progress wakes us (wake_thread_for_tx).
+            thread_sleeping_ = events <= 0;
         }
         if (events > 0) {
             idle = 0;

@@ -93,6 +93,7 @@ struct Params {
     int sleep_after_us = 0;
     int sleep_us = 0;
     size_t zcopy_min = 0;
+    int autocork = 0;       // FI_DPDK_AUTOCORK
     // First problem found in the values above ("" when all are valid): a
     // domain then refuses to open, naming it, instead of guessing.
     std::string error;
@@ -245,6 +246,13 @@ public:
     // still let each other run.
     void after_poll(bool found_work) noexcept;
 
+    // Under the lock, after a post: sends now wait for progress
+    // (Engine::holds_tx: autocork or FI_MORE) and the progress thread, if
+    // one runs, may be asleep since before they came: wake it (one eventfd
+    // write per sleep at most), or they would wait for its timer or for a
+    // packet (FI_PROGRESS_AUTO promises progress without calls).
+    void wake_thread_for_tx() noexcept;
+
 private:
     SharedEngine() = default;
     static int join_or_create(const std::string& domain_name, bool lockless_ok,
@@ -267,6 +275,9 @@ private:
     std::thread thread_;
     std::atomic<bool> stop_{false};
     int wake_fd_ = -1;  // eventfd that interrupts the thread's sleep
+    // The thread found nothing to do and is going to sleep (or sleeps):
+    // set and cleared under the lock (wake_thread_for_tx).
+    bool thread_sleeping_ = false;
     std::atomic<uint64_t> idle_since_us_{0};  // 0: not idle
     std::atomic<uint32_t> idle_polls_{0};
     uint32_t yield_after_us_ = 0, sleep_after_us_ = 0, sleep_us_ = 0;
