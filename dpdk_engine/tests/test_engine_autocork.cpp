@@ -38,6 +38,21 @@ void post_receives(Ep* b, std::vector<std::vector<uint8_t>>& dst, uint64_t first
     }
 }
 
+// Two endpoints, a on side 0 sending to b on side 1, and b's receives for
+// n messages posted.
+struct Run {
+    Ep* a;
+    Ep* b;
+    std::vector<std::vector<uint8_t>> src, dst;
+};
+
+Run start_run(Pair& p, uint64_t n)
+{
+    Run r{p.open(0), p.open(1), std::vector<std::vector<uint8_t>>(n), std::vector<std::vector<uint8_t>>(n)};
+    post_receives(r.b, r.dst, 0, n);
+    return r;
+}
+
 // Waits for the n sends and n receives and checks that the receives
 // completed in posting order with the payloads sent.
 void check_delivered(void** state, Pair& p, Ep* a, Ep* b, const std::vector<std::vector<uint8_t>>& src,
@@ -65,11 +80,10 @@ void check_delivered(void** state, Pair& p, Ep* a, Ep* b, const std::vector<std:
 void test_autocork_packs_in_flight(void** state)
 {
     Pair& p = P(state);
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
     const uint64_t n = 31;
-    std::vector<std::vector<uint8_t>> src(n), dst(n);
-    post_receives(b, dst, 0, n);
+    Run r = start_run(p, n);
+    Ep *a = r.a, *b = r.b;
+    auto &src = r.src, &dst = r.dst;
     const EndpointStats before = a->ep->stats();
     CHECK(send_nth(a, b, src, 0) == 0, "send 0");
     CHECK(frames(a) == before.tx_packets + 1, "the first send to an idle peer did not leave at once");
@@ -123,11 +137,10 @@ void test_autocork_off(void** state)
     auto* st = static_cast<State*>(*state);
     st->pair.reset(new Pair(st->mode, [](EngineConfig& c) { c.autocork = false; }));
     Pair& p = *st->pair;
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
     const uint64_t n = 31;
-    std::vector<std::vector<uint8_t>> src(n), dst(n);
-    post_receives(b, dst, 0, n);
+    Run r = start_run(p, n);
+    Ep *a = r.a, *b = r.b;
+    auto &src = r.src, &dst = r.dst;
     const uint64_t f = frames(a);
     for (uint64_t i = 0; i < n; i++)
         CHECK(send_nth(a, b, src, i) == 0, "send %" PRIu64, i);
@@ -141,11 +154,10 @@ void test_autocork_off(void** state)
 void test_autocork_frame_full(void** state)
 {
     Pair& p = P(state);
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
     const uint64_t n = 401;
-    std::vector<std::vector<uint8_t>> src(n), dst(n);
-    post_receives(b, dst, 0, n);
+    Run r = start_run(p, n);
+    Ep *a = r.a, *b = r.b;
+    auto &src = r.src, &dst = r.dst;
     const EndpointStats before = a->ep->stats();
     for (uint64_t i = 0; i < n; i++)
         CHECK(send_nth(a, b, src, i) == 0, "send %" PRIu64, i);
@@ -246,11 +258,10 @@ void test_autocork_order_with_rdv_and_rma(void** state)
 void test_autocork_close_sends_held(void** state)
 {
     Pair& p = P(state);
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
     const uint64_t n = 11;
-    std::vector<std::vector<uint8_t>> src(n), dst(n);
-    post_receives(b, dst, 0, n);
+    Run r = start_run(p, n);
+    Ep *a = r.a, *b = r.b;
+    auto &src = r.src, &dst = r.dst;
     for (uint64_t i = 0; i < n; i++) {
         src[i] = payload(kSmall, 0xC105E + i);
         CHECK(send_msg(a, b, src[i].data(), kSmall, kOpTagged | kOpInject, i) == 0, "send %" PRIu64, i);
@@ -274,11 +285,10 @@ void test_autocork_full_send_queue(void** state)
     auto* st = static_cast<State*>(*state);
     st->pair.reset(new Pair(st->mode, [](EngineConfig& c) { c.max_ops = 16; }));
     Pair& p = *st->pair;
-    Ep* a = p.open(0);
-    Ep* b = p.open(1);
     const uint64_t n = 600;
-    std::vector<std::vector<uint8_t>> src(n), dst(n);
-    post_receives(b, dst, 0, n);
+    Run r = start_run(p, n);
+    Ep *a = r.a, *b = r.b;
+    auto &src = r.src, &dst = r.dst;
     uint64_t eagain = 0;
     const uint64_t deadline = now_ms() + op_timeout(state);
     for (uint64_t i = 0; i < n && now_ms() < deadline;) {
