@@ -211,6 +211,8 @@ const char* wait_name(Wait w)
 // the given way; nothing else drives progress in between.
 void send_burst_and_wait(Ep& ep, Wait how, uint8_t (*bufs)[8], fi_context2* ctxs, uint64_t round)
 {
+    // Before the posts: reading a counter is a progress call (manual).
+    const uint64_t sent_before = how == Wait::kCntrWait ? fi_cntr_read(ep.send_cntr) : 0;
     for (size_t i = 0; i < kBurst; i++) {
         fill(bufs[i], 8, round * kBurst + i);
         FT_POST(fi_send(ep.ep, bufs[i], 8, nullptr, ep.peer, &ctxs[i]));
@@ -227,7 +229,7 @@ void send_burst_and_wait(Ep& ep, Wait how, uint8_t (*bufs)[8], fi_context2* ctxs
         }
         break;
     case Wait::kCntrWait: {
-        const uint64_t want = fi_cntr_read(ep.send_cntr) + kBurst;
+        const uint64_t want = sent_before + kBurst;
         int r = fi_cntr_wait(ep.send_cntr, want, opts.timeout_ms);
         FT_CHECK(r == 0, "fi_cntr_wait(%" PRIu64 ") = %d (%s), counter %" PRIu64, want, r, fi_strerror(-r),
                  fi_cntr_read(ep.send_cntr));
@@ -293,57 +295,61 @@ void receive_burst(Ep& ep, uint64_t round, Wait how)
 
 }  // namespace
 
+// One burst on e, received by the server and waited for by the client the
+// way `how` says.
+void burst_round(Ep& e, Wait how, uint64_t round)
+{
+    uint8_t bufs[kBurst][8];
+    fi_context2 ctxs[kBurst];
+    const fi_dpdk_ep_stats before = dpdk_ep_stats(e.ep);
+    if (opts.server()) {
+        receive_burst(e, round, how);
+    } else {
+        oob.recv(kMsgGo);  // the receives are posted
+        send_burst_and_wait(e, how, bufs, ctxs, round);
+        const fi_dpdk_ep_stats after = dpdk_ep_stats(e.ep);
+        // Manual progress (and no progress thread on this device yet):
+        // nothing ran between the posts, so every send after the first was
+        // held and packed (FI_DPDK_AUTOCORK is on by default). A progress
+        // thread may take some alone.
+        const char* env = getenv("FI_DPDK_AUTOCORK");
+        if (how != Wait::kAutoProgress && (!env || atoi(env) != 0))
+            FT_CHECK(after.tx_packed_msgs - before.tx_packed_msgs == kBurst - 1, "%s: %" PRIu64 " of %zu sends packed",
+                     wait_name(how), after.tx_packed_msgs - before.tx_packed_msgs, kBurst - 1);
+    }
+    oob.barrier(wait_name(how));
+}
+
 void autocork_waits()
 {
     EpCfg cfg;
     cfg.wait = FI_WAIT_FD;
     cfg.cntrs = true;
     cfg.pumped = false;
-    Ep ep;
-    ep.open(cfg);
-    connect(ep);
-    // A second domain with FI_PROGRESS_AUTO (the engine starts its progress
-    // thread); on the server an ordinary endpoint receives.
+    {
+        Ep ep;
+        ep.open(cfg);
+        connect(ep);
+        uint64_t round = 0;
+        for (Wait how : {Wait::kSread, Wait::kCntrWait, Wait::kTrywaitPoll})
+            burst_round(ep, how, round++);
+    }
+    // Last, since the engine's progress thread then runs until the domain
+    // closes: a second domain with FI_PROGRESS_AUTO (on the server an
+    // ordinary one receives).
     std::unique_ptr<fi_info, void (*)(fi_info*)> auto_info(fi_dupinfo(fab.info), fi_freeinfo);
     FT_REQUIRE(auto_info, "fi_dupinfo");
     if (!opts.server())
         auto_info->domain_attr->data_progress = FI_PROGRESS_AUTO;
-    // Closed last, also when the subtest is abandoned (its endpoint first).
+    // Closed after its endpoint, also when the subtest is abandoned.
     std::unique_ptr<fid_domain, int (*)(fid_domain*)> auto_domain(
         open_domain(auto_info.get()), [](fid_domain* d) { return fi_close(&d->fid); });
-    {
-        EpCfg acfg = cfg;
-        acfg.domain = auto_domain.get();
-        acfg.info = auto_info.get();
-        Ep aep;
-        aep.open(acfg);
-        connect(aep);
-        const Wait ways[] = {Wait::kSread, Wait::kCntrWait, Wait::kTrywaitPoll, Wait::kAutoProgress};
-        uint8_t bufs[kBurst][8];
-        fi_context2 ctxs[kBurst];
-        uint64_t round = 0;
-        for (Wait how : ways) {
-            Ep& e = how == Wait::kAutoProgress ? aep : ep;
-            const fi_dpdk_ep_stats before = dpdk_ep_stats(e.ep);
-            if (opts.server()) {
-                receive_burst(e, round, how);
-            } else {
-                oob.recv(kMsgGo);  // the receives are posted
-                send_burst_and_wait(e, how, bufs, ctxs, round);
-                const fi_dpdk_ep_stats after = dpdk_ep_stats(e.ep);
-                // Manual progress: nothing ran between the posts, so every
-                // send after the first was held and packed (FI_DPDK_AUTOCORK
-                // on by default). The progress thread may take some alone.
-                const char* env = getenv("FI_DPDK_AUTOCORK");
-                if (how != Wait::kAutoProgress && (!env || atoi(env) != 0))
-                    FT_CHECK(after.tx_packed_msgs - before.tx_packed_msgs == kBurst - 1,
-                             "%s: %" PRIu64 " of %zu sends packed", wait_name(how),
-                             after.tx_packed_msgs - before.tx_packed_msgs, kBurst - 1);
-            }
-            round++;
-            oob.barrier(wait_name(how));
-        }
-    }
+    cfg.domain = auto_domain.get();
+    cfg.info = auto_info.get();
+    Ep aep;
+    aep.open(cfg);
+    connect(aep);
+    burst_round(aep, Wait::kAutoProgress, 3);
 }
 
 }  // namespace cq_wait
