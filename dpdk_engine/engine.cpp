@@ -151,6 +151,7 @@ int EngineImpl::init()
     // Hidden buffers of unexpected messages may take a quarter of the pool;
     // the rest keeps in-order reception and transmission going.
     held_limit = rte_mempool_avail_count(port->pool()) / 4;
+    packed_room = max_payload(this, wire::PacketType::kMsgPacked);
     idle_since_us = now_us();
     return 0;
 }
@@ -176,14 +177,17 @@ void EngineImpl::kick(Session* s)
 
 void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
 {
-    const size_t room = max_payload(this, wire::PacketType::kMsgPacked);
+    // To an idle session (ping-pong) this test is all that autocork costs.
+    if (!more && !(cfg.autocork && s->una != s->next_psn)) {
+        kick(s);
+        return;
+    }
     const uint64_t record = sizeof(wire::PackedRecord) + op->total_len;
     // Small: at least two of its size share a frame. Larger messages (and
     // rendezvous) gain nothing from waiting and go at once, taking the
     // deferred ones before them along.
-    const bool small = op->kind == TxOp::Kind::kEager && 2 * record <= room;
-    const bool in_flight = s->una != s->next_psn;
-    if (!more && !(cfg.autocork && small && in_flight)) {
+    const bool small = op->kind == TxOp::Kind::kEager && 2 * record <= packed_room;
+    if (!more && !small) {
         kick(s);
         return;
     }
@@ -192,7 +196,7 @@ void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
         s->deferred_bytes += static_cast<uint32_t>(record);
         // A frame's worth waits (the next message of this size would not
         // fit): it leaves now, whole, instead of waiting for progress().
-        if (s->deferred_msgs >= wire::kMaxPackedRecords || s->deferred_bytes + record > room) {
+        if (s->deferred_msgs >= wire::kMaxPackedRecords || s->deferred_bytes + record > packed_room) {
             s->tx_deferred = true;  // kick() takes the whole FIFO
             kick(s);
             return;

@@ -452,6 +452,8 @@ class EngineImpl {
     uint64_t idle_since_us = 0;
     // A send waits for progress() (Engine::holds_tx); cleared by progress().
     bool tx_held = false;
+    // Payload bytes of a kMsgPacked frame at the port's MTU (kick_send).
+    size_t packed_room = 0;
     // Next time progress() looks for RMA/atomic responses overdue
     // (fail_overdue_responses): every peer timeout / 8, not every round.
     uint64_t next_response_check_us = 0;
