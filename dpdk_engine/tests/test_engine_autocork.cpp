@@ -181,7 +181,7 @@ void test_autocork_frame_full(void** state)
 }
 
 // Ordering (FI_ORDER_SAS and the RMA orders): a post that cannot wait (a
-// rendezvous message, an RMA write) takes the held messages along in front
+// rendezvous message, an RMA write, an atomic) takes the held messages along in front
 // of it, at once; the target sees the write before the messages after it.
 void test_autocork_order_with_rdv_and_rma(void** state)
 {
@@ -226,6 +226,22 @@ void test_autocork_order_with_rdv_and_rma(void** state)
     CHECK(frames(a) == g + 2, "the write post sent %" PRIu64 " frames", frames(a) - g);
     for (uint64_t i = 12; i < n; i++)
         CHECK(send_nth(a, b, src, i) == 0, "send %" PRIu64, i);
+    // An atomic takes them along as well.
+    uint64_t operand = 5, fetched = ~0ull;
+    AtomicArgs aa;
+    aa.dest = b->addr();
+    aa.op = AtomicOp::kSum;
+    aa.kind = wire::AtomicKind::kFetch;
+    aa.operands = &operand;
+    aa.result = &fetched;
+    aa.count = 1;
+    aa.addr = reinterpret_cast<uint64_t>(region.data() + 2048);
+    aa.key = key;
+    aa.flags = kOpCompletion;
+    aa.context = ctx(0xA7);
+    const uint64_t h = frames(a);
+    CHECK(a->ep->atomic(aa) == 0, "atomic");
+    CHECK(frames(a) == h + 2, "the atomic post sent %" PRIu64 " frames", frames(a) - h);
     // The messages after the write complete only once the write is in.
     bool write_seen_late = false;
     CHECK(p.run_until(
@@ -233,12 +249,15 @@ void test_autocork_order_with_rdv_and_rma(void** state)
                   for (const Completion& c : b->sink.c)
                       if (c.tag == 12 && mcmp(region.data(), w.data(), w.size()) != 0)
                           write_seen_late = true;
-                  return a->sink.c.size() >= n + 1 && b->sink.c.size() >= n;
+                  return a->sink.c.size() >= n + 2 && b->sink.c.size() >= n;
               },
               op_timeout(state)),
           "%zu sends, %zu receives", a->sink.c.size(), b->sink.c.size());
     CHECK(!write_seen_late, "a message posted after the write was delivered before it");
     CHECK(mcmp(region.data(), w.data(), w.size()) == 0, "write data");
+    uint64_t sum = 0;
+    memcpy(&sum, region.data() + 2048, sizeof sum);
+    CHECK(fetched == 0 && sum == 5, "atomic: fetched %" PRIu64 ", target %" PRIu64, fetched, sum);
     for (const Completion& c : a->sink.c)
         CHECK_STATUS(c, OpStatus::kOk);
     // The rendezvous completes after the eager messages behind it; what
