@@ -109,12 +109,15 @@ void check(uint32_t got, uint32_t want, const char* what, size_t n, size_t align
 // Every length 0..4096 at a random misalignment 0..63, from the default
 // seed and from a random one, in one call and in 2..5 chained calls cut at
 // random points (each call its own path choice: short pieces take the
-// short paths, long ones the folding).
+// short paths, long ones the folding); every length up to 2048 at every
+// misalignment 0..15; the lengths around the three-lane path's block
+// boundaries (3 x 128 words = 3072 bytes, two blocks) up to a jumbo frame.
 void test_all_lengths(void** state)
 {
     use_path_or_skip(state);
     const CrcPath path = path_of(state);
-    constexpr size_t kMaxLen = 4096;
+    constexpr size_t kAllLengths = 4096;
+    constexpr size_t kMaxLen = 9100;
     uint64_t rng = 0xC4C32C0DE5ull + static_cast<uint64_t>(path);
     const std::vector<uint8_t> data = random_bytes(kMaxLen, rng);
     const uint32_t seeds[2] = {0xffffffffu, static_cast<uint32_t>(splitmix64(rng))};
@@ -125,7 +128,20 @@ void test_all_lengths(void** state)
         for (size_t n = 0; n < kMaxLen; n++)
             ref[s][n + 1] = reference_update(ref[s][n], &data[n], 1);
     }
-    for (size_t n = 0; n <= kMaxLen; n++) {
+    for (size_t align = 0; align < 16; align++) {
+        for (size_t n = 0; n <= 2048; n++) {
+            const int s = (n + align) & 1;
+            ExactCopy c(data.data(), n, align);
+            check(crc_update(seeds[s], c.p, n), ref[s][n], "crc_update", n, align, path);
+        }
+    }
+    for (size_t base : {size_t{3072}, size_t{3104}, size_t{6144}, size_t{6176}, size_t{9088}}) {
+        for (size_t n = base - 40; n <= base + 12 && n <= kMaxLen; n++) {
+            ExactCopy c(data.data(), n, n & 15);
+            check(crc_update(seeds[0], c.p, n), ref[0][n], "crc_update", n, n & 15, path);
+        }
+    }
+    for (size_t n = 0; n <= kAllLengths; n++) {
         for (int s = 0; s < 2; s++) {
             const size_t align = splitmix64(rng) % 64;
             ExactCopy c(data.data(), n, align);
@@ -147,15 +163,17 @@ void test_all_lengths(void** state)
 
 // seal, seal_gather (payload in 1..4 pieces elsewhere, cut at random
 // points, each at its own misalignment) and parse_frame for every payload
-// length 0..4096 and random ones up to a jumbo frame, against the
-// definition; a flipped payload bit must fail the check.
+// length 0..4096 and random ones up to a jumbo frame, with extensions of 0,
+// 16, 40 and 48 bytes in turn, random header fields and a stale crc field,
+// against the definition; a flipped payload bit must fail the check.
 void test_packets(void** state)
 {
     use_path_or_skip(state);
     const CrcPath path = path_of(state);
     uint64_t rng = 0x5EA1C4C0ull + static_cast<uint64_t>(path);
-    const size_t hl = sizeof(TransportHeader) + extension_len(PacketType::kMsgEager);
-    const size_t kMaxPayload = 9000 - hl;
+    const PacketType types[] = {PacketType::kAck, PacketType::kMsgCts, PacketType::kMsgEager,
+                                PacketType::kRmaWrite};
+    const size_t kMaxPayload = 9000 - kMaxTransportHeaderLen;
     std::vector<size_t> lens;
     for (size_t n = 0; n <= 4096; n++)
         lens.push_back(n);
@@ -163,6 +181,8 @@ void test_packets(void** state)
         lens.push_back(4097 + splitmix64(rng) % (kMaxPayload - 4096));
     lens.push_back(kMaxPayload);
     for (size_t plen : lens) {
+        const PacketType type = types[plen % 4];
+        const size_t hl = sizeof(TransportHeader) + extension_len(type);
         const size_t align = splitmix64(rng) % 64;
         std::vector<uint8_t> block(align + kL2L3L4Len + hl + plen);
         uint8_t* frame = block.data() + align;
@@ -175,8 +195,13 @@ void test_packets(void** state)
         a.dst_port = static_cast<uint16_t>(splitmix64(rng));
         write_l2l3l4(frame, a, hl + plen);
         auto* th = reinterpret_cast<TransportHeader*>(frame + kL2L3L4Len);
-        init_transport_header(th, PacketType::kMsgEager, kFlagLast, static_cast<uint16_t>(plen));
-        th->psn.set(static_cast<uint32_t>(splitmix64(rng)));
+        // Random stream_id .. window and timestamps survive init.
+        uint8_t saved[48];
+        memcpy(saved, th, sizeof(saved));
+        init_transport_header(th, type, kFlagLast, static_cast<uint16_t>(plen));
+        static_assert(offsetof(TransportHeader, payload_len) == 34 && sizeof(TransportHeader) == 48, "layout");
+        memcpy(frame + kL2L3L4Len + 8, saved + 8, 34 - 8);
+        memcpy(frame + kL2L3L4Len + 36, saved + 36, 8);
         th->crc.set(static_cast<uint32_t>(splitmix64(rng)));  // stale: must not count
         const uint8_t* tp = frame + kL2L3L4Len;
         const uint8_t zero[4] = {};
@@ -243,8 +268,9 @@ void test_long_ranges(void** state)
     // Uniform inputs: no reliance on random-looking data.
     for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}}) {
         const std::vector<uint8_t> same(kMiB, fill);
-        check(crc_update(0xffffffffu, same.data(), kMiB), reference_update(0xffffffffu, same.data(), kMiB),
-              "uniform", kMiB, 0, path);
+        for (size_t n : {size_t{64}, size_t{1500}, size_t{4096}, size_t{9000}, kMiB})
+            check(crc_update(0xffffffffu, same.data(), n), reference_update(0xffffffffu, same.data(), n),
+                  "uniform", n, 0, path);
     }
 }
 
