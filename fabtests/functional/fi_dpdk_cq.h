@@ -10,8 +10,8 @@ void sread();
 // FI_WAIT_FD: fi_control(FI_GETWAIT), fi_trywait, poll() on the fd.
 void wait_fd();
 // Sends held back by autocork (FI_DPDK_AUTOCORK) leave whichever way the
-// application waits: fi_cq_sread, fi_cntr_wait, fi_trywait + poll(), and
-// with FI_PROGRESS_AUTO without any call at all.
+// application waits: fi_cq_sread, fi_cntr_wait, fi_trywait + poll(),
+// fi_close of the endpoint, and with FI_PROGRESS_AUTO without any call.
 void autocork_waits();
 
 }  // namespace cq_wait

@@ -195,13 +195,14 @@ void wait_fd()
 namespace {
 
 constexpr size_t kBurst = 32;  // sends posted back to back: all but the first held
-enum class Wait { kSread, kCntrWait, kTrywaitPoll, kAutoProgress };
+enum class Wait { kSread, kCntrWait, kTrywaitPoll, kClose, kAutoProgress };
 const char* wait_name(Wait w)
 {
     switch (w) {
     case Wait::kSread: return "fi_cq_sread";
     case Wait::kCntrWait: return "fi_cntr_wait";
     case Wait::kTrywaitPoll: return "fi_trywait + poll";
+    case Wait::kClose: return "fi_close";
     case Wait::kAutoProgress: return "FI_PROGRESS_AUTO, no call";
     }
     return "?";
@@ -250,6 +251,13 @@ void send_burst_and_wait(Ep& ep, Wait how, uint8_t (*bufs)[8], fi_context2* ctxs
         }
         break;
     }
+    case Wait::kClose:
+        // Closing the endpoint sends what it holds (the sends returned
+        // success); their completions are not reported once closing.
+        ep.close();
+        oob.recv(kMsgGo);  // the receiver has them all
+        log("%s: the receiver got all %zu sends", wait_name(how), kBurst);
+        return;
     case Wait::kAutoProgress:
         // No provider call until the receiver has everything: only the
         // progress thread can send the held messages.
@@ -289,7 +297,7 @@ void receive_burst(Ep& ep, uint64_t round, Wait how)
              opts.timeout_ms);
     for (size_t i = 0; i < got; i++)
         check_pattern(bufs[i], 8, round * kBurst + i, "message");
-    if (how == Wait::kAutoProgress)
+    if (how == Wait::kAutoProgress || how == Wait::kClose)
         oob.send(kMsgGo, nullptr, 0);
 }
 
@@ -307,6 +315,10 @@ void burst_round(Ep& e, Wait how, uint64_t round)
     } else {
         oob.recv(kMsgGo);  // the receives are posted
         send_burst_and_wait(e, how, bufs, ctxs, round);
+        if (how == Wait::kClose) {  // closed: no counters to read
+            oob.barrier(wait_name(how));
+            return;
+        }
         const fi_dpdk_ep_stats after = dpdk_ep_stats(e.ep);
         // Manual progress (and no progress thread on this device yet):
         // nothing ran between the posts, so every send after the first was
@@ -334,6 +346,12 @@ void autocork_waits()
         for (Wait how : {Wait::kSread, Wait::kCntrWait, Wait::kTrywaitPoll})
             burst_round(ep, how, round++);
     }
+    {
+        Ep cep;  // closed by the client with sends held
+        cep.open(cfg);
+        connect(cep);
+        burst_round(cep, Wait::kClose, 3);
+    }
     // Last, since the engine's progress thread then runs until the domain
     // closes: a second domain with FI_PROGRESS_AUTO (on the server an
     // ordinary one receives).
@@ -349,7 +367,7 @@ void autocork_waits()
     Ep aep;
     aep.open(cfg);
     connect(aep);
-    burst_round(aep, Wait::kAutoProgress, 3);
+    burst_round(aep, Wait::kAutoProgress, 4);
 }
 
 }  // namespace cq_wait
