@@ -40,6 +40,9 @@
  * Version 4 appended zero_copy_tx at FI_DPDK_EP_STATS_SIZE_V3 (the whole
  * struct of version 3); a version 3 caller still gets exactly its 320 bytes.
  *
+ * Version 5 appended tx_corked at FI_DPDK_EP_STATS_SIZE_V4 (the whole struct
+ * of version 4, 328 bytes).
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -70,10 +73,11 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
-#define FI_DPDK_STATS_VERSION 4
+#define FI_DPDK_STATS_VERSION 5
 #define FI_DPDK_EP_STATS_SIZE_V1 208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2 264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 #define FI_DPDK_EP_STATS_SIZE_V3 320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
+#define FI_DPDK_EP_STATS_SIZE_V4 328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -134,7 +138,11 @@ struct fi_dpdk_ep_stats {
 				       mbufs instead of being copied into the frame
 				       (FI_DPDK_ZCOPY_MIN; memif and af_packet devices, never
 				       between endpoints of one process) */
-	/* Version 5 appends here: define FI_DPDK_EP_STATS_SIZE_V4 (328), bump
+	/* Version 5: */
+	uint64_t tx_corked;         /* small sends held back by autocork (FI_DPDK_AUTOCORK):
+				       posted while frames of their session were in flight,
+				       they left packed at the next progress call */
+	/* Version 6 appends here: define FI_DPDK_EP_STATS_SIZE_V5 (336), bump
 	 * FI_DPDK_STATS_VERSION, add the static_asserts in prov/dpdk/dpdk_stats.cpp. */
 };
 

@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint32_t kPrefix = 2 * sizeof(uint32_t);  // size + version
 
-// The layouts of versions 1 to 3 are frozen: each later version only appends.
+// The layouts of versions 1 to 4 are frozen: each later version only appends.
 static_assert(offsetof(fi_dpdk_ep_stats, dgram_tx) == FI_DPDK_EP_STATS_SIZE_V1,
               "fi_dpdk_ep_stats: version 1 fields moved");
 static_assert(offsetof(fi_dpdk_ep_stats, session_failures) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V1,
@@ -28,6 +28,10 @@ static_assert(offsetof(fi_dpdk_ep_stats, zero_copy_tx) == FI_DPDK_EP_STATS_SIZE_
               "fi_dpdk_ep_stats: version 3 fields moved");
 static_assert(offsetof(fi_dpdk_ep_stats, tx_packed_msgs) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V3,
               "fi_dpdk_ep_stats: version 4 fields must follow tx_packed_msgs");
+static_assert(offsetof(fi_dpdk_ep_stats, tx_corked) == FI_DPDK_EP_STATS_SIZE_V4,
+              "fi_dpdk_ep_stats: version 4 fields moved");
+static_assert(offsetof(fi_dpdk_ep_stats, zero_copy_tx) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V4,
+              "fi_dpdk_ep_stats: version 5 fields must follow zero_copy_tx");
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.
@@ -103,6 +107,7 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.tx_packed_frames = s.packed_frames;
         r.tx_packed_msgs = s.packed_msgs;
         r.zero_copy_tx = s.zero_copy_tx;
+        r.tx_corked = s.tx_corked;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

@@ -334,6 +334,8 @@ static void print_ep(const char *role, struct side *s, struct fi_dpdk_ep_stats *
 	}
 	if (st->size > FI_DPDK_EP_STATS_SIZE_V3)  /* version 4 on */
 		FIELD(*st, zero_copy_tx);
+	if (st->size > FI_DPDK_EP_STATS_SIZE_V4)  /* version 5 on */
+		FIELD(*st, tx_corked);
 
 	ssize_t n = ops->session_stats(s->ep, NULL, 0);
 	if (n < 0)
@@ -418,11 +420,11 @@ static void check_conventions(struct side *a, struct fi_info *info)
 	      raw[want] == 0xee && raw[sizeof(raw) - 1] == 0xee,
 	      "a %u-byte ep_stats request fills exactly %u bytes (got size %u)", want, want,
 	      small->size);
-	/* Callers built against versions 1, 2 and 3 (the struct up to
-	 * session_failures, no_session, tx_packed_msgs): each gets exactly its
+	/* Callers built against versions 1 to 4 (the struct up to
+	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx): each gets exactly its
 	 * bytes, the fields appended later stay untouched. */
 	static const uint32_t old_sizes[] = {FI_DPDK_EP_STATS_SIZE_V1, FI_DPDK_EP_STATS_SIZE_V2,
-					     FI_DPDK_EP_STATS_SIZE_V3};
+					     FI_DPDK_EP_STATS_SIZE_V3, FI_DPDK_EP_STATS_SIZE_V4};
 	for (unsigned v = 0; v < sizeof(old_sizes) / sizeof(old_sizes[0]); v++) {
 		const uint32_t sz = old_sizes[v];
 		memset(raw, 0xee, sizeof(raw));

@@ -4,7 +4,7 @@
 # process needed): the counters agree with each other and with what was
 # sent (-c), eager and rendezvous sizes, datagram endpoints (-d: the
 # dgram_* counters, a dropped and a truncated datagram), connected ones (-m:
-# the accept and a shutdown in conn_ctl_rx), the version 3 counters, and under seeded
+# the accept and a shutdown in conn_ctl_rx), the version 3 to 5 counters, autocork, and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
 # Then two processes over memif (needs root, else skipped): a 1 MiB send
 # goes out zero-copy (version 4's zero_copy_tx) unless FI_DPDK_ZCOPY_MIN=0.
@@ -35,14 +35,14 @@ receiver() { awk -v f="$1" '/^receiver endpoint/{s=1} /^device/{s=0} s && $1 == 
 
 run eager -- -n 2000 -s 1000
 [ "$(receiver rx_bytes)" = 2000000 ] || { echo "FAIL: eager: receiver rx_bytes $(receiver rx_bytes)"; fail=1; }
-# Versions 3 and 4: both sides print the counters they appended (-c checked
-# their size, version, the v2 and v3 callers' views, spurious_rtos <=
+# Versions 3 to 5: both sides print the counters they appended (-c checked
+# their size, version, the v1 to v4 callers' views, spurious_rtos <=
 # rto_fires and, in one process, zero_copy_tx 0).
-v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx) +[0-9]+$' "$out")
-if [ "$v3" = 16 ] && [ "$(grep -c '(stats version 4)' "$out")" = 2 ]; then
-	echo "PASS: version 3 and 4 counters printed"
+v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx|tx_corked) +[0-9]+$' "$out")
+if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 5)' "$out")" = 2 ]; then
+	echo "PASS: version 3 to 5 counters printed"
 else
-	echo "FAIL: versions 3 and 4: $v3 of 16 counter lines"; sed 's/^/    /' "$out"; fail=1
+	echo "FAIL: versions 3 to 5: $v3 of 18 counter lines"; sed 's/^/    /' "$out"; fail=1
 fi
 # Messages make no RMA request, so nothing can wait for a response.
 [ "$(sender response_timeouts)" = 0 ] && [ "$(receiver response_timeouts)" = 0 ] ||
@@ -57,6 +57,18 @@ if [ "${pf:-0}" -gt 0 ] && [ "${pm:-0}" -ge $((2 * pf)) ] && [ "$(receiver rx_by
 else
 	echo "FAIL: packed: tx_packed_frames '$pf' tx_packed_msgs '$pm' rx_bytes $(receiver rx_bytes)"; sed 's/^/    /' "$out"; fail=1
 fi
+# Autocork (version 5's tx_corked): with the default window, 8-byte sends
+# posted while earlier ones are in flight wait for the next progress call and
+# leave packed; FI_DPDK_AUTOCORK=0 holds none back.
+run autocork -- -n 3000 -s 8
+tc=$(sender tx_corked); pf=$(sender tx_packed_frames)
+if [ "${tc:-0}" -gt 0 ] && [ "${pf:-0}" -gt 0 ] && [ "$(receiver rx_bytes)" = 24000 ]; then
+	echo "PASS: autocork: $tc sends held, $pf packed frames"
+else
+	echo "FAIL: autocork: tx_corked '$tc' tx_packed_frames '$pf' rx_bytes $(receiver rx_bytes)"; sed 's/^/    /' "$out"; fail=1
+fi
+run autocork-off FI_DPDK_AUTOCORK=0 -- -n 3000 -s 8
+[ "$(sender tx_corked)" = 0 ] || { echo "FAIL: autocork-off: tx_corked $(sender tx_corked)"; fail=1; }
 run rendezvous -- -n 200 -s 100000
 [ "$(sender rendezvous)" = 200 ] || { echo "FAIL: rendezvous: sender rendezvous $(sender rendezvous)"; fail=1; }
 run empty-messages -- -n 100 -s 0
