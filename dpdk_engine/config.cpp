@@ -64,7 +64,7 @@ int check_engine_config(const EngineConfig& c, std::string* why)
     // programs that read the environment refuse the same values.
     const char* bad = nullptr;
     if (c.port.mtu < kMinMtu || c.port.mtu > kMaxMtu)
-        bad = "FI_DPDK_MTU must be 68..9000";
+        bad = "FI_DPDK_MTU must be 576..9000";
     else if (!power_of_two(c.window) || c.window < 16 || c.window > 4096)
         bad = "FI_DPDK_WINDOW must be a power of two in 16..4096";
     else if (c.window_blocks == 0 || c.window_blocks > 65536)

@@ -69,8 +69,12 @@ constexpr uint16_t kTransportMagic = 0xD9D7;
 
 // Largest L3 MTU we support (jumbo frames).
 constexpr uint16_t kMaxMtu = 9000;
-// Smallest: IPv4's minimum.
-constexpr uint16_t kMinMtu = 68;
+// Smallest: 576, the IPv4 datagram every host must accept (RFC 791), so no
+// IPv4 path is narrower. Not IPv4's 68-byte link minimum: our headers take
+// 76 bytes plus up to 40 of extension before any payload, so below about
+// 120 a frame has no room left (the payload size would wrap around), and
+// well above that the per-packet overhead would dominate everything.
+constexpr uint16_t kMinMtu = 576;
 
 // The MTU the provider uses when FI_DPDK_MTU is not set: kMemifDefaultMtu on
 // memif ("memif:<path>"), a link between two processes with no wire or

@@ -218,6 +218,12 @@ void test_invalid_configs(void**) {
   PortConfig c;
   c.mtu = 0;
   assert_int_equal(Port::open(c, &p), -EINVAL);
+  // Below kMinMtu the headers leave no room for payload (68..119 used to
+  // pass and crash the first send: the payload room wrapped around).
+  for (uint16_t mtu : {68, 100, 575}) {
+    c.mtu = mtu;
+    assert_int_equal(Port::open(c, &p), -EINVAL);
+  }
   c.mtu = 9001;
   assert_int_equal(Port::open(c, &p), -EINVAL);
   c = PortConfig();

@@ -243,7 +243,7 @@ void read_params()
     // Negative ints would wrap in the engine's unsigned fields; the ranges
     // themselves are the engine's (check_engine_config), so the provider and
     // the engine's own programs refuse the same values.
-    check(p.mtu >= 0 && p.mtu <= 65535, "FI_DPDK_MTU must be 68..9000");
+    check(p.mtu >= 0 && p.mtu <= 65535, "FI_DPDK_MTU must be 576..9000");
     check(p.window_blocks >= 0 && p.window_blocks_max >= 0,
           "FI_DPDK_WINDOW_BLOCKS/WINDOW_BLOCKS_MAX must not be negative");
     check(p.window >= 0 && p.rto_min_us >= 0 && p.rto_max_us >= 0 && p.timeout_ms >= 0 &&

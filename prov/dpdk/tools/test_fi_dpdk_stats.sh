@@ -69,6 +69,17 @@ else
 fi
 run autocork-off FI_DPDK_AUTOCORK=0 -- -n 3000 -s 8
 [ "$(sender tx_corked)" = 0 ] || { echo "FAIL: autocork-off: tx_corked $(sender tx_corked)"; fail=1; }
+# An MTU below 576 (FI_DPDK_MTU's range, fi_dpdk(7)) is refused when the
+# domain opens, with a clear error: 68..119 used to pass and crash the first
+# send.
+for bad in 68 100 575 9001; do
+	FI_DPDK_MTU=$bad timeout 60 "$tool" -l -n 2 -s 1000 >"$out" 2>&1; rc=$?
+	if [ $rc != 0 ] && [ $rc -lt 124 ] && grep -q 'fi_domain: Invalid argument' "$out"; then
+		echo "PASS: FI_DPDK_MTU=$bad refused"
+	else
+		echo "FAIL: FI_DPDK_MTU=$bad: exit $rc"; sed 's/^/    /' "$out"; fail=1
+	fi
+done
 run rendezvous -- -n 200 -s 100000
 [ "$(sender rendezvous)" = 200 ] || { echo "FAIL: rendezvous: sender rendezvous $(sender rendezvous)"; fail=1; }
 run empty-messages -- -n 100 -s 0
