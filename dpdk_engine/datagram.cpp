@@ -24,6 +24,12 @@ int Endpoint::send_datagram(const SendArgs& a)
     const uint64_t len = iov_total(a.iov, a.iov_count);
     if (len > max_datagram())
         return -EMSGSIZE;
+    // Not sent at all rather than lost on the way: a datagram posted within
+    // milliseconds of a memif client's start would be dropped by the still
+    // down link (tx_burst takes nothing), and fi_pingpong -e dgram, which
+    // never resends, would then wait for its answer forever.
+    if (!e->port->peer_connected())
+        return -EAGAIN;
     wire::FrameAddress fa;
     if (!e->netif->resolve(a.dest.ip_be, fa.dst_mac, now_us()))
         return -EAGAIN;  // ARP request sent: the answer arrives through progress()

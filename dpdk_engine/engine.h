@@ -355,8 +355,9 @@ class Endpoint {
     // session, no retransmission). With kOpCompletion the kSend completion is
     // reported from inside this call. 0; -EINVAL (bad iov, kOpRemoteData
     // and kOpTagged are the only meaningful flags); -EMSGSIZE (more than
-    // max_datagram() bytes); -EAGAIN (no packet buffer, or the peer's MAC is
-    // being resolved: progress and retry).
+    // max_datagram() bytes); -EAGAIN (no packet buffer, the peer's MAC is
+    // being resolved, or a memif link is down, e.g. its peer still
+    // connecting: progress and retry).
     int send_datagram(const SendArgs& a);
     // Largest datagram payload on this port.
     size_t max_datagram() const;

@@ -216,6 +216,12 @@ class Port {
   unsigned rx_wait_armed() const { return wait_arms_; }
   // Link state without waiting (memif: true once the peer has connected).
   bool link_up() const;
+  // false while a frame handed to tx() would be dropped for want of a
+  // receiver: a memif port whose peer's rings are not connected (yet: the
+  // link comes up from EAL's interrupt thread some milliseconds after
+  // start, later under load; or again: a peer restarting).  Datagrams wait
+  // for it with -EAGAIN; reliable sessions do not need to (they retransmit).
+  bool peer_connected() const { return kind_ != Kind::kMemif || link_up(); }
   Kind kind() const { return kind_; }
   // The PMD copies every frame out of its mbufs inside tx_burst and frees
   // them there (af_packet; memif opened as "memif:<path>", which never asks

@@ -12,6 +12,8 @@
 //                       from a third endpoint, data both ways on the
 //                       connected pair, SHUTDOWN delivered after the data
 //                       sent before it; under 10% loss too
+//   datagram_memif_no_peer  a datagram over a memif port whose peer has not
+//                       connected is refused (-EAGAIN), not sent and lost
 //   conn_to_nobody      a CONNREQ to a port without an endpoint fails with
 //                       kPeerTimeout within the timeout
 //   conn_peer_killed    an idle connected peer whose engine dies is
@@ -20,6 +22,8 @@
 // The two-engine fixture is the engine tests' (engine_test_util.h); this
 // file adds an endpoint that logs completions and connection events in one
 // sequence, since the tests check their order.
+#include <unistd.h>
+
 #include "dpdk_engine/tests/engine_test_util.h"
 
 using namespace engine_test;
@@ -275,6 +279,50 @@ void handshake(const Mode& mode)
     client->ep->set_connected(server->addr(), false);
 }
 
+// A memif port whose peer has not connected (here: never will) has its link
+// down and drops whatever it is given.  A datagram sent then must not be
+// reported sent and lost: it is refused with -EAGAIN (fi_pingpong -e dgram,
+// which never resends, hung when its first datagram left before the link
+// came up), and stays refused however long progress runs.
+void test_datagram_memif_no_peer(void**)
+{
+    const std::string path = "/tmp/test_connect_memif_" + std::to_string(getpid()) + ".sock";
+    EngineConfig cfg;
+    cfg.port.device = "memif:" + path;
+    std::unique_ptr<Engine> e;
+    int rc = Engine::create(cfg, &e);
+    CHECK(rc == 0, "Engine::create(%s) = %d (%s)", cfg.port.device.c_str(), rc, strerror(-rc));
+    std::vector<Completion> done;
+    EndpointConfig ec;
+    ec.on_complete = [](void* owner, const Completion& c) { static_cast<std::vector<Completion>*>(owner)->push_back(c); };
+    ec.owner = &done;
+    Endpoint* ep = nullptr;
+    rc = e->open_endpoint(ec, &ep);
+    CHECK(rc == 0, "open_endpoint = %d", rc);
+    uint32_t v = 7;
+    iovec iov{&v, sizeof(v)};
+    SendArgs a;
+    a.dest = ep->address();  // anyone: nothing can reach a peer that is not there
+    a.iov = &iov;
+    a.iov_count = 1;
+    a.flags = kOpCompletion;
+    const uint64_t until = now_ms() + 200;
+    int tries = 0;
+    while (now_ms() < until) {
+        rc = ep->send_datagram(a);
+        CHECK(rc == -EAGAIN, "send_datagram without a memif peer = %d, expected -EAGAIN", rc);
+        e->progress(false);
+        tries++;
+    }
+    CHECK(ep->stats().dgram_tx == 0 && done.empty(), "dgram_tx %" PRIu64 ", %zu completions after %d refused sends",
+          ep->stats().dgram_tx, done.size(), tries);
+    e->close_endpoint(ep);
+    e.reset();
+    unlink(path.c_str());
+    unlink((path + ".lock").c_str());
+    unlink((path + ".server").c_str());
+}
+
 void test_conn_handshake(void**) { handshake(kClean); }
 void test_conn_handshake_lossy(void**) { handshake(kLossyConn); }
 
@@ -331,6 +379,7 @@ int main()
     const CMUnitTest tests[] = {
         cmocka_unit_test(test_datagram_basic),
         cmocka_unit_test(test_datagram_loss),
+        cmocka_unit_test(test_datagram_memif_no_peer),
         cmocka_unit_test(test_conn_handshake),
         cmocka_unit_test(test_conn_handshake_lossy),
         cmocka_unit_test(test_conn_to_nobody),
