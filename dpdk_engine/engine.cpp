@@ -128,7 +128,9 @@ int EngineImpl::init()
     if (cfg.max_ops == 0 || cfg.max_ops > (1u << 20) || cfg.max_recvs == 0 ||
         cfg.unexpected_max + cfg.max_recvs > (1u << 20))
         return -EINVAL;
-    int rc = Port::open(cfg.port, &port);
+    PortConfig pc = cfg.port;
+    pc.frames_in_flight = cfg.window;
+    int rc = Port::open(pc, &port);
     if (rc)
         return rc;
     netif.reset(new Netif(port.get()));

@@ -83,6 +83,8 @@ constexpr uint16_t kMinMtu = 576;
 // elsewhere. Both processes of a memif pair must use the same MTU: frames
 // larger than the receiver's buffers arrive chained and are dropped.
 constexpr uint16_t kMemifDefaultMtu = 9000;
+// The memif PMD's largest ring (ETH_MEMIF_MAX_LOG2_RING_SIZE in 22.11).
+constexpr unsigned kMemifMaxLog2Ring = 14;
 // kLoopbackDefaultMtu on af_packet on lo (the zero-config default, or an
 // af_packet vdev string with iface=lo): lo's own MTU is 65536 and every
 // process on it is on this host, so no link limits the frame size, and the
@@ -112,6 +114,12 @@ struct PortConfig {
   std::string ip;           // our IPv4 address; "" => 127.0.0.1
   uint16_t mtu = 1500;      // L3 MTU, kMinMtu..kMaxMtu
   unsigned mbufs = 0;       // pool size; 0 => 16384
+  // Sequenced frames one session may have in flight (the engine's window):
+  // memif sizes its ring to twice this, so a full window plus ACKs and
+  // retransmissions never meets a full ring (Port::flush drops what a full
+  // ring refuses; each drop costs a retransmission and a window of
+  // out-of-order frames).  0 => the ring's default size.
+  unsigned frames_in_flight = 0;
   bool hugepages = false;   // EAL with hugepages (only the first Port's EAL
                             // options count: EAL starts once per process)
   std::string eal_args;     // extra EAL arguments (FI_DPDK_EAL_ARGS)
