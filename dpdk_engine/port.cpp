@@ -128,6 +128,10 @@ uint16_t default_mtu(const std::string& device, const std::string& iface) {
   return ifa != nullptr && *ifa == "lo" ? kLoopbackDefaultMtu : PortConfig().mtu;
 }
 
+uint32_t default_window(const std::string& device, uint32_t otherwise) {
+  return starts_with(device, "memif:") ? kMemifDefaultWindow : otherwise;
+}
+
 namespace {
 
 // ---- sizing --------------------------------------------------------------

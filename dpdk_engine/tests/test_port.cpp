@@ -472,6 +472,17 @@ void test_default_mtu(void**) {
   assert_int_equal(default_mtu("net_tap0,iface=lo", ""), PortConfig().mtu);
 }
 
+// The provider's window when FI_DPDK_WINDOW is unset: larger on memif only.
+void test_default_window(void**) {
+  using dpdk_engine::default_window;
+  using dpdk_engine::kMemifDefaultWindow;
+  assert_int_equal(default_window("memif:/tmp/x.sock", 256), kMemifDefaultWindow);
+  assert_int_equal(default_window("", 256), 256);
+  assert_int_equal(default_window("net_af_packet0,iface=lo", 256), 256);
+  assert_int_equal(default_window("net_af_xdp0,iface=veth0", 128), 128);
+  assert_int_equal(default_window("net_memif0", 256), 256);  // only our memif:<path> form
+}
+
 }  // namespace
 
 int main() {
@@ -486,6 +497,7 @@ int main() {
       cmocka_unit_test_teardown(test_jumbo_ringpair, close_ports),
       cmocka_unit_test_teardown(test_invalid_configs, close_ports),
       cmocka_unit_test(test_default_mtu),
+      cmocka_unit_test(test_default_window),
       cmocka_unit_test_teardown(test_reserve_udp_port, close_ports),
       cmocka_unit_test_teardown(test_af_packet_lo_filter_exactly_once, close_ports),
       cmocka_unit_test_teardown(test_lo_kernel_drops_our_frames, close_ports),

@@ -86,8 +86,8 @@ void define_params()
                     "(default: %zu)",
                     size_t(ec.unexpected_bytes));
     fi_param_define(&g_prov, "window", FI_PARAM_INT,
-                    "Packets in flight per peer, a power of two 16..4096 (default: %u)",
-                    ec.window);
+                    "Packets in flight per peer, a power of two 16..4096 (default: %u, %u on memif)",
+                    ec.window, dpdk_engine::kMemifDefaultWindow);
     fi_param_define(&g_prov, "window_blocks", FI_PARAM_INT,
                     "Send windows and receive rings allocated at start for the peers "
                     "that are busy at once, 1..65536; more are added as needed "
@@ -228,7 +228,7 @@ void read_params()
     get_num("mbufs", size_t{pc.mbufs}, &p.mbufs);
     get_num("eager_limit", ec.eager_limit, &p.eager_limit);
     get_num("unexpected_bytes", size_t(ec.unexpected_bytes), &p.unexpected_bytes);
-    get_num("window", static_cast<int>(ec.window), &p.window);
+    get_num("window", static_cast<int>(dpdk_engine::default_window(p.device, ec.window)), &p.window);
     get_num("window_blocks", static_cast<int>(ec.window_blocks), &p.window_blocks);
     get_num("window_blocks_max", static_cast<int>(ec.window_blocks_max), &p.window_blocks_max);
     get_num("rto_min_us", static_cast<int>(ec.rto_min_us), &p.rto_min_us);
@@ -370,6 +370,10 @@ int make_engine_config(dpdk_engine::EngineConfig* cfg)
     // EAL banners only when the user asked for them or for our logs (section 5).
     cfg->port.verbose =
         p.verbose != 0 || fi_log_enabled(&g_prov, FI_LOG_INFO, FI_LOG_CORE) != 0;
+    // What the defaults came to for this device (they differ by device).
+    DPDK_INFO(FI_LOG_DOMAIN, "device %s ip %s mtu %u window %u eager_limit %zu autocork %d\n",
+              g_device.domain_name.c_str(), ip, unsigned{cfg->port.mtu}, unsigned{cfg->window},
+              size_t(cfg->eager_limit), int{cfg->autocork});
     return 0;
 }
 

@@ -7,7 +7,8 @@
 # the accept and a shutdown in conn_ctl_rx), the version 3 to 5 counters, autocork, and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
 # Then two processes over memif (needs root, else skipped): a 1 MiB send
-# goes out zero-copy (version 4's zero_copy_tx) unless FI_DPDK_ZCOPY_MIN=0.
+# goes out zero-copy (version 4's zero_copy_tx) unless FI_DPDK_ZCOPY_MIN=0,
+# and the session's window is memif's default (512) unless FI_DPDK_WINDOW.
 set -u
 builddir=$(pwd)
 tool=$builddir/prov/dpdk/tools/fi_dpdk_stats
@@ -133,13 +134,27 @@ pair() {
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP: memif pairs need root"
 else
-	if pair memif-zcopy; then
+	if pair memif-zcopy FI_LOG_LEVEL=info; then
 		# 1 MiB in MTU-sized packets: most of the client's are zero-copy.
 		tx=$(awk '/^this endpoint/{s=1} s && $1 == "tx_packets" {print $2; exit}' "$out")
 		if [ "${zc:-0}" -ge 20 ] && [ $((2 * ${zc:-0})) -ge "${tx:-1}" ]; then
 			echo "PASS: memif 1 MiB sends: zero_copy_tx $zc of tx_packets $tx"
 		else
 			echo "FAIL: memif 1 MiB sends, yet zero_copy_tx '$zc'"; sed 's/^/    /' "$out"; fail=1
+		fi
+	fi
+	# The window: 512 by default on memif, FI_DPDK_WINDOW wherever it is set
+	# (the domain logs what its defaults came to at FI_LOG_LEVEL=info).
+	if grep -q " mtu 9000 window 512 " "$out"; then
+		echo "PASS: memif's default window: $(grep -o 'window [0-9]*' "$out" | head -1)"
+	else
+		echo "FAIL: memif's default window is not 512"; sed 's/^/    /' "$out"; fail=1
+	fi
+	if pair memif-window FI_DPDK_WINDOW=64 FI_LOG_LEVEL=info; then
+		if grep -q " window 64 " "$out" && ! grep -q " window 512 " "$out"; then
+			echo "PASS: memif with FI_DPDK_WINDOW=64: $(grep -o 'window [0-9]*' "$out" | head -1)"
+		else
+			echo "FAIL: FI_DPDK_WINDOW=64 over memif, yet another window"; sed 's/^/    /' "$out"; fail=1
 		fi
 	fi
 	if pair memif-copy FI_DPDK_ZCOPY_MIN=0; then
