@@ -34,7 +34,11 @@
 # iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs), summary.md
 # (best-of-rounds tables per test, sizes down, transports across), one PNG per
 # test (latency or bandwidth against message size, log scales, needs gnuplot),
-# raw/ (fi_bench outputs and server logs) and mpi/ (bench_mpi.sh's output).
+# raw/ (fi_bench outputs and server logs) and mpi/ (bench_mpi.sh's output),
+# xcore.csv (transport,kind,op,round,min,median,max: the machine's core-to-core
+# copy rate in GB/s, xcore_probe for half a second right before each pair:
+# memif's ceiling, which moves between runs on a virtual machine) and, in
+# summary.md, every round's dpdk-memif/net bandwidth ratio beside it.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 
@@ -49,6 +53,7 @@ done
 builddir=$(pwd)
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
 bench=$builddir/fabtests/benchmarks/fi_bench
+xprobe=$builddir/fabtests/benchmarks/xcore_probe
 export FI_PROVIDER_PATH=$builddir/.libs
 transports=${TRANSPORTS:-dpdk-memif dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm}
 tests=${TESTS:-lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged}
@@ -152,6 +157,10 @@ run_pair() { # round transport kind op
 	read_cfg "$t" || return
 	tag=$t.$kind.$op.r$round
 	wait_quiet
+	if [ -x "$xprobe" ]; then
+		"$xprobe" -q -t 0.5 -i 100 2>/dev/null | awk -v t="$t" -v k="$kind" -v o="$op" -v r="$round" \
+			'$1 == "xcore:" { printf "%s,%s,%s,%s,%s,%s,%s\n", t, k, o, r, $3, $5, $7 }' >>"$out/xcore.csv"
+	fi
 	start_server "$out/raw/$tag.server" "$out/raw/$tag.port"
 	if [ -z "$port" ]; then
 		echo "  $tag: the server did not start (see raw/$tag.server)"
@@ -173,6 +182,8 @@ run_pair() { # round transport kind op
 
 [ -s "$out/results.csv" ] && [[ $parts != *" fi "* ]] ||
 	echo "transport,kind,op,bytes,round,iters,median_us,p99_us,mean_us,min_us,max_us,MBps,Mmsgs" >"$out/results.csv"
+[ -s "$out/xcore.csv" ] && [[ $parts != *" fi "* ]] ||
+	echo "transport,kind,op,round,min_GBps,median_GBps,max_GBps" >"$out/xcore.csv"
 echo "compare: $(date -u '+%F %T UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); results in $out"
 if [[ $parts == *" fi "* ]]; then
 	for round in $(seq 1 "$rounds"); do
@@ -263,6 +274,48 @@ awk -F, 'NR > 1 {
 			echo
 		done
 	done
+	if [ "$(wc -l <"$out/xcore.csv")" -gt 1 ]; then
+		echo
+		echo "## The machine: core-to-core copy rate before each pair (xcore_probe, GB/s)"
+		echo
+		echo "Two copies of 8,928-byte frames through a 1024-slot shared ring, like memif's:"
+		echo "no transport on these CPUs moves bytes between two processes faster than this."
+		echo
+		tail -n +2 "$out/xcore.csv" | cut -d, -f6 | sort -g | awk '{ v[++n] = $1 } END {
+			printf "Medians of the %d half-second probes: min %.1f, median %.1f, max %.1f.\n", n, v[1], v[int((n + 1) / 2)], v[n] }'
+	fi
+	# Every round's memif/net bandwidth ratio, with the probe before each
+	# of the two pairs: a best-of-rounds table can pair a fast memif round
+	# with a slow net round; these are the same round's.
+	if [[ " $transports " == *" dpdk-memif "* && " $transports " == *" net "* ]]; then
+		ratios=$(awk -F, '
+			FNR == 1 { file++; next }
+			file == 1 { probe[$1 FS $2 FS $3 FS $4] = $6; next }
+			$2 == "bw" && ($1 == "dpdk-memif" || $1 == "net") && $12 != "" {
+				key = $3 FS $4 FS $5; bw[$1 FS key] = $12; p[$1 FS key] = probe[$1 FS $2 FS $3 FS $5]; keys[key] = 1 }
+			END {
+				for (k in keys) {
+					if (!(("dpdk-memif" FS k) in bw) || !(("net" FS k) in bw)) continue
+					split(k, f, FS)
+					printf "%s,%s,%s,%.2f,%s,%s,%s,%s\n", f[1], f[2], f[3], bw["dpdk-memif" FS k] / bw["net" FS k],
+						bw["dpdk-memif" FS k], bw["net" FS k], p["dpdk-memif" FS k], p["net" FS k]
+				} }' "$out/xcore.csv" "$out/results.csv" | sort -t, -k1,1 -k2,2n -k3,3n)
+		if [ -n "$ratios" ]; then
+			echo
+			echo "## dpdk-memif / net bandwidth, round by round"
+			echo
+			echo "| op | bytes | round | ratio | memif MB/s | net MB/s | xcore GB/s before memif / net |"
+			echo "|---|---:|---:|---:|---:|---:|---|"
+			echo "$ratios" | awk -F, '{ printf "| %s | %s | %s | %s | %s | %s | %s / %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+			echo
+			# Sorted by op, size, ratio: each group's middle line is its median.
+			echo "$ratios" | sort -t, -k1,1 -k2,2n -k4,4g | awk -F, '
+				function flush() { if (n) printf "Median ratio, %s %s bytes: %.2f over %d round(s), range %.2f-%.2f.\n", op, size, v[int((n + 1) / 2)], n, v[1], v[n] }
+				$1 != op || $2 != size { flush(); op = $1; size = $2; n = 0 }
+				{ v[++n] = $4 }
+				END { flush() }'
+		fi
+	fi
 	if [ -s "$out/av.txt" ]; then
 		echo
 		echo "## fi_av_insert of 1000 addresses (fi_bench -k av)"
