@@ -101,11 +101,13 @@ uint16_t default_mtu(const std::string& device, const std::string& iface);
 // The window (FI_DPDK_WINDOW) the provider uses when it is not set:
 // kMemifDefaultWindow on memif, `otherwise` (the engine's 256) elsewhere.
 // memif's ring is bounded by cross-core copies, not by a wire, and the
-// sender waits on the window whenever the receiver falls a burst behind: 1 MiB
-// fi_bench over memif, 20 interleaved pairs on this 2-core VM, median
-// 4,682 MB/s at 256 and 7,087 at 512 (512 ahead in 13 of 20; 4 MiB 4,201 and
-// 4,420). The ring keeps twice the window (1024 slots, its default size), so
-// the shared memory does not grow.
+// sender waits on the window whenever the receiver falls a burst behind:
+// in a 1 MiB fi_bench stream the sender's window stalls halve (681 -> 343
+// per 1,088 messages). The bandwidth gain is smaller than this machine's
+// own swings (see xcore_probe): 20 interleaved pairs, median 4,682 MB/s at
+// 256 and 7,087 at 512 (512 ahead in 13); 14 more an hour later, 8,252 and
+// 5,653 (ahead in 7). The ring keeps twice the window (1024 slots, its
+// default size), so the shared memory does not grow.
 constexpr uint32_t kMemifDefaultWindow = 512;
 uint32_t default_window(const std::string& device, uint32_t otherwise);
 
