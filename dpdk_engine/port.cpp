@@ -586,6 +586,7 @@ void Port::tx(rte_mbuf* m) {
 
 uint16_t Port::flush() {
   if (tx_count_ == 0) return 0;
+  if (kind_ == Kind::kMemif && !memif_rx_primed_) memif_prime_rx();
   if (memif_peer_leaving_ && memif_quiet()) {  // nobody reads; keep off the ring
     rte_pktmbuf_free_bulk(tx_batch_, tx_count_);
     stats_.tx_dropped += tx_count_;

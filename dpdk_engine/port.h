@@ -297,6 +297,7 @@ class Port {
   void set_wait_timer(unsigned us);
   bool memif_quiet();
   uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
+  void memif_prime_rx();
   void memif_say_goodbye();
 
   Kind kind_ = Kind::kOtherVdev;
@@ -321,6 +322,7 @@ class Port {
   void* memif_proc_ = nullptr;   // data (regions), 22.11 layout (port.cpp)
   bool memif_peer_leaving_ = false;  // its goodbye came: keep off the rings
   bool memif_seen_down_ = false;     // ... and the link has dropped since
+  bool memif_rx_primed_ = false;     // our receive slots went to the peer (memif_prime_rx)
   uint64_t memif_goodbye_us_ = 0;    // when the goodbye came
   int fanout_lock_fd_ = -1;
   std::string fanout_lock_path_;

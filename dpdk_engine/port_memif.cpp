@@ -319,12 +319,30 @@ uint64_t monotonic_us() {
 }
 }  // namespace
 
+// A memif server may write into the client's receive ring only after the
+// client has handed it slots, and the PMD hands them over inside the
+// client's rx_burst (its refill).  A client whose first act once the link
+// is up is to send (a request, an RTS) had the server's immediate answer
+// refused by the PMD and dropped by flush, recovered only by the
+// retransmission timer, which is 20 ms before any RTT sample: one
+// tx_dropped on the server and an RTO on each side in every fresh pair
+// (fi_dpdk_stats -n 2 over memif, every run).  So the first flush after the
+// link comes up runs an empty receive burst first: it takes no frame, it
+// only hands over the slots (on a server it does nothing).  Once per link.
+void Port::memif_prime_rx() {
+  if (!link_up()) return;
+  rte_mbuf* none[1];
+  rte_eth_rx_burst(port_id_, 0, none, 0);
+  memif_rx_primed_ = true;
+}
+
 // True while the rings must be left alone; clears the goodbye state once the
 // link has dropped and come back (a new peer), or after kMemifQuietMaxUs.
 bool Port::memif_quiet() {
   const bool up = link_up();
   if (!up) {
     memif_seen_down_ = true;
+    memif_rx_primed_ = false;  // a new peer gets our slots again
     return true;
   }
   if (memif_seen_down_ || monotonic_us() - memif_goodbye_us_ > kMemifQuietMaxUs) {

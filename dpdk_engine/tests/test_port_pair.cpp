@@ -1,5 +1,6 @@
 // cmocka tests of Port between two processes: af_packet on lo and memif
-// frames echoed by a child, memif/tap rx wait fds, a quiet memif close.
+// frames echoed by a child, a memif client that speaks first, memif/tap rx
+// wait fds, a quiet memif close.
 //
 // The child re-executes this binary (/proc/self/exe) in a child mode:
 // forking after rte_eal_init is not supported by DPDK.
@@ -18,6 +19,16 @@ namespace {
 // With frames_in_flight (memif: the client's ring size counts), the child
 // reads nothing for a second once the link is up, so the parent's frames
 // pile up in the ring.
+// A child's start: opens its port, reserves a UDP port and reports both
+// ({rc, port}) to the parent; false if anything failed.
+bool open_and_report(const PortConfig& c, int report_fd, std::unique_ptr<Port>* p, uint16_t* port) {
+  int rc = Port::open(c, p);
+  *port = 0;
+  if (rc == 0) rc = (*p)->reserve_udp_port(0, port);
+  uint32_t msg[2] = {static_cast<uint32_t>(rc), *port};
+  return write(report_fd, msg, sizeof(msg)) == sizeof(msg) && rc == 0;
+}
+
 int child_main(const std::string& device, uint16_t mtu, int report_fd, unsigned frames_in_flight) {
   PortConfig c;
   c.device = device;
@@ -25,11 +36,9 @@ int child_main(const std::string& device, uint16_t mtu, int report_fd, unsigned 
   c.mbufs = frames_in_flight ? 4 * frames_in_flight : 2048;
   c.frames_in_flight = frames_in_flight;
   std::unique_ptr<Port> p;
-  int rc = Port::open(c, &p);
   uint16_t port = 0;
-  if (rc == 0) rc = p->reserve_udp_port(0, &port);
-  uint32_t msg[2] = {static_cast<uint32_t>(rc), port};
-  if (write(report_fd, msg, sizeof(msg)) != sizeof(msg) || rc != 0) return 1;
+  if (!open_and_report(c, report_fd, &p, &port)) return 1;
+  uint32_t msg[2];
   if (frames_in_flight) {
     double up = now_s() + 3;
     while (!p->link_up() && now_s() < up) usleep(1000);
@@ -73,25 +82,62 @@ int child_main(const std::string& device, uint16_t mtu, int report_fd, unsigned 
   return 0;
 }
 
-pid_t spawn_child(const std::string& device, uint16_t mtu, int* report_fd, unsigned frames_in_flight = 0) {
+// The child of test_memif_client_speaks_first: a memif client that sends
+// one frame (seq 7) to the parent's UDP port as soon as the link is up,
+// without receiving anything first, then reads nothing for 300 ms; reports
+// whether the parent's echo arrived within 2 s more, and its tx_dropped.
+int first_child_main(const std::string& device, uint16_t parent_port, int report_fd) {
+  PortConfig c;
+  c.device = device;
+  c.mtu = 9000;
+  c.mbufs = 2048;
+  std::unique_ptr<Port> p;
+  uint16_t port = 0;
+  if (!open_and_report(c, report_fd, &p, &port)) return 1;
+  double up = now_s() + 3;
+  while (!p->link_up() && now_s() < up) usleep(100);
+  FrameSpec f;
+  f.sport = port;
+  f.dport = parent_port;
+  f.seq = 7;
+  p->tx(make_mbuf(*p, f));
+  p->flush();
+  usleep(300000);
+  uint32_t echoed = 0;
+  double end = now_s() + 2;
+  while (!echoed && now_s() < end)
+    for (const Rx& r : drain(*p, 0.01))
+      if (r.seq == 7 && r.dport == port) echoed = 1;
+  uint32_t msg[2] = {echoed, static_cast<uint32_t>(p->stats().tx_dropped)};
+  return write(report_fd, msg, sizeof(msg)) == sizeof(msg) ? 0 : 1;
+}
+
+// Re-executes this binary as `test_port <mode> <args...> <report fd>`;
+// *report_fd gets the pipe's read end.
+pid_t spawn_mode(const char* mode, const std::vector<std::string>& args, int* report_fd) {
   int fds[2];
   assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
   // Everything the child needs is prepared before fork(): between fork and
   // exec only async-signal-safe calls (EAL's threads may hold malloc locks).
-  const std::string fd = std::to_string(fds[1]);
-  const std::string m = std::to_string(mtu);
-  const std::string fif = std::to_string(frames_in_flight);
+  std::vector<std::string> all(args);
+  all.push_back(std::to_string(fds[1]));
+  std::vector<char*> argv{const_cast<char*>("test_port"), const_cast<char*>(mode)};
+  for (auto& a : all) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
     fcntl(fds[1], F_SETFD, 0);
-    execl("/proc/self/exe", "test_port", "--child", device.c_str(), m.c_str(), fd.c_str(),
-          fif.c_str(), static_cast<char*>(nullptr));
+    execv("/proc/self/exe", argv.data());
     _exit(127);
   }
   close(fds[1]);
   *report_fd = fds[0];
   return pid;
+}
+
+pid_t spawn_child(const std::string& device, uint16_t mtu, int* report_fd, unsigned frames_in_flight = 0) {
+  return spawn_mode("--child", {device, std::to_string(mtu), std::to_string(frames_in_flight)}, report_fd);
 }
 
 void read_report(int fd, uint32_t msg[2], double timeout) {
@@ -229,6 +275,57 @@ void test_memif_ring_holds_twice_the_window(void**) {
   assert_int_equal(p->stats().tx_dropped, 0);
   close_port(p);
   unlink((std::string(path) + ".lock").c_str());
+}
+
+// The server answers a client whose first act is to send (an RTS), before
+// that client has received anything: the answer must get a slot of the
+// client's receive ring, not be refused by the PMD and dropped (it was, in
+// every fresh pair, until the client's first flush handed its slots over:
+// Port::memif_prime_rx).
+void test_memif_client_speaks_first(void**) {
+  char path[64];
+  snprintf(path, sizeof(path), "/tmp/test_port_memif_first_%d.sock", getpid());
+  PortConfig c;
+  c.device = std::string("memif:") + path;
+  c.mtu = 9000;
+  c.mbufs = 2048;
+  Port* p = open_port(c);  // server
+  uint16_t mine = 0;
+  assert_int_equal(p->reserve_udp_port(0, &mine), 0);
+  int report = -1;
+  const pid_t pid = spawn_mode("--first-child", {c.device, std::to_string(mine)}, &report);
+  uint32_t msg[2];
+  read_report(report, msg, 5);
+  assert_int_equal(msg[0], 0);
+  const uint16_t child_port = static_cast<uint16_t>(msg[1]);
+  bool answered = false;
+  double end = now_s() + 3;
+  while (!answered && now_s() < end) {
+    for (const Rx& r : drain(*p, 0.0001)) {
+      if (r.seq != 7 || r.dport != mine || answered) continue;
+      FrameSpec f;  // at once: the client has not received anything yet
+      f.sport = mine;
+      f.dport = child_port;
+      f.seq = 7;
+      p->tx(make_mbuf(*p, f));
+      p->flush();
+      answered = true;
+    }
+  }
+  const uint64_t dropped = p->stats().tx_dropped;
+  read_report(report, msg, 5);
+  int status = 0;
+  pid_t w = 0;
+  const double until = now_s() + 10;
+  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < until) drain(*p, 0.001);
+  close(report);
+  close_port(p);
+  unlink((std::string(path) + ".lock").c_str());
+  assert_true(answered);
+  if (dropped != 0 || msg[0] != 1)
+    fail_msg("server tx_dropped %lu, client got the answer: %u", static_cast<unsigned long>(dropped), msg[0]);
+  assert_int_equal(w, pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 // memif rx interrupts (Port::arm_rx_wait): the wait fd stays quiet while
@@ -514,13 +611,16 @@ void test_memif_close_quiet(void**) {
 int main(int argc, char** argv) {
   if (argc == 6 && strcmp(argv[1], "--close-child") == 0)
     return close_child_main(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-  if (argc == 6 && strcmp(argv[1], "--child") == 0)
-    return child_main(argv[2], static_cast<uint16_t>(atoi(argv[3])), atoi(argv[4]),
-                      static_cast<unsigned>(atoi(argv[5])));
+  if (argc == 5 && strcmp(argv[1], "--first-child") == 0)  // device parent_port report_fd
+    return first_child_main(argv[2], static_cast<uint16_t>(atoi(argv[3])), atoi(argv[4]));
+  if (argc == 6 && strcmp(argv[1], "--child") == 0)  // device mtu frames_in_flight report_fd
+    return child_main(argv[2], static_cast<uint16_t>(atoi(argv[3])), atoi(argv[5]),
+                      static_cast<unsigned>(atoi(argv[4])));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_af_packet_two_processes, close_ports),
       cmocka_unit_test_teardown(test_memif_two_processes_jumbo, close_ports),
       cmocka_unit_test_teardown(test_memif_ring_holds_twice_the_window, close_ports),
+      cmocka_unit_test_teardown(test_memif_client_speaks_first, close_ports),
       cmocka_unit_test_teardown(test_memif_wait_fd_two_processes, close_ports),
       cmocka_unit_test_teardown(test_tap_wait_fd, close_ports),
       cmocka_unit_test_teardown(test_memif_close_quiet, close_ports),
