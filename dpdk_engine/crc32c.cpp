@@ -4,17 +4,14 @@
 // Everything here runs on the data path: no allocation, no locking, no
 // logging; the path is chosen once, while the library loads.
 //
-// Not done (issue 5, item 4): checking the CRC while the receiver copies
-// the payload out (one pass instead of two). The one CRC covers header and
-// payload together, so the fields that say where the payload goes (PSN,
-// message offset, RMA key and address) are only trustworthy once the whole
-// frame has been checked. A frame whose offset bit flipped would be written
-// over bytes another, valid, segment already delivered, then be dropped for
-// its CRC; nothing would resend those bytes and the message would complete
-// corrupted (an RMA write could likewise hit a completed region). Doing it
-// safely needs a wire-format change: a separate CRC over the header (and
-// the copy only after it and the duplicate check), then the payload CRC
-// folded into the copy and compared before the PSN counts as received.
+// crc_copy (checking a payload while copying it out, one pass instead of
+// two) needs the header checked first: the fields that say where the
+// payload goes (PSN, message offset, RMA key and address) must be
+// trustworthy before a byte is written. A frame whose offset bit flipped
+// would otherwise be written over bytes another, valid, segment already
+// delivered and then be dropped for its CRC, and nothing would resend those
+// bytes. So the frames whose payload is copied straight into user memory
+// carry a CRC of their own for the payload (wire.h, kFlagPayloadCrc).
 #include "crc32c.h"
 
 #include <cstring>
@@ -460,30 +457,42 @@ fold_constants_512(const FoldConstants& k)
 
 // len >= 64 * kFold512Lanes. Each 512-bit register holds 4 consecutive
 // chunks; a register moves on by whole registers, so one constant pair
-// broadcast to all four 128-bit lanes serves them all.
+// broadcast to all four 128-bit lanes serves them all. kCopy: every 64
+// bytes loaded are also stored to `dst` (the same offset), so a receiver
+// checks a payload in the pass that copies it out (crc_copy).
+template <bool kCopy>
+DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i
+load_512(const uint8_t* p, uint8_t* dst, size_t at)
+{
+    const __m512i v = _mm512_loadu_si512(p + at);
+    if constexpr (kCopy)
+        _mm512_storeu_si512(dst + at, v);
+    return v;
+}
+
+template <bool kCopy>
 DPDK_ENGINE_CRC_TARGET_512 __attribute__((noinline)) uint32_t
-crc_fold_512(uint32_t reg, const uint8_t* p, size_t len)
+crc_fold_512(uint32_t reg, const uint8_t* p, size_t len, uint8_t* dst)
 {
     __m512i x[kFold512Lanes];
     DPDK_ENGINE_CRC_UNROLL
     for (size_t i = 0; i < kFold512Lanes; i++)
-        x[i] = _mm512_loadu_si512(p + 64 * i);
+        x[i] = load_512<kCopy>(p, dst, 64 * i);
     x[0] = _mm512_xor_si512(x[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(reg))));
-    p += 64 * kFold512Lanes;
-    len -= 64 * kFold512Lanes;
+    size_t at = 64 * kFold512Lanes;
     const __m512i stride = fold_constants_512(kFold512Stride);
-    for (; len >= 64 * kFold512Lanes; p += 64 * kFold512Lanes, len -= 64 * kFold512Lanes) {
+    for (; len - at >= 64 * kFold512Lanes; at += 64 * kFold512Lanes) {
         DPDK_ENGINE_CRC_UNROLL
         for (size_t i = 0; i < kFold512Lanes; i++)
-            x[i] = fold_512(x[i], stride, _mm512_loadu_si512(p + 64 * i));
+            x[i] = fold_512(x[i], stride, load_512<kCopy>(p, dst, at + 64 * i));
     }
     const __m512i k64 = fold_constants_512(kFold64);
     __m512i acc = x[0];
     DPDK_ENGINE_CRC_UNROLL
     for (size_t i = 1; i < kFold512Lanes; i++)
         acc = fold_512(acc, k64, x[i]);
-    for (; len >= 64; p += 64, len -= 64)
-        acc = fold_512(acc, k64, _mm512_loadu_si512(p));
+    for (; len - at >= 64; at += 64)
+        acc = fold_512(acc, k64, load_512<kCopy>(p, dst, at));
     // Four consecutive chunks left: into one.
     const __m128i k16 = fold_constants_128(kFold16);
     __m128i last = _mm512_maskz_extracti32x4_epi32(0xf, acc, 0);
@@ -494,7 +503,9 @@ crc_fold_512(uint32_t reg, const uint8_t* p, size_t len)
     // runs again (GCC inserts none here): dirty ones slow every legacy-SSE
     // instruction after it (memcpy, the 128-bit path) on many CPUs.
     _mm256_zeroupper();
-    return fold_finish(last, p, len);
+    if constexpr (kCopy)
+        memcpy(dst + at, p + at, len - at);  // the < 64-byte tail
+    return fold_finish(last, p + at, len - at);
 }
 
 // Below this many bytes the 3-stream path is faster: folding has a fixed
@@ -507,7 +518,7 @@ static_assert(kFoldMinBytes >= 64 * kFold512Lanes && kFoldMinBytes >= 16 * kFold
 inline uint32_t crc_fold(CrcPath path, uint32_t reg, const uint8_t* p, size_t len)
 {
     if (path == CrcPath::kFold512)
-        return crc_fold_512(reg, p, len);
+        return crc_fold_512<false>(reg, p, len, nullptr);
     return crc_fold_128(reg, p, len);
 }
 #endif // DPDK_ENGINE_CRC_X86
@@ -562,6 +573,19 @@ uint32_t crc_update(uint32_t reg, const uint8_t* p, size_t len)
     }
 #endif
     return crc_update_portable(reg, p, len);
+}
+
+uint32_t crc_copy(uint32_t reg, uint8_t* dst, const uint8_t* src, size_t len)
+{
+#if defined(DPDK_ENGINE_CRC_X86)
+    if (len >= kFoldMinBytes && g_crc_path == CrcPath::kFold512)
+        return crc_fold_512<true>(reg, src, len, dst);
+#endif
+    // Two passes: the crc32 lanes are bound by the crc32 unit and the copy
+    // by the stores, and a memcpy is faster than any loop of ours that
+    // would interleave them.
+    memcpy(dst, src, len);
+    return crc_update(reg, src, len);
 }
 
 namespace {

@@ -14,6 +14,11 @@ namespace wire {
 // post-inversion). Bit-exact on every path; any alignment.
 uint32_t crc_update(uint32_t reg, const uint8_t* p, size_t len);
 
+// crc_update(reg, src, len), copying the bytes to dst on the way: one pass
+// over src on the AVX-512 folding path (len >= 512), memcpy then the CRC on
+// the others. dst and src must not overlap.
+uint32_t crc_copy(uint32_t reg, uint8_t* dst, const uint8_t* src, size_t len);
+
 // CRC of a transport packet of `total` bytes (header + extension + payload)
 // as if the crc field were zero, without writing to the (const) frame.
 // The UDP source and destination ports (the 4 bytes at th - 8) come first:

@@ -7,6 +7,7 @@
 // 0x82F63B78), made byte-at-a-time by a table built from it. Each range is
 // copied to the end of its own exact-size allocation at a random
 // misalignment, so ASan flags any read past it.
+#include <algorithm>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -274,6 +275,40 @@ void test_long_ranges(void** state)
     }
 }
 
+// crc_copy (the receiver's one-pass copy and check): the register and the
+// copied bytes for every length 0..2200 and some long ones up to 1 MiB + 7,
+// source and destination each at its own random misalignment, into an
+// exact-size destination whose leading bytes must stay untouched (ASan
+// flags a store past its end).
+void test_copy(void** state)
+{
+    use_path_or_skip(state);
+    const CrcPath path = path_of(state);
+    uint64_t rng = 0xC0B1C4C3ull + static_cast<uint64_t>(path);
+    constexpr size_t kMiB = size_t{1} << 20;
+    const std::vector<uint8_t> data = random_bytes(kMiB + 64, rng);
+    std::vector<size_t> lens;
+    for (size_t n = 0; n <= 2200; n++)
+        lens.push_back(n);
+    for (size_t n : {size_t{8960}, size_t{9000}, size_t{65536 + 7}, kMiB + 7})
+        lens.push_back(n);
+    for (size_t n : lens) {
+        const size_t src_align = splitmix64(rng) % 64, dst_align = splitmix64(rng) % 64;
+        ExactCopy src(data.data(), n, src_align);
+        std::vector<uint8_t> dst(dst_align + n, 0xEE);
+        const uint32_t seed = static_cast<uint32_t>(splitmix64(rng));
+        const uint32_t got = crc_copy(seed, dst.data() + dst_align, src.p, n);
+        check(got, reference_update(seed, src.p, n), "crc_copy", n, src_align, path);
+        if ((n && memcmp(dst.data() + dst_align, src.p, n) != 0) ||
+            std::count(dst.begin(), dst.begin() + static_cast<long>(dst_align), uint8_t{0xEE}) !=
+                static_cast<long>(dst_align)) {
+            print_error("crc_copy: %s path, %zu bytes: copy differs or wrote before its destination\n",
+                        to_string(path), n);
+            fail();
+        }
+    }
+}
+
 const CrcPath kPaths[] = {CrcPath::kPortable, CrcPath::kCrc32Lanes, CrcPath::kFold128, CrcPath::kFold512};
 
 } // namespace
@@ -281,7 +316,8 @@ const CrcPath kPaths[] = {CrcPath::kPortable, CrcPath::kCrc32Lanes, CrcPath::kFo
 #define PATH_TESTS(path_index, suffix)                                                                     \
     {"all_lengths_" suffix, test_all_lengths, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}, \
     {"packets_" suffix, test_packets, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])},         \
-    {"long_ranges_" suffix, test_long_ranges, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}
+    {"long_ranges_" suffix, test_long_ranges, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}, \
+    {"copy_" suffix, test_copy, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}
 
 int main()
 {
