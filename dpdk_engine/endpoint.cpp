@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "crc32c.h"
 #include "engine_impl.h"
 
 namespace dpdk_engine {
@@ -112,6 +113,22 @@ uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* sr
     return walk_iov(iov, n, offset, len, [from](uint8_t* p, uint64_t done, uint64_t chunk) {
         memcpy(p, from + done, chunk);
     });
+}
+
+bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p)
+{
+    if (!p.payload_unchecked) {
+        copy_to_iov(iov, n, offset, p.payload, p.payload_len);
+        return true;
+    }
+    const uint8_t* from = p.payload;
+    uint32_t reg = 0xffffffffu;
+    const uint64_t copied = walk_iov(iov, n, offset, p.payload_len, [from, &reg](uint8_t* to, uint64_t done, uint64_t chunk) {
+        reg = wire::crc_copy(reg, to, from + done, chunk);
+    });
+    // Bytes past the buffer's end are not copied, but count all the same.
+    reg = wire::crc_update(reg, from + copied, p.payload_len - copied);
+    return (reg ^ 0xffffffffu) == p.payload_crc;
 }
 
 uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len)

@@ -310,6 +310,7 @@ enum class Delivery : uint8_t {
     kDone,      // processed; the caller frees the mbuf
     kKept,      // processed; the upper layer kept the mbuf
     kBlocked,   // cannot be processed now (no resources): retry later
+    kCorrupt,   // the payload failed its CRC (kFlagPayloadCrc): drop it, as never received
 };
 
 class EndpointImpl : public Endpoint {
@@ -545,6 +546,11 @@ uint64_t iov_total(const iovec* iov, size_t n);
 // to the iov capacity. Returns bytes copied.
 uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len);
 uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len);
+// copy_to_iov of p's payload; for a payload_unchecked packet (wire.h,
+// kFlagPayloadCrc) its CRC is checked in the same pass. false: it did not
+// match; the iov holds damaged bytes where the payload belongs, and the
+// packet must count as never received (its retransmission rewrites them).
+bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p);
 
 inline EndpointImpl* impl(Endpoint* e) { return static_cast<EndpointImpl*>(e); }
 inline const EndpointImpl* impl(const Endpoint* e) { return static_cast<const EndpointImpl*>(e); }

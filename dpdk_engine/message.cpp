@@ -632,7 +632,8 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
         st.protocol_errors++;
         return Delivery::kDone;
     }
-    copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
+    if (!copy_payload_to_iov(m->dest, m->dest_count, offset, p))
+        return Delivery::kCorrupt;
     m->received += p.payload_len;
     if (m->received == granted)
         finish_recv(m, OpStatus::kOk);

@@ -210,8 +210,9 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
         session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
         return Delivery::kDone;
     }
-    if (p.payload_len)
-        memcpy(dst, p.payload, p.payload_len);
+    const iovec target{dst, p.payload_len};
+    if (!copy_payload_to_iov(&target, 1, 0, p))
+        return Delivery::kCorrupt;  // nothing else changed yet: the retransmission rewrites it
     if (!last)
         return Delivery::kDone;
     session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));

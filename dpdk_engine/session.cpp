@@ -262,18 +262,47 @@ void write_packed(const InflightPacket& ip, wire::TransportHeader* th)
     }
 }
 
-// Hands the packet at expected_psn to the upper layer. False when the
-// upper layer cannot take it now (receiver not ready): not consumed.
-bool deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
+// A packet whose payload turned out damaged (kFlagPayloadCrc, checked
+// after its header): dropped as if it never came; the sender resends it.
+void drop_corrupt(Session* s, rte_mbuf* m)
+{
+    s->ep->engine->st.rx_bad_crc++;
+    rte_pktmbuf_free(m);
+}
+
+// Hands the packet at expected_psn to the upper layer: kBlocked when the
+// upper layer cannot take it now (receiver not ready): not consumed;
+// kCorrupt: its payload failed its CRC, dropped, not consumed either.
+Delivery deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
 {
     Delivery d = s->ep->deliver(s, p, m);
     if (d == Delivery::kBlocked)
-        return false;
+        return d;
+    if (d == Delivery::kCorrupt) {
+        drop_corrupt(s, m);
+        return d;
+    }
     if (d == Delivery::kDone)
         rte_pktmbuf_free(m);
     s->expected_psn++;
     s->unacked++;
     s->ack_pending = true;
+    return d;
+}
+
+// Puts a packet in the receive ring to wait for its turn. Its payload is
+// checked whole first (the copy out of the ring then needs no check): false
+// when it is damaged, and then it is dropped.
+bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
+{
+    RxSlot& slot = s->ring[psn & s->mask];
+    slot.p = p;
+    if (!wire::payload_crc_ok(&slot.p)) {
+        drop_corrupt(s, m);
+        return false;
+    }
+    slot.m = m;
+    s->held++;
     return true;
 }
 
@@ -310,6 +339,8 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
         flags |= wire::kFlagStreamStart;
     if (retransmit)
         flags |= wire::kFlagAckRequest;
+    if (wire::may_carry_payload_crc(type))
+        flags |= wire::kFlagPayloadCrc;  // the receiver checks the payload as it copies it out
     rte_mbuf* m;
     wire::TransportHeader* th = e->start_frame(fa, type, flags, ip.len, &m);
     if (!th)
@@ -498,7 +529,8 @@ void session_drain(Session* s, uint64_t now)
         RxSlot& slot = s->ring[s->expected_psn & s->mask];
         if (!slot.m)
             break;
-        if (!deliver_next(s, slot.p, slot.m)) {
+        // Parked packets had their payload checked (park): never kCorrupt.
+        if (deliver_next(s, slot.p, slot.m) == Delivery::kBlocked) {
             // Receiver not ready (RNR): keep the packet parked; the sender
             // keeps it in flight and retransmits until we take it.
             if (!was_blocked)
@@ -602,15 +634,16 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         // no ring needed.
         if (psn == s->ack_sent_psn)
             s->peer_ts = th->timestamp.get();  // the left edge: see Session::peer_ts
-        count_rx(s, p);
         if (p.flags & wire::kFlagAckRequest)
             s->ack_now = true;
-        if (!deliver_next(s, p, m)) {
+        const Delivery d = deliver_next(s, p, m);
+        if (d != Delivery::kCorrupt)
+            count_rx(s, p);
+        if (d == Delivery::kBlocked) {
             // Receiver not ready: park it if a ring is free (session_drain
             // counts the stall), else drop it; the sender retransmits.
             if (session_take_rx_window(s)) {
-                s->ring[psn & s->mask] = RxSlot{m, p};
-                s->held++;
+                park(s, psn, p, m);
             } else {
                 ep->st.rnr_stalls++;
                 ep->st.rx_window_drops++;
@@ -648,9 +681,10 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         s->ack_now = true;  // tell the sender about the hole at once (SACK)
         s->ack_pending = true;
     }
-    slot.m = m;
-    slot.p = p;
-    s->held++;
+    if (!park(s, psn, p, m)) {
+        session_drain(s, now);  // gives the ring back if nothing else waits; the ACK asked for above still goes
+        return;
+    }
     count_rx(s, p);
     if (p.flags & wire::kFlagAckRequest)
         s->ack_now = true;

@@ -136,6 +136,24 @@ const char* to_string(ConnKind k)
     return "UNKNOWN";
 }
 
+namespace {
+
+// Where a kFlagPayloadCrc packet keeps its payload's CRC: the reserved word
+// of its extension (may_carry_payload_crc types only).
+be32* payload_crc_of(PacketType t, uint8_t* ext)
+{
+    if (t == PacketType::kMsgRdvData)
+        return &reinterpret_cast<DataExt*>(ext)->reserved;
+    return &reinterpret_cast<RmaExt*>(ext)->reserved;
+}
+
+const be32* payload_crc_of(PacketType t, const uint8_t* ext)
+{
+    return payload_crc_of(t, const_cast<uint8_t*>(ext));
+}
+
+} // namespace
+
 size_t extension_len(PacketType t)
 {
     switch (t) {
@@ -282,8 +300,20 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
     const size_t payload_len = th->payload_len.get();
     if (payload_len != tp_len - header_len)
         return ParseResult::kBadLength;
-    if (check_crc && packet_crc(tp, tp_len) != th->crc.get())
-        return ParseResult::kBadCrc;
+    const uint16_t flags = th->flags.get();
+    if (flags & kFlagPayloadCrc) {
+        if (!may_carry_payload_crc(type))
+            return ParseResult::kBadType;
+        // The header alone here; the payload when it is used (ParsedPacket).
+        if (check_crc && packet_crc(tp, header_len) != th->crc.get())
+            return ParseResult::kBadCrc;
+        out->payload_crc = payload_crc_of(type, tp + sizeof(TransportHeader))->get();
+        out->payload_unchecked = check_crc;
+    } else {
+        if (check_crc && packet_crc(tp, tp_len) != th->crc.get())
+            return ParseResult::kBadCrc;
+        out->payload_unchecked = false;
+    }
     if (type == PacketType::kMsgPacked &&
         !packed_records_fit(reinterpret_cast<const PackExt*>(tp + sizeof(TransportHeader)), tp + header_len,
                             payload_len))
@@ -295,7 +325,7 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
     out->payload = tp + header_len;
     out->payload_len = static_cast<uint32_t>(payload_len);
     out->type = type;
-    out->flags = th->flags.get();
+    out->flags = flags;
     return ParseResult::kOk;
 }
 
@@ -338,14 +368,41 @@ void init_transport_header(TransportHeader* th, PacketType type, uint16_t flags,
     th->payload_len.set(payload_len);
 }
 
+namespace {
+
+// The header CRC of a kFlagPayloadCrc packet: its payload's CRC (register
+// `payload_reg`, raw) into the extension first, then ports, header and
+// extension.
+void seal_split(TransportHeader* th, uint32_t payload_reg)
+{
+    auto* t = reinterpret_cast<uint8_t*>(th);
+    const auto type = static_cast<PacketType>(th->type);
+    payload_crc_of(type, t + sizeof(TransportHeader))->set(payload_reg ^ 0xffffffffu);
+    th->crc.set(packet_crc(t, th->header_len.get()));
+}
+
+} // namespace
+
 void seal(TransportHeader* th)
 {
-    const size_t total = static_cast<size_t>(th->header_len.get()) + th->payload_len.get();
-    th->crc.set(packet_crc(reinterpret_cast<const uint8_t*>(th), total));
+    const size_t header_len = th->header_len.get();
+    const size_t total = header_len + th->payload_len.get();
+    const auto* t = reinterpret_cast<const uint8_t*>(th);
+    if (th->flags.get() & kFlagPayloadCrc)
+        seal_split(th, crc_update(0xffffffffu, t + header_len, th->payload_len.get()));
+    else
+        th->crc.set(packet_crc(t, total));
 }
 
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
 {
+    if (th->flags.get() & kFlagPayloadCrc) {
+        uint32_t reg = 0xffffffffu;
+        for (unsigned i = 0; i < n; i++)
+            reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
+        seal_split(th, reg);
+        return;
+    }
     static const uint8_t kZeroCrc[4] = {};
     const auto* t = reinterpret_cast<const uint8_t*>(th);
     constexpr size_t kCrcOffset = offsetof(TransportHeader, crc);
@@ -356,6 +413,16 @@ void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
     for (unsigned i = 0; i < n; i++)
         reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
     th->crc.set(reg ^ 0xffffffffu);
+}
+
+bool payload_crc_ok(ParsedPacket* p)
+{
+    if (!p->payload_unchecked)
+        return true;
+    if ((crc_update(0xffffffffu, p->payload, p->payload_len) ^ 0xffffffffu) != p->payload_crc)
+        return false;
+    p->payload_unchecked = false;
+    return true;
 }
 
 } // namespace wire

@@ -72,8 +72,10 @@ constexpr uint16_t kMagic = 0xD9D7;
 // Version 2 added kMsgPacked. A version 1 peer would reject it as an
 // unknown type and never acknowledge it, so the session would stall only
 // when a sender starts packing: the bump makes a mixed pair fail at its first
-// packet instead (kBadVersion, counted), never half way.
-constexpr uint8_t kVersion = 2;
+// packet instead (kBadVersion, counted), never half way. Version 3 added
+// kFlagPayloadCrc, which a version 2 receiver would take for a bad CRC on
+// every rendezvous and RMA write segment: the same reasoning.
+constexpr uint8_t kVersion = 3;
 
 constexpr size_t kEthHeaderLen = 14;
 constexpr size_t kIpv4HeaderLen = 20;     // as sent; received IHL may be larger
@@ -115,7 +117,22 @@ enum : uint16_t {
     kFlagTagged = 1u << 3,      // MsgExt: tagged queue (else untagged queue)
     kFlagRemoteData = 1u << 4,  // MsgExt / RmaExt: cq_data is valid
     kFlagHasAck = 1u << 5,      // ack_* fields are valid (piggybacked ACK)
+    kFlagPayloadCrc = 1u << 6,  // the payload has its own CRC: see below
 };
+
+// kFlagPayloadCrc, on kMsgRdvData and kRmaWrite only (the other types
+// reject it as kBadType): the extension's `reserved` word holds the CRC32C
+// of the payload alone, and TransportHeader.crc covers the UDP ports, the
+// header and the extension (that word included) but not the payload. The
+// receiver checks the header first, so it can trust where the payload goes
+// before it writes a byte, then checks the payload in the pass that copies
+// it into the user's buffer or memory region (one pass over the bytes
+// instead of two). These are the two types whose payload goes straight to
+// a place the header names; the sender sets the flag on every one.
+constexpr bool may_carry_payload_crc(PacketType t)
+{
+    return t == PacketType::kMsgRdvData || t == PacketType::kRmaWrite;
+}
 
 // Follows the UDP header. 48 bytes.
 struct TransportHeader {
@@ -160,7 +177,7 @@ static_assert(sizeof(RdvExt) == 16, "RdvExt is frozen at 16 bytes");
 // kMsgRdvData.
 struct DataExt {
     be32 handle;     // receiver's handle from the CTS
-    be32 reserved;
+    be32 reserved;   // kFlagPayloadCrc: the payload's CRC32C, else 0
     be64 offset;     // offset of this segment in the granted range
 };
 static_assert(sizeof(DataExt) == 16, "DataExt is frozen at 16 bytes");
@@ -172,7 +189,7 @@ struct RmaExt {
     be64 total_len;  // whole operation length
     be64 offset;     // write: offset of this segment from addr
     be32 op_id;      // initiator's operation id (echoed in the response)
-    be32 reserved;
+    be32 reserved;   // kRmaWrite with kFlagPayloadCrc: the payload's CRC32C, else 0
     be64 cq_data;    // kFlagRemoteData (write with data)
 };
 static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
@@ -329,6 +346,12 @@ struct ParsedPacket {
     uint16_t src_port;           // host byte order
     uint16_t dst_port;
     uint8_t src_mac[6];
+    // kFlagPayloadCrc: the header has been checked, the payload not yet.
+    // Whoever uses the payload checks it against payload_crc first
+    // (payload_crc_ok) or while copying it (the engine's
+    // copy_payload_to_iov).
+    bool payload_unchecked;
+    uint32_t payload_crc;
 };
 
 // Parses a whole frame of `len` bytes. On kOk fills `out`. On kArp and
@@ -338,6 +361,11 @@ struct ParsedPacket {
 // frame + len. Ethernet padding after the IP datagram is ignored.
 // `check_crc` false skips the CRC (used only by the fuzzer's CRC-free mode).
 ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc = true);
+
+// For a packet with payload_unchecked: is the payload intact? Clears
+// payload_unchecked when it is. Always true for other packets.
+bool payload_crc_ok(ParsedPacket* p);
+
 
 // ---------------------------------------------------------------------------
 // Building. The caller provides a buffer of at least
@@ -375,6 +403,10 @@ struct PayloadPiece {
     size_t len;
 };
 
+// With kFlagPayloadCrc in the header's flags, seal() and seal_gather()
+// store the payload's CRC in the extension and close the header CRC over
+// ports, header and extension only.
+//
 // seal() for such a packet: the CRC covers the UDP ports, the header and
 // its extension (in the frame, as for seal()) and then the n pieces in
 // order, whose lengths add up to payload_len. Bit-identical to seal() over

@@ -608,6 +608,7 @@ const Entry kTests[] = {
     {"autocork_close_sends_held", test_autocork_close_sends_held, kClean},
     {"autocork_full_send_queue", test_autocork_full_send_queue, kClean | kLossy},
     {"prompt_ack_only_when_awaited", test_prompt_ack_only_when_awaited, kClean},
+    {"damaged_payloads", test_damaged_payloads, kClean},  // its own fault spec
 };
 
 }  // namespace engine_test

@@ -397,6 +397,8 @@ void test_udp_and_transport_verdicts(void**)
     assert_int_equal(parse(f), ParseResult::kBadVersion);
     f[tp + 2] = 1;  // version 1 knew no kMsgPacked: refused whole (wire.h)
     assert_int_equal(parse(f), ParseResult::kBadVersion);
+    f[tp + 2] = 2;  // version 2 knew no kFlagPayloadCrc: refused whole too
+    assert_int_equal(parse(f), ParseResult::kBadVersion);
     f = good;
     f[tp + 3] = 0;
     assert_int_equal(parse(f), ParseResult::kBadType);
@@ -448,6 +450,65 @@ void test_every_bit_flip_detected(void**)
             f[byte] ^= static_cast<uint8_t>(1u << bit);
             assert_int_not_equal(parse(f), ParseResult::kOk);
         }
+    }
+}
+
+// kFlagPayloadCrc (kMsgRdvData, kRmaWrite): the header CRC leaves the
+// payload out, the extension's reserved word holds the payload's CRC. Every
+// bit of ports, header and extension is checked by parse_frame; every
+// payload bit flip passes it with payload_unchecked set and fails
+// payload_crc_ok; seal_gather over pieces gives the same bytes as seal;
+// the flag on any other type is refused.
+void test_payload_crc(void**)
+{
+    const size_t tp = kL2L3L4Len;
+    for (PacketType type : {PacketType::kMsgRdvData, PacketType::kRmaWrite}) {
+        const uint16_t plen = 301;
+        const auto good = build(type, plen, kFlagLast | kFlagPayloadCrc);
+        const size_t hl = sizeof(TransportHeader) + extension_len(type);
+        ParsedPacket p;
+        assert_int_equal(parse(good, &p), ParseResult::kOk);
+        assert_true(p.payload_unchecked);
+        assert_int_equal(p.payload_crc, crc32c(good.data() + tp + hl, plen));
+        assert_true(payload_crc_ok(&p));
+        assert_false(p.payload_unchecked);
+        assert_int_equal(parse(good, &p, false), ParseResult::kOk);
+        assert_false(p.payload_unchecked);  // the fuzzer's CRC-free mode checks nothing
+
+        for (size_t byte = tp - 8; byte < good.size(); byte++) {
+            if (byte >= tp - 4 && byte < tp)
+                continue;  // UDP length and checksum: the IP/UDP length checks' business
+            for (int bit = 0; bit < 8; bit++) {
+                auto f = good;
+                f[byte] ^= static_cast<uint8_t>(1u << bit);
+                const ParseResult r = parse(f, &p);
+                if (byte < tp + hl) {
+                    assert_int_not_equal(r, ParseResult::kOk);
+                } else {
+                    assert_int_equal(r, ParseResult::kOk);
+                    assert_true(p.payload_unchecked);
+                    assert_false(payload_crc_ok(&p));
+                    assert_true(p.payload_unchecked);
+                }
+            }
+        }
+
+        // seal_gather: the payload in 3 pieces elsewhere.
+        std::vector<uint8_t> g(tp + hl);
+        memcpy(g.data(), good.data(), tp + hl);
+        auto* th = reinterpret_cast<TransportHeader*>(g.data() + tp);
+        th->crc.set(0);
+        memset(g.data() + tp + sizeof(TransportHeader) + (type == PacketType::kRmaWrite ? 36 : 4), 0, 4);
+        const std::vector<uint8_t> body(good.begin() + static_cast<long>(tp + hl), good.end());
+        const PayloadPiece pieces[] = {{body.data(), 100}, {body.data() + 100, 1}, {body.data() + 101, 200}};
+        seal_gather(th, pieces, 3);
+        assert_memory_equal(g.data(), good.data(), tp + hl);
+    }
+    // Only the two types whose payload goes straight to where the header says.
+    for (PacketType type : {PacketType::kMsgEager, PacketType::kRmaReadResp, PacketType::kDatagram,
+                            PacketType::kMsgPacked, PacketType::kAck}) {
+        auto f = build(type, type == PacketType::kAck ? 0 : 16, kFlagLast | kFlagPayloadCrc);
+        assert_int_equal(parse(f), ParseResult::kBadType);
     }
 }
 
@@ -538,6 +599,7 @@ int main()
         cmocka_unit_test(test_build_layout),
         cmocka_unit_test(test_roundtrip_all_types),
         cmocka_unit_test(test_packed_records),
+        cmocka_unit_test(test_payload_crc),
         cmocka_unit_test(test_padding_tolerated),
         cmocka_unit_test(test_ip_options_tolerated),
         cmocka_unit_test(test_ethernet_verdicts),

@@ -9,19 +9,22 @@
 -- FI_DPDK_PCAP=<file> (man fi_dpdk).
 --
 -- Our UDP ports are picked by the kernel, so the protocol is found by a
--- heuristic on the UDP payload (the magic 0xD9D7 and version 1). If another
+-- heuristic on the UDP payload (the magic 0xD9D7 and version 3). If another
 -- dissector claims a port first, add -o udp.try_heuristic_first:TRUE.
 --
 -- Every field of wire.h is decoded: the 48-byte transport header with its
 -- flag bits, the extension header of each packet type (MsgExt, RdvExt,
 -- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt) and the payload; the CRC32C (over the
 -- UDP ports, the header with its crc field zero, the extension and the
--- payload) is verified (preference "Verify CRC32C", on by default).
+-- payload) is verified (preference "Verify CRC32C", on by default). With the
+-- payload-CRC flag (kMsgRdvData and kRmaWrite) the header CRC stops at the
+-- extension and the extension's reserved word holds the payload's own CRC32C:
+-- both are verified.
 
 local p = Proto("dpdkfi", "dpdk-fi reliable datagram transport")
 
 local MAGIC = 0xD9D7
-local VERSION = 2  -- wire.h kVersion (2: kMsgPacked)
+local VERSION = 3  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag)
 local HEADER_LEN = 48
 
 -- PacketType (wire.h). Ids are frozen and never reused.
@@ -41,6 +44,8 @@ local ext_of = {
 }
 local ext_len = { [MSG] = 40, [RDV] = 16, [DATA] = 16, [RMA] = 48, [ATOMIC] = 32, [RESP] = 16,
                   [DGRAM] = 16, [CONN] = 16, [PACK] = 8 }
+-- Where the payload-CRC flag's CRC sits in the extension (its reserved word).
+local payload_crc_at = { [DATA] = 4, [RMA] = 36 }
 local PACKED_RECORD_LEN = 24  -- wire.h PackedRecord
 -- ConnKind (wire.h): FI_EP_MSG connection management.
 local conn_kinds = { [1] = "ConnReq", [2] = "Accept", [3] = "Reject", [4] = "Shutdown" }
@@ -69,7 +74,8 @@ local atomic_kinds = { [0] = "Plain", [1] = "Fetch", [2] = "Compare" }
 -- TransportHeader.flags bits (wire.h kFlag*).
 local FLAG_ACK_REQUEST, FLAG_STREAM_START, FLAG_LAST = 0x0001, 0x0002, 0x0004
 local FLAG_TAGGED, FLAG_REMOTE_DATA, FLAG_HAS_ACK = 0x0008, 0x0010, 0x0020
-local FLAGS_KNOWN = 0x003f
+local FLAG_PAYLOAD_CRC = 0x0040
+local FLAGS_KNOWN = 0x007f
 
 local f = p.fields
 -- transport header
@@ -83,7 +89,8 @@ f.flag_last = ProtoField.bool("dpdkfi.flags.last", "Last segment", 16, nil, FLAG
 f.flag_tagged = ProtoField.bool("dpdkfi.flags.tagged", "Tagged", 16, nil, FLAG_TAGGED)
 f.flag_remote_data = ProtoField.bool("dpdkfi.flags.remote_data", "Remote CQ data", 16, nil, FLAG_REMOTE_DATA)
 f.flag_has_ack = ProtoField.bool("dpdkfi.flags.has_ack", "Carries ACK", 16, nil, FLAG_HAS_ACK)
-f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xffc0)
+f.flag_payload_crc = ProtoField.bool("dpdkfi.flags.payload_crc", "Payload has its own CRC32C", 16, nil, FLAG_PAYLOAD_CRC)
+f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xff80)
 f.header_len = ProtoField.uint16("dpdkfi.header_len", "Header length")
 f.stream_id = ProtoField.uint32("dpdkfi.stream_id", "Stream id", base.HEX)
 f.psn = ProtoField.uint32("dpdkfi.psn", "PSN")
@@ -118,7 +125,7 @@ f.rdv_handle = ProtoField.uint32("dpdkfi.rdv.handle", "Receiver handle", base.HE
 f.rdv_len = ProtoField.uint64("dpdkfi.rdv.len", "Granted length")
 -- DataExt
 f.data_handle = ProtoField.uint32("dpdkfi.data.handle", "Receiver handle", base.HEX)
-f.data_reserved = ProtoField.uint32("dpdkfi.data.reserved", "Reserved", base.HEX)
+f.data_reserved = ProtoField.uint32("dpdkfi.data.reserved", "Reserved (payload CRC32C with the payload-CRC flag)", base.HEX)
 f.data_offset = ProtoField.uint64("dpdkfi.data.offset", "Offset")
 -- RmaExt
 f.rma_addr = ProtoField.uint64("dpdkfi.rma.addr", "Target address", base.HEX)
@@ -126,7 +133,7 @@ f.rma_key = ProtoField.uint64("dpdkfi.rma.key", "Key", base.HEX)
 f.rma_total_len = ProtoField.uint64("dpdkfi.rma.total_len", "Total length")
 f.rma_offset = ProtoField.uint64("dpdkfi.rma.offset", "Offset")
 f.rma_op_id = ProtoField.uint32("dpdkfi.rma.op_id", "Op id", base.HEX)
-f.rma_reserved = ProtoField.uint32("dpdkfi.rma.reserved", "Reserved", base.HEX)
+f.rma_reserved = ProtoField.uint32("dpdkfi.rma.reserved", "Reserved (payload CRC32C with the payload-CRC flag)", base.HEX)
 f.rma_cq_data = ProtoField.uint64("dpdkfi.rma.cq_data", "Remote CQ data", base.HEX)
 -- AtomicExt
 f.atomic_addr = ProtoField.uint64("dpdkfi.atomic.addr", "Target address", base.HEX)
@@ -259,6 +266,7 @@ local function dissect(tvb, pinfo, tree)
     ft:add(f.flag_ack_request, tvb(4, 2)); ft:add(f.flag_stream_start, tvb(4, 2))
     ft:add(f.flag_last, tvb(4, 2)); ft:add(f.flag_tagged, tvb(4, 2))
     ft:add(f.flag_remote_data, tvb(4, 2)); ft:add(f.flag_has_ack, tvb(4, 2))
+    ft:add(f.flag_payload_crc, tvb(4, 2))
     if band(flags, 0xffff - FLAGS_KNOWN) ~= 0 then ft:add(f.flag_unknown, tvb(4, 2)) end
     t:add(f.header_len, tvb(6, 2)); t:add(f.stream_id, tvb(8, 4)); t:add(f.psn, tvb(12, 4))
     t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
@@ -306,16 +314,29 @@ local function dissect(tvb, pinfo, tree)
     end
 
     if p.prefs.verify_crc then
+        -- The payload-CRC flag: the header CRC ends at header_len, and the
+        -- payload is checked against the extension's reserved word.
+        local split = band(flags, FLAG_PAYLOAD_CRC) ~= 0 and payload_crc_at[kind]
         local crc = 0xffffffff
         crc = crc_update(crc, be16(pinfo.src_port) .. be16(pinfo.dst_port))
         crc = crc_update(crc, tvb:raw(0, 44))
         crc = crc_update(crc, "\0\0\0\0")
-        if total > HEADER_LEN then crc = crc_update(crc, tvb:raw(HEADER_LEN, total - HEADER_LEN)) end
+        local covered = split and hlen or total
+        if covered > HEADER_LEN then crc = crc_update(crc, tvb:raw(HEADER_LEN, covered - HEADER_LEN)) end
         crc = bxor(crc, 0xffffffff)
-        if crc == tvb(44, 4):uint() then
-            ct:add(f.crc_status, "good")
-        else
-            ct:add(f.crc_status, string.format("bad (computed 0x%08x)", crc))
+        local status = "good"
+        if crc ~= tvb(44, 4):uint() then
+            status = string.format("bad (computed 0x%08x)", crc)
+        elseif split then
+            local pcrc = 0xffffffff
+            if plen > 0 then pcrc = crc_update(pcrc, tvb:raw(hlen, plen)) end
+            pcrc = bxor(pcrc, 0xffffffff)
+            if pcrc ~= tvb(HEADER_LEN + payload_crc_at[kind], 4):uint() then
+                status = string.format("bad payload CRC (computed 0x%08x)", pcrc)
+            end
+        end
+        ct:add(f.crc_status, status)
+        if status ~= "good" then
             ct:add_proto_expert_info(e_bad_crc)
             info = info .. " [bad CRC]"
         end
@@ -326,6 +347,7 @@ local function dissect(tvb, pinfo, tree)
     if band(flags, FLAG_ACK_REQUEST) ~= 0 then flag_names[#flag_names + 1] = "ACKREQ" end
     if band(flags, FLAG_TAGGED) ~= 0 then flag_names[#flag_names + 1] = "TAGGED" end
     if band(flags, FLAG_REMOTE_DATA) ~= 0 then flag_names[#flag_names + 1] = "DATA" end
+    if band(flags, FLAG_PAYLOAD_CRC) ~= 0 then flag_names[#flag_names + 1] = "PCRC" end
     if #flag_names > 0 then info = info .. " <" .. table.concat(flag_names, ",") .. ">" end
     pinfo.cols.info = info
     return len
