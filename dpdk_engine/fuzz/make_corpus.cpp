@@ -180,7 +180,7 @@ int main(int argc, char** argv)
     mkdir((dir + "/session").c_str(), 0755);
     using T = wire::PacketType;
     const uint16_t S = wire::kFlagStreamStart, L = wire::kFlagLast, TG = wire::kFlagTagged,
-                   RD = wire::kFlagRemoteData, A = wire::kFlagHasAck;
+                   RD = wire::kFlagRemoteData, A = wire::kFlagHasAck, PC = wire::kFlagPayloadCrc;
 
     emit(dir, "eager", {{T::kMsgEager, uint16_t(S | L), 0, msg(0, 0, 50, 0), fill(50, 1)}});
     emit(dir, "eager-2seg-tagged-data",
@@ -201,14 +201,14 @@ int main(int argc, char** argv)
         Bytes rts = msg(0, 0, 3000, 0);
         emit(dir, "rendezvous-in",
              {{T::kMsgRts, uint16_t(S | L), 0, rts, {}},
-              {T::kMsgRdvData, 0, 1, ext_of(d), fill(1000, 9)}});
+              {T::kMsgRdvData, PC, 1, ext_of(d), fill(1000, 9)}});
         emit(dir, "rendezvous-out-cts", {{T::kMsgCts, S, 0, ext_of(cts), {}}});
     }
     emit(dir, "rma-write", {{T::kRmaWrite, uint16_t(S | L), 0, rma(0, 0, 64, 0), fill(64, 10)}});
     emit(dir, "rma-write-readonly", {{T::kRmaWrite, uint16_t(S | L), 0, rma(1, 0, 64, 0), fill(64, 11)}});
     emit(dir, "rma-write-2seg-data",
-         {{T::kRmaWrite, uint16_t(S | RD), 0, rma(0, 100, 200, 0), fill(100, 12)},
-          {T::kRmaWrite, uint16_t(RD | L), 1, rma(0, 100, 200, 100), fill(100, 13)}});
+         {{T::kRmaWrite, uint16_t(S | RD | PC), 0, rma(0, 100, 200, 0), fill(100, 12)},
+          {T::kRmaWrite, uint16_t(RD | L | PC), 1, rma(0, 100, 200, 100), fill(100, 13)}});
     emit(dir, "rma-read", {{T::kRmaReadReq, uint16_t(S | L), 0, rma(1, 8, 128, 0), {}}});
     emit(dir, "rma-read-writeonly", {{T::kRmaReadReq, uint16_t(S | L), 0, rma(2, 8, 128, 0), {}}});
     emit(dir, "rma-write-past-end", {{T::kRmaWrite, uint16_t(S | L), 0, rma(0, 1000, 64, 0), fill(64, 14)}});
