@@ -370,6 +370,14 @@ void init_transport_header(TransportHeader* th, PacketType type, uint16_t flags,
 
 namespace {
 
+// Does this packet carry its payload's CRC? The flag on a type that cannot
+// (a test's, or a hostile peer's frame) is sealed whole, as without it:
+// the receiver refuses it either way (kBadType).
+bool has_payload_crc(const TransportHeader* th)
+{
+    return (th->flags.get() & kFlagPayloadCrc) && may_carry_payload_crc(static_cast<PacketType>(th->type));
+}
+
 // The header CRC of a kFlagPayloadCrc packet: its payload's CRC (register
 // `payload_reg`, raw) into the extension first, then ports, header and
 // extension.
@@ -388,7 +396,7 @@ void seal(TransportHeader* th)
     const size_t header_len = th->header_len.get();
     const size_t total = header_len + th->payload_len.get();
     const auto* t = reinterpret_cast<const uint8_t*>(th);
-    if (th->flags.get() & kFlagPayloadCrc)
+    if (has_payload_crc(th))
         seal_split(th, crc_update(0xffffffffu, t + header_len, th->payload_len.get()));
     else
         th->crc.set(packet_crc(t, total));
@@ -396,7 +404,7 @@ void seal(TransportHeader* th)
 
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
 {
-    if (th->flags.get() & kFlagPayloadCrc) {
+    if (has_payload_crc(th)) {
         uint32_t reg = 0xffffffffu;
         for (unsigned i = 0; i < n; i++)
             reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
