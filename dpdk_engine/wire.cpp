@@ -389,6 +389,14 @@ void seal_split(TransportHeader* th, uint32_t payload_reg)
     th->crc.set(packet_crc(t, th->header_len.get()));
 }
 
+// The raw register after the payload pieces, in order.
+uint32_t crc_pieces(uint32_t reg, const PayloadPiece* pieces, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
+    return reg;
+}
+
 } // namespace
 
 void seal(TransportHeader* th)
@@ -405,10 +413,7 @@ void seal(TransportHeader* th)
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
 {
     if (has_payload_crc(th)) {
-        uint32_t reg = 0xffffffffu;
-        for (unsigned i = 0; i < n; i++)
-            reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
-        seal_split(th, reg);
+        seal_split(th, crc_pieces(0xffffffffu, pieces, n));
         return;
     }
     static const uint8_t kZeroCrc[4] = {};
@@ -418,16 +423,14 @@ void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
     reg = crc_update(reg, t, kCrcOffset);
     reg = crc_update(reg, kZeroCrc, sizeof(kZeroCrc));
     reg = crc_update(reg, t + sizeof(TransportHeader), th->header_len.get() - sizeof(TransportHeader));
-    for (unsigned i = 0; i < n; i++)
-        reg = crc_update(reg, static_cast<const uint8_t*>(pieces[i].data), pieces[i].len);
-    th->crc.set(reg ^ 0xffffffffu);
+    th->crc.set(crc_pieces(reg, pieces, n) ^ 0xffffffffu);
 }
 
 bool payload_crc_ok(ParsedPacket* p)
 {
     if (!p->payload_unchecked)
         return true;
-    if ((crc_update(0xffffffffu, p->payload, p->payload_len) ^ 0xffffffffu) != p->payload_crc)
+    if (crc32c(p->payload, p->payload_len) != p->payload_crc)
         return false;
     p->payload_unchecked = false;
     return true;
