@@ -172,6 +172,7 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
         {"FI_DPDK_STATS", &cfg->dump_stats},
         {"FI_DPDK_VERBOSE", &cfg->port.verbose},
         {"FI_DPDK_AUTOCORK", &cfg->autocork},
+        {"FI_DPDK_MEMIF_IN_PLACE", &cfg->port.memif_in_place},
     };
     for (const auto& v : boolvars) {
         const char* s = getenv(v.name);

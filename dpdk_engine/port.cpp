@@ -51,6 +51,7 @@
 
 #include "dpdk_engine/eal.h"
 #include "dpdk_engine/port_internal.h"
+#include "dpdk_engine/port_memif22.h"
 
 namespace dpdk_engine {
 namespace {
@@ -321,6 +322,7 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out) {
     while ((1u << log2) < 2 * cfg.frames_in_flight && log2 < kMemifMaxLog2Ring)
       ++log2;
     data_room = std::max(data_room, bsize);
+    p->memif_bsize_ = bsize;
     args = "id=0,socket=" + memif_path + ",socket-abstract=no,bsize=" + std::to_string(bsize) +
            ",rsize=" + std::to_string(log2);
   }
@@ -570,7 +572,7 @@ bool Port::link_up() const {
 
 uint16_t Port::rx_burst(rte_mbuf** pkts, uint16_t n) {
   if (memif_peer_leaving_ && memif_quiet()) return 0;
-  uint16_t got = rte_eth_rx_burst(port_id_, 0, pkts, n);
+  uint16_t got = rx_split_ ? memif_rx_in_place(pkts, n) : rte_eth_rx_burst(port_id_, 0, pkts, n);
   if (kind_ == Kind::kMemif && got > 0) got = memif_take_goodbyes(pkts, got);
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < got; ++i) bytes += pkts[i]->pkt_len;

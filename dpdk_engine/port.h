@@ -136,6 +136,9 @@ struct PortConfig {
   bool hugepages = false;   // EAL with hugepages (only the first Port's EAL
                             // options count: EAL starts once per process)
   std::string eal_args;     // extra EAL arguments (FI_DPDK_EAL_ARGS)
+  // memif: the engine reads large payloads in the ring (Port::set_rx_split)
+  // instead of the PMD copying every frame out first (FI_DPDK_MEMIF_IN_PLACE).
+  bool memif_in_place = true;
   bool verbose = false;     // EAL/PMD logging at INFO on stderr
 };
 
@@ -147,6 +150,8 @@ class Port {
   struct Stats {
     uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
     uint64_t peer_goodbyes;  // memif: goodbye frames taken out of rx bursts
+    uint64_t rx_in_place;    // memif: frames whose payload was read in the ring (set_rx_split)
+    uint64_t rx_bad_desc;    // memif: ring descriptors outside the peer's memory, or chained
   };
 
   // Opens the device (starting EAL first if needed), creates the mbuf pool,
@@ -179,6 +184,18 @@ class Port {
   // goodbye frame out of the burst, and receives (and sends) nothing from
   // then until the link has dropped (see port_memif.cpp).
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
+  // memif (22.11, see port_memif_rx.cpp): receive from the ring ourselves,
+  // so that a large payload is read where the peer wrote it instead of
+  // being copied into an mbuf first.  For each frame, split(frame, len)
+  // says how many leading bytes to copy (0: copy it whole); the rest stays
+  // in the ring, as the second segment of a two-segment mbuf (an external
+  // buffer), and its ring slot goes back to the peer when that mbuf is
+  // freed.  So such an mbuf must be freed, or copied, before the next
+  // rx_burst(): a caller that keeps a frame copies it first.  The peer can
+  // still write that memory: split reads it as untrusted, and the payload
+  // must be read once (checked while copied).  nullptr (the default):
+  // every frame is copied by the PMD.  A no-op on other ports.
+  void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
   // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
   // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
   // Port (sent or freed and counted in tx_dropped).
@@ -299,6 +316,13 @@ class Port {
   uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
   void memif_prime_rx();
   void memif_say_goodbye();
+  struct MemifInPlace;  // port_memif_rx.cpp
+  uint16_t memif_rx_in_place(rte_mbuf** pkts, uint16_t n);
+  void memif_give_back();
+  static void memif_slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
+  std::unique_ptr<MemifInPlace> memif_in_place_;  // set_rx_split on memif, else null
+  size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;
+  unsigned memif_bsize_ = 0;  // memif buffer size (refilled slot length)
 
   Kind kind_ = Kind::kOtherVdev;
   std::string name_;

@@ -25,105 +25,9 @@
 
 #include "dpdk_engine/port.h"
 #include "dpdk_engine/port_internal.h"
+#include "dpdk_engine/port_memif22.h"
 
 namespace dpdk_engine {
-namespace {
-
-// ---- memif rx interrupts (DPDK 22.11) --------------------------------------
-// 22.11's memif PMD has no rx_queue_intr_enable/disable ops and sets up no
-// interrupt vector (rte_eth_dev_rx_intr_enable returns -ENOTSUP and
-// rte_eth_dev_rx_intr_ctl_q_get_fd has no fd), yet its rings do have an
-// interrupt mode: eth_memif_tx() writes the ring's eventfd after every burst
-// unless MEMIF_RING_FLAG_MASK_INT is set in the ring's flags (shared memory,
-// set by the receiver: the PMD sets it on its rx rings at connect), and
-// eth_memif_rx() reads the eventfd while the flag is clear.  So we drive the
-// flag of our rx ring ourselves, through the PMD's private structures as
-// 22.11 lays them out (drivers/net/memif/rte_eth_memif.h and memif.h,
-// lib/ethdev/ethdev_driver.h).  Everything is checked against what the
-// public API tells (pool, port id, burst function, device name, queue
-// pointer) at open and against the ring cookie at every arm; a mismatch
-// leaves the port without a wait fd (the old timer fallback), never guesses.
-namespace memif22 {
-
-constexpr bool kHeaders = RTE_VERSION >= RTE_VERSION_NUM(22, 11, 0, 0) &&
-                          RTE_VERSION < RTE_VERSION_NUM(22, 12, 0, 0);
-constexpr uint32_t kCookie = 0x3E31F20;  // MEMIF_COOKIE
-constexpr uint16_t kMaskInt = 1;         // MEMIF_RING_FLAG_MASK_INT
-constexpr int kRingC2S = 0;              // MEMIF_RING_C2S: server rx
-
-struct alignas(64) Ring {  // memif_ring_t (its desc[] follows)
-  uint32_t cookie;
-  uint16_t flags;
-  uint16_t head;
-  alignas(64) uint16_t tail;
-};
-static_assert(offsetof(Ring, tail) == 64, "memif_ring_t layout");
-
-struct Queue {  // struct memif_queue
-  rte_mempool* mempool;
-  void* pmd;
-  int type;  // memif_ring_type_t
-  uint16_t region;
-  uint16_t in_port;
-  uint32_t ring_offset;
-  uint16_t last_head;
-  uint16_t last_tail;
-  rte_mbuf** buffers;
-  uint64_t n_pkts;
-  uint64_t n_bytes;
-  rte_intr_handle* intr_handle;
-  uint8_t log2_ring_size;
-};
-
-struct Region {  // struct memif_region
-  void* addr;
-  uint64_t region_size;
-  int fd;
-  uint32_t pkt_buffer_offset;
-};
-
-struct ProcessPrivate {  // struct pmd_process_private
-  Region* regions[256];
-  uint16_t regions_num;
-};
-
-struct alignas(RTE_CACHE_LINE_SIZE) EthDev {  // struct rte_eth_dev
-  void* burst_fns[6];  // rx_pkt_burst first
-  const char* data;    // struct rte_eth_dev_data: name[] first, then rx_queues
-  void* process_private;
-  const void* dev_ops;
-  void* device;
-  void* intr_handle;
-  void* link_intr_cbs[2];
-  void* post_rx_burst_cbs[RTE_MAX_QUEUES_PER_PORT];
-  void* pre_tx_burst_cbs[RTE_MAX_QUEUES_PER_PORT];
-  int state;
-  void* security_ctx;
-};
-
-bool is_22_11() {
-  const char* v = rte_version();  // "DPDK 22.11.11"
-  return kHeaders && v != nullptr && strncmp(v, "DPDK 22.11.", 11) == 0;
-}
-
-// Slot count waiting in the ring, as eth_memif_rx() computes it.
-// rte_intr_fd_get() is still experimental in 22.11 (the PMD's own accessor).
-int queue_event_fd(const Queue* q) {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  return rte_intr_fd_get(q->intr_handle);
-#pragma GCC diagnostic pop
-}
-
-bool ring_pending(const Queue* q, const Ring* r) {
-  if (q->type == kRingC2S)
-    return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != q->last_head;
-  return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) != q->last_tail;
-}
-
-}  // namespace memif22
-
-}  // namespace
 
 namespace port_internal {
 
@@ -243,6 +147,9 @@ int Port::arm_rx_wait() {
     return 0;
   }
   link_polls_ = 0;
+  // Slots the engine has finished with since the last burst go back before
+  // we sleep: the peer may be waiting for them.
+  if (rx_split_ && memif_in_place_->ring == ring) memif_give_back();
   if (first) {
     // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
     int fl = fcntl(efd, F_GETFL);
@@ -332,7 +239,10 @@ uint64_t monotonic_us() {
 void Port::memif_prime_rx() {
   if (!link_up()) return;
   rte_mbuf* none[1];
-  rte_eth_rx_burst(port_id_, 0, none, 0);
+  if (rx_split_)
+    memif_rx_in_place(none, 0);
+  else
+    rte_eth_rx_burst(port_id_, 0, none, 0);
   memif_rx_primed_ = true;
 }
 

@@ -10,6 +10,7 @@
 // held on the send side and every copy carries fresh ACK information.
 #include <cstring>
 
+#include "crc32c.h"
 #include "engine_impl.h"
 #include "random.h"
 #include "session_internal.h"
@@ -290,6 +291,38 @@ Delivery deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
     return d;
 }
 
+// One-segment copy of a two-segment frame (headers, then a payload with
+// its own CRC: EngineImpl::handle_frame), checked while copied, with `p`
+// moved onto it. Frees the original. nullptr when the payload is damaged
+// (counted like any) or no mbuf is free (the sender resends it).
+rte_mbuf* copy_split_frame(Session* s, rte_mbuf* m, wire::ParsedPacket* p)
+{
+    EndpointImpl* ep = s->ep;
+    rte_mbuf* c = ep->engine->port->alloc();
+    if (!c) {
+        ep->st.rx_window_drops++;
+        rte_pktmbuf_free(m);
+        return nullptr;
+    }
+    const uint8_t* head = rte_pktmbuf_mtod(m, const uint8_t*);
+    uint8_t* to = rte_pktmbuf_mtod(c, uint8_t*);
+    memcpy(to, head, m->data_len);
+    const uint32_t reg = wire::crc_copy(0xffffffffu, to + m->data_len, p->payload, p->payload_len);
+    c->data_len = static_cast<uint16_t>(m->data_len + p->payload_len);
+    c->pkt_len = c->data_len;
+    const bool intact = (reg ^ 0xffffffffu) == p->payload_crc;
+    p->th = reinterpret_cast<const wire::TransportHeader*>(to + (reinterpret_cast<const uint8_t*>(p->th) - head));
+    p->ext = to + (p->ext - head);
+    p->payload = to + m->data_len;
+    p->payload_unchecked = false;
+    rte_pktmbuf_free(m);
+    if (!intact) {
+        drop_corrupt(s, c);
+        return nullptr;
+    }
+    return c;
+}
+
 // Puts a packet in the receive ring to wait for its turn. Its payload is
 // checked whole first (the copy out of the ring then needs no check): false
 // when it is damaged, and then it is dropped.
@@ -297,6 +330,13 @@ bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
 {
     RxSlot& slot = s->ring[psn & s->mask];
     slot.p = p;
+    if (m->nb_segs > 1) {
+        // A payload lent from the device ring (Port::set_rx_split) goes
+        // back at the next burst: the ring keeps a copy, checked as made.
+        m = copy_split_frame(s, m, &slot.p);
+        if (!m)
+            return false;
+    }
     if (!wire::payload_crc_ok(&slot.p)) {
         drop_corrupt(s, m);
         return false;

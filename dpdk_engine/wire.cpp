@@ -211,9 +211,14 @@ uint16_t internet_checksum(const void* data, size_t len, uint32_t sum)
     return static_cast<uint16_t>(~total & 0xffff);
 }
 
-ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc)
+namespace {
+
+// parse_frame and parse_split_frame: `detached` (detached_len bytes) is the
+// payload when it does not follow the headers in memory, else nullptr.
+ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, size_t detached_len,
+                  ParsedPacket* out, bool check_crc)
 {
-    if (len < kEthHeaderLen)
+    if (len < kEthHeaderLen || (detached && len < kL2L3L4Len + sizeof(TransportHeader)))
         return ParseResult::kTruncated;
     const uint16_t ethertype = load_be16(frame + 12);
 
@@ -234,13 +239,13 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
         return ParseResult::kNotForUs;
 
     const uint8_t* ip = frame + kEthHeaderLen;
-    const size_t ip_avail = len - kEthHeaderLen;  // may include Ethernet padding
+    const size_t ip_avail = len - kEthHeaderLen + detached_len;  // may include Ethernet padding
     if (ip_avail < kIpv4HeaderLen)
         return ParseResult::kTruncated;
     if ((ip[0] >> 4) != 4 || (ip[0] & 0x0f) < 5)
         return ParseResult::kBadIpHeader;
     const size_t ihl = static_cast<size_t>(ip[0] & 0x0f) * 4;
-    if (ip_avail < ihl)
+    if (ip_avail < ihl || (detached && kEthHeaderLen + ihl + kUdpHeaderLen + sizeof(TransportHeader) > len))
         return ParseResult::kTruncated;
     const size_t total = load_be16(ip + 2);
     // Every protocol we answer (UDP, ICMP echo) has an 8-byte header.
@@ -301,6 +306,11 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
     if (payload_len != tp_len - header_len)
         return ParseResult::kBadLength;
     const uint16_t flags = th->flags.get();
+    // A detached payload is taken only where nothing reads it before its
+    // own CRC is checked: the headers must end where the head does.
+    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) ||
+                     tp + header_len != frame + len || payload_len != detached_len))
+        return ParseResult::kBadLength;
     if (flags & kFlagPayloadCrc) {
         if (!may_carry_payload_crc(type))
             return ParseResult::kBadType;
@@ -322,11 +332,49 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
     set_addressing(out, frame, src_ip, dst_ip, src_port, dst_port);
     out->th = th;
     out->ext = tp + sizeof(TransportHeader);
-    out->payload = tp + header_len;
+    out->payload = detached ? detached : tp + header_len;
     out->payload_len = static_cast<uint32_t>(payload_len);
     out->type = type;
     out->flags = flags;
     return ParseResult::kOk;
+}
+
+} // namespace
+
+ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc)
+{
+    return parse(frame, len, nullptr, 0, out, check_crc);
+}
+
+ParseResult parse_split_frame(const uint8_t* head, size_t head_len, const uint8_t* payload, size_t payload_len,
+                              ParsedPacket* out)
+{
+    if (payload == nullptr)
+        return ParseResult::kTruncated;
+    return parse(head, head_len, payload, payload_len, out, true);
+}
+
+size_t split_point(const uint8_t* frame, size_t len)
+{
+    // Each field is read once, into a local: the frame may be memory the
+    // sender can still write (memif), so nothing here is trusted; the head
+    // copy is parsed in full afterwards (parse_split_frame).
+    if (len < kL2L3L4Len + sizeof(TransportHeader) + kMinSplitPayload)
+        return 0;
+    if (load_be16(frame + 12) != kEtherTypeIpv4)
+        return 0;
+    const uint8_t* ip = frame + kEthHeaderLen;
+    if (ip[0] != 0x45 || ip[9] != kIpProtoUdp)  // as we send: no IP options
+        return 0;
+    TransportHeader th;
+    memcpy(&th, frame + kL2L3L4Len, sizeof(th));
+    if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType)
+        return 0;
+    const auto type = static_cast<PacketType>(th.type);
+    if (!(th.flags.get() & kFlagPayloadCrc) || !may_carry_payload_crc(type))
+        return 0;
+    const size_t head = kL2L3L4Len + sizeof(TransportHeader) + extension_len(type);
+    return len >= head + kMinSplitPayload ? head : 0;
 }
 
 size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_len)

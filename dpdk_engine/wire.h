@@ -362,6 +362,25 @@ struct ParsedPacket {
 // `check_crc` false skips the CRC (used only by the fuzzer's CRC-free mode).
 ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc = true);
 
+// A frame received in two pieces: `head` holds the Ethernet, IP, UDP and
+// transport headers with the extension and ends exactly there; `payload`
+// (payload_len bytes) is elsewhere. Only a frame whose payload has its own
+// CRC (kFlagPayloadCrc) may come so: the head is checked in full (header
+// CRC included), the payload is not read; out->payload points at it.
+// Anything else: a ParseResult other than kOk (kBadLength for a valid
+// frame that is not split at its headers or carries no payload CRC).
+ParseResult parse_split_frame(const uint8_t* head, size_t head_len, const uint8_t* payload, size_t payload_len,
+                              ParsedPacket* out);
+
+// Where a receiver may split the `len`-byte frame at `frame` (memory the
+// sender may still be writing) into a head it copies and a payload it
+// leaves in place for parse_split_frame: the length of the headers when the
+// frame looks like one of ours with a payload CRC and at least
+// kMinSplitPayload payload bytes, else 0 (copy it whole). A hint only:
+// whatever it says, parse_split_frame decides.
+constexpr size_t kMinSplitPayload = 512;
+size_t split_point(const uint8_t* frame, size_t len);
+
 // For a packet with payload_unchecked: is the payload intact? Clears
 // payload_unchecked when it is. Always true for other packets.
 bool payload_crc_ok(ParsedPacket* p);
