@@ -94,9 +94,9 @@ EngineImpl::~EngineImpl()
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
-                " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 "\n",
+                " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64 "\n",
                 port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
-                st.rx_loopback);
+                st.rx_loopback, st.rx_in_place);
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: session_bytes %zu window blocks tx %u (peak in use %u, %zu bytes each)"
@@ -302,6 +302,7 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
                                           : wire::parse_split_frame(data, len, rte_pktmbuf_mtod(m->next, const uint8_t*),
                                                                     m->next->data_len, &p);
     rx_by_result[static_cast<unsigned>(r) & 15]++;
+    st.rx_in_place += m->nb_segs == 2;
     switch (r) {
     case wire::ParseResult::kOk:
         break;

@@ -315,6 +315,7 @@ struct EngineStats {
     uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
     uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
     uint64_t rx_loopback;     // frames between endpoints of this engine
+    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (Port::set_rx_split)
 };
 
 // Memory of the sessions of an engine: what every session keeps, and the

@@ -6,6 +6,8 @@
 
 #include <rte_mbuf.h>
 
+#include "wire.h"
+
 namespace dpdk_engine {
 
 namespace {
@@ -127,6 +129,8 @@ bool apply_token(char* tok, FaultConfig* cfg)
         return parse_probability(val, &cfg->reorder);
     if (strcmp(key, "corrupt") == 0)
         return parse_probability(val, &cfg->corrupt);
+    if (strcmp(key, "split") == 0)
+        return parse_probability(val, &cfg->split);
     if (strcmp(key, "seed") == 0)
         return parse_u64(val, &cfg->seed);
     if (strcmp(key, "dir") == 0) {
@@ -237,7 +241,8 @@ FaultInjector::FaultInjector(const FaultConfig& cfg, FaultDirection dir)
       loss_t_(threshold(cfg.loss)),
       dup_t_(threshold(cfg.dup)),
       reorder_t_(threshold(cfg.reorder)),
-      corrupt_t_(threshold(cfg.corrupt))
+      corrupt_t_(threshold(cfg.corrupt)),
+      split_t_(dir == FaultDirection::kRx ? threshold(cfg.split) : 0)
 {
     // Distinct streams per direction from one user seed.
     uint64_t x = cfg.seed ^ (dir == FaultDirection::kTx ? 0x5851f42d4c957f2dull : 0);
@@ -328,6 +333,7 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
 {
     if (cap < n)
         cap = n;  // contract says n <= cap; never lose packets if violated
+    take_back_lent();
     calls_++;
     uint16_t out = 0;
     uint16_t ndup = 0;  // copies parked in pkts[n .. n + ndup)
@@ -389,11 +395,59 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
         }
     }
     num_held_ = keep;
+    for (uint16_t i = 0; i < out; i++)
+        if (chance(split_t_) && split(&pkts[i], pool))
+            stats_.split++;
     return out;
+}
+
+// Two new mbufs, headers and payload, for a frame wire::split_point can cut
+// (the original may be shared with its sender: it is not touched).
+bool FaultInjector::split(rte_mbuf** mp, rte_mempool* pool)
+{
+    rte_mbuf* m = *mp;
+    if (m->nb_segs != 1)
+        return false;
+    const size_t h = wire::split_point(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+    if (h == 0)
+        return false;
+    if (num_lent_ == kMaxLent)
+        return false;
+    rte_mempool* from = pool ? pool : m->pool;
+    rte_mbuf* head = rte_pktmbuf_alloc(from);
+    rte_mbuf* body = head ? rte_pktmbuf_copy(m, from, static_cast<uint32_t>(h), UINT32_MAX) : nullptr;
+    if (!body) {
+        rte_pktmbuf_free(head);
+        return false;
+    }
+    memcpy(rte_pktmbuf_mtod(head, uint8_t*), rte_pktmbuf_mtod(m, const uint8_t*), h);
+    head->data_len = static_cast<uint16_t>(h);
+    head->pkt_len = static_cast<uint32_t>(h);
+    if (rte_pktmbuf_chain(head, body) != 0) {
+        rte_pktmbuf_free(head);
+        rte_pktmbuf_free(body);
+        return false;
+    }
+    rte_pktmbuf_free(m);
+    *mp = head;
+    rte_mbuf_refcnt_update(body, 1);  // ours again at the next apply()
+    lent_[num_lent_++] = body;
+    return true;
+}
+
+void FaultInjector::take_back_lent()
+{
+    for (unsigned i = 0; i < num_lent_; i++) {
+        rte_mbuf* body = lent_[i];
+        memset(rte_pktmbuf_mtod(body, uint8_t*), 0xEE, body->data_len);
+        rte_pktmbuf_free(body);
+    }
+    num_lent_ = 0;
 }
 
 void FaultInjector::release_held()
 {
+    take_back_lent();
     for (unsigned i = 0; i < num_held_; i++)
         rte_pktmbuf_free(held_[i].m);
     num_held_ = 0;

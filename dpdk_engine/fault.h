@@ -19,6 +19,10 @@ struct FaultConfig {
     double dup = 0;      // probability a packet is duplicated
     double reorder = 0;  // probability a packet is held back behind later ones
     double corrupt = 0;  // probability one bit of a packet is flipped
+    // Receive only: probability a frame that may come in two pieces
+    // (wire::split_point) is handed over as a memif port in place would:
+    // its headers, then its payload in a second segment.
+    double split = 0;
     uint64_t seed = 1;
     bool rx = true;      // apply on receive
     bool tx = false;     // apply on transmit
@@ -26,12 +30,12 @@ struct FaultConfig {
     // True when some fault has a non-zero probability in some direction.
     bool enabled() const
     {
-        return (rx || tx) && (loss > 0 || dup > 0 || reorder > 0 || corrupt > 0);
+        return (rx || tx) && (loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || split > 0);
     }
 };
 
 // Parses FI_DPDK_FAULT, e.g.
-//   "loss=0.05,dup=0.01,reorder=0.01,corrupt=0.001,seed=7,dir=rx|tx|both"
+//   "loss=0.05,dup=0.01,reorder=0.01,corrupt=0.001,split=0.5,seed=7,dir=rx|tx|both"
 // Keys may come in any order and repeat (the last wins); omitted keys keep
 // FaultConfig's defaults, so "" or "seed=3" give a disabled configuration.
 // Spaces around tokens are ignored. Probabilities are decimal numbers in
@@ -59,6 +63,8 @@ public:
     // never stuck when traffic stops.
     static constexpr unsigned kReleaseAfterPackets = 2;
     static constexpr unsigned kReleaseAfterCalls = 4;
+    // Payload segments of split frames lent per apply() call, at most.
+    static constexpr unsigned kMaxLent = 128;
 
     // Faults apply only if cfg enables the injector's direction.
     explicit FaultInjector(const FaultConfig& cfg, FaultDirection dir = FaultDirection::kRx);
@@ -82,7 +88,12 @@ public:
     //    kept for retransmission) is copied first and the copy corrupted,
     //    so pkts[i] may change to a new mbuf;
     //  * reorder: the packet is held back and released at the end of a later
-    //    burst (see kRelease*), at most kMaxHeld at once.
+    //    burst (see kRelease*), at most kMaxHeld at once;
+    //  * split (receive only, on what leaves apply): the frame is replaced by
+    //    a two-segment copy cut at wire::split_point, if it has one.  Like a
+    //    memif ring slot, the payload segment is the receiver's only until
+    //    the next apply(): then its bytes are overwritten (0xEE), so a
+    //    receiver that kept it without copying reads garbage.
     // Never fails; a fault that cannot be applied is skipped and not counted.
     uint16_t apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mempool* pool);
 
@@ -98,6 +109,7 @@ public:
         uint64_t duplicated;
         uint64_t reordered;
         uint64_t corrupted;
+        uint64_t split;
     };
     const Stats& stats() const { return stats_; }
     const FaultConfig& config() const { return cfg_; }
@@ -107,6 +119,7 @@ private:
     bool chance(uint64_t threshold);
     uint64_t next();
     bool corrupt(rte_mbuf** m, rte_mempool* pool);
+    bool split(rte_mbuf** m, rte_mempool* pool);
 
     struct Held {
         rte_mbuf* m;
@@ -116,10 +129,13 @@ private:
 
     FaultConfig cfg_;
     bool enabled_;
-    uint64_t loss_t_, dup_t_, reorder_t_, corrupt_t_;
+    uint64_t loss_t_, dup_t_, reorder_t_, corrupt_t_, split_t_;
     uint64_t s_[4];  // xoshiro256** state
     Held held_[kMaxHeld];
     unsigned num_held_ = 0;
+    rte_mbuf* lent_[kMaxLent];  // split payloads handed out by the last apply()
+    unsigned num_lent_ = 0;
+    void take_back_lent();
     uint64_t delivered_ = 0;  // packets returned by apply() so far
     uint64_t calls_ = 0;      // apply() calls so far
     Stats stats_{};

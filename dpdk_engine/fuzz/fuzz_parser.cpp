@@ -68,6 +68,41 @@ void check(const uint8_t* frame, size_t len, bool crc)
     }
 }
 
+// The same frame in two exact-size pieces cut at `cut` (memif's in-place
+// receive): parse_split_frame must never read past either piece, and must
+// accept exactly what parse_frame accepts whole when cut after the headers
+// of a payload-CRC frame, with the same view.
+void check_split(const uint8_t* frame, size_t len, size_t cut)
+{
+    if (cut > len)
+        return;
+    uint8_t* head = static_cast<uint8_t*>(malloc(cut ? cut : 1));
+    uint8_t* body = static_cast<uint8_t*>(malloc(len - cut ? len - cut : 1));
+    memcpy(head, frame, cut);
+    memcpy(body, frame + cut, len - cut);
+    wire::ParsedPacket s, w;
+    const wire::ParseResult rs = wire::parse_split_frame(head, cut, body, len - cut, &s);
+    const wire::ParseResult rw = wire::parse_frame(frame, len, &w, true);
+    if (rs == wire::ParseResult::kOk) {
+        const auto* th = reinterpret_cast<const uint8_t*>(s.th);
+        if (th < head || s.ext + wire::extension_len(s.type) != head + cut || s.payload != body ||
+            s.payload_len != len - cut || !(s.flags & wire::kFlagPayloadCrc))
+            abort();
+        // Whole, the frame may only differ by Ethernet padding, which a
+        // split frame cannot have.
+        if (rw != wire::ParseResult::kOk || w.type != s.type || w.flags != s.flags ||
+            w.payload_len != s.payload_len || w.payload_crc != s.payload_crc ||
+            w.payload != frame + cut)
+            abort();
+        g_sink = static_cast<uint8_t>(wire::payload_crc_ok(&s));
+    } else if (rw == wire::ParseResult::kOk && (w.flags & wire::kFlagPayloadCrc) && w.payload == frame + cut &&
+               w.payload_len == len - cut) {
+        abort();  // refused in two pieces what it took whole
+    }
+    free(head);
+    free(body);
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
@@ -77,6 +112,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         memcpy(frame, data, size);
     check(frame, size, true);
     check(frame, size, false);
+
+    // Split where split_point says, after the headers of whatever parses,
+    // and somewhere the input picks.
+    const size_t at = wire::split_point(frame, size);
+    if (at)
+        check_split(frame, size, at);
+    wire::ParsedPacket whole;
+    if (wire::parse_frame(frame, size, &whole, true) == wire::ParseResult::kOk &&
+        static_cast<size_t>(whole.payload - frame) != at)
+        check_split(frame, size, static_cast<size_t>(whole.payload - frame));
+    if (size > 2)
+        check_split(frame, size, (size_t{frame[size - 1]} << 8 | frame[size - 2]) % size);
 
     // The ARP and ICMP parsers run on frames parse_frame classified.
     ArpPacket arp;

@@ -609,6 +609,7 @@ const Entry kTests[] = {
     {"autocork_full_send_queue", test_autocork_full_send_queue, kClean | kLossy},
     {"prompt_ack_only_when_awaited", test_prompt_ack_only_when_awaited, kClean},
     {"damaged_payloads", test_damaged_payloads, kClean},  // its own fault spec
+    {"split_payloads", test_split_payloads, kClean},      // its own fault spec
 };
 
 }  // namespace engine_test

@@ -512,6 +512,83 @@ void test_payload_crc(void**)
     }
 }
 
+// A frame in two pieces (memif's in-place receive): the headers in exact-size
+// private memory, the payload elsewhere. parse_split_frame takes only a
+// payload-CRC frame split right after its headers, checks the head in full
+// and never reads the payload; split_point names that place for our
+// payload-CRC frames with kMinSplitPayload bytes or more, and 0 otherwise.
+void test_split_frames(void**)
+{
+    for (PacketType type : {PacketType::kMsgRdvData, PacketType::kRmaWrite}) {
+        const size_t hl = kL2L3L4Len + sizeof(TransportHeader) + extension_len(type);
+        const uint16_t plen = 4000;
+        const auto good = build(type, plen, kFlagLast | kFlagPayloadCrc);
+        assert_int_equal(split_point(good.data(), good.size()), hl);
+        std::vector<uint8_t> head(good.begin(), good.begin() + static_cast<long>(hl));
+        std::vector<uint8_t> body(good.begin() + static_cast<long>(hl), good.end());
+        ParsedPacket p;
+        assert_int_equal(parse_split_frame(head.data(), hl, body.data(), plen, &p), ParseResult::kOk);
+        assert_ptr_equal(p.payload, body.data());
+        assert_int_equal(p.payload_len, plen);
+        assert_ptr_equal(p.th, reinterpret_cast<const TransportHeader*>(head.data() + kL2L3L4Len));
+        assert_true(p.payload_unchecked);
+        assert_true(payload_crc_ok(&p));
+        // The payload is not read by the parser: damage shows only at its check.
+        body[123] ^= 1;
+        assert_int_equal(parse_split_frame(head.data(), hl, body.data(), plen, &p), ParseResult::kOk);
+        assert_false(payload_crc_ok(&p));
+        body[123] ^= 1;
+        // Every bit of the head is checked.
+        for (size_t byte = kEthHeaderLen; byte < hl; byte++) {
+            if (byte >= kL2L3L4Len - 4 && byte < kL2L3L4Len)
+                continue;  // UDP length and checksum: see test_payload_crc
+            for (int bit = 0; bit < 8; bit++) {
+                auto h = head;
+                h[byte] ^= static_cast<uint8_t>(1u << bit);
+                assert_int_not_equal(parse_split_frame(h.data(), hl, body.data(), plen, &p), ParseResult::kOk);
+            }
+        }
+        // Split elsewhere than after the headers, or lengths that disagree.
+        for (size_t cut : {hl - 1, hl + 1, hl + 64}) {
+            std::vector<uint8_t> h(good.begin(), good.begin() + static_cast<long>(cut));
+            const uint8_t* rest = good.data() + cut;
+            assert_int_not_equal(parse_split_frame(h.data(), cut, rest, good.size() - cut, &p), ParseResult::kOk);
+        }
+        assert_int_not_equal(parse_split_frame(head.data(), hl, body.data(), plen - 1, &p), ParseResult::kOk);
+        assert_int_not_equal(parse_split_frame(head.data(), hl, body.data(), plen + 1u, &p), ParseResult::kOk);
+        assert_int_not_equal(parse_split_frame(head.data(), hl, nullptr, plen, &p), ParseResult::kOk);
+        // Every short head is refused without reading past it (ASan).
+        for (size_t n = 0; n < hl; n++) {
+            std::vector<uint8_t> h(head.begin(), head.begin() + static_cast<long>(n));
+            assert_int_not_equal(parse_split_frame(h.data(), n, body.data(), good.size() - n, &p),
+                                 ParseResult::kOk);
+        }
+        // Too little payload to be worth it: copied whole.
+        const auto small = build(type, kMinSplitPayload - 1, kFlagLast | kFlagPayloadCrc);
+        assert_int_equal(split_point(small.data(), small.size()), 0);
+        const auto enough = build(type, kMinSplitPayload, kFlagLast | kFlagPayloadCrc);
+        assert_int_equal(split_point(enough.data(), enough.size()), hl);
+        // Without the flag the header CRC covers the payload: never split.
+        const auto whole = build(type, plen);
+        assert_int_equal(split_point(whole.data(), whole.size()), 0);
+        std::vector<uint8_t> wh(whole.begin(), whole.begin() + static_cast<long>(hl));
+        assert_int_equal(parse_split_frame(wh.data(), hl, whole.data() + hl, plen, &p), ParseResult::kBadLength);
+    }
+    // Other types, other traffic and short frames: 0.
+    for (PacketType type : {PacketType::kMsgEager, PacketType::kRmaReadResp, PacketType::kDatagram}) {
+        const auto f = build(type, 4000);
+        assert_int_equal(split_point(f.data(), f.size()), 0);
+    }
+    auto f = build(PacketType::kRmaWrite, 4000, kFlagLast | kFlagPayloadCrc);
+    for (size_t n = 0; n < kL2L3L4Len + sizeof(TransportHeader) + kMinSplitPayload; n += 7)
+        assert_int_equal(split_point(f.data(), n), 0);
+    for (size_t at : {size_t{12}, kEthHeaderLen, kEthHeaderLen + 9, kL2L3L4Len, kL2L3L4Len + 2}) {
+        auto g = f;
+        g[at] ^= 0x40;  // EtherType, IP version/IHL, protocol, magic, version
+        assert_int_equal(split_point(g.data(), g.size()), 0);
+    }
+}
+
 // Every prefix of a valid frame is rejected without reading past its end
 // (run under ASan to make the second half of that claim meaningful).
 void test_every_truncation_rejected(void**)
@@ -600,6 +677,7 @@ int main()
         cmocka_unit_test(test_roundtrip_all_types),
         cmocka_unit_test(test_packed_records),
         cmocka_unit_test(test_payload_crc),
+        cmocka_unit_test(test_split_frames),
         cmocka_unit_test(test_padding_tolerated),
         cmocka_unit_test(test_ip_options_tolerated),
         cmocka_unit_test(test_ethernet_verdicts),

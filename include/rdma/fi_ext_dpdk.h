@@ -181,6 +181,7 @@ struct fi_dpdk_domain_stats {
 	uint64_t rx_bad_crc;        /* CRC32C mismatch */
 	uint64_t rx_no_endpoint;    /* for a UDP port with no open endpoint */
 	uint64_t rx_loopback;       /* frames between endpoints of the process */
+	uint64_t rx_in_place;       /* memif: payloads read in the ring, not copied out first */
 };
 
 struct fi_dpdk_stats_ops {

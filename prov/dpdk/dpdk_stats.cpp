@@ -179,6 +179,7 @@ int domain_stats(fid_domain* fdom, fi_dpdk_domain_stats* out) noexcept
         r.rx_bad_crc = s.rx_bad_crc;
         r.rx_no_endpoint = s.rx_no_endpoint;
         r.rx_loopback = s.rx_loopback;
+        r.rx_in_place = s.rx_in_place;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

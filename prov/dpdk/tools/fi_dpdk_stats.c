@@ -392,7 +392,7 @@ static void print_domain(struct fi_dpdk_domain_stats *d)
 		die("domain_stats", ret);
 	printf("device (all endpoints of this process)\n");
 	FIELD(*d, rx_frames); FIELD(*d, rx_not_ours); FIELD(*d, rx_bad); FIELD(*d, rx_bad_crc);
-	FIELD(*d, rx_no_endpoint); FIELD(*d, rx_loopback);
+	FIELD(*d, rx_no_endpoint); FIELD(*d, rx_loopback); FIELD(*d, rx_in_place);
 }
 
 /* The extension's conventions (-c -l): size prefixes, names, bad objects. */
