@@ -318,7 +318,7 @@ class Port {
   void memif_say_goodbye();
   struct MemifInPlace;  // port_memif_rx.cpp
   uint16_t memif_rx_in_place(rte_mbuf** pkts, uint16_t n);
-  void memif_give_back();
+  bool memif_give_back(void* ring);
   static void memif_slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
   std::unique_ptr<MemifInPlace> memif_in_place_;  // set_rx_split on memif, else null
   size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;

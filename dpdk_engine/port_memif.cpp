@@ -149,7 +149,7 @@ int Port::arm_rx_wait() {
   link_polls_ = 0;
   // Slots the engine has finished with since the last burst go back before
   // we sleep: the peer may be waiting for them.
-  if (rx_split_ && memif_in_place_->ring == ring) memif_give_back();
+  if (rx_split_) memif_give_back(ring);
   if (first) {
     // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
     int fl = fcntl(efd, F_GETFL);

@@ -143,6 +143,7 @@ struct Port::MemifInPlace {
   unsigned lent = 0;      // slots whose mbuf is not freed yet
   uint16_t read = 0;      // ring counter: slots before it were received
   uint16_t released = 0;  // ring counter: slots before it are the peer's again
+  bool in_chain = false;  // the last descriptor read said "more follows"
 };
 
 

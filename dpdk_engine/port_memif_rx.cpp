@@ -24,6 +24,9 @@
 // The peer owns that memory as much as we do: each descriptor is read once
 // into a local and checked against the peer's regions (the PMD does not
 // check), and wire::split_point treats the frame as untrusted.
+//
+// Lent mbufs are freed by the thread that receives (the engine's progress,
+// serialised), so the slot state needs no atomics.
 #include <string.h>
 #include <unistd.h>
 
@@ -58,11 +61,13 @@ void Port::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len)) {
   rx_split_ = split;
 }
 
-// Gives back every done slot at the front, in ring order.
-void Port::memif_give_back() {
+// Gives back every done slot at the front, in ring order, if `ring` is
+// still the one we were reading (else false: a reconnect started over).
+bool Port::memif_give_back(void* ring) {
   using namespace memif22;
   MemifInPlace& st = *memif_in_place_;
   const auto* q = static_cast<const Queue*>(memif_rxq_);
+  if (ring != st.ring || (q->type == kRingC2S ? q->last_head : q->last_tail) != st.read) return false;
   const uint16_t size = static_cast<uint16_t>(1u << q->log2_ring_size);
   const uint16_t mask = size - 1;
   uint16_t r = st.released;
@@ -73,16 +78,17 @@ void Port::memif_give_back() {
   st.released = r;
   if (q->type == kRingC2S) {
     __atomic_store_n(&st.ring->tail, r, __ATOMIC_RELEASE);
-    return;
+    return true;
   }
   // S2C: hand the server every slot up to one ring ahead of the oldest we
   // still hold (the PMD's refill, with released for its last_tail).
   uint16_t head = __atomic_load_n(&st.ring->head, __ATOMIC_RELAXED);
   const uint16_t target = static_cast<uint16_t>(r + size);
-  if (head == target) return;
+  if (head == target) return true;
   Desc* desc = ring_desc(st.ring);
   while (head != target) desc[head++ & mask].length = memif_bsize_;
   __atomic_store_n(&st.ring->head, head, __ATOMIC_RELEASE);
+  return true;
 }
 
 uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
@@ -94,19 +100,17 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
   const bool c2s = q->type == kRingC2S;
   if (q->log2_ring_size > kMemifMaxLog2Ring) return 0;
   const uint16_t mask = static_cast<uint16_t>((1u << q->log2_ring_size) - 1);
-  if (st.lent == 0 || ring != st.ring) {
-    // Nothing lent (the normal case at every burst): take the PMD's
-    // position, which a reconnect resets.  Something still lent from a
-    // ring that is gone: forget it (its late free is ignored).
-    if (st.lent != 0) {
-      ++st.generation;
-      st.lent = 0;
-      for (MemifInPlace::Slot& s : st.slots) s.done = false;
-    }
+  // What the engine freed since the last burst goes back first.
+  if (!memif_give_back(ring)) {
+    // A (re)connect: the PMD started the rings over.  Anything still lent
+    // (a caller broke the rx_burst contract) is forgotten: its late free is
+    // ignored, and its slot is not lent again while that mbuf lives.
+    if (st.lent != 0) ++st.generation;
+    st.lent = 0;
+    for (MemifInPlace::Slot& s : st.slots) s.done = false;
+    st.in_chain = false;
     st.ring = ring;
     st.read = st.released = c2s ? q->last_head : q->last_tail;
-  } else {
-    memif_give_back();  // what the engine freed since the last burst
   }
   // Interrupt mode (arm_rx_wait): the PMD consumes the eventfd here.
   if ((__atomic_load_n(&ring->flags, __ATOMIC_RELAXED) & kMaskInt) == 0) {
@@ -128,9 +132,11 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
     Desc d;
     memcpy(&d, &desc[cur & mask], sizeof(d));  // once: the peer may rewrite it
     const Region* reg = d.region < pp->regions_num ? pp->regions[d.region] : nullptr;
-    if (reg == nullptr || reg->addr == nullptr || (d.flags & kDescNext) || d.length > room ||
+    const bool chained = (d.flags & kDescNext) || st.in_chain;  // we never chain: bsize holds a frame
+    st.in_chain = d.flags & kDescNext;                            // the whole chain is dropped
+    if (chained || reg == nullptr || reg->addr == nullptr || d.length > room ||
         uint64_t{d.offset} + d.length > reg->region_size) {
-      ++stats_.rx_bad_desc;  // we never chain (bsize holds a frame); a chain's rest is dropped too
+      ++stats_.rx_bad_desc;
       slot.done = true;
       ++cur;
       continue;
@@ -141,12 +147,16 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
       ++stats_.alloc_failed;
       break;  // the slot stays in the ring for the next burst
     }
-    const size_t head_len = rx_split_(frame, d.length);
+    size_t head_len = rx_split_(frame, d.length);
+    // Not lent again while an mbuf of an earlier lending lives (after a
+    // reconnect, see above): copied instead.
+    if (head_len >= d.length || rte_mbuf_ext_refcnt_read(&slot.shinfo) != 0) head_len = 0;
     rte_mbuf* lent = head_len ? rte_pktmbuf_alloc(pool_) : nullptr;
     if (head_len != 0 && lent != nullptr) {
       rte_memcpy(rte_pktmbuf_mtod(m, void*), frame, head_len);
       rte_mbuf_ext_refcnt_set(&slot.shinfo, 1);
       slot.generation = st.generation;
+      slot.done = false;  // until memif_slot_freed
       rte_pktmbuf_attach_extbuf(lent, const_cast<uint8_t*>(frame) + head_len, RTE_BAD_IOVA,
                                 static_cast<uint16_t>(d.length - head_len), &slot.shinfo);
       lent->data_len = static_cast<uint16_t>(d.length - head_len);
@@ -171,7 +181,7 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
     q->last_head = cur;
   else
     q->last_tail = cur;
-  memif_give_back();  // the copied ones
+  memif_give_back(ring);  // the copied ones
   return got;
 }
 

@@ -73,11 +73,12 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
-#define FI_DPDK_STATS_VERSION 5
+#define FI_DPDK_STATS_VERSION 6
 #define FI_DPDK_EP_STATS_SIZE_V1 208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2 264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 #define FI_DPDK_EP_STATS_SIZE_V3 320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
 #define FI_DPDK_EP_STATS_SIZE_V4 328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
+#define FI_DPDK_DOMAIN_STATS_SIZE_V5 56 /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -142,8 +143,9 @@ struct fi_dpdk_ep_stats {
 	uint64_t tx_corked;         /* small sends held back by autocork (FI_DPDK_AUTOCORK):
 				       posted while frames of their session were in flight,
 				       they left packed at the next progress call */
-	/* Version 6 appends here: define FI_DPDK_EP_STATS_SIZE_V5 (336), bump
-	 * FI_DPDK_STATS_VERSION, add the static_asserts in prov/dpdk/dpdk_stats.cpp. */
+	/* Version 7 appends here (version 6 added nothing to this struct): define
+	 * FI_DPDK_EP_STATS_SIZE_V6 (336), bump FI_DPDK_STATS_VERSION, add the
+	 * static_asserts in prov/dpdk/dpdk_stats.cpp. */
 };
 
 /* One session: this endpoint and one peer endpoint. */
@@ -181,7 +183,9 @@ struct fi_dpdk_domain_stats {
 	uint64_t rx_bad_crc;        /* CRC32C mismatch */
 	uint64_t rx_no_endpoint;    /* for a UDP port with no open endpoint */
 	uint64_t rx_loopback;       /* frames between endpoints of the process */
-	uint64_t rx_in_place;       /* memif: payloads read in the ring, not copied out first */
+	/* Version 6: */
+	uint64_t rx_in_place;       /* memif: frames whose payload was read in the ring
+				       instead of being copied out first (FI_DPDK_MEMIF_IN_PLACE) */
 };
 
 struct fi_dpdk_stats_ops {

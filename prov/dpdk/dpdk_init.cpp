@@ -134,6 +134,11 @@ void define_params()
                     "others sent meanwhile; the first to an idle peer leaves at once "
                     "(default: %d)",
                     int{ec.autocork});
+    fi_param_define(&g_prov, "memif_in_place", FI_PARAM_BOOL,
+                    "memif: large rendezvous and RMA write payloads are read where the peer "
+                    "wrote them in the shared ring, one copy fewer on the receiving core "
+                    "(default: %d)",
+                    int{dpdk_engine::PortConfig().memif_in_place});
 }
 
 void get_str(const char* name, std::string* out)
@@ -204,6 +209,7 @@ void fill_engine_config(dpdk_engine::EngineConfig* cfg)
     cfg->sleep_us = static_cast<uint32_t>(p.sleep_us);
     cfg->zero_copy_min = static_cast<uint32_t>(p.zcopy_min);
     cfg->autocork = p.autocork != 0;
+    cfg->port.memif_in_place = p.memif_in_place != 0;
 }
 
 void read_params()
@@ -239,6 +245,7 @@ void read_params()
     get_num("sleep_us", static_cast<int>(ec.sleep_us), &p.sleep_us);
     get_num("zcopy_min", size_t{ec.zero_copy_min}, &p.zcopy_min);
     get_num("autocork", int{ec.autocork}, &p.autocork);
+    get_num("memif_in_place", int{pc.memif_in_place}, &p.memif_in_place);
 
     // Negative ints would wrap in the engine's unsigned fields; the ranges
     // themselves are the engine's (check_engine_config), so the provider and

@@ -94,6 +94,7 @@ struct Params {
     int sleep_us = 0;
     size_t zcopy_min = 0;
     int autocork = 0;       // FI_DPDK_AUTOCORK
+    int memif_in_place = 1; // FI_DPDK_MEMIF_IN_PLACE
     // First problem found in the values above ("" when all are valid): a
     // domain then refuses to open, naming it, instead of guessing.
     std::string error;

@@ -32,6 +32,8 @@ static_assert(offsetof(fi_dpdk_ep_stats, tx_corked) == FI_DPDK_EP_STATS_SIZE_V4,
               "fi_dpdk_ep_stats: version 4 fields moved");
 static_assert(offsetof(fi_dpdk_ep_stats, zero_copy_tx) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V4,
               "fi_dpdk_ep_stats: version 5 fields must follow zero_copy_tx");
+static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) == FI_DPDK_DOMAIN_STATS_SIZE_V5,
+              "fi_dpdk_domain_stats: version 6 fields must follow rx_loopback");
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.

@@ -40,7 +40,7 @@ run eager -- -n 2000 -s 1000
 # their size, version, the v1 to v4 callers' views, spurious_rtos <=
 # rto_fires and, in one process, zero_copy_tx 0).
 v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx|tx_corked) +[0-9]+$' "$out")
-if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 5)' "$out")" = 2 ]; then
+if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 6)' "$out")" = 2 ]; then
 	echo "PASS: version 3 to 5 counters printed"
 else
 	echo "FAIL: versions 3 to 5: $v3 of 18 counter lines"; sed 's/^/    /' "$out"; fail=1
