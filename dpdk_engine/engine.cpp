@@ -143,10 +143,14 @@ int EngineImpl::init()
         if (rc)
             return rc;
     }
-    // Payloads read in the memif ring: not with the fault injector (it
-    // keeps frames across bursts) nor with a capture (it writes one piece).
-    if (cfg.port.memif_in_place && !fault_rx && !pcap.is_open())
+    // Payloads read and written in the memif ring: not with the fault
+    // injector (it keeps received frames across bursts, and damages sent
+    // ones before they are sealed) nor with a capture (it writes one piece,
+    // and unsealed frames).
+    if (cfg.port.memif_in_place && !fault_rx && !pcap.is_open()) {
         port->set_rx_split(wire::split_point);
+        seal_at_send = port->set_tx_fill(copy_and_seal);
+    }
     by_port.assign(65536, nullptr);
     loopback.reserve(1024);
     loopback_work.reserve(1024);
@@ -234,7 +238,7 @@ void EngineImpl::transmit(rte_mbuf* m, const Address& dst)
 {
     if (pcap.is_open())
         pcap.write(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, wall_ns());
-    if (dst.ip_be == port->ip_be() && by_port[dst.port]) {
+    if (is_local(dst)) {
         loopback.push_back(m);  // our own endpoint: never touches the device
         return;
     }

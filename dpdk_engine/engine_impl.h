@@ -516,8 +516,22 @@ class EngineImpl {
     // peer of s goes out of its op's memory in external mbufs instead of
     // being copied into the frame; and the attaching itself.
     bool zero_copy_ok(const Session* s, uint32_t len) const;
-    bool attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th);
+    // seal: false leaves a payload-CRC frame for copy_and_seal (seal_at_send).
+    bool attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
+                        bool seal);
+    // An endpoint of this engine: its frames never reach the device.
+    bool is_local(const Address& dst) const { return dst.ip_be == port->ip_be() && by_port[dst.port]; }
+    // The port writes frames into the memif ring itself and seals
+    // payload-CRC frames as it copies them (copy_and_seal): a frame of
+    // such a type to `dst` is left unsealed.
+    bool seals_at_send(const Address& dst) const { return seal_at_send && !is_local(dst); }
+    bool seal_at_send = false;
 };
+
+// Port::set_tx_fill's function (zero_copy.cpp): copies frame m to dst; a
+// frame with kFlagPayloadCrc gets its payload CRC computed in the copy and
+// its header sealed there. 0 when it does not fit in cap bytes.
+size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m);
 
 // ---- session.cpp: reliability
 void session_enqueue(Session* s, TxOp* op);

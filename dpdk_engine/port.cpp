@@ -549,7 +549,9 @@ void Port::teardown() {
   if (kind_ == Kind::kMemif && wait_fd_ >= 0) close(wait_fd_);
   if (wait_tfd_ >= 0) close(wait_tfd_);
   wait_fd_ = wait_tfd_ = -1;
-  memif_rxq_ = memif_proc_ = nullptr;
+  memif_rxq_ = memif_txq_ = memif_proc_ = nullptr;
+  rx_split_ = nullptr;
+  tx_fill_ = nullptr;
   if (!ringpair_key_.empty()) {
     port_internal::ringpair_release(ringpair_key_);
   } else if (pool_ != nullptr && owns_pool_) {
@@ -601,8 +603,8 @@ uint16_t Port::flush() {
   for (unsigned i = 0; i < tx_count_; ++i) len[i] = tx_batch_[i]->pkt_len;
   unsigned sent = 0;
   for (unsigned attempt = 0; sent < tx_count_ && attempt <= kTxRetries; ++attempt)
-    sent += rte_eth_tx_burst(port_id_, 0, tx_batch_ + sent,
-                             static_cast<uint16_t>(tx_count_ - sent));
+    sent += tx_fill_ ? memif_tx_fill(tx_batch_ + sent, tx_count_ - sent)
+                     : rte_eth_tx_burst(port_id_, 0, tx_batch_ + sent, static_cast<uint16_t>(tx_count_ - sent));
   for (unsigned i = 0; i < sent; ++i) stats_.tx_bytes += len[i];
   stats_.tx_pkts += sent;
   if (sent < tx_count_) {

@@ -137,7 +137,8 @@ struct PortConfig {
                             // options count: EAL starts once per process)
   std::string eal_args;     // extra EAL arguments (FI_DPDK_EAL_ARGS)
   // memif: the engine reads large payloads in the ring (Port::set_rx_split)
-  // instead of the PMD copying every frame out first (FI_DPDK_MEMIF_IN_PLACE).
+  // and writes frames into it (Port::set_tx_fill) instead of the PMD copying
+  // every frame out and in (FI_DPDK_MEMIF_IN_PLACE).
   bool memif_in_place = true;
   bool verbose = false;     // EAL/PMD logging at INFO on stderr
 };
@@ -196,6 +197,13 @@ class Port {
   // must be read once (checked while copied).  nullptr (the default):
   // every frame is copied by the PMD.  A no-op on other ports.
   void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
+  // memif (22.11, see port_memif_tx.cpp): flush() writes each frame into
+  // the ring itself, through fill(dst, cap, m), which copies the frame `m`
+  // (any chain) to dst (cap bytes) and returns its length, 0 when it does
+  // not fit (dropped).  The fill may finish the frame as it copies it (the
+  // engine seals payload CRCs there).  Returns false, and changes nothing,
+  // where the ring cannot be reached (not memif, another DPDK).
+  bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
   // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
   // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
   // Port (sent or freed and counted in tx_dropped).
@@ -310,7 +318,8 @@ class Port {
   void close_ethdev();
   void close_rings_and_ethdev();
   bool setup_memif_wait();
-  void* memif_ring() const;
+  void* memif_ring(const void* queue) const;
+  void* memif_ring() const { return memif_ring(memif_rxq_); }
   void set_wait_timer(unsigned us);
   bool memif_quiet();
   uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
@@ -318,10 +327,13 @@ class Port {
   void memif_say_goodbye();
   struct MemifInPlace;  // port_memif_rx.cpp
   uint16_t memif_rx_in_place(rte_mbuf** pkts, uint16_t n);
+  unsigned memif_tx_fill(rte_mbuf** pkts, unsigned n);
   bool memif_give_back(void* ring);
   static void memif_slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
   std::unique_ptr<MemifInPlace> memif_in_place_;  // set_rx_split on memif, else null
   size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;
+  size_t (*tx_fill_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
+  void* memif_txq_ = nullptr;  // memif: the PMD's tx queue (22.11 layout)
   unsigned memif_bsize_ = 0;  // memif buffer size (refilled slot length)
 
   Kind kind_ = Kind::kOtherVdev;

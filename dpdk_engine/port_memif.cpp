@@ -103,21 +103,29 @@ bool Port::setup_memif_wait() {
   wait_tfd_ = tfd;
   memif_rxq_ = q;
   memif_proc_ = dev.process_private;
+  // The tx queue too, for set_tx_fill (port_memif_tx.cpp).
+  void* const* tx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN + sizeof(void*));
+  auto* tq = static_cast<Queue*>(fp.txq.data[0]);
+  if (tq != nullptr && tx_queues != nullptr && tx_queues[0] == tq && tq->in_port == port_id_ &&
+      tq->intr_handle != nullptr && tq->type == 1 - q->type)
+    memif_txq_ = tq;
   return true;
 }
 
-// Our rx ring while connected and sane, else nullptr.  The PMD (re)maps the
+// The ring of `queue` (our rx queue by default) while connected and sane,
+// else nullptr.  The PMD (re)maps the
 // regions from EAL's interrupt thread at (re)connect and unmaps them at
 // disconnect, after marking the link down; like eth_memif_rx() we look at
 // the link first.
-void* Port::memif_ring() const {
+void* Port::memif_ring(const void* queue) const {
   using namespace memif22;
-  if (memif_rxq_ == nullptr || memif_peer_leaving_ || !link_up()) return nullptr;
-  const auto* q = static_cast<const Queue*>(memif_rxq_);
+  if (queue == nullptr || memif_peer_leaving_ || !link_up()) return nullptr;
+  const auto* q = static_cast<const Queue*>(queue);
   const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
-  if (q->region >= pp->regions_num || q->region >= 256) return nullptr;
+  if (q->region >= pp->regions_num || q->region >= 256 || q->log2_ring_size > kMemifMaxLog2Ring) return nullptr;
   const Region* r = pp->regions[q->region];
-  if (r == nullptr || r->addr == nullptr || q->ring_offset + sizeof(Ring) > r->region_size)
+  if (r == nullptr || r->addr == nullptr ||
+      q->ring_offset + sizeof(Ring) + (sizeof(Desc) << q->log2_ring_size) > r->region_size)
     return nullptr;
   auto* ring = reinterpret_cast<Ring*>(static_cast<uint8_t*>(r->addr) + q->ring_offset);
   return ring->cookie == kCookie ? ring : nullptr;

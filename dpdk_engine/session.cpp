@@ -379,8 +379,12 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
         flags |= wire::kFlagStreamStart;
     if (retransmit)
         flags |= wire::kFlagAckRequest;
-    if (wire::may_carry_payload_crc(type))
-        flags |= wire::kFlagPayloadCrc;  // the receiver checks the payload as it copies it out
+    // The receiver checks the payload as it copies it out; on memif the
+    // sender's port computes its CRC as it copies it in (seals_at_send).
+    const bool payload_crc = wire::may_carry_payload_crc(type);
+    const bool seal_later = payload_crc && e->seals_at_send(s->peer);
+    if (payload_crc)
+        flags |= wire::kFlagPayloadCrc;
     rte_mbuf* m;
     wire::TransportHeader* th = e->start_frame(fa, type, flags, ip.len, &m);
     if (!th)
@@ -395,14 +399,15 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
         fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
         if (ip.len && e->zero_copy_ok(s, ip.len)) {
             // Payload straight from the op's memory; seals the frame too.
-            if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th))
+            if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th, !seal_later))
                 return false;
             s->ep->st.zero_copy_tx++;
         } else {
             if (ip.len)
                 copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
                               reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
-            wire::seal(th);
+            if (!seal_later)
+                wire::seal(th);
         }
     }
     e->transmit(m, s->peer);

@@ -354,12 +354,12 @@ ParseResult parse_split_frame(const uint8_t* head, size_t head_len, const uint8_
     return parse(head, head_len, payload, payload_len, out, true);
 }
 
-size_t split_point(const uint8_t* frame, size_t len)
+size_t payload_crc_offset(const uint8_t* frame, size_t len)
 {
     // Each field is read once, into a local: the frame may be memory the
-    // sender can still write (memif), so nothing here is trusted; the head
+    // sender can still write (memif), so nothing here is trusted; a head
     // copy is parsed in full afterwards (parse_split_frame).
-    if (len < kL2L3L4Len + sizeof(TransportHeader) + kMinSplitPayload)
+    if (len < kL2L3L4Len + sizeof(TransportHeader))
         return 0;
     if (load_be16(frame + 12) != kEtherTypeIpv4)
         return 0;
@@ -374,7 +374,13 @@ size_t split_point(const uint8_t* frame, size_t len)
     if (!(th.flags.get() & kFlagPayloadCrc) || !may_carry_payload_crc(type))
         return 0;
     const size_t head = kL2L3L4Len + sizeof(TransportHeader) + extension_len(type);
-    return len >= head + kMinSplitPayload ? head : 0;
+    return len >= head ? head : 0;
+}
+
+size_t split_point(const uint8_t* frame, size_t len)
+{
+    const size_t head = payload_crc_offset(frame, len);
+    return head && len >= head + kMinSplitPayload ? head : 0;
 }
 
 size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_len)
@@ -456,6 +462,11 @@ void seal(TransportHeader* th)
         seal_split(th, crc_update(0xffffffffu, t + header_len, th->payload_len.get()));
     else
         th->crc.set(packet_crc(t, total));
+}
+
+void seal_header(TransportHeader* th, uint32_t payload_reg)
+{
+    seal_split(th, payload_reg);
 }
 
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)

@@ -380,6 +380,9 @@ ParseResult parse_split_frame(const uint8_t* head, size_t head_len, const uint8_
 // whatever it says, parse_split_frame decides.
 constexpr size_t kMinSplitPayload = 512;
 size_t split_point(const uint8_t* frame, size_t len);
+// The same test without the minimum: where the payload of a frame of ours
+// with kFlagPayloadCrc starts (its headers' length), else 0.
+size_t payload_crc_offset(const uint8_t* frame, size_t len);
 
 // For a packet with payload_unchecked: is the payload intact? Clears
 // payload_unchecked when it is. Always true for other packets.
@@ -431,6 +434,12 @@ struct PayloadPiece {
 // order, whose lengths add up to payload_len. Bit-identical to seal() over
 // the same bytes laid out contiguously.
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n);
+
+// Seals a kFlagPayloadCrc packet whose payload's CRC register is already
+// known: `payload_reg` is the raw register after the payload, from
+// 0xffffffff (what crc_copy returns when the payload was copied with it).
+// Stores the payload's CRC in the extension, then the header CRC.
+void seal_header(TransportHeader* th, uint32_t payload_reg);
 
 // CRC32C (Castagnoli), exactly as iSCSI, SCTP and ext4 define it (also
 // Wireshark's "CRC-32C"): reflected polynomial 0x82F63B78 (normal form

@@ -31,6 +31,9 @@
 // below FI_DPDK_ZCOPY_MIN bytes (an extra mbuf costs more than a small copy).
 // Inject sends never reach here with the user's buffer: take_payload copied
 // them into the op's bounce buffer at post time.
+#include <cstring>
+
+#include "crc32c.h"
 #include "engine_impl.h"
 
 namespace dpdk_engine {
@@ -47,15 +50,15 @@ bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 {
     if (cfg.zero_copy_min == 0 || len < cfg.zero_copy_min || !port->tx_copies_at_send() || pcap.is_open())
         return false;
-    const Address& dst = s->peer;
-    return !(dst.ip_be == port->ip_be() && by_port[dst.port]);  // loopback: see above
+    return !is_local(s->peer);  // loopback: see above
 }
 
 // Turns `frame` (headers and room for `len` payload bytes, lengths already
 // counting them) into headers only, followed by external mbufs over bytes
 // [offset, offset + len) of op's iov, and seals it. false (frame freed)
 // when the pool ran dry: the retransmission timer tries again.
-bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th)
+bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
+                                bool seal)
 {
     wire::PayloadPiece pieces[kMaxIov];
     unsigned n = 0;
@@ -101,8 +104,34 @@ bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint
         offset = 0;
         i++;
     }
-    wire::seal_gather(th, pieces, n);
+    if (seal)
+        wire::seal_gather(th, pieces, n);
     return true;
+}
+
+size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m)
+{
+    if (m->pkt_len > cap)
+        return 0;
+    const uint8_t* first = rte_pktmbuf_mtod(m, const uint8_t*);
+    const size_t head = wire::payload_crc_offset(first, m->data_len);
+    size_t at = 0;
+    if (head == 0) {  // sealed already, or not ours (ARP, ICMP, memif goodbye)
+        for (const rte_mbuf* seg = m; seg; seg = seg->next) {
+            memcpy(dst + at, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+            at += seg->data_len;
+        }
+        return at;
+    }
+    memcpy(dst, first, head);
+    uint32_t reg = wire::crc_copy(0xffffffffu, dst + head, first + head, m->data_len - head);
+    at = m->data_len;
+    for (const rte_mbuf* seg = m->next; seg; seg = seg->next) {
+        reg = wire::crc_copy(reg, dst + at, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+        at += seg->data_len;
+    }
+    wire::seal_header(reinterpret_cast<wire::TransportHeader*>(dst + wire::kL2L3L4Len), reg);
+    return at;
 }
 
 } // namespace dpdk_engine

@@ -614,6 +614,7 @@ void test_autocork_full_send_queue(void** state);
 void test_prompt_ack_only_when_awaited(void** state);
 void test_damaged_payloads(void** state);
 void test_split_payloads(void** state);
+void test_copy_and_seal(void** state);
 
 }  // namespace engine_test
 

@@ -30,9 +30,10 @@ bool open_and_report(const PortConfig& c, int report_fd, std::unique_ptr<Port>* 
   return write(report_fd, msg, sizeof(msg)) == sizeof(msg) && rc == 0;
 }
 
-// A child's memif port at MTU 9000 (with `split`, if any, set), opened and
+// A child's memif port at MTU 9000 (with `split` and `fill`, if any, set), opened and
 // reported as above; returns once the link is up, or after 3 s.
-bool open_jumbo_child(const std::string& device, size_t (*split)(const uint8_t*, size_t), int report_fd,
+bool open_jumbo_child(const std::string& device, size_t (*split)(const uint8_t*, size_t),
+                      size_t (*fill)(uint8_t*, size_t, const rte_mbuf*), int report_fd,
                       std::unique_ptr<Port>* p, uint16_t* port) {
   PortConfig c;
   c.device = device;
@@ -40,6 +41,7 @@ bool open_jumbo_child(const std::string& device, size_t (*split)(const uint8_t*,
   c.mbufs = 2048;
   if (!open_and_report(c, report_fd, p, port)) return false;
   if (split) (*p)->set_rx_split(split);
+  if (fill && !(*p)->set_tx_fill(fill)) return false;
   double up = now_s() + 3;
   while (!(*p)->link_up() && now_s() < up) usleep(100);
   return true;
@@ -105,7 +107,7 @@ int child_main(const std::string& device, uint16_t mtu, int report_fd, unsigned 
 int first_child_main(const std::string& device, uint16_t parent_port, int report_fd) {
   std::unique_ptr<Port> p;
   uint16_t port = 0;
-  if (!open_jumbo_child(device, nullptr, report_fd, &p, &port)) return 1;
+  if (!open_jumbo_child(device, nullptr, nullptr, report_fd, &p, &port)) return 1;
   FrameSpec f;
   f.sport = port;
   f.dport = parent_port;
@@ -630,7 +632,7 @@ void test_memif_close_quiet(void**) {
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-// ---- memif: payloads read in the ring (Port::set_rx_split) -----------------
+// ---- memif: payloads read and written in the ring (set_rx_split, set_tx_fill)
 // Both sides send each other kInPlaceFrames frames, 4000 and 100 bytes in
 // turn (even seq: large), and receive the other's with a split function set
 // (the server reads the C2S ring, the client the S2C one): a large frame
@@ -645,6 +647,20 @@ constexpr size_t kInPlaceHead = 64;
 constexpr uint32_t kNoHold = 0xFFFFFFFFu;  // also the stop frame's seq
 
 size_t split_large(const uint8_t*, size_t len) { return len >= 1024 ? kInPlaceHead : 0; }
+
+// Both sides also write their frames into the ring themselves
+// (Port::set_tx_fill), with a plain copy that counts its frames.
+uint32_t g_filled = 0;
+size_t fill_counted(uint8_t* dst, size_t cap, const rte_mbuf* m) {
+  if (m->pkt_len > cap) return 0;
+  size_t at = 0;
+  for (; m != nullptr; m = m->next) {
+    memcpy(dst + at, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+    at += m->data_len;
+  }
+  ++g_filled;
+  return at;
+}
 
 size_t in_place_len(uint32_t seq) { return seq % 2 == 0 ? 4000 : 100; }
 
@@ -693,7 +709,7 @@ std::string check_in_place(const rte_mbuf* m, uint16_t sport, uint16_t dport, ui
 }
 
 struct InPlaceResult {  // also the child's report
-  uint32_t sent, received, bad, refused, tx_dropped, in_place, bad_desc, past_held, held_ok;
+  uint32_t sent, received, bad, refused, tx_dropped, in_place, bad_desc, past_held, held_ok, filled;
   char error[128];  // the first
 };
 
@@ -771,6 +787,7 @@ InPlaceResult in_place_side(Port& p, uint16_t mine, uint16_t peer, uint32_t hold
   r.tx_dropped = static_cast<uint32_t>(p.stats().tx_dropped);
   r.in_place = static_cast<uint32_t>(p.stats().rx_in_place);
   r.bad_desc = static_cast<uint32_t>(p.stats().rx_bad_desc);
+  r.filled = g_filled;
   return r;
 }
 
@@ -778,7 +795,7 @@ InPlaceResult in_place_side(Port& p, uint16_t mine, uint16_t peer, uint32_t hold
 int in_place_child_main(const std::string& device, uint16_t parent_port, uint32_t hold, int report_fd) {
   std::unique_ptr<Port> p;
   uint16_t port = 0;
-  if (!open_jumbo_child(device, split_large, report_fd, &p, &port)) return 1;
+  if (!open_jumbo_child(device, split_large, fill_counted, report_fd, &p, &port)) return 1;
   InPlaceResult r = in_place_side(*p, port, parent_port, hold, true, 15);
   return write(report_fd, &r, sizeof(r)) == sizeof(r) ? 0 : 1;
 }
@@ -790,6 +807,8 @@ void check_in_place_side(const char* who, const InPlaceResult& r, uint32_t hold)
   if (r.in_place != kInPlaceFrames / 2 || r.bad_desc != 0)
     fail_msg("%s: rx_in_place %u (%u large frames), rx_bad_desc %u", who, r.in_place, kInPlaceFrames / 2,
              r.bad_desc);
+  if (r.filled < r.sent)  // every frame went through our fill (Port::set_tx_fill)
+    fail_msg("%s: %u frames written by the fill function, %u sent", who, r.filled, r.sent);
   if (r.tx_dropped != r.refused)  // every drop was a refused frame, sent again
     fail_msg("%s: tx_dropped %u, refused %u", who, r.tx_dropped, r.refused);
   if (hold != kNoHold && (r.past_held != kInPlaceRing - 1 || !r.held_ok))
@@ -809,6 +828,7 @@ void in_place_pair(const char* name, uint32_t hold) {
   c.mbufs = 2048;
   Port* p = open_port(c);
   p->set_rx_split(split_large);
+  assert_true(p->set_tx_fill(fill_counted));
   uint16_t mine = 0;
   assert_int_equal(p->reserve_udp_port(0, &mine), 0);
   int report = -1;

@@ -135,9 +135,9 @@ void define_params()
                     "(default: %d)",
                     int{ec.autocork});
     fi_param_define(&g_prov, "memif_in_place", FI_PARAM_BOOL,
-                    "memif: large rendezvous and RMA write payloads are read where the peer "
-                    "wrote them in the shared ring, one copy fewer on the receiving core "
-                    "(default: %d)",
+                    "memif: the provider writes frames into the shared ring and reads large "
+                    "rendezvous and RMA write payloads where the peer wrote them, one copy "
+                    "fewer on each side (default: %d)",
                     int{dpdk_engine::PortConfig().memif_in_place});
 }
 
