@@ -144,6 +144,7 @@ struct Port::MemifInPlace {
   uint16_t read = 0;      // ring counter: slots before it were received
   uint16_t released = 0;  // ring counter: slots before it are the peer's again
   bool in_chain = false;  // the last descriptor read said "more follows"
+  bool unpublished = false;  // after a (re)connect: `released` not yet written to the ring
 };
 
 

@@ -75,7 +75,10 @@ bool Port::memif_give_back(void* ring) {
     st.slots[r & mask].done = false;
     ++r;
   }
+  // Only a change is written: the peer reads these lines at every burst.
+  if (r == st.released && !st.unpublished) return true;
   st.released = r;
+  st.unpublished = false;
   if (q->type == kRingC2S) {
     __atomic_store_n(&st.ring->tail, r, __ATOMIC_RELEASE);
     return true;
@@ -109,6 +112,7 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
     st.lent = 0;
     for (MemifInPlace::Slot& s : st.slots) s.done = false;
     st.in_chain = false;
+    st.unpublished = true;
     st.ring = ring;
     st.read = st.released = c2s ? q->last_head : q->last_tail;
   }
