@@ -1,5 +1,6 @@
-// What session.cpp (sequencing, transmit, receive) and session_recovery.cpp
-// (ACK processing, RTO, loss recovery, timers) share. Internal to the engine.
+// What session.cpp (sequencing, receive), session_frame.cpp (building and
+// sending frames) and session_recovery.cpp (ACK processing, RTO, loss
+// recovery, timers) share. Internal to the engine.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +31,15 @@ inline void arm_rto(Session* s, uint64_t now)
     s->rto_deadline = s->una == s->next_psn ? 0 : now + rto_us(s);
 }
 
-// Builds the frame for window slot `psn` from its operation and sends it
-// (session.cpp); false when it could not be sent now.
+// session_frame.cpp: builds the frame for window slot `psn` from its
+// operation and sends it; false when it could not be sent now.
 bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit);
+// The ACK fields of a packet to the peer (timestamps, cumulative ACK, SACK,
+// credits); whatever ACK was owed counts as sent.
+void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now);
+// Payload bytes of a packet that are the application's: a packed frame's
+// record headers are not (so tx_bytes/rx_bytes add up to what was sent).
+uint64_t message_bytes(wire::PacketType type, uint64_t payload_len, uint64_t records);
 
 // The ACK fields of any packet from the peer: frees acknowledged slots,
 // samples the RTT, undoes a spurious RTO, retransmits SACK holes.
