@@ -90,6 +90,15 @@ struct ProcessPrivate {  // struct pmd_process_private
   uint16_t regions_num;
 };
 
+// The buffer a descriptor names, if `len` bytes from it lie within one of
+// the mapped regions; else nullptr.  The peer writes descriptors (the PMD
+// trusts them): the fields are passed in, read once by the caller.
+inline uint8_t* desc_buffer(const ProcessPrivate* pp, uint16_t region, uint32_t offset, uint64_t len) {
+  const Region* r = region < pp->regions_num ? pp->regions[region] : nullptr;
+  if (r == nullptr || r->addr == nullptr || uint64_t{offset} + len > r->region_size) return nullptr;
+  return static_cast<uint8_t*>(r->addr) + offset;
+}
+
 struct alignas(RTE_CACHE_LINE_SIZE) EthDev {  // struct rte_eth_dev
   void* burst_fns[6];  // rx_pkt_burst first
   const char* data;    // struct rte_eth_dev_data: name[] first, then rx_queues

@@ -101,7 +101,6 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
   if (ring == nullptr) return 0;  // not connected: the PMD's rx returns 0 too
   auto* q = static_cast<Queue*>(memif_rxq_);
   const bool c2s = q->type == kRingC2S;
-  if (q->log2_ring_size > kMemifMaxLog2Ring) return 0;
   const uint16_t mask = static_cast<uint16_t>((1u << q->log2_ring_size) - 1);
   // What the engine freed since the last burst goes back first.
   if (!memif_give_back(ring)) {
@@ -135,17 +134,15 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n) {
     MemifInPlace::Slot& slot = st.slots[cur & mask];
     Desc d;
     memcpy(&d, &desc[cur & mask], sizeof(d));  // once: the peer may rewrite it
-    const Region* reg = d.region < pp->regions_num ? pp->regions[d.region] : nullptr;
+    const uint8_t* frame = desc_buffer(pp, d.region, d.offset, d.length);
     const bool chained = (d.flags & kDescNext) || st.in_chain;  // we never chain: bsize holds a frame
     st.in_chain = d.flags & kDescNext;                            // the whole chain is dropped
-    if (chained || reg == nullptr || reg->addr == nullptr || d.length > room ||
-        uint64_t{d.offset} + d.length > reg->region_size) {
+    if (chained || frame == nullptr || d.length > room) {
       ++stats_.rx_bad_desc;
       slot.done = true;
       ++cur;
       continue;
     }
-    const uint8_t* frame = static_cast<const uint8_t*>(reg->addr) + d.offset;
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
     if (m == nullptr) {
       ++stats_.alloc_failed;

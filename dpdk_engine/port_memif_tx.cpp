@@ -58,10 +58,8 @@ unsigned Port::memif_tx_fill(rte_mbuf** pkts, unsigned n) {
     const uint16_t region = d.region;
     const uint32_t offset = d.offset;
     const uint32_t cap = c2s ? memif_bsize_ : d.length;
-    const Region* reg = region < pp->regions_num ? pp->regions[region] : nullptr;
-    size_t len = 0;
-    if (reg != nullptr && reg->addr != nullptr && uint64_t{offset} + cap <= reg->region_size)
-      len = tx_fill_(static_cast<uint8_t*>(reg->addr) + offset, cap, pkts[sent]);
+    uint8_t* buf = desc_buffer(pp, region, offset, cap);
+    const size_t len = buf ? tx_fill_(buf, cap, pkts[sent]) : 0;
     if (len == 0) ++stats_.tx_dropped;  // sent empty: the receiver drops it as truncated
     d.length = static_cast<uint32_t>(len);
     d.flags = 0;
