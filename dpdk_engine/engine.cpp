@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -88,9 +89,22 @@ EngineImpl::~EngineImpl()
         while (now_us() < until)
             progress(false);
     }
+    // Closed endpoints still in time-wait keep answering until their time
+    // is up: the process is about to exit, and once it has, a peer whose
+    // last message's ACK was lost retransmits into nothing until it fails.
+    while (!time_wait.empty()) {
+        uint64_t last = 0;
+        for (const EndpointImpl* ep : time_wait)
+            last = std::max(last, ep->time_wait_until_us);
+        if (now_us() >= last)
+            break;
+        progress(false);
+    }
+    reap_time_wait(0, true);
     for (EndpointImpl* ep : by_port)
         if (ep)
             close_endpoint(ep);  // gives back the packet buffers it holds
+    reap_time_wait(0, true);
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
@@ -340,6 +354,8 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     }
     EndpointImpl* ep = p.dst_ip_be == port->ip_be() ? by_port[p.dst_port] : nullptr;
     if (!ep || ep->closing) {
+        if (ep && ep->time_wait_until_us)
+            answer_time_wait(ep, p, now);
         st.rx_no_endpoint++;
         rte_pktmbuf_free(m);
         return;
@@ -386,6 +402,8 @@ int EngineImpl::progress(bool may_back_off)
 {
     uint64_t now = now_us();
     int work = 0;
+    if (!time_wait.empty())
+        reap_time_wait(now, false);
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n;
     for (unsigned round = 0; round < kRxRoundsMax; round++) {
@@ -507,6 +525,13 @@ int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
     if (!cfg.on_complete || !out)
         return -EINVAL;
     uint16_t port = 0;
+    // A port asked for by number is taken back from a closed endpoint still
+    // in time-wait (as SO_REUSEADDR does for TCP's TIME_WAIT).
+    EndpointImpl* lingering = cfg.port ? impl_->by_port[cfg.port] : nullptr;
+    if (lingering && lingering->time_wait_until_us) {
+        lingering->time_wait_until_us = 1;
+        impl_->reap_time_wait(now_us(), false);
+    }
     int rc = impl_->port->reserve_udp_port(cfg.port, &port);
     if (rc)
         return rc;
@@ -575,16 +600,66 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
         else
             pp = &(*pp)->active_next;
     }
-    for (auto& kv : ep->sessions)
-        session_fail(kv.second, OpStatus::kCanceled, true);
+    // Time-wait, as TCP's: our ACK of the peer's last packets may be lost,
+    // and then the peer retransmits them until it hears from us, or until
+    // its timeout fails an operation whose data we did take. So a session
+    // that received data recently keeps its receive position and answers
+    // such retransmissions for a while (ten minimum RTOs: the peer's first
+    // retransmissions with their backoff; three initial RTOs for a peer
+    // without an RTT sample yet), then the endpoint is freed.
+    const uint64_t quiet_us = std::min<uint64_t>(std::max(10ull * cfg.rto_min_us, 3ull * cfg.rto_initial_us),
+                                                 cfg.peer_timeout_ms * 1000ull);
+    bool linger = false;
+    for (auto& kv : ep->sessions) {
+        Session* s = kv.second;
+        const uint32_t rx_stream = s->rx_stream, expected = s->expected_psn;
+        const bool recent = rx_stream && now - s->last_data_us < quiet_us;
+        session_fail(s, OpStatus::kCanceled, true);
+        if (recent) {
+            s->rx_stream = rx_stream;
+            s->expected_psn = expected;
+            linger = true;
+        }
+    }
     for (int q = 0; q < 2; q++)
         while (RxMsg* m = ep->unexpected[q].head) {
             ep->unexpected[q].remove(m);
             ep->free_msg(m);
         }
+    if (!linger) {
+        free_endpoint(ep);
+        return;
+    }
+    ep->time_wait_until_us = now + quiet_us;
+    time_wait.push_back(ep);
+}
+
+void EngineImpl::free_endpoint(EndpointImpl* ep)
+{
     by_port[ep->addr.port] = nullptr;
     port->release_udp_port(ep->addr.port);
     delete ep;
+}
+
+void EngineImpl::reap_time_wait(uint64_t now, bool all)
+{
+    size_t kept = 0;
+    for (EndpointImpl* ep : time_wait) {
+        if (all || now >= ep->time_wait_until_us)
+            free_endpoint(ep);
+        else
+            time_wait[kept++] = ep;
+    }
+    time_wait.resize(kept);
+}
+
+void EngineImpl::answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now)
+{
+    if (!wire::is_sequenced(p.type))
+        return;
+    Session* s = ep->find_session(Address{p.src_ip_be, p.src_port});
+    if (s && s->rx_stream && p.th->stream_id.get() == s->rx_stream && psn_before(p.th->psn.get(), s->expected_psn))
+        session_send_ack(s, now);
 }
 
 int Engine::wait_fd() const

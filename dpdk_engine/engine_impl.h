@@ -323,6 +323,9 @@ class EndpointImpl : public Endpoint {
     Address addr;
     EndpointStats st{};
     bool closing = false;
+    // Closed, but still answering its peers' retransmissions of what it
+    // received (EngineImpl::close_endpoint) until then; 0 = not lingering.
+    uint64_t time_wait_until_us = 0;
 
     std::unordered_map<uint64_t, Session*> sessions;
     Session* last_session = nullptr;
@@ -484,6 +487,14 @@ class EngineImpl {
     // Acknowledges what is owed, drops everything outstanding (no
     // completions), frees held packet buffers and the endpoint.
     void close_endpoint(EndpointImpl* ep);
+    // Closed endpoints in time-wait (close_endpoint), and their end: frees
+    // those whose time is up (all with `all`).
+    std::vector<EndpointImpl*> time_wait;
+    void reap_time_wait(uint64_t now, bool all);
+    void free_endpoint(EndpointImpl* ep);
+    // A packet for an endpoint in time-wait: a retransmission of what it
+    // received gets the ACK again; anything else is dropped.
+    void answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now);
     void activate(Session* s);
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).

@@ -40,6 +40,8 @@
 //                       the same port (or the woken peer) works again
 //   resume_after_timeout, dead_peer_receiver_only: regressions of fixed
 //                       engine bugs (engine_bug() names them)
+//   close_answers_retransmissions  an endpoint closed right after its last
+//                       receive answers the sender's retransmissions (time-wait)
 //
 // Environment: TEST_ENGINE_SEED=<n> replays another seed (the seed is
 // printed first); TEST_ENGINE_VERBOSE=1 dumps endpoint counters after each
@@ -594,6 +596,7 @@ const Entry kTests[] = {
     {"dead_peer_killed", test_dead_peer_killed, kAll},
     {"dead_peer_silent", test_dead_peer_silent, kClean | kLossy},
     {"endpoint_close", test_endpoint_close, kClean | kLossy},
+    {"close_answers_retransmissions", test_close_answers_retransmissions, kClean},  // its own fault spec
     {"resume_after_timeout", test_resume_after_timeout, kClean | kLossy},
     {"dead_peer_receiver_only", test_dead_peer_receiver_only, kClean},
     {"paused_peer_spurious_rto", test_paused_peer_spurious_rto, kClean},

@@ -617,4 +617,41 @@ void test_prompt_ack_only_when_awaited(void** state)
     CHECK(b->ep->stats().rto_fires == 0, "%" PRIu64 " RTOs", b->ep->stats().rto_fires);
 }
 
+// Time-wait (EngineImpl::close_endpoint): a receiver that closes its
+// endpoint right after its last receive completed, as a process about to
+// exit does, still answers the sender's retransmissions of that message if
+// its ACK was lost. Each round: b receives one message (eager or
+// rendezvous), b's endpoint closes at once, and a's send must complete
+// successfully, not time out for want of the one ACK. With 10% loss on
+// receive, about one ACK in ten is lost: 40 rounds fail with near certainty
+// without time-wait.
+void test_close_answers_retransmissions(void** state)
+{
+    static const Mode kLoss10{"loss10", "loss=0.1", 21};
+    (void)state;
+    Pair p(&kLoss10, [](EngineConfig& c) { c.peer_timeout_ms = kDeadTimeoutMs; });
+    Ep* a = p.open(0);
+    const int kRounds = 40;
+    for (int i = 0; i < kRounds; i++) {
+        Ep* b = p.open(1);
+        const size_t len = i % 2 ? 64u << 10 : 100;
+        std::vector<uint8_t> src = payload(len, 0x7A00 + i), dst(len);
+        CHECK(post_recv(b, dst.data(), len, kOpCompletion, 0, 0, ctx(1)) == 0, "recv");
+        CHECK(send_msg(a, b, src.data(), len, kOpCompletion, 0, 0, ctx(2)) == 0, "send");
+        CHECK(wait_count(p, b->sink, 1, 20000), "round %d: the receive did not complete", i);
+        CHECK_STATUS(b->sink.c[0], OpStatus::kOk);
+        CHECK(mcmp(dst.data(), src.data(), len) == 0, "round %d: payload", i);
+        p.e[1]->close_endpoint(b->ep);
+        b->ep = nullptr;
+        CHECK(wait_count(p, a->sink, 1, 20000), "round %d: the send did not end", i);
+        CHECK(a->sink.c[0].status == OpStatus::kOk,
+              "round %d (%zu B): the send to the closed receiver failed with %s: its last ACK was lost and "
+              "the closed endpoint did not answer the retransmission (time-wait)",
+              i, len, to_string(a->sink.c[0].status));
+        a->sink.c.clear();
+    }
+    print_message("      close_answers_retransmissions: %d rounds, %" PRIu64 " packets reached closed endpoints\n",
+                  kRounds, p.e[1]->stats().rx_no_endpoint);
+}
+
 }  // namespace engine_test
