@@ -122,6 +122,13 @@ void define_params()
     fi_param_define(&g_prov, "sleep_us", FI_PARAM_INT,
                     "Progress backoff: length of that sleep in microseconds (default: %u)",
                     ec.sleep_us);
+    fi_param_define(&g_prov, "idle_progress_us", FI_PARAM_INT,
+                    "With manual progress, a standby thread progresses the transport "
+                    "(retransmits, acknowledges, answers peers) once the application has "
+                    "made no libfabric call for this many microseconds, so a process busy "
+                    "elsewhere is neither a deadlock nor taken for dead; 0 = never "
+                    "(default: %d)",
+                    kDefaultIdleProgressUs);
     fi_param_define(&g_prov, "zcopy_min", FI_PARAM_SIZE_T,
                     "Packets carrying at least this many payload bytes are sent straight "
                     "from the application's buffer (memif and af_packet), without a copy "
@@ -243,6 +250,7 @@ void read_params()
     get_num("yield_after_us", static_cast<int>(ec.yield_after_us), &p.yield_after_us);
     get_num("sleep_after_us", static_cast<int>(ec.sleep_after_us), &p.sleep_after_us);
     get_num("sleep_us", static_cast<int>(ec.sleep_us), &p.sleep_us);
+    get_num("idle_progress_us", kDefaultIdleProgressUs, &p.idle_progress_us);
     get_num("zcopy_min", size_t{ec.zero_copy_min}, &p.zcopy_min);
     get_num("autocork", int{ec.autocork}, &p.autocork);
     get_num("memif_in_place", int{pc.memif_in_place}, &p.memif_in_place);
@@ -258,6 +266,8 @@ void read_params()
           "FI_DPDK_WINDOW/RTO_MIN_US/RTO_MAX_US/TIMEOUT_MS/ACK_DELAY_US must not be negative");
     check(p.yield_after_us >= 0 && p.sleep_after_us >= 0 && p.sleep_us >= 0,
           "FI_DPDK_YIELD_AFTER_US/SLEEP_AFTER_US/SLEEP_US must not be negative");
+    check(p.idle_progress_us >= 0 && p.idle_progress_us <= 1000000,
+          "FI_DPDK_IDLE_PROGRESS_US must be 0..1000000");
     check(p.zcopy_min <= UINT32_MAX, "FI_DPDK_ZCOPY_MIN must be at most 4294967295");
     check(p.mbufs <= UINT32_MAX, "FI_DPDK_MBUFS must be 0 (default) or 1024..4194304");
     dpdk_engine::FaultConfig fc;

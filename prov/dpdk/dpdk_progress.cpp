@@ -10,14 +10,27 @@
 // into the provider state its callbacks touch (CQ rings, counters) runs under
 // SharedEngine::mutex_ -- except while the only user is an FI_THREAD_DOMAIN
 // domain with manual progress: the application then serialises all of it
-// and enter() costs two plain stores and a load. When a second domain (or a
+// and enter() costs a few plain stores and loads. When a second domain (or a
 // progress thread) arrives, switch_to_locking() must be sure no lockless call
 // is still running. That is an asymmetric Dekker handshake: the fast path
-// publishes unlocked_busy_ and re-reads locking_ with only a compiler
-// barrier; the slow path stores locking_, then membarrier(2) forces a full
-// memory barrier on every running thread of the process, so either the fast
-// path saw locking_ or its busy flag is now visible and we wait for it to
-// clear. Without membarrier support we never run lockless.
+// publishes unlocked_busy_ and re-reads lock_mode_ with only a compiler
+// barrier; the slow path sets a lock_mode_ bit, then membarrier(2) forces a
+// full memory barrier on every running thread of the process, so either the
+// fast path saw the bit or its busy flag is now visible and we wait for it
+// to clear. Without membarrier support we never run lockless.
+//
+// The standby thread (manual progress, FI_DPDK_IDLE_PROGRESS_US): with
+// manual progress nothing moves while the application is outside libfabric,
+// and on a lossy link that is a deadlock, not just a delay: a process that
+// injects its last message and then blocks on its own out-of-band channel
+// (fi_pingpong does, MPI ranks computing do) never retransmits it if it is
+// lost, and never acknowledges what it received if its ACK is lost, so the
+// peer's operation never completes. A kernel transport (tcp) or a NIC
+// (verbs) keeps doing this for the application; here a thread does it, but
+// only once the application has made no call for a whole period, so the
+// busy path keeps its lockless calls and pays one store. The thread borrows
+// the engine through the same handshake (kLockBorrowed) and gives it back
+// after each round, so the application's next call is lockless again.
 #include <dlfcn.h>
 #include <linux/membarrier.h>
 #include <poll.h>
@@ -31,6 +44,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <climits>
 #include <cstring>
 
@@ -250,7 +264,9 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         fresh->yield_after_us_ = cfg.yield_after_us;
         fresh->sleep_after_us_ = cfg.sleep_after_us;
         fresh->sleep_us_ = cfg.sleep_us;
-        fresh->locking_.store(!(lockless_ok && !auto_progress && membarrier_ready()));
+        fresh->standby_period_us_ = static_cast<uint32_t>(params().idle_progress_us);
+        const bool lockless = lockless_ok && !auto_progress && membarrier_ready();
+        fresh->lock_mode_.store(lockless ? 0 : kLockShared);
         s = fresh.get();
         engines.emplace(domain_name, s);
         fresh.release();
@@ -260,10 +276,9 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         s->switch_to_locking();
     }
     s->users_++;
-    if (auto_progress && s->auto_users_++ == 0) {
+    if (auto_progress && s->auto_users_++ == 0)
         s->switch_to_locking();
-        s->start_thread();
-    }
+    s->update_thread();
     *out = s;
     return 0;
 }
@@ -271,25 +286,46 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
 void SharedEngine::release(bool auto_progress) noexcept
 {
     std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
-    if (auto_progress && --auto_users_ == 0)
-        stop_thread();
+    if (auto_progress)
+        --auto_users_;
     if (--users_ == 0) {
+        stop_thread();
         SharedEngineRegistry::engines().erase(name_);
+        if (standby_rounds_)
+            DPDK_INFO(FI_LOG_DOMAIN, "device %s: the standby thread progressed %" PRIu64
+                      " rounds while the application was away\n", name_.c_str(), standby_rounds_);
         DPDK_INFO(FI_LOG_DOMAIN, "closing DPDK device %s\n", name_.c_str());
         delete this;
+        return;
     }
+    update_thread();
+}
+
+void SharedEngine::update_thread() noexcept
+{
+    ThreadRole want = auto_users_ ? ThreadRole::kAuto
+                      : standby_period_us_ ? ThreadRole::kStandby
+                                           : ThreadRole::kNone;
+    if (want == role_)
+        return;
+    stop_thread();
+    if (want != ThreadRole::kNone)
+        start_thread(want);
 }
 
 // ---------------------------------------------------------------- lock
 
 bool SharedEngine::enter() noexcept
 {
-    if (!locking_.load(std::memory_order_acquire)) {
+    // The standby thread reads this as "the application is here".
+    if (!app_touched_.load(std::memory_order_relaxed))
+        app_touched_.store(true, std::memory_order_relaxed);
+    if (!lock_mode_.load(std::memory_order_acquire)) {
         unlocked_busy_.store(true, std::memory_order_relaxed);
-        // Compiler barrier only; switch_to_locking()'s membarrier supplies
-        // the CPU barrier (see the file comment).
+        // Compiler barrier only; the other side's membarrier supplies the
+        // CPU barrier (see the file comment).
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (!locking_.load(std::memory_order_relaxed))
+        if (!lock_mode_.load(std::memory_order_relaxed))
             return false;
         unlocked_busy_.store(false, std::memory_order_release);
     }
@@ -307,13 +343,37 @@ void SharedEngine::leave(bool locked) noexcept
 
 void SharedEngine::switch_to_locking() noexcept
 {
-    if (locking_.load(std::memory_order_acquire))
+    // Wait out lockless calls even when the standby thread has a bit set:
+    // it may be about to take it back (borrow() backing off).
+    if (lock_mode_.fetch_or(kLockShared, std::memory_order_seq_cst) & kLockShared)
         return;
-    locking_.store(true, std::memory_order_seq_cst);
     syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
     while (unlocked_busy_.load(std::memory_order_acquire))
         sched_yield();
     DPDK_INFO(FI_LOG_DOMAIN, "device %s shared: engine calls now take a lock\n", name_.c_str());
+}
+
+bool SharedEngine::borrow() noexcept
+{
+    if (lock_mode_.load(std::memory_order_acquire) & kLockShared) {
+        mutex_.lock();
+        return true;
+    }
+    lock_mode_.fetch_or(kLockBorrowed, std::memory_order_seq_cst);
+    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    if (unlocked_busy_.load(std::memory_order_acquire)) {
+        // The application is inside right now: it progresses itself.
+        lock_mode_.fetch_and(~kLockBorrowed, std::memory_order_release);
+        return false;
+    }
+    mutex_.lock();
+    return true;
+}
+
+void SharedEngine::give_back() noexcept
+{
+    mutex_.unlock();
+    lock_mode_.fetch_and(~kLockBorrowed, std::memory_order_release);
 }
 
 int SharedEngine::progress() noexcept
@@ -363,20 +423,25 @@ void SharedEngine::wake_thread_for_tx() noexcept
     }
 }
 
-void SharedEngine::start_thread() noexcept
+void SharedEngine::start_thread(ThreadRole role) noexcept
 {
     stop_.store(false);
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    role_ = role;
     try {
-        thread_ = std::thread([this] { thread_main(); });
+        if (role == ThreadRole::kAuto)
+            thread_ = std::thread([this] { thread_main(); });
+        else
+            thread_ = std::thread([this] { standby_main(); });
     } catch (...) {
-        DPDK_WARN(FI_LOG_DOMAIN, "cannot start the progress thread: FI_PROGRESS_AUTO "
-                                 "degrades to progress inside calls\n");
+        DPDK_WARN(FI_LOG_DOMAIN, "cannot start the progress thread: progress happens "
+                                 "only inside libfabric calls\n");
     }
 }
 
 void SharedEngine::stop_thread() noexcept
 {
+    role_ = ThreadRole::kNone;
     stop_.store(true);
     uint64_t one = 1;
     if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof(one)) < 0) {
@@ -446,6 +511,57 @@ void SharedEngine::thread_main() noexcept
     if (armed) {
         LockScope scope(this);
         engine_->disarm_wait();
+    }
+}
+
+void SharedEngine::standby_main() noexcept
+{
+    // Where packets arriving while the application is away can wake us
+    // without arming anything (af_packet, tap); memif's needs arming, which
+    // costs its peer a system call per burst: polled with the timer instead.
+    const int fd = engine_->port().kind() == dpdk_engine::Port::Kind::kMemif ? -1 : engine_->wait_fd();
+    const int64_t period = standby_period_us_;
+    // While away with nothing due, how long to sleep without a packet.
+    constexpr int64_t kAwayCapUs = 100000;
+    constexpr int64_t kAwayMinUs = 20;
+    bool away = false;
+    uint32_t next_us = UINT32_MAX;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        int64_t budget = period;
+        bool on_fd = false;
+        if (away) {
+            budget = next_us == UINT32_MAX ? kAwayCapUs : std::min<int64_t>(next_us, kAwayCapUs);
+            on_fd = fd >= 0;
+            if (!on_fd)
+                budget = std::min(budget, period);
+            // Work due at once (a window to refill, a held send): come back
+            // soon, not at once, as each round borrows the engine anew.
+            budget = std::max<int64_t>(budget, kAwayMinUs);
+        }
+        pollfd pfd[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+        timespec ts = {time_t(budget / 1000000), long(budget % 1000000) * 1000};
+        ppoll(pfd, on_fd ? 2 : 1, &ts, nullptr);
+        uint64_t drained;
+        if (read(wake_fd_, &drained, sizeof(drained)) < 0) {
+            // EAGAIN: not woken through the eventfd.
+        }
+        if (stop_.load(std::memory_order_relaxed))
+            break;
+        if (app_touched_.exchange(false, std::memory_order_relaxed)) {
+            away = false;  // it called us within the period: it progresses itself
+            continue;
+        }
+        away = true;
+        if (!borrow()) {
+            away = false;
+            continue;
+        }
+        // Bounded, so an application coming back waits at most this long.
+        for (int round = 0; round < 16 && engine_->progress(false) > 0; round++) {
+        }
+        next_us = engine_->next_timeout_us();
+        standby_rounds_++;
+        give_back();
     }
 }
 

@@ -65,6 +65,10 @@ constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
 constexpr const char* kProviderName = "dpdk";
 constexpr const char* kFabricName = "dpdk";
 
+// FI_DPDK_IDLE_PROGRESS_US's default: the standby thread looks every
+// millisecond whether the application is still calling (dpdk_progress.cpp).
+constexpr int kDefaultIdleProgressUs = 1000;
+
 // The FI_DPDK_* parameters (design.md section 5), read once in fi_prov_ini.
 // Strings are empty when unset.
 struct Params {
@@ -92,6 +96,7 @@ struct Params {
     int yield_after_us = 0;
     int sleep_after_us = 0;
     int sleep_us = 0;
+    int idle_progress_us = 0;  // FI_DPDK_IDLE_PROGRESS_US
     size_t zcopy_min = 0;
     int autocork = 0;       // FI_DPDK_AUTOCORK
     int memif_in_place = 1; // FI_DPDK_MEMIF_IN_PLACE
@@ -255,13 +260,31 @@ public:
     void wake_thread_for_tx() noexcept;
 
 private:
+    // Which thread, if any, progresses the engine besides the application.
+    enum class ThreadRole : uint8_t {
+        kNone,
+        kAuto,       // FI_PROGRESS_AUTO: progresses whenever there is work
+        kStandby,    // manual progress: steps in only while the application is away
+    };
+    // lock_mode_ bits: any set sends enter() to the mutex.
+    static constexpr uint32_t kLockShared = 1;    // for good: two domains, or the auto thread
+    static constexpr uint32_t kLockBorrowed = 2;  // while the standby thread holds the engine
+
     SharedEngine() = default;
     static int join_or_create(const std::string& domain_name, bool lockless_ok,
                               bool auto_progress, SharedEngine** out);
     void switch_to_locking() noexcept;
-    void start_thread() noexcept;
+    // Starts or stops the thread so that it plays the role the users need
+    // (under the registry mutex).
+    void update_thread() noexcept;
+    void start_thread(ThreadRole role) noexcept;
     void stop_thread() noexcept;
     void thread_main() noexcept;
+    void standby_main() noexcept;
+    // The standby thread's way in: takes the engine unless an application
+    // call is inside it without the lock (then false: it progresses anyway).
+    bool borrow() noexcept;
+    void give_back() noexcept;
 
     friend struct SharedEngineRegistry;
     std::string name_;
@@ -269,10 +292,16 @@ private:
     int users_ = 0;       // domains (guarded by the registry mutex)
     int auto_users_ = 0;  // domains with FI_PROGRESS_AUTO
     std::mutex mutex_;
-    // false only while one lockless-eligible domain is the sole user and no
-    // progress thread runs: then enter() takes no lock at all.
-    std::atomic<bool> locking_{true};
+    // 0 only while one lockless-eligible domain is the sole user and no
+    // thread holds the engine: then enter() takes no lock at all.
+    std::atomic<uint32_t> lock_mode_{kLockShared};
     std::atomic<bool> unlocked_busy_{false};
+    // Set by every application call (enter()), cleared by the standby
+    // thread: unset for a whole standby period means the application is away.
+    std::atomic<bool> app_touched_{false};
+    uint32_t standby_period_us_ = 0;   // FI_DPDK_IDLE_PROGRESS_US; 0 = no standby thread
+    uint64_t standby_rounds_ = 0;      // progress rounds the standby thread ran
+    ThreadRole role_ = ThreadRole::kNone;
     std::thread thread_;
     std::atomic<bool> stop_{false};
     int wake_fd_ = -1;  // eventfd that interrupts the thread's sleep
