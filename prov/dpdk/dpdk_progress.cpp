@@ -524,10 +524,15 @@ void SharedEngine::standby_main() noexcept
     // While away with nothing due, how long to sleep without a packet.
     constexpr int64_t kAwayCapUs = 100000;
     constexpr int64_t kAwayMinUs = 20;
+    // An application that keeps calling is looked at less and less often,
+    // up to every 16 periods: a busy poller then sees this thread wake ~60
+    // times a second, and one that leaves is noticed within 32 periods.
+    constexpr int64_t kPresentBackoff = 16;
+    int64_t present_sleep = period;
     bool away = false;
     uint32_t next_us = UINT32_MAX;
     while (!stop_.load(std::memory_order_relaxed)) {
-        int64_t budget = period;
+        int64_t budget = present_sleep;
         bool on_fd = false;
         if (away) {
             budget = next_us == UINT32_MAX ? kAwayCapUs : std::min<int64_t>(next_us, kAwayCapUs);
@@ -548,10 +553,12 @@ void SharedEngine::standby_main() noexcept
         if (stop_.load(std::memory_order_relaxed))
             break;
         if (app_touched_.exchange(false, std::memory_order_relaxed)) {
-            away = false;  // it called us within the period: it progresses itself
+            away = false;  // it called us since we last looked: it progresses itself
+            present_sleep = std::min(present_sleep * 2, kPresentBackoff * period);
             continue;
         }
         away = true;
+        present_sleep = period;
         if (!borrow()) {
             away = false;
             continue;
