@@ -5,8 +5,8 @@
 #      RUNTIME PARAMETERS ("*FI_DPDK_NAME*" opening a line), and every such
 #      entry names a parameter that exists. The list comes from `fi_info -e`
 #      run against the freshly built provider (.libs of the build directory)
-#      when fi_info is installed, and from the fi_param_define() calls in
-#      prov/dpdk/ in any case.
+#      when fi_info is installed, and from the knob tables (knobs.cpp, and
+#      the provider's own in dpdk_init.cpp) in any case.
 #   2. Where `fi_info -e` states a plain numeric default, "(default: N)",
 #      the entry mentions N.
 #   3. The committed roff page man/fi_dpdk.7 is what man/md2man.sh makes of
@@ -32,12 +32,14 @@ say() { printf 'check_man: %s\n' "$*"; }
 bad() { say "FAIL: $*"; fail=1; }
 
 # ------------------------------------------------------------ 1. parameters
-# From the sources: fi_param_define(&g_prov, "name", ...), possibly with the
-# name on the line after the call.
-sed -n 's/.*fi_param_define([^"]*"\([a-z0-9_]*\)".*/\1/p' "$srcdir"/prov/dpdk/*.cpp |
+# From the sources: the rows of the knob tables, {"name", ...KnobKind::...
+# (the engine's in dpdk_engine/knobs.cpp, the provider's own in
+# prov/dpdk/dpdk_init.cpp), which fi_param_define() registers.
+sed -n 's/^ *{"\([a-z0-9_]*\)", *\(dpdk_engine::\)\{0,1\}KnobKind::.*/\1/p' \
+	"$srcdir"/dpdk_engine/knobs.cpp "$srcdir"/prov/dpdk/dpdk_init.cpp |
 	tr 'a-z' 'A-Z' | sed 's/^/FI_DPDK_/' | sort -u >"$tmp/src"
 if [ ! -s "$tmp/src" ]; then
-	bad "no fi_param_define() calls found in $srcdir/prov/dpdk"
+	bad "no knob table rows found in $srcdir/dpdk_engine/knobs.cpp and prov/dpdk/dpdk_init.cpp"
 fi
 
 # From the built provider, with its help texts.

@@ -125,7 +125,7 @@ int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
 // Largest FI_EP_DGRAM message: one packet of the configured MTU.
 size_t dgram_max_msg()
 {
-    return static_cast<size_t>(params().mtu) - dpdk_engine::wire::kIpv4HeaderLen -
+    return static_cast<size_t>(params().engine.port.mtu) - dpdk_engine::wire::kIpv4HeaderLen -
            dpdk_engine::wire::kUdpHeaderLen - sizeof(dpdk_engine::wire::TransportHeader) -
            sizeof(dpdk_engine::wire::DgramExt);
 }

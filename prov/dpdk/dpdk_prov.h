@@ -69,37 +69,13 @@ constexpr const char* kFabricName = "dpdk";
 // millisecond whether the application is still calling (dpdk_progress.cpp).
 constexpr int kDefaultIdleProgressUs = 1000;
 
-// The FI_DPDK_* parameters (design.md section 5), read once in fi_prov_ini.
-// Strings are empty when unset.
+// The FI_DPDK_* parameters, read once in fi_prov_ini: the engine's through
+// its knob table (dpdk_engine/knobs.h), with the device's defaults; the
+// provider's own beside it (dpdk_init.cpp).
 struct Params {
-    std::string device;     // FI_DPDK_DEVICE
-    std::string iface;      // FI_DPDK_IFACE
-    std::string ip;         // FI_DPDK_IP (as configured; see device_ip())
-    std::string eal_args;   // FI_DPDK_EAL_ARGS
-    std::string fault;      // FI_DPDK_FAULT
-    std::string pcap;       // FI_DPDK_PCAP
-    int mtu = 0;
-    int hugepages = 0;
-    int stats = 0;
-    int verbose = 0;
-    int ack_delay_us = 0;
-    int layering = 0;       // FI_DPDK_LAYERING: MSG/DGRAM offered to ofi_rxm/ofi_rxd
-    size_t mbufs = 0;
-    size_t eager_limit = 0;
-    size_t unexpected_bytes = 0;
-    int window = 0;
-    int window_blocks = 0;
-    int window_blocks_max = 0;
-    int rto_min_us = 0;
-    int rto_max_us = 0;
-    int timeout_ms = 0;
-    int yield_after_us = 0;
-    int sleep_after_us = 0;
-    int sleep_us = 0;
+    dpdk_engine::EngineConfig engine;  // no IP yet: make_engine_config() adds it
+    int layering = 0;          // FI_DPDK_LAYERING: MSG/DGRAM offered to ofi_rxm/ofi_rxd
     int idle_progress_us = 0;  // FI_DPDK_IDLE_PROGRESS_US
-    size_t zcopy_min = 0;
-    int autocork = 0;       // FI_DPDK_AUTOCORK
-    int memif_in_place = 1; // FI_DPDK_MEMIF_IN_PLACE
     // First problem found in the values above ("" when all are valid): a
     // domain then refuses to open, naming it, instead of guessing.
     std::string error;
