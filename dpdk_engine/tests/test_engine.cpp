@@ -42,6 +42,9 @@
 //                       engine bugs (engine_bug() names them)
 //   close_answers_retransmissions  an endpoint closed right after its last
 //                       receive answers the sender's retransmissions (time-wait)
+// The stream tests run under the watchdog (engine_watchdog.h): both engines
+// silent for twice the peer timeout while a flow waits fails at once, with
+// both engines' timers and session PSNs.
 //
 // Environment: TEST_ENGINE_SEED=<n> replays another seed (the seed is
 // printed first); TEST_ENGINE_VERBOSE=1 dumps endpoint counters after each
@@ -50,6 +53,7 @@
 // The tests live in test_engine*.cpp (matching, rma, peers) and share
 // engine_test_util.h; this file holds the random streams, kTests and main.
 #include "dpdk_engine/tests/engine_test_util.h"
+#include "dpdk_engine/tests/engine_watchdog.h"
 
 namespace engine_test {
 
@@ -158,8 +162,9 @@ struct Stream {
     uint64_t iter = 0;
     size_t unexpected_posts = 0;
     Rng rng{mix(g_seed, 77)};
+    Watchdog wd;
 
-    explicit Stream(Pair& pair) : p(pair) {}
+    explicit Stream(Pair& pair) : p(pair), wd(pair) {}
 
     void post_sends(Flow& f)
     {
@@ -325,6 +330,22 @@ struct Stream {
         }
     }
 
+    // The flows still short of messages or completions, for the watchdog.
+    std::string waiting() const
+    {
+        std::string w;
+        char b[160];
+        for (const Flow& f : flows) {
+            if (f.recv_done == f.n && f.send_done == f.n)
+                continue;
+            snprintf(b, sizeof b, "%sflow %u (side %d -> %d): sent %u, send_done %u, posted %u, recv_done %u of %u",
+                     w.empty() ? "" : "; ", f.id, f.src->side, f.dst->side, f.sent, f.send_done, f.posted,
+                     f.recv_done, f.n);
+            w += b;
+        }
+        return w;
+    }
+
     bool done() const
     {
         for (const Flow& f : flows)
@@ -352,8 +373,8 @@ struct Stream {
             for (Flow& f : flows)
                 post_sends(f);
             dispatch();
-            for (auto& e : p.e) {
-                e->progress();
+            for (int side = 0; side < 2; side++) {
+                wd.progress(side);
                 dispatch();
             }
             for (Flow& f : flows)
@@ -369,6 +390,7 @@ struct Stream {
             // completes both ends of a flow (their endpoints are on
             // different engines).
             dispatch();
+            wd.check([&] { return waiting(); });
         }
         // Nothing more may arrive: no extra completion, no leftover message.
         p.run_for(30);
@@ -392,6 +414,7 @@ void test_stream(void** state)
     Ep* a2 = p.open(0);
     Ep* b = p.open(1);
     Stream s(p);
+    s.wd.context = "stream";
     bool lossy = faulty(state);
     bool harsh = strcmp(M(state).name, "harsh") == 0;
     uint32_t n = harsh ? 200 : lossy ? 500 : 700;
@@ -433,6 +456,7 @@ void stream_variant(void** state, const char* what, const std::function<void(Eng
     Ep* a2 = p.open(0);
     Ep* b = p.open(1);
     Stream s(p);
+    s.wd.context = what;
     s.flows.push_back(make_flow(1, a, b, false, true, n, big));
     s.flows.push_back(make_flow(2, a2, b, true, false, n, big));
     s.flows.push_back(make_flow(3, b, a, true, true, n, big));
