@@ -616,6 +616,8 @@ void test_prompt_ack_only_when_awaited(void** state);
 void test_damaged_payloads(void** state);
 void test_split_payloads(void** state);
 void test_copy_and_seal(void** state);
+void test_pingpong(void** state);
+void test_watchdog_catches_hang(void** state);
 
 }  // namespace engine_test
 

@@ -42,6 +42,9 @@
 //                       engine bugs (engine_bug() names them)
 //   close_answers_retransmissions  an endpoint closed right after its last
 //                       receive answers the sender's retransmissions (time-wait)
+//   pingpong, watchdog_catches_hang (test_engine_pingpong.cpp): strictly
+//                       alternating messages at fi_pingpong's sizes, a side
+//                       that stops once its engine is quiet; the watchdog
 // The stream tests run under the watchdog (engine_watchdog.h): both engines
 // silent for twice the peer timeout while a flow waits fails at once, with
 // both engines' timers and session PSNs.
@@ -638,6 +641,8 @@ const Entry kTests[] = {
     {"damaged_payloads", test_damaged_payloads, kClean},  // its own fault spec
     {"split_payloads", test_split_payloads, kClean},      // its own fault spec
     {"copy_and_seal", test_copy_and_seal, kClean},
+    {"pingpong", test_pingpong, kAll},
+    {"watchdog_catches_hang", test_watchdog_catches_hang, kClean},  // its own fault spec
 };
 
 }  // namespace engine_test
