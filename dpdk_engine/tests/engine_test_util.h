@@ -404,9 +404,18 @@ inline int setup(void** state)
     return 0;
 }
 
+// What to print if the running test fails (set by a test that loops over
+// seeds, so a failure names the one command that replays it); teardown
+// prints and clears it, as cmocka runs teardown after a failed CHECK too.
+inline std::string g_failure_note;
+
 inline int teardown(void** state)
 {
     auto* st = static_cast<State*>(*state);
+    if (!g_failure_note.empty()) {
+        print_error("%s\n", g_failure_note.c_str());
+        g_failure_note.clear();
+    }
     if (g_verbose && st->pair)
         st->pair->dump();
     st->pair.reset();
@@ -617,7 +626,10 @@ void test_damaged_payloads(void** state);
 void test_split_payloads(void** state);
 void test_copy_and_seal(void** state);
 void test_pingpong(void** state);
+void test_sweep(void** state);
 void test_watchdog_catches_hang(void** state);
+// A small lossy stream test for the seed sweep (test_engine.cpp).
+void sweep_stream(void** state, unsigned variant, uint32_t n);
 
 }  // namespace engine_test
 

@@ -42,9 +42,10 @@
 //                       engine bugs (engine_bug() names them)
 //   close_answers_retransmissions  an endpoint closed right after its last
 //                       receive answers the sender's retransmissions (time-wait)
-//   pingpong, watchdog_catches_hang (test_engine_pingpong.cpp): strictly
-//                       alternating messages at fi_pingpong's sizes, a side
-//                       that stops once its engine is quiet; the watchdog
+//   pingpong, watchdog_catches_hang, sweep (test_engine_pingpong.cpp):
+//                       strictly alternating messages at fi_pingpong's sizes,
+//                       a side that stops once its engine is quiet; the
+//                       watchdog; many seeds (SWEEP_SEEDS=1-5000 ... sweep)
 // The stream tests run under the watchdog (engine_watchdog.h): both engines
 // silent for twice the peer timeout while a flow waits fails at once, with
 // both engines' timers and session PSNs.
@@ -450,7 +451,7 @@ void test_stream(void** state)
 // -EAGAIN path, receiver-not-ready stalls with a hidden-buffer pool of a few
 // messages, a 16-packet window), jumbo frames and a small MTU.
 void stream_variant(void** state, const char* what, const std::function<void(EngineConfig&)>& tweak, uint32_t n,
-                    size_t big)
+                    size_t big, bool quiet = false)
 {
     auto* st = static_cast<State*>(*state);
     st->pair.reset(new Pair(st->mode, tweak));
@@ -470,8 +471,35 @@ void stream_variant(void** state, const char* what, const std::function<void(Eng
         msgs += f.n;
         bytes += f.bytes;
     }
-    report(state, what, t0, msgs, bytes);
+    if (!quiet)
+        report(state, what, t0, msgs, bytes);
     check_faults_seen(state);
+}
+
+// The variants below, small (n messages a flow, none over 1 MiB) and
+// without the report line: one per seed in the seed sweep
+// (test_engine_pingpong.cpp), variant % 6 choosing which.
+void sweep_stream(void** state, unsigned variant, uint32_t n)
+{
+    static const struct {
+        const char* name;
+        void (*tweak)(EngineConfig&);
+    } kVariants[] = {
+        {"stream", [](EngineConfig&) {}},
+        {"stream_tight",
+         [](EngineConfig& c) {
+             c.max_ops = 24;
+             c.max_recvs = 40;
+             c.unexpected_max = 6;
+             c.window = 16;
+         }},
+        {"stream_jumbo", [](EngineConfig& c) { c.port.mtu = 9000; }},
+        {"stream_mtu576", [](EngineConfig& c) { c.port.mtu = 576; }},
+        {"stream_eager0", [](EngineConfig& c) { c.eager_limit = 0; }},
+        {"stream_eager1M", [](EngineConfig& c) { c.eager_limit = 1u << 20; }},
+    };
+    const auto& v = kVariants[variant % (sizeof kVariants / sizeof kVariants[0])];
+    stream_variant(state, v.name, v.tweak, n, 0, true);
 }
 
 void test_stream_tight(void** state)
@@ -643,6 +671,8 @@ const Entry kTests[] = {
     {"copy_and_seal", test_copy_and_seal, kClean},
     {"pingpong", test_pingpong, kAll},
     {"watchdog_catches_hang", test_watchdog_catches_hang, kClean},  // its own fault spec
+    // Last: it sets g_seed per seed (restored only when it passes).
+    {"sweep", test_sweep, kLossy},
 };
 
 }  // namespace engine_test

@@ -1,5 +1,5 @@
-// Engine tests (see test_engine.cpp): alternating ping-pong under faults
-// and the quiescence watchdog (issue 21).
+// Engine tests (see test_engine.cpp): alternating ping-pong under faults,
+// the quiescence watchdog, and a seed sweep of the lossy tests (issue 21).
 //
 // Issue 21: fi_pingpong (one message at a time, request then response,
 // 64 B..1 MiB, eager and rendezvous) lost a message for ever under
@@ -24,11 +24,25 @@
 //             every completion counted exactly once, nothing may be left.
 //   watchdog_catches_hang  the hang of issue 21 on purpose (a side stops
 //             with its lost message outstanding): the watchdog reports it.
+//   sweep     per seed: the ping-pong (one exchange per size, one of the six
+//             tagged x send-kind combinations) and one small variant of the
+//             stream tests (test_engine.cpp), lossy, the injectors seeded
+//             from the seed; a failure prints its seed and the one command
+//             that replays it.
 //
 // All run under the watchdog (engine_watchdog.h, also in every stream test):
 // two engines silent for twice the peer timeout while a receive still waits
 // is a hang, reported with both engines' timers, counters and session PSNs
-// instead of running into a time limit. TEST_ENGINE_SEED replays a seed.
+// instead of running into a time limit.
+//
+// Seeds: `make check` sweeps seeds 1..kSweepDefault (a third as many under
+// ASan); about 0.2 s a seed. The long run:
+//   SWEEP_SEEDS=1-5000 dpdk_engine/tests/test_engine sweep
+// SWEEP_SEEDS takes a count ("300" = 1..300), a range ("1-5000") or a list
+// ("7,11,100-120"). The first failure ends the run and prints e.g.
+// "replay: SWEEP_SEEDS=4711 dpdk_engine/tests/test_engine sweep" (resume
+// after it with SWEEP_SEEDS=4712-5000). The pingpong test itself follows
+// TEST_ENGINE_SEED like every other test.
 #include "dpdk_engine/tests/engine_test_util.h"
 #include "dpdk_engine/tests/engine_watchdog.h"
 
@@ -49,6 +63,22 @@ constexpr uint32_t kPeerTimeoutMs = 1500;
 // (the watchdog only sees silence): a livelock fails here.
 constexpr uint64_t kPhaseLimitMs = 20000;
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Seeds in `make check` (normal build): the sweep's added wall time there.
+constexpr uint64_t kSweepDefault = 300;
+// Messages per flow of a sweep's stream (3 flows).
+constexpr uint32_t kSweepStreamMsgs = 24;
 
 enum class SendKind : uint8_t { kNormal, kInject, kDelivery };
 
@@ -432,6 +462,97 @@ void test_watchdog_catches_hang(void** state)
           b->ep->stats().session_failures);
     CHECK(a->ep->cancel(ctx(1)) == 0, "cancel");
     CHECK_STATUS(take(p, a, ctx(1), 1000), OpStatus::kCanceled);
+}
+
+// SWEEP_SEEDS: "N" (1..N), "A-B", or a comma-separated list of either.
+std::vector<uint64_t> sweep_seeds()
+{
+    std::vector<uint64_t> out;
+    const char* env = getenv("SWEEP_SEEDS");
+    if (!env || !*env) {
+        const uint64_t n = kSanitized ? kSweepDefault / 3 : kSweepDefault;
+        for (uint64_t s = 1; s <= n; s++)
+            out.push_back(s);
+        return out;
+    }
+    std::string spec(env);
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+        size_t end = spec.find(',', pos);
+        if (end == std::string::npos)
+            end = spec.size();
+        std::string item = spec.substr(pos, end - pos);
+        char* e1 = nullptr;
+        char* e2 = nullptr;
+        uint64_t a = strtoull(item.c_str(), &e1, 0);
+        uint64_t b = a;
+        if (*e1 == '-')
+            b = strtoull(e1 + 1, &e2, 0);
+        else
+            e2 = e1;
+        CHECK(!item.empty() && e1 != item.c_str() && *e2 == '\0' && a <= b && b - a < 100000000,
+              "SWEEP_SEEDS=%s: bad item '%s' (N, A-B, or a comma-separated list)", env, item.c_str());
+        if (spec.find(',') == std::string::npos && *e1 != '-') {
+            // A lone number is a count.
+            for (uint64_t s = 1; s <= a; s++)
+                out.push_back(s);
+        } else {
+            for (uint64_t s = a; s <= b; s++)
+                out.push_back(s);
+        }
+        pos = end + 1;
+    }
+    return out;
+}
+
+// Per seed: the ping-pong with one exchange per size in one combination of
+// tagged x send kind, then one small lossy stream variant; both with
+// injectors seeded from the seed. Seeds s and s + 1 take different ping-pong
+// combinations, s and s + 6 different stream variants: every 36 seeds cover
+// each pair of the two.
+void test_sweep(void** state)
+{
+    const std::vector<uint64_t> seeds = sweep_seeds();
+    const uint64_t saved = g_seed;
+    const uint64_t t0 = now_ms();
+    uint64_t slowest = 0, slowest_seed = 0, slowest_pp = 0;
+    g_longest_silence = Silence();
+    for (uint64_t seed : seeds) {
+        g_seed = seed;
+        char note[160];
+        snprintf(note, sizeof note,
+                 "sweep: FAILED at seed %" PRIu64 "; replay: SWEEP_SEEDS=%" PRIu64
+                 " dpdk_engine/tests/test_engine sweep",
+                 seed, seed);
+        g_failure_note = note;
+        const uint64_t t1 = now_ms();
+        run_pingpong(state, [](size_t) -> uint32_t { return 1; }, 1u << (seed % 6), true);
+        const uint64_t pp_ms = now_ms() - t1;
+        sweep_stream(state, unsigned(seed / 6), kSweepStreamMsgs);
+        if (now_ms() - t1 > slowest) {
+            slowest = now_ms() - t1;
+            slowest_seed = seed;
+            slowest_pp = pp_ms;
+        }
+        if (g_verbose)
+            print_message("      sweep: seed %" PRIu64 " passed in %" PRIu64 " ms (ping-pong %" PRIu64 " ms)\n", seed,
+                          now_ms() - t1, pp_ms);
+        if ((&seed - seeds.data()) % 500 == 499) {
+            print_message("      sweep: %zu of %zu seeds passed, %" PRIu64 " s\n", size_t(&seed - seeds.data()) + 1,
+                          seeds.size(), (now_ms() - t0) / 1000);
+            fflush(stdout);  // a long run's log, read while it runs
+        }
+    }
+    g_failure_note.clear();
+    g_seed = saved;
+    print_message("      sweep: %zu seeds (%" PRIu64 "..%" PRIu64 ") passed in %" PRIu64 " ms%s; slowest: seed %" PRIu64
+                  ", %" PRIu64 " ms (ping-pong %" PRIu64 " ms); longest silence: %" PRIu64 " ms (seed %" PRIu64
+                  "%s%s)\n",
+                  seeds.size(), seeds.empty() ? 0 : seeds.front(), seeds.empty() ? 0 : seeds.back(), now_ms() - t0,
+                  kSanitized ? " (sanitized build: a third of the default seeds)" : "", slowest_seed, slowest,
+                  slowest_pp, g_longest_silence.ms, g_longest_silence.seed,
+                  g_longest_silence.context.empty() ? "" : ", ", g_longest_silence.context.c_str());
+    CHECK(!seeds.empty(), "no seeds");
 }
 
 }  // namespace engine_test
