@@ -28,6 +28,11 @@ constexpr uint16_t kRxBurst = 32;
 // fired a spurious RTO). Bounded so that timers still run under a flood.
 constexpr unsigned kRxRoundsMax = 16;
 constexpr uint64_t kMemifLingerUs = 20000;
+// Time-wait repeats a closed endpoint's final ACKs this many times, the
+// first this long after the close, each interval twice the one before
+// (1, 2, 4, 8 ms: 15 ms in all).
+constexpr uint32_t kTimeWaitRepeats = 4;
+constexpr uint64_t kTimeWaitFirstRepeatUs = 1000;
 
 uint64_t cycles_per_us()
 {
@@ -89,22 +94,17 @@ EngineImpl::~EngineImpl()
         while (now_us() < until)
             progress(false);
     }
-    // Closed endpoints still in time-wait keep answering until their time
-    // is up: the process is about to exit, and once it has, a peer whose
-    // last message's ACK was lost retransmits into nothing until it fails.
-    while (!time_wait.empty()) {
-        uint64_t last = 0;
-        for (const EndpointImpl* ep : time_wait)
-            last = std::max(last, ep->time_wait_until_us);
-        if (now_us() >= last)
-            break;
+    // Closed endpoints still in time-wait repeat their final ACKs (and
+    // answer retransmissions) before the process exits: once it has, a peer
+    // whose last message's ACK was lost retransmits into nothing until it
+    // fails an operation whose data arrived.
+    for (const uint64_t until = time_wait_done_us(); !time_wait.empty() && now_us() < until;)
         progress(false);
-    }
-    reap_time_wait(0, true);
+    serve_time_wait(0, true);
     for (EndpointImpl* ep : by_port)
         if (ep)
             close_endpoint(ep);  // gives back the packet buffers it holds
-    reap_time_wait(0, true);
+    serve_time_wait(0, true);
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
@@ -403,7 +403,7 @@ int EngineImpl::progress(bool may_back_off)
     uint64_t now = now_us();
     int work = 0;
     if (!time_wait.empty())
-        reap_time_wait(now, false);
+        serve_time_wait(now, false);
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n;
     for (unsigned round = 0; round < kRxRoundsMax; round++) {
@@ -530,7 +530,7 @@ int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
     EndpointImpl* lingering = cfg.port ? impl_->by_port[cfg.port] : nullptr;
     if (lingering && lingering->time_wait_until_us) {
         lingering->time_wait_until_us = 1;
-        impl_->reap_time_wait(now_us(), false);
+        impl_->serve_time_wait(now_us(), false);
     }
     int rc = impl_->port->reserve_udp_port(cfg.port, &port);
     if (rc)
@@ -631,6 +631,7 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
         return;
     }
     ep->time_wait_until_us = now + quiet_us;
+    ep->time_wait_next_ack_us = now + kTimeWaitFirstRepeatUs;
     time_wait.push_back(ep);
 }
 
@@ -641,16 +642,40 @@ void EngineImpl::free_endpoint(EndpointImpl* ep)
     delete ep;
 }
 
-void EngineImpl::reap_time_wait(uint64_t now, bool all)
+void EngineImpl::serve_time_wait(uint64_t now, bool all)
 {
     size_t kept = 0;
     for (EndpointImpl* ep : time_wait) {
-        if (all || now >= ep->time_wait_until_us)
+        if (all || now >= ep->time_wait_until_us) {
             free_endpoint(ep);
-        else
-            time_wait[kept++] = ep;
+            continue;
+        }
+        time_wait[kept++] = ep;
+        // The final ACKs once more, unasked: a peer whose copy was lost
+        // hears from us before its next timeout, which (without an RTT
+        // sample yet) may come after our time-wait.
+        if (ep->time_wait_acks < kTimeWaitRepeats && now >= ep->time_wait_next_ack_us) {
+            for (auto& kv : ep->sessions)
+                if (kv.second->rx_stream)
+                    session_send_ack(kv.second, now);
+            ep->time_wait_acks++;
+            ep->time_wait_next_ack_us = now + (kTimeWaitFirstRepeatUs << ep->time_wait_acks);
+        }
     }
     time_wait.resize(kept);
+}
+
+uint64_t EngineImpl::time_wait_done_us() const
+{
+    uint64_t done = 0;
+    for (const EndpointImpl* ep : time_wait) {
+        // The remaining repetitions, then one more interval for an answer.
+        uint64_t t = ep->time_wait_next_ack_us;
+        for (uint32_t n = ep->time_wait_acks + 1; n <= kTimeWaitRepeats; n++)
+            t += kTimeWaitFirstRepeatUs << n;
+        done = std::max(done, std::min(t, ep->time_wait_until_us));
+    }
+    return done;
 }
 
 void EngineImpl::answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now)

@@ -326,6 +326,10 @@ class EndpointImpl : public Endpoint {
     // Closed, but still answering its peers' retransmissions of what it
     // received (EngineImpl::close_endpoint) until then; 0 = not lingering.
     uint64_t time_wait_until_us = 0;
+    // Time-wait repeats its final ACKs unasked, a few times at growing
+    // intervals (EngineImpl::serve_time_wait): the next one is due then.
+    uint64_t time_wait_next_ack_us = 0;
+    uint32_t time_wait_acks = 0;
 
     std::unordered_map<uint64_t, Session*> sessions;
     Session* last_session = nullptr;
@@ -487,10 +491,13 @@ class EngineImpl {
     // Acknowledges what is owed, drops everything outstanding (no
     // completions), frees held packet buffers and the endpoint.
     void close_endpoint(EndpointImpl* ep);
-    // Closed endpoints in time-wait (close_endpoint), and their end: frees
-    // those whose time is up (all with `all`).
+    // Closed endpoints in time-wait (close_endpoint). serve_time_wait
+    // repeats their final ACKs when due and frees those whose time is up
+    // (all with `all`); time_wait_done_us: when the last ACK repetition of
+    // any of them is sent (the destructor waits for that, not longer).
     std::vector<EndpointImpl*> time_wait;
-    void reap_time_wait(uint64_t now, bool all);
+    void serve_time_wait(uint64_t now, bool all);
+    uint64_t time_wait_done_us() const;
     void free_endpoint(EndpointImpl* ep);
     // A packet for an endpoint in time-wait: a retransmission of what it
     // received gets the ACK again; anything else is dropped.
