@@ -5,19 +5,8 @@
 // fanout group, memif's socket), and Open MPI opens a domain for mtl/ofi and
 // another for btl/ofi in the same process.
 //
-// The lock (design.md section 5 and issue 3: "no locks on the data path" for
-// FI_THREAD_DOMAIN). The Engine is single-threaded, so every call into it and
-// into the provider state its callbacks touch (CQ rings, counters) runs under
-// SharedEngine::mutex_ -- except while the only user is an FI_THREAD_DOMAIN
-// domain with manual progress: the application then serialises all of it
-// and enter() costs a few plain stores and loads. When a second domain (or a
-// progress thread) arrives, switch_to_locking() must be sure no lockless call
-// is still running. That is an asymmetric Dekker handshake: the fast path
-// publishes unlocked_busy_ and re-reads lock_mode_ with only a compiler
-// barrier; the slow path sets a lock_mode_ bit, then membarrier(2) forces a
-// full memory barrier on every running thread of the process, so either the
-// fast path saw the bit or its busy flag is now visible and we wait for it
-// to clear. Without membarrier support we never run lockless.
+// The lock: EngineLock (dpdk_lock.h), lockless for a lone FI_THREAD_DOMAIN
+// domain with manual progress.
 //
 // The standby thread (manual progress, FI_DPDK_IDLE_PROGRESS_US): with
 // manual progress nothing moves while the application is outside libfabric,
@@ -29,10 +18,9 @@
 // (verbs) keeps doing this for the application; here a thread does it, but
 // only once the application has made no call for a whole period, so the
 // busy path keeps its lockless calls and pays one store. The thread borrows
-// the engine through the same handshake (kLockBorrowed) and gives it back
-// after each round, so the application's next call is lockless again.
+// the engine (EngineLock::borrow) and gives it back after each round, so the
+// application's next call is lockless again.
 #include <dlfcn.h>
-#include <linux/membarrier.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
@@ -193,17 +181,6 @@ void Waiter::wait_us(int64_t timeout_us) noexcept
 
 namespace {
 
-bool membarrier_ready() noexcept
-{
-    static const bool ok = [] {
-        long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-        if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
-            return false;
-        return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    }();
-    return ok;
-}
-
 // Once EAL runs, its threads and memory live until the process exits (EAL
 // cannot be torn down), so the code they may call must never be unmapped:
 // keep this library loaded even if libfabric dlclose()s it at fi_fini.
@@ -258,15 +235,13 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         }
         DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());
         pin_library();
-        std::unique_ptr<SharedEngine> fresh(new SharedEngine());
+        std::unique_ptr<SharedEngine> fresh(new SharedEngine(lockless_ok && !auto_progress));
         fresh->name_ = domain_name;
         fresh->engine_ = std::move(engine);
         fresh->yield_after_us_ = cfg.yield_after_us;
         fresh->sleep_after_us_ = cfg.sleep_after_us;
         fresh->sleep_us_ = cfg.sleep_us;
         fresh->standby_period_us_ = static_cast<uint32_t>(params().idle_progress_us);
-        const bool lockless = lockless_ok && !auto_progress && membarrier_ready();
-        fresh->lock_mode_.store(lockless ? 0 : kLockShared);
         s = fresh.get();
         engines.emplace(domain_name, s);
         fresh.release();
@@ -317,63 +292,18 @@ void SharedEngine::update_thread() noexcept
 
 bool SharedEngine::enter() noexcept
 {
-    // The standby thread reads this as "the application is here".
-    if (!app_touched_.load(std::memory_order_relaxed))
-        app_touched_.store(true, std::memory_order_relaxed);
-    if (!lock_mode_.load(std::memory_order_acquire)) {
-        unlocked_busy_.store(true, std::memory_order_relaxed);
-        // Compiler barrier only; the other side's membarrier supplies the
-        // CPU barrier (see the file comment).
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (!lock_mode_.load(std::memory_order_relaxed))
-            return false;
-        unlocked_busy_.store(false, std::memory_order_release);
-    }
-    mutex_.lock();
-    return true;
+    return lock_.enter();
 }
 
 void SharedEngine::leave(bool locked) noexcept
 {
-    if (locked)
-        mutex_.unlock();
-    else
-        unlocked_busy_.store(false, std::memory_order_release);
+    lock_.leave(locked);
 }
 
 void SharedEngine::switch_to_locking() noexcept
 {
-    // Wait out lockless calls even when the standby thread has a bit set:
-    // it may be about to take it back (borrow() backing off).
-    if (lock_mode_.fetch_or(kLockShared, std::memory_order_seq_cst) & kLockShared)
-        return;
-    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-    while (unlocked_busy_.load(std::memory_order_acquire))
-        sched_yield();
-    DPDK_INFO(FI_LOG_DOMAIN, "device %s shared: engine calls now take a lock\n", name_.c_str());
-}
-
-bool SharedEngine::borrow() noexcept
-{
-    if (lock_mode_.load(std::memory_order_acquire) & kLockShared) {
-        mutex_.lock();
-        return true;
-    }
-    lock_mode_.fetch_or(kLockBorrowed, std::memory_order_seq_cst);
-    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-    if (unlocked_busy_.load(std::memory_order_acquire)) {
-        // The application is inside right now: it progresses itself.
-        lock_mode_.fetch_and(~kLockBorrowed, std::memory_order_release);
-        return false;
-    }
-    mutex_.lock();
-    return true;
-}
-
-void SharedEngine::give_back() noexcept
-{
-    mutex_.unlock();
-    lock_mode_.fetch_and(~kLockBorrowed, std::memory_order_release);
+    if (lock_.share())
+        DPDK_INFO(FI_LOG_DOMAIN, "device %s shared: engine calls now take a lock\n", name_.c_str());
 }
 
 int SharedEngine::progress() noexcept
@@ -552,15 +482,15 @@ void SharedEngine::standby_main() noexcept
         }
         if (stop_.load(std::memory_order_relaxed))
             break;
-        if (app_touched_.exchange(false, std::memory_order_relaxed)) {
+        if (lock_.app_came()) {
             away = false;  // it called us since we last looked: it progresses itself
             present_sleep = std::min(present_sleep * 2, kPresentBackoff * period);
             continue;
         }
         away = true;
         present_sleep = period;
-        if (!borrow()) {
-            away = false;
+        if (!lock_.borrow()) {
+            away = false;  // it is inside right now: it progresses itself
             continue;
         }
         // Bounded, so an application coming back waits at most this long.
@@ -568,7 +498,7 @@ void SharedEngine::standby_main() noexcept
         }
         next_us = engine_->next_timeout_us();
         standby_rounds_++;
-        give_back();
+        lock_.give_back();
     }
 }
 

@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "prov/dpdk/dpdk_lock.h"
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/mr.h"
 
@@ -242,11 +243,7 @@ private:
         kAuto,       // FI_PROGRESS_AUTO: progresses whenever there is work
         kStandby,    // manual progress: steps in only while the application is away
     };
-    // lock_mode_ bits: any set sends enter() to the mutex.
-    static constexpr uint32_t kLockShared = 1;    // for good: two domains, or the auto thread
-    static constexpr uint32_t kLockBorrowed = 2;  // while the standby thread holds the engine
-
-    SharedEngine() = default;
+    explicit SharedEngine(bool lockless) noexcept : lock_(lockless) {}
     static int join_or_create(const std::string& domain_name, bool lockless_ok,
                               bool auto_progress, SharedEngine** out);
     void switch_to_locking() noexcept;
@@ -257,24 +254,15 @@ private:
     void stop_thread() noexcept;
     void thread_main() noexcept;
     void standby_main() noexcept;
-    // The standby thread's way in: takes the engine unless an application
-    // call is inside it without the lock (then false: it progresses anyway).
-    bool borrow() noexcept;
-    void give_back() noexcept;
 
     friend struct SharedEngineRegistry;
     std::string name_;
     std::unique_ptr<dpdk_engine::Engine> engine_;
     int users_ = 0;       // domains (guarded by the registry mutex)
     int auto_users_ = 0;  // domains with FI_PROGRESS_AUTO
-    std::mutex mutex_;
-    // 0 only while one lockless-eligible domain is the sole user and no
-    // thread holds the engine: then enter() takes no lock at all.
-    std::atomic<uint32_t> lock_mode_{kLockShared};
-    std::atomic<bool> unlocked_busy_{false};
-    // Set by every application call (enter()), cleared by the standby
-    // thread: unset for a whole standby period means the application is away.
-    std::atomic<bool> app_touched_{false};
+    // Lockless while one lockless-eligible domain is the sole user and no
+    // thread holds the engine (dpdk_lock.h).
+    EngineLock lock_;
     uint32_t standby_period_us_ = 0;   // FI_DPDK_IDLE_PROGRESS_US; 0 = no standby thread
     uint64_t standby_rounds_ = 0;      // progress rounds the standby thread ran
     ThreadRole role_ = ThreadRole::kNone;
