@@ -88,16 +88,22 @@ void target(Ep& ep, bool expect_remote_data, uint64_t* remote_data_seen)
         const uint64_t deadline = now_ms() + (strict ? 0 : 2000);
         for (;;) {
             verdict.clear();
-            if (memcmp(region, shadow.data(), kRegion) != 0) {
-                size_t i = 0;
-                while (region[i] == shadow[i])
-                    i++;
+            // Writes may land while we look (the standby thread progresses
+            // the provider while this loop makes no call): the first
+            // difference memcmp saw may be gone by the time we find it.
+            size_t first = 0;
+            if (memcmp(region, shadow.data(), kRegion) != 0)
+                while (first < kRegion && region[first] == shadow[first])
+                    first++;
+            else
+                first = kRegion;
+            if (first < kRegion) {
                 size_t bad = 0;
-                for (size_t j = i; j < kRegion; j++)
+                for (size_t j = first; j < kRegion; j++)
                     bad += region[j] != shadow[j];
                 char b[160];
                 snprintf(b, sizeof(b), "target region differs at offset %zu (0x%02x, expected 0x%02x), %zu bad bytes",
-                         i, region[i], shadow[i], bad);
+                         first, region[first], shadow[first], bad);
                 verdict = b;
             }
             for (size_t i = 0; i < kGuardLen && verdict.empty(); i++) {
