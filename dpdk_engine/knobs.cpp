@@ -116,10 +116,10 @@ const size_t kKnobCount = sizeof kKnobs / sizeof kKnobs[0];
 #undef KNOB_NUMBER
 #undef KNOB_TEXT
 
-std::string knob_variable(const Knob& k)
+std::string knob_variable(const char* name)
 {
     std::string v = "FI_DPDK_";
-    for (const char* c = k.name; *c; c++)
+    for (const char* c = name; *c; c++)
         v += char(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
     return v;
 }

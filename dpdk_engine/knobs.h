@@ -46,8 +46,9 @@ struct Knob {
 extern const Knob kKnobs[];
 extern const size_t kKnobCount;
 
-// "FI_DPDK_" and the name in upper case.
-std::string knob_variable(const Knob& k);
+// "FI_DPDK_" and the name in upper case (also for the provider's own knobs).
+std::string knob_variable(const char* name);
+inline std::string knob_variable(const Knob& k) { return knob_variable(k.name); }
 
 // Reads `text` as the value of k into cfg. 0, or -EINVAL with a reason that
 // names the variable and what it accepts in *why (if non-null).

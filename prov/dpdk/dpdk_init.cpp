@@ -86,10 +86,7 @@ void define_params()
 // unset. Read as text so that every knob is parsed strictly, by us.
 const char* param_text(const char* name)
 {
-    std::string var = "FI_DPDK_";
-    for (const char* c = name; *c; c++)
-        var += char(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
-    return getenv(var.c_str());
+    return getenv(dpdk_engine::knob_variable(name).c_str());
 }
 
 void read_params()
@@ -125,7 +122,7 @@ void read_params()
         if (ok)
             p.*k.field = k.kind == dpdk_engine::KnobKind::kBool ? int{b} : static_cast<int>(n);
         else if (p.error.empty())
-            p.error = std::string("FI_DPDK_") + k.name + "=" + v + " is not valid (see fi_info -e -p dpdk)";
+            p.error = dpdk_engine::knob_variable(k.name) + "=" + v + " is not valid (see fi_info -e -p dpdk)";
     }
     // What the engine itself derives from the knobs.
     if (c.rto_initial_us < c.rto_min_us)
