@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine.h"
-#include "knobs.h"
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/knobs.h"
 
 namespace dpdk_engine {
 

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine_impl.h"
+#include "dpdk_engine/engine_impl.h"
 
 namespace dpdk_engine {
 

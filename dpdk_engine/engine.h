@@ -25,10 +25,10 @@
 #include <memory>
 #include <string>
 
-#include "atomic_ops.h"
-#include "fault.h"
-#include "port.h"
-#include "wire.h"
+#include "dpdk_engine/ops/atomic_ops.h"
+#include "dpdk_engine/port/fault.h"
+#include "dpdk_engine/port/port.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 

@@ -11,12 +11,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine.h"
-#include "mr.h"
-#include "netif.h"
-#include "pcap.h"
-#include "rtt.h"
-#include "window_pool.h"
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/ops/mr.h"
+#include "dpdk_engine/port/netif.h"
+#include "dpdk_engine/port/pcap.h"
+#include "dpdk_engine/session/rtt.h"
+#include "dpdk_engine/session/window_pool.h"
 
 namespace dpdk_engine {
 

@@ -1,5 +1,5 @@
 // The table of FI_DPDK_* knobs (knobs.h) and its strict readers.
-#include "knobs.h"
+#include "dpdk_engine/knobs.h"
 
 #include <cerrno>
 #include <cinttypes>
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <strings.h>
 
-#include "fault.h"
-#include "port.h"
+#include "dpdk_engine/port/fault.h"
+#include "dpdk_engine/port/port.h"
 
 namespace dpdk_engine {
 

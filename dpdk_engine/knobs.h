@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine.h"
+#include "dpdk_engine/engine.h"
 
 namespace dpdk_engine {
 

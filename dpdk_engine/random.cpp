@@ -1,5 +1,5 @@
 // Kernel CSPRNG helpers: see random.h.
-#include "random.h"
+#include "dpdk_engine/random.h"
 
 #include <fcntl.h>
 #include <sys/random.h>

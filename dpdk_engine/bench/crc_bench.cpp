@@ -39,8 +39,8 @@
 
 #include <rte_hash_crc.h>
 
-#include "dpdk_engine/crc32c.h"
-#include "dpdk_engine/wire.h"
+#include "dpdk_engine/wire/crc32c.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 

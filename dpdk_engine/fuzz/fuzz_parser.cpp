@@ -3,7 +3,7 @@
 //
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
 //       -fno-sanitize-recover=undefined -I. \
-//       dpdk_engine/tests/fuzz_parser.cpp dpdk_engine/wire.cpp \
+//       dpdk_engine/tests/fuzz_parser.cpp dpdk_engine/wire/wire.cpp \
 //       $(pkg-config --cflags --libs libdpdk) -o fuzz_parser
 //   ./fuzz_parser -max_total_time=60 -max_len=2048 corpus/
 //
@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dpdk_engine/netif.h"
-#include "dpdk_engine/wire.h"
+#include "dpdk_engine/port/netif.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 

@@ -66,10 +66,10 @@
 #include <rte_mempool.h>
 
 #include "dpdk_engine/engine.h"
-#include "dpdk_engine/mr.h"
-#include "dpdk_engine/port.h"
+#include "dpdk_engine/ops/mr.h"
+#include "dpdk_engine/port/port.h"
 #include "dpdk_engine/tests/fake_peer.h"
-#include "dpdk_engine/wire.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 

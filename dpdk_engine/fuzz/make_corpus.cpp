@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dpdk_engine/tests/fake_peer.h"
-#include "dpdk_engine/wire.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 using Bytes = std::vector<uint8_t>;

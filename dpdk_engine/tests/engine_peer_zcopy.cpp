@@ -1,5 +1,5 @@
 // engine_peer --zcopy-test: the buffer ownership rules of zero-copy sends
-// (dpdk_engine/zero_copy.cpp) between two processes.
+// (dpdk_engine/ops/zero_copy.cpp) between two processes.
 //
 // The client sends messages (eager and rendezvous, one to three iov pieces
 // at odd offsets) and RMA writes out of private mmap'd buffers and makes

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "dpdk_engine/engine.h"
-#include "dpdk_engine/mr.h"
+#include "dpdk_engine/ops/mr.h"
 
 #include <stdarg.h>
 #include <stddef.h>

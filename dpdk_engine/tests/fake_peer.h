@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "dpdk_engine/engine.h"
-#include "dpdk_engine/port.h"
-#include "dpdk_engine/wire.h"
+#include "dpdk_engine/port/port.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 namespace fake {

@@ -45,8 +45,8 @@ extern "C" {
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
-#include "dpdk_engine/eal.h"
-#include "dpdk_engine/port.h"
+#include "dpdk_engine/port/eal.h"
+#include "dpdk_engine/port/port.h"
 
 using dpdk_engine::Port;
 using dpdk_engine::PortConfig;

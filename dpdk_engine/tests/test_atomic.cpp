@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "dpdk_engine/atomic_ops.h"
+#include "dpdk_engine/ops/atomic_ops.h"
 
 #include <stdarg.h>
 #include <stddef.h>

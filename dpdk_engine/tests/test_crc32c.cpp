@@ -19,8 +19,8 @@ extern "C" {
 #include <cmocka.h>
 }
 
-#include "../crc32c.h"
-#include "../wire.h"
+#include "dpdk_engine/wire/crc32c.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine::wire;
 

@@ -5,7 +5,7 @@
 // message to an idle session leaves at once. Frame counts are read right
 // after posting, before any progress(): nothing is received or retransmitted
 // then, so they are exact in the fault modes too.
-#include "engine_test_util.h"
+#include "dpdk_engine/tests/engine_test_util.h"
 
 namespace engine_test {
 

@@ -3,7 +3,7 @@
 // every record in order, exactly once, under loss, duplication, reordering
 // and corruption (the modes), with a receiver that runs out of room part
 // way through a frame (Session::packed_done).
-#include "engine_test_util.h"
+#include "dpdk_engine/tests/engine_test_util.h"
 
 namespace engine_test {
 

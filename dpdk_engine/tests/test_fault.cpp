@@ -17,9 +17,9 @@ extern "C" {
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "../eal.h"
-#include "../fault.h"
-#include "../wire.h"
+#include "dpdk_engine/port/eal.h"
+#include "dpdk_engine/port/fault.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 

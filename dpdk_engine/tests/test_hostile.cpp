@@ -45,7 +45,7 @@
 #include <rte_mempool.h>
 
 #include "dpdk_engine/engine.h"
-#include "dpdk_engine/mr.h"
+#include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/tests/fake_peer.h"
 
 #include <stdarg.h>

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "dpdk_engine/mr.h"
+#include "dpdk_engine/ops/mr.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -20,9 +20,9 @@ extern "C" {
 
 #include <rte_mbuf.h>
 
-#include "../netif.h"
-#include "../port.h"
-#include "../wire.h"
+#include "dpdk_engine/port/netif.h"
+#include "dpdk_engine/port/port.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 

@@ -17,7 +17,7 @@ extern "C" {
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../pcap.h"
+#include "dpdk_engine/port/pcap.h"
 
 using namespace dpdk_engine;
 

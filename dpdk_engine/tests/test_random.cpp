@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "dpdk_engine/engine.h"
-#include "dpdk_engine/mr.h"
+#include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/random.h"
 #include "dpdk_engine/tests/fake_peer.h"
 

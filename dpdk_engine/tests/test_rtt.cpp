@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "dpdk_engine/rtt.h"
+#include "dpdk_engine/session/rtt.h"
 
 #include <stdarg.h>
 #include <stddef.h>

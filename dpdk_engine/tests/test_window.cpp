@@ -1,6 +1,6 @@
 // test_window: what a peer session costs (issue 5: state per peer session
 // <= 4 KiB) and the window pool that busy sessions borrow from
-// (dpdk_engine/window_pool.h).
+// (dpdk_engine/session/window_pool.h).
 //
 //   idle_session   - a session that has talked and gone quiet keeps
 //                    sizeof(Session) (<= 4096 bytes) and no pool block;

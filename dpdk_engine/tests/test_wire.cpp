@@ -13,7 +13,7 @@ extern "C" {
 
 #include <arpa/inet.h>
 
-#include "../wire.h"
+#include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine::wire;
 

@@ -1,5 +1,5 @@
 -- Wireshark dissector for the dpdk-fi reliable-datagram transport
--- (dpdk_engine/wire.h is the definition; keep the two in step: the test
+-- (dpdk_engine/wire/wire.h is the definition; keep the two in step: the test
 -- dpdk_engine/wireshark/test_dissector.sh fails when wire.h has a packet
 -- type, flag or status this file does not name).
 --

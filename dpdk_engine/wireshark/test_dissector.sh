@@ -1,7 +1,7 @@
 #!/bin/sh
 # make check: the Wireshark dissector dpdk_engine/wireshark/dpdk_fi.lua.
 #
-#  1. It names everything dpdk_engine/wire.h defines: every PacketType id
+#  1. It names everything dpdk_engine/wire/wire.h defines: every PacketType id
 #     with its name and extension header, every extension's size, every
 #     TransportHeader flag bit and every WireStatus. A type added to wire.h
 #     without a dissector entry fails here.
@@ -22,7 +22,7 @@ set -u
 srcdir=${srcdir:-$(dirname "$0")/../..}
 builddir=$(pwd)
 lua=$srcdir/dpdk_engine/wireshark/dpdk_fi.lua
-wire=$srcdir/dpdk_engine/wire.h
+wire=$srcdir/dpdk_engine/wire/wire.h
 command -v tshark >/dev/null 2>&1 || { echo "tshark not installed: skipped"; exit 77; }
 export FI_PROVIDER_PATH=$builddir/.libs
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_dissector.XXXXXX") || exit 99

@@ -5,7 +5,7 @@
 //
 // One element vector per call (iov_count 1, rma_iov_count 1) of at most
 // dpdk_engine::kMaxAtomicBytes bytes.
-#include "dpdk_engine/atomic_ops.h"
+#include "dpdk_engine/ops/atomic_ops.h"
 #include "prov/dpdk/dpdk_prov.h"
 
 namespace dpdk_fi {

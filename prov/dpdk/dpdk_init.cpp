@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "dpdk_engine/knobs.h"
-#include "dpdk_engine/port.h"
+#include "dpdk_engine/port/port.h"
 #include "prov/dpdk/dpdk_prov.h"
 
 namespace dpdk_fi {

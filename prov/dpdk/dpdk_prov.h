@@ -49,7 +49,7 @@
 
 #include "prov/dpdk/dpdk_lock.h"
 #include "dpdk_engine/engine.h"
-#include "dpdk_engine/mr.h"
+#include "dpdk_engine/ops/mr.h"
 
 namespace dpdk_fi {
 

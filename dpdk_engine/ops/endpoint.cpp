@@ -1,0 +1,488 @@
+// Endpoint: fixed pools of operations and receives, the posting API
+// (send/recv/write/read/atomic/cancel), completions, sessions by peer.
+#include <cinttypes>
+#include <cstring>
+
+#include "dpdk_engine/wire/crc32c.h"
+#include "dpdk_engine/engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+constexpr uint32_t kOpIndexBits = 20;
+constexpr uint32_t kOpIndexMask = (1u << kOpIndexBits) - 1;
+
+bool user_kind(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRts:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kWrite:
+    case TxOp::Kind::kRead:
+    case TxOp::Kind::kAtomic:
+        return true;
+    case TxOp::Kind::kFree:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn:  // reported through on_conn (conn_op_done)
+        return false;
+    }
+    return false;
+}
+
+CompletionType completion_type(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kWrite: return CompletionType::kWrite;
+    case TxOp::Kind::kRead: return CompletionType::kRead;
+    case TxOp::Kind::kAtomic: return CompletionType::kAtomic;
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRts:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kFree:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn:
+        break;
+    }
+    return CompletionType::kSend;
+}
+
+// Walks the iov range [offset, offset + len), clipped to the iov capacity,
+// calling fn(iov byte pointer, bytes done so far, chunk). Returns bytes done.
+template <typename Fn>
+uint64_t walk_iov(const iovec* iov, size_t n, uint64_t offset, uint64_t len, Fn fn)
+{
+    uint64_t done = 0;
+    for (size_t i = 0; i < n && done < len; i++) {
+        if (offset >= iov[i].iov_len) {
+            offset -= iov[i].iov_len;
+            continue;
+        }
+        uint64_t chunk = iov[i].iov_len - offset;
+        if (chunk > len - done)
+            chunk = len - done;
+        fn(static_cast<uint8_t*>(iov[i].iov_base) + offset, done, chunk);
+        done += chunk;
+        offset = 0;
+    }
+    return done;
+}
+
+} // namespace
+
+int check_iov(const iovec* iov, size_t n)
+{
+    if (n > kMaxIov || (n && !iov))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (iov[i].iov_len && !iov[i].iov_base)
+            return -EINVAL;
+    return 0;
+}
+
+uint64_t iov_total(const iovec* iov, size_t n)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+// Every small message is one buffer copied whole (into the bounce buffer,
+// into the frame, out of it): skip the walk then.
+inline bool within_first(const iovec* iov, size_t n, uint64_t offset, uint64_t len)
+{
+    return n && offset <= iov[0].iov_len && len <= iov[0].iov_len - offset;
+}
+
+uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len)
+{
+    if (within_first(iov, n, offset, len)) {
+        if (len)
+            memcpy(static_cast<uint8_t*>(iov[0].iov_base) + offset, src, len);
+        return len;
+    }
+    const auto* from = static_cast<const uint8_t*>(src);
+    return walk_iov(iov, n, offset, len, [from](uint8_t* p, uint64_t done, uint64_t chunk) {
+        memcpy(p, from + done, chunk);
+    });
+}
+
+bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p)
+{
+    if (!p.payload_unchecked) {
+        copy_to_iov(iov, n, offset, p.payload, p.payload_len);
+        return true;
+    }
+    const uint8_t* from = p.payload;
+    uint32_t reg = 0xffffffffu;
+    const uint64_t copied = walk_iov(iov, n, offset, p.payload_len, [from, &reg](uint8_t* to, uint64_t done, uint64_t chunk) {
+        reg = wire::crc_copy(reg, to, from + done, chunk);
+    });
+    // Bytes past the buffer's end are not copied, but count all the same.
+    reg = wire::crc_update(reg, from + copied, p.payload_len - copied);
+    return (reg ^ 0xffffffffu) == p.payload_crc;
+}
+
+uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len)
+{
+    if (within_first(iov, n, offset, len)) {
+        if (len)
+            memcpy(dst, static_cast<const uint8_t*>(iov[0].iov_base) + offset, len);
+        return len;
+    }
+    auto* to = static_cast<uint8_t*>(dst);
+    return walk_iov(iov, n, offset, len, [to](const uint8_t* p, uint64_t done, uint64_t chunk) {
+        memcpy(to + done, p, chunk);
+    });
+}
+
+EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a)
+    : engine(e), cfg(c), addr(a)
+{
+    const EngineConfig& ec = e->cfg;
+    op_pool.resize(ec.max_ops);
+    bounce_slab.resize(size_t(ec.max_ops) * kBounceSize);
+    for (uint32_t i = ec.max_ops; i-- > 0;) {
+        TxOp& op = op_pool[i];
+        op.bounce = &bounce_slab[size_t(i) * kBounceSize];
+        op.next = free_ops;
+        free_ops = &op;
+    }
+    recv_pool.resize(ec.max_recvs);
+    for (uint32_t i = ec.max_recvs; i-- > 0;) {
+        recv_pool[i].next = free_recvs;
+        free_recvs = &recv_pool[i];
+    }
+    grow_msgs();
+}
+
+EndpointImpl::~EndpointImpl()
+{
+    for (auto& kv : sessions)
+        delete kv.second;
+}
+
+Session* EndpointImpl::find_session(Address peer)
+{
+    if (last_session && last_session->peer == peer)
+        return last_session;
+    auto it = sessions.find(address_key(peer));
+    if (it == sessions.end())
+        return nullptr;
+    last_session = it->second;
+    return last_session;
+}
+
+Session* EndpointImpl::session_for(Address peer, bool create)
+{
+    Session* s = find_session(peer);
+    if (s || !create)
+        return s;
+    s = new (std::nothrow) Session(engine->cfg.window, engine->cfg);
+    if (!s)
+        return nullptr;
+    s->ep = this;
+    s->peer = peer;
+    s->last_heard_us = now_us();
+    sessions.emplace(address_key(peer), s);
+    st.sessions++;
+    last_session = s;
+    return s;
+}
+
+TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
+{
+    TxOp* op = free_ops;
+    if (!op)
+        return nullptr;
+    free_ops = op->next;
+    uint8_t* bounce = op->bounce;
+    uint32_t generation = op->generation + 1;
+    *op = TxOp();
+    op->bounce = bounce;
+    op->generation = generation;
+    op->kind = kind;
+    op->session = s;
+    uint32_t index = static_cast<uint32_t>(op - op_pool.data());
+    op->id = index | ((generation & ((1u << (32 - kOpIndexBits)) - 1)) << kOpIndexBits);
+    s->ops.push_back(op);
+    ops_in_use++;
+    return op;
+}
+
+void EndpointImpl::free_op(TxOp* op)
+{
+    op->session->ops.remove(op);
+    op->kind = TxOp::Kind::kFree;
+    op->next = free_ops;
+    free_ops = op;
+    ops_in_use--;
+}
+
+TxOp* EndpointImpl::op_by_id(uint32_t id)
+{
+    uint32_t index = id & kOpIndexMask;
+    if (index >= op_pool.size())
+        return nullptr;
+    TxOp* op = &op_pool[index];
+    if (op->kind == TxOp::Kind::kFree || op->id != id)
+        return nullptr;
+    return op;
+}
+
+void EndpointImpl::complete(const Completion& c)
+{
+    if (!closing)
+        cfg.on_complete(cfg.owner, c);
+}
+
+void EndpointImpl::report(const TxOp* op, OpStatus status)
+{
+    Completion c;
+    c.context = op->context;
+    c.type = completion_type(op->kind);
+    c.status = status;
+    c.tagged = op->flags & kOpTagged;
+    c.len = op->message_len;
+    c.tag = op->tag;
+    c.data = op->data;
+    c.has_data = op->flags & kOpRemoteData;
+    c.src = op->session->peer;
+    c.user_data = op->user_data;
+    complete(c);
+}
+
+void EndpointImpl::take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len)
+{
+    if ((op->flags & (kOpInject | kOpInjectComplete)) && len <= kBounceSize) {
+        copy_from_iov(iov, n, 0, op->bounce, len);
+        op->iov[0] = {op->bounce, len};
+        op->iov_count = 1;
+        // The caller's buffer is free now: that is all inject-complete asks.
+        if ((op->flags & kOpInjectComplete) && (op->flags & kOpCompletion))
+            report(op, OpStatus::kOk);
+        return;
+    }
+    if (n)  // iov may be null when n == 0: memcpy forbids null even then
+        memcpy(op->iov, iov, sizeof(iovec) * n);
+    op->iov_count = static_cast<uint32_t>(n);
+    op->flags &= ~kOpInjectComplete;  // too big to copy: complete on ACK instead
+}
+
+void EndpointImpl::complete_op(TxOp* op, OpStatus status)
+{
+    // Frames still in the port's tx batch may read this op's payload in
+    // place (zero copy): send them before the buffer goes back to its owner
+    // (and before the slot, and with it zc_shinfo, is reused).
+    if (rte_mbuf_ext_refcnt_read(&op->zc_shinfo) != 0)
+        engine->port->flush();
+    if (user_kind(op->kind)) {
+        bool already = op->flags & kOpInjectComplete;  // reported at post time
+        bool wanted = status != OpStatus::kOk || (op->flags & kOpCompletion);
+        if (wanted && !(already && status == OpStatus::kOk))
+            report(op, status);
+    }
+    if (op->kind == TxOp::Kind::kConn)
+        conn_op_done(op, status);
+    if (op->queued) {
+        // Unlink from the FIFO (only on failure paths).
+        Session* s = op->session;
+        TxOp** pp = &s->fifo_head;
+        TxOp* prev = nullptr;
+        while (*pp && *pp != op) {
+            prev = *pp;
+            pp = &(*pp)->fifo_next;
+        }
+        if (*pp) {
+            *pp = op->fifo_next;
+            if (s->fifo_tail == op)
+                s->fifo_tail = prev;
+        }
+        op->queued = false;
+    }
+    free_op(op);
+}
+
+// An operation is finished when every packet is cut and acknowledged and,
+// for request/response kinds, the response arrived.
+void EndpointImpl::maybe_finish_op(TxOp* op)
+{
+    if (op->queued || op->inflight || op->next_offset < op->total_len || !op->header_sent)
+        return;
+    switch (op->kind) {
+    case TxOp::Kind::kRts:
+        return;  // becomes kRdvData when the CTS arrives
+    case TxOp::Kind::kWrite:
+    case TxOp::Kind::kRead:
+    case TxOp::Kind::kAtomic:
+        if (!op->response_done)
+            return;
+        complete_op(op, op->status);
+        return;
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn:
+        complete_op(op, op->status);
+        return;
+    case TxOp::Kind::kFree:
+        return;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Public posting API.
+
+int Endpoint::send(const SendArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    int rc = check_iov(a.iov, a.iov_count);
+    if (rc)
+        return rc;
+    uint64_t len = iov_total(a.iov, a.iov_count);
+    if (len > kMaxMessageSize)
+        return -EMSGSIZE;
+    if ((a.flags & kOpInject) && len > kInjectSize)
+        return -EINVAL;
+    Session* s = ep->session_for(a.dest, true);
+    if (!s)
+        return -ENOMEM;
+    // Delivery complete goes through the rendezvous whatever the size (an
+    // empty message too): only the CTS tells that the receive has matched.
+    bool rendezvous = (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) &&
+                      !(a.flags & kOpInject);
+    TxOp* op = ep->alloc_op(rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, s);
+    if (!op)
+        return -EAGAIN;
+    op->flags = a.flags;
+    op->context = a.context;
+    op->user_data = a.user_data;
+    op->tag = a.tag;
+    op->data = a.data;
+    op->msg_id = s->next_msg_id++;
+    op->message_len = len;
+    ep->take_payload(op, a.iov, a.iov_count, len);
+    op->total_len = rendezvous ? 0 : len;
+    if (rendezvous)
+        ep->st.rendezvous++;
+    session_enqueue(s, op);
+    ep->engine->kick_send(s, op, a.flags & kOpMore);
+    return 0;
+}
+
+int Endpoint::recv(const RecvArgs& a)
+{
+    EndpointImpl* ep = impl(this);
+    int rc = check_iov(a.iov, a.iov_count);
+    if (rc)
+        return rc;
+    if (a.flags & kOpPeek)
+        return ep->peek(a);
+    return ep->post_recv(a);
+}
+
+int Endpoint::cancel(void* context)
+{
+    return impl(this)->cancel_recv(context);
+}
+
+void Endpoint::set_min_multi_recv(size_t bytes)
+{
+    impl(this)->cfg.min_multi_recv = bytes;
+}
+
+Address Endpoint::address() const
+{
+    return impl(this)->addr;
+}
+
+const EndpointStats& Endpoint::stats() const
+{
+    return impl(this)->st;
+}
+
+size_t Endpoint::session_stats(SessionStats* out, size_t max) const
+{
+    const EndpointImpl* ep = impl(this);
+    size_t n = 0;
+    for (const auto& kv : ep->sessions) {
+        const Session* ss = kv.second;
+        if (n < max) {
+            SessionStats& o = out[n];
+            o.peer = ss->peer;
+            o.tx_packets = ss->tx_packets;
+            o.tx_bytes = ss->tx_bytes;
+            o.rx_packets = ss->rx_packets;
+            o.rx_bytes = ss->rx_bytes;
+            o.retransmits = ss->retransmits;
+            o.duplicates = ss->duplicates;
+            o.out_of_order = ss->out_of_order;
+            o.next_psn = ss->next_psn;
+            o.una = ss->una;
+            o.expected_psn = ss->expected_psn;
+            o.cwnd = ss->cwnd;
+            o.srtt_us = ss->rtt.srtt_us();
+            o.rto_us = ss->rtt.rto_us();
+            o.ops = static_cast<uint32_t>(ss->ops.size);
+            o.held = ss->held;
+        }
+        n++;
+    }
+    return n;
+}
+
+void Endpoint::dump_stats(FILE* f) const
+{
+    const EndpointImpl* ep = impl(this);
+    const EndpointStats& s = ep->st;
+    char ip[16];
+    uint32_t a = ep->addr.ip_be;
+    const auto* b = reinterpret_cast<const uint8_t*>(&a);
+    snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+    fprintf(f,
+            "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
+            " rx_bytes %" PRIu64 " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64
+            " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
+            " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
+            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
+            " rendezvous %" PRIu64
+            " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
+            " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
+            " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
+            " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
+            " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
+            " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 "\n",
+            ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
+            s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
+            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
+            s.unexpected_msgs, s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
+            s.session_failures, s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx,
+            s.conn_peers_lost, s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops,
+            s.cts_deferred, s.response_timeouts, s.zero_copy_tx, s.packed_frames,
+            s.packed_msgs, s.tx_corked);
+    std::vector<SessionStats> ss(session_stats(nullptr, 0));
+    ss.resize(session_stats(ss.data(), ss.size()));
+    for (const SessionStats& x : ss) {
+        const auto* pb = reinterpret_cast<const uint8_t*>(&x.peer.ip_be);
+        fprintf(f,
+                "  session %u.%u.%u.%u:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
+                " rx_bytes %" PRIu64 " retransmits %" PRIu64 " duplicates %" PRIu64 " out_of_order %" PRIu64
+                " next_psn %u una %u expected_psn %u cwnd %u srtt_us %u rto_us %u ops %u held %u\n",
+                pb[0], pb[1], pb[2], pb[3], x.peer.port, x.tx_packets, x.tx_bytes, x.rx_packets, x.rx_bytes,
+                x.retransmits, x.duplicates, x.out_of_order, x.next_psn, x.una, x.expected_psn, x.cwnd,
+                x.srtt_us, x.rto_us, x.ops, x.held);
+    }
+}
+
+} // namespace dpdk_engine

@@ -1,0 +1,137 @@
+// Zero-copy send of large payloads (issue 5).
+//
+// A copying send touches a 1 MiB message three times on the sender: user
+// buffer -> mbuf (memcpy), CRC over the mbuf, mbuf -> memif ring (the PMD's
+// copy). Here the frame's headers stay in a pool mbuf and the payload is
+// chained after them as external mbufs (rte_pktmbuf_attach_extbuf) that
+// point into the op's own memory: the CRC reads the user's buffer and the
+// PMD copies it straight into the ring. One full write pass of the payload
+// is gone.
+//
+// Ownership. A send's (or RMA response's) buffer is ours until its op
+// completes. The external mbufs of a frame are all counted in the op's
+// zc_shinfo.refcnt (+1 here per mbuf, -1 by DPDK when the mbuf is freed;
+// the free callback has nothing to do). They are freed
+//  * by the PMD inside tx_burst, after copying: only ports whose PMD copies
+//    at send time get here (Port::tx_copies_at_send: memif opened as
+//    "memif:<path>", af_packet), so a frame sent is a frame released;
+//  * by Port::flush when the device refuses a frame (counted tx_dropped);
+//  * by the fault injector (loss), which copies before it corrupts and
+//    before it holds a frame back (reordering): it never keeps an external
+//    mbuf past the call.
+// So every external mbuf is gone after the next Port::flush, and
+// EndpointImpl::complete_op flushes when the count is not zero before it
+// reports the completion and recycles the slot. A retransmission attaches
+// the same memory again; the op is alive then (not all acknowledged).
+//
+// Where the frame would not leave through the PMD at once, the payload is
+// copied as before: frames to our own endpoints (the loopback queue hands
+// the mbuf to the receiver, which may hold it as an unexpected message's
+// buffer), with a pcap capture open (it writes the first segment only),
+// below FI_DPDK_ZCOPY_MIN bytes (an extra mbuf costs more than a small copy).
+// Inject sends never reach here with the user's buffer: take_payload copied
+// them into the op's bounce buffer at post time.
+#include <cstring>
+
+#include "dpdk_engine/wire/crc32c.h"
+#include "dpdk_engine/engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+// Called by DPDK when the last external mbuf of an op is freed. The count
+// itself (zc_shinfo.refcnt, now 0) is what complete_op looks at.
+void zero_copy_released(void* /*addr*/, void* /*opaque*/) {}
+
+} // namespace
+
+bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
+{
+    if (cfg.zero_copy_min == 0 || len < cfg.zero_copy_min || !port->tx_copies_at_send() || pcap.is_open())
+        return false;
+    return !is_local(s->peer);  // loopback: see above
+}
+
+// Turns `frame` (headers and room for `len` payload bytes, lengths already
+// counting them) into headers only, followed by external mbufs over bytes
+// [offset, offset + len) of op's iov, and seals it. false (frame freed)
+// when the pool ran dry: the retransmission timer tries again.
+bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
+                                bool seal)
+{
+    wire::PayloadPiece pieces[kMaxIov];
+    unsigned n = 0;
+    frame->data_len = static_cast<uint16_t>(frame->data_len - len);
+    frame->pkt_len -= len;
+    op->zc_shinfo.free_cb = zero_copy_released;
+    op->zc_shinfo.fcb_opaque = op;
+    uint32_t i = 0;
+    while (i < op->iov_count && offset >= op->iov[i].iov_len)
+        offset -= op->iov[i++].iov_len;
+    rte_mbuf* last = frame;
+    while (len) {
+        if (i >= op->iov_count) {
+            rte_pktmbuf_free(frame);  // the iov is shorter than the op says: not reached
+            return false;
+        }
+        uint64_t avail = op->iov[i].iov_len - offset;
+        uint32_t chunk = static_cast<uint32_t>(avail < len ? avail : len);
+        if (chunk) {
+            rte_mbuf* seg = port->alloc();
+            if (!seg) {
+                rte_pktmbuf_free(frame);  // releases the pieces attached so far
+                return false;
+            }
+            uint8_t* addr = static_cast<uint8_t*>(op->iov[i].iov_base) + offset;
+            // One engine thread owns the op: no atomic increment needed
+            // (DPDK's own decrement on free is atomic, and runs on this
+            // thread too).
+            rte_mbuf_ext_refcnt_set(&op->zc_shinfo, static_cast<uint16_t>(rte_mbuf_ext_refcnt_read(&op->zc_shinfo) + 1));
+            // The IOVA is the virtual address: only PMDs that copy with the
+            // CPU get here (Port::tx_copies_at_send), none does DMA from it.
+            rte_pktmbuf_attach_extbuf(seg, addr, static_cast<rte_iova_t>(reinterpret_cast<uintptr_t>(addr)),
+                                      static_cast<uint16_t>(chunk), &op->zc_shinfo);
+            seg->data_len = static_cast<uint16_t>(chunk);
+            seg->pkt_len = chunk;
+            last->next = seg;
+            last = seg;
+            frame->nb_segs++;
+            frame->pkt_len += chunk;
+            pieces[n++] = {addr, chunk};
+        }
+        len -= chunk;
+        offset = 0;
+        i++;
+    }
+    if (seal)
+        wire::seal_gather(th, pieces, n);
+    return true;
+}
+
+size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m)
+{
+    if (m->pkt_len > cap)
+        return 0;
+    const uint8_t* first = rte_pktmbuf_mtod(m, const uint8_t*);
+    const size_t head = wire::payload_crc_offset(first, m->data_len);
+    size_t at = 0;
+    if (head == 0) {  // sealed already, or not ours (ARP, ICMP, memif goodbye)
+        for (const rte_mbuf* seg = m; seg; seg = seg->next) {
+            memcpy(dst + at, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+            at += seg->data_len;
+        }
+        return at;
+    }
+    memcpy(dst, first, head);
+    uint32_t reg = wire::crc_copy(0xffffffffu, dst + head, first + head, m->data_len - head);
+    at = m->data_len;
+    for (const rte_mbuf* seg = m->next; seg; seg = seg->next) {
+        reg = wire::crc_copy(reg, dst + at, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+        at += seg->data_len;
+    }
+    wire::seal_header(reinterpret_cast<wire::TransportHeader*>(dst + wire::kL2L3L4Len), reg);
+    return at;
+}
+
+} // namespace dpdk_engine

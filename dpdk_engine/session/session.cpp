@@ -1,0 +1,594 @@
+// Reliability per (local endpoint x remote endpoint) session: PSNs,
+// cumulative ACK + SACK, coalesced ACKs, RFC 6298 RTO, fast retransmit of
+// SACK holes, congestion window (AIMD), receiver credits, stream ids that
+// detect a restarted peer (design.md section 3).
+//
+// Each direction is a "stream": our tx stream carries the PSNs we assign;
+// the peer's stream arrives in the receive ring and is delivered strictly in
+// PSN order, exactly once, to the message/RMA layer (EndpointImpl::deliver).
+// Packets are rebuilt from their operation on retransmission, so no mbuf is
+// held on the send side and every copy carries fresh ACK information
+// (session_frame.cpp builds them).
+#include <cstring>
+
+#include "dpdk_engine/wire/crc32c.h"
+#include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/random.h"
+#include "dpdk_engine/session/session_internal.h"
+
+namespace dpdk_engine {
+
+using namespace session_detail;
+
+namespace {
+
+wire::PacketType packet_type(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kEager: return wire::PacketType::kMsgEager;
+    case TxOp::Kind::kRts: return wire::PacketType::kMsgRts;
+    case TxOp::Kind::kRdvData: return wire::PacketType::kMsgRdvData;
+    case TxOp::Kind::kWrite: return wire::PacketType::kRmaWrite;
+    case TxOp::Kind::kRead: return wire::PacketType::kRmaReadReq;
+    case TxOp::Kind::kAtomic: return wire::PacketType::kAtomicReq;
+    case TxOp::Kind::kCts: return wire::PacketType::kMsgCts;
+    case TxOp::Kind::kReadResp: return wire::PacketType::kRmaReadResp;
+    case TxOp::Kind::kWriteResp: return wire::PacketType::kRmaWriteResp;
+    case TxOp::Kind::kAtomicResp: return wire::PacketType::kAtomicResp;
+    case TxOp::Kind::kConn: return wire::PacketType::kConnCtl;
+    case TxOp::Kind::kFree: break;
+    }
+    return wire::PacketType::kAck;
+}
+
+bool op_has_more(const TxOp* op)
+{
+    return op->next_offset < op->total_len || !op->header_sent;
+}
+
+// Whether the ACK of op's last packet completes anything at the sender
+// (complete_op(): a success report), so it should be asked for at once.
+// An eager message sent as an inject without a completion or counter, or
+// one whose inject-complete success was reported at post time, waits for
+// nothing: its ACK may ride on the peer's next packet (a ping-pong's reply)
+// or leave after ack_delay_us like any other.  Asking anyway costs a
+// standalone ACK frame per message; on af_packet each frame is one pass
+// through the kernel (~2-3 us) on the path to the reply: fi_bench 8 B
+// tagged latency over af_packet on lo halved without it.  Other kinds
+// always ask (their responses and completions hang on it).
+bool ack_completes_something(const TxOp* op)
+{
+    if (op->kind != TxOp::Kind::kEager)
+        return true;
+    return (op->flags & kOpCompletion) && !(op->flags & kOpInjectComplete);
+}
+
+uint32_t inflight_count(const Session* s)
+{
+    return s->next_psn - s->una;
+}
+
+// A whole eager message not yet started whose record fits in `room` bytes.
+bool packable(const TxOp* op, size_t room)
+{
+    return op && op->kind == TxOp::Kind::kEager && op->next_offset == 0 && !op->header_sent &&
+           sizeof(wire::PackedRecord) + op->total_len <= room;
+}
+
+// Cuts a kMsgPacked frame from the head of the FIFO when at least two whole
+// small eager messages wait there: as many as fit the frame, chained through
+// pack_next. False (nothing cut) otherwise.
+bool cut_packed(Session* s, InflightPacket& ip, size_t room)
+{
+    TxOp* first = s->fifo_head;
+    if (!packable(first, room) ||
+        !packable(first->fifo_next, room - sizeof(wire::PackedRecord) - first->total_len))
+        return false;
+    size_t used = 0;
+    uint32_t n = 0;
+    TxOp* last = nullptr;
+    TxOp* op = first;
+    while (n < wire::kMaxPackedRecords && packable(op, room - used)) {
+        used += sizeof(wire::PackedRecord) + op->total_len;
+        op->next_offset = op->total_len;
+        op->header_sent = true;
+        op->queued = false;
+        op->inflight++;
+        if (last) {
+            last->pack_next = op;
+            last->fifo_next = nullptr;
+        }
+        last = op;
+        n++;
+        op = op->fifo_next;
+    }
+    last->pack_next = nullptr;
+    last->fifo_next = nullptr;
+    s->fifo_head = op;
+    if (!op)
+        s->fifo_tail = nullptr;
+    ip.op = first;
+    ip.type = static_cast<uint8_t>(wire::PacketType::kMsgPacked);
+    ip.offset = n;  // records; a packed frame has no offset of its own
+    ip.len = static_cast<uint16_t>(used);
+    s->ep->st.packed_frames++;
+    s->ep->st.packed_msgs += n;
+    return true;
+}
+
+// A packet whose payload turned out damaged (kFlagPayloadCrc, checked
+// after its header): dropped as if it never came; the sender resends it.
+void drop_corrupt(Session* s, rte_mbuf* m)
+{
+    s->ep->engine->st.rx_bad_crc++;
+    rte_pktmbuf_free(m);
+}
+
+// Hands the packet at expected_psn to the upper layer: kBlocked when the
+// upper layer cannot take it now (receiver not ready): not consumed;
+// kCorrupt: its payload failed its CRC, dropped, not consumed either.
+Delivery deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
+{
+    Delivery d = s->ep->deliver(s, p, m);
+    if (d == Delivery::kBlocked)
+        return d;
+    if (d == Delivery::kCorrupt) {
+        drop_corrupt(s, m);
+        return d;
+    }
+    if (d == Delivery::kDone)
+        rte_pktmbuf_free(m);
+    s->expected_psn++;
+    s->unacked++;
+    s->ack_pending = true;
+    return d;
+}
+
+// One-segment copy of a two-segment frame (headers, then a payload with
+// its own CRC: EngineImpl::handle_frame), checked while copied, with `p`
+// moved onto it. Frees the original. nullptr when the payload is damaged
+// (counted like any) or no mbuf is free (the sender resends it).
+rte_mbuf* copy_split_frame(Session* s, rte_mbuf* m, wire::ParsedPacket* p)
+{
+    EndpointImpl* ep = s->ep;
+    rte_mbuf* c = ep->engine->port->alloc();
+    if (!c) {
+        ep->st.rx_window_drops++;
+        rte_pktmbuf_free(m);
+        return nullptr;
+    }
+    const uint8_t* head = rte_pktmbuf_mtod(m, const uint8_t*);
+    uint8_t* to = rte_pktmbuf_mtod(c, uint8_t*);
+    memcpy(to, head, m->data_len);
+    const uint32_t reg = wire::crc_copy(0xffffffffu, to + m->data_len, p->payload, p->payload_len);
+    c->data_len = static_cast<uint16_t>(m->data_len + p->payload_len);
+    c->pkt_len = c->data_len;
+    const bool intact = (reg ^ 0xffffffffu) == p->payload_crc;
+    p->th = reinterpret_cast<const wire::TransportHeader*>(to + (reinterpret_cast<const uint8_t*>(p->th) - head));
+    p->ext = to + (p->ext - head);
+    p->payload = to + m->data_len;
+    p->payload_unchecked = false;
+    rte_pktmbuf_free(m);
+    if (!intact) {
+        drop_corrupt(s, c);
+        return nullptr;
+    }
+    return c;
+}
+
+// Puts a packet in the receive ring to wait for its turn. Its payload is
+// checked whole first (the copy out of the ring then needs no check): false
+// when it is damaged, and then it is dropped.
+bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
+{
+    RxSlot& slot = s->ring[psn & s->mask];
+    slot.p = p;
+    if (m->nb_segs > 1) {
+        // A payload lent from the device ring (Port::set_rx_split) goes
+        // back at the next burst: the ring keeps a copy, checked as made.
+        m = copy_split_frame(s, m, &slot.p);
+        if (!m)
+            return false;
+    }
+    if (!wire::payload_crc_ok(&slot.p)) {
+        drop_corrupt(s, m);
+        return false;
+    }
+    slot.m = m;
+    s->held++;
+    return true;
+}
+
+void count_rx(Session* s, const wire::ParsedPacket& p)
+{
+    const uint64_t records = p.type == wire::PacketType::kMsgPacked
+                                 ? reinterpret_cast<const wire::PackExt*>(p.ext)->count.get()
+                                 : 0;
+    const uint64_t bytes = message_bytes(p.type, p.payload_len, records);
+    EndpointStats& st = s->ep->st;
+    st.rx_packets++;
+    st.rx_bytes += bytes;
+    s->rx_packets++;
+    s->rx_bytes += bytes;
+}
+
+} // namespace
+
+Session::Session(uint32_t window, const EngineConfig& cfg)
+    : rtt(cfg.rto_initial_us, cfg.rto_min_us, cfg.rto_max_us)
+{
+    mask = window - 1;
+    cwnd = window;
+    peer_window = window;
+    tx_stream = random_stream_id();
+}
+
+size_t max_payload(const EngineImpl* e, wire::PacketType t)
+{
+    return e->port->mtu() - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
+           wire::extension_len(t);
+}
+
+bool session_busy(const Session* s)
+{
+    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->held ||
+           session_expecting(s) || s->connected;
+}
+
+void session_enqueue(Session* s, TxOp* op)
+{
+    op->queued = true;
+    op->fifo_next = nullptr;
+    if (s->fifo_tail)
+        s->fifo_tail->fifo_next = op;
+    else
+        s->fifo_head = op;
+    s->fifo_tail = op;
+    s->ep->engine->activate(s);
+}
+
+void session_pump(Session* s, uint64_t now)
+{
+    EngineImpl* e = s->ep->engine;
+    // Whatever waited by choice (EngineImpl::kick_send) goes now.
+    s->tx_deferred = false;
+    s->deferred_msgs = 0;
+    s->deferred_bytes = 0;
+    uint32_t limit = s->cwnd < s->peer_window ? s->cwnd : s->peer_window;
+    if (limit > s->mask + 1)
+        limit = s->mask + 1;
+    if (limit == 0)
+        limit = 1;  // a closed window still lets one probe through
+    if (s->fifo_head && !session_take_tx_window(s, now))
+        return;  // in line for a window block: the ACKs of others free one
+    while (s->fifo_head) {
+        if (inflight_count(s) >= limit) {
+            if (!s->window_stalled)
+                s->ep->st.window_stalls++;
+            s->window_stalled = true;
+            break;
+        }
+        s->window_stalled = false;
+        uint32_t psn = s->next_psn;
+        InflightPacket& ip = s->inflight[psn & s->mask];
+        ip = InflightPacket();
+        uint16_t flags = 0;
+        bool last_of_fifo;
+        bool awaited = false;  // does the ACK complete anything here?
+        // Packing needs two messages waiting: one alone (the common case
+        // without FI_MORE) costs only this test.
+        if (s->fifo_head->fifo_next && cut_packed(s, ip, max_payload(e, wire::PacketType::kMsgPacked))) {
+            flags = wire::kFlagLast;
+            last_of_fifo = !s->fifo_head;
+            for (const TxOp* op = ip.op; op && !awaited; op = op->pack_next)
+                awaited = ack_completes_something(op);
+        } else {
+            TxOp* op = s->fifo_head;
+            auto type = packet_type(op->kind);
+            ip.op = op;
+            ip.type = static_cast<uint8_t>(type);
+            ip.offset = op->next_offset;
+            uint64_t room = max_payload(e, type);
+            uint64_t left = op->total_len - op->next_offset;
+            ip.len = static_cast<uint16_t>(left < room ? left : room);
+            op->next_offset += ip.len;
+            op->header_sent = true;
+            if (op->next_offset == op->total_len)
+                flags |= wire::kFlagLast;
+            if (op->flags & kOpTagged)
+                flags |= wire::kFlagTagged;
+            if (op->flags & kOpRemoteData)
+                flags |= wire::kFlagRemoteData;
+            bool done_cutting = !op_has_more(op);
+            last_of_fifo = done_cutting && !op->fifo_next;
+            awaited = ack_completes_something(op);
+            op->inflight++;
+            if (done_cutting) {
+                s->fifo_head = op->fifo_next;
+                if (!s->fifo_head)
+                    s->fifo_tail = nullptr;
+                op->queued = false;
+                op->fifo_next = nullptr;
+            }
+        }
+        if (last_of_fifo && awaited)
+            flags |= wire::kFlagAckRequest;  // nothing follows: ask for a prompt ACK
+        else if (((psn + 1) & (limit / 4 ? limit / 4 - 1 : 0)) == 0)
+            flags |= wire::kFlagAckRequest;  // keep ACKs flowing in long bursts
+        ip.flags = flags;
+        if (s->una == s->next_psn && now - s->last_heard_us > 0)
+            s->last_heard_us = now;  // the peer-timeout clock starts when we start waiting
+        s->next_psn++;
+        transmit_slot(s, psn, now, false);
+        if (!s->rto_deadline)
+            arm_rto(s, now);
+    }
+}
+
+bool session_expecting(const Session* s)
+{
+    return !s->ops.empty() || s->rdv_waiting || s->cur_eager || s->cts_waiting;
+}
+
+void session_send_probe(Session* s, uint64_t now)
+{
+    session_send_ack(s, now, wire::kFlagAckRequest);
+}
+
+void session_send_ack(Session* s, uint64_t now, uint16_t flags)
+{
+    EngineImpl* e = s->ep->engine;
+    wire::FrameAddress fa;
+    if (!e->fill_frame_address(s, &fa, now))
+        return;
+    rte_mbuf* m;
+    wire::TransportHeader* th = e->start_frame(fa, wire::PacketType::kAck, flags, 0, &m);
+    if (!th)
+        return;
+    th->stream_id.set(s->tx_stream);
+    fill_ack_fields(s, th, now);
+    wire::seal(th);
+    e->transmit(m, s->peer);
+    s->ep->st.acks_sent++;
+}
+
+void session_drain(Session* s, uint64_t now)
+{
+    EndpointImpl* ep = s->ep;
+    bool was_blocked = s->blocked;
+    s->blocked = false;
+    while (s->held) {
+        RxSlot& slot = s->ring[s->expected_psn & s->mask];
+        if (!slot.m)
+            break;
+        // Parked packets had their payload checked (park): never kCorrupt.
+        if (deliver_next(s, slot.p, slot.m) == Delivery::kBlocked) {
+            // Receiver not ready (RNR): keep the packet parked; the sender
+            // keeps it in flight and retransmits until we take it.
+            if (!was_blocked)
+                ep->st.rnr_stalls++;
+            s->blocked = true;
+            break;
+        }
+        slot.m = nullptr;
+        s->held--;
+    }
+    if (!s->held)
+        session_drop_rx_window(s);  // empty: back to the pool
+    if (s->unacked >= ep->engine->cfg.ack_every)
+        s->ack_now = true;
+    if (s->ack_pending && !s->ack_deadline)
+        s->ack_deadline = now + ep->engine->cfg.ack_delay_us;
+    ep->engine->activate(s);
+}
+
+void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now)
+{
+    EndpointImpl* ep = s->ep;
+    const wire::TransportHeader* th = p.th;
+    if (!s->mac_known) {
+        memcpy(s->peer_mac, p.src_mac, 6);
+        s->mac_known = true;
+    }
+    if (p.type == wire::PacketType::kReset) {
+        ep->st.resets_received++;
+        // The peer holds no state for our stream (it restarted, or timed us
+        // out). Only our direction restarts: its stream toward us, if new,
+        // is valid, and retiring it would make the peer reset in turn.
+        if (th->ack_stream_id.get() == s->tx_stream)
+            session_fail(s, OpStatus::kPeerReset, false);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    uint32_t stream = th->stream_id.get();
+    if (p.type == wire::PacketType::kAck) {
+        s->last_heard_us = now;
+        process_ack(s, th, now);
+        if (p.flags & wire::kFlagAckRequest) {
+            s->ack_pending = s->ack_now = true;  // a keepalive probe: answer it
+        }
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    if (stream != s->rx_stream) {
+        bool retired = false;
+        for (uint32_t r : s->retired)
+            retired |= r == stream;
+        if (retired || !(p.flags & wire::kFlagStreamStart)) {
+            // Not a stream we hold: the peer must start over.
+            ep->st.stale_stream++;
+            ep->engine->send_stateless_reset(ep, p);
+            rte_pktmbuf_free(m);
+            return;
+        }
+        if (s->rx_stream != 0) {
+            // The peer restarted (or reset its side): what was arriving on
+            // its old stream will never finish.
+            ep->abandon_rx(s, OpStatus::kPeerReset);
+            s->retired[s->retired_next++ & 3] = s->rx_stream;
+            session_drop_rx_window(s);
+        }
+        s->rx_stream = stream;
+        s->expected_psn = 0;
+        s->ack_sent_psn = 0;
+        s->blocked = false;
+    }
+    s->last_heard_us = s->last_data_us = now;
+    process_ack(s, th, now);
+
+    uint32_t psn = th->psn.get();
+    int32_t d = static_cast<int32_t>(psn - s->expected_psn);
+    if (d < 0) {
+        // Our last ACK already covered it, so that ACK was lost or late:
+        // echo this copy, else the peer's next RTT sample would span all
+        // its retransmission timeouts (and the RTO feed on itself). A copy
+        // that arrives before we acknowledged the original (we were slow,
+        // both waited in the ring) keeps the original's echo: the peer
+        // learns its timeout was spurious.
+        if (psn_before(psn, s->ack_sent_psn))
+            s->peer_ts = th->timestamp.get();
+        ep->st.duplicates++;
+        s->duplicates++;
+        s->ack_now = true;  // our ACK was probably lost
+        s->ack_pending = true;
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    if (static_cast<uint32_t>(d) > s->mask) {
+        ep->st.out_of_window++;
+        rte_pktmbuf_free(m);
+        return;
+    }
+    if (d == 0 && !s->held) {
+        // In order with nothing parked, the common case: delivered at once,
+        // no ring needed.
+        if (psn == s->ack_sent_psn)
+            s->peer_ts = th->timestamp.get();  // the left edge: see Session::peer_ts
+        if (p.flags & wire::kFlagAckRequest)
+            s->ack_now = true;
+        const Delivery d = deliver_next(s, p, m);
+        if (d != Delivery::kCorrupt)
+            count_rx(s, p);
+        if (d == Delivery::kBlocked) {
+            // Receiver not ready: park it if a ring is free (session_drain
+            // counts the stall), else drop it; the sender retransmits.
+            if (session_take_rx_window(s)) {
+                park(s, psn, p, m);
+            } else {
+                ep->st.rnr_stalls++;
+                ep->st.rx_window_drops++;
+                rte_pktmbuf_free(m);
+            }
+        }
+        session_drain(s, now);
+        return;
+    }
+    if (!session_take_rx_window(s)) {
+        // No ring to park it in: dropped, the sender retransmits it. Tell
+        // it about the hole at once.
+        ep->st.rx_window_drops++;
+        s->ack_now = true;
+        s->ack_pending = true;
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    RxSlot& slot = s->ring[psn & s->mask];
+    if (slot.m) {
+        ep->st.duplicates++;
+        s->duplicates++;
+        s->ack_now = true;
+        s->ack_pending = true;
+        rte_pktmbuf_free(m);
+        ep->engine->activate(s);
+        return;
+    }
+    if (psn == s->ack_sent_psn)
+        s->peer_ts = th->timestamp.get();  // the left edge: see Session::peer_ts
+    if (d > 0) {
+        ep->st.out_of_order++;
+        s->out_of_order++;
+        s->ack_now = true;  // tell the sender about the hole at once (SACK)
+        s->ack_pending = true;
+    }
+    if (!park(s, psn, p, m)) {
+        session_drain(s, now);  // gives the ring back if nothing else waits; the ACK asked for above still goes
+        return;
+    }
+    count_rx(s, p);
+    if (p.flags & wire::kFlagAckRequest)
+        s->ack_now = true;
+    session_drain(s, now);
+}
+
+void session_fail(Session* s, OpStatus why, bool rx_too)
+{
+    EndpointImpl* ep = s->ep;
+    ep->st.session_failures++;
+    // Forget every packet in flight before completing operations, so no
+    // completion callback sees a half-torn session.
+    session_drop_tx_window(s);
+    s->fifo_head = s->fifo_tail = nullptr;
+    s->tx_deferred = false;
+    s->deferred_msgs = s->deferred_bytes = 0;
+    // Our own operations fail. Our answers to the peer (CTS, responses) are
+    // kept when its stream lives on (rx_too false: the peer only lost our
+    // stream): they go again, whole, on the new stream, else the peer's
+    // rendezvous or RMA request would wait for them forever.
+    List<TxOp> keep;
+    while (!s->ops.empty()) {
+        TxOp* op = s->ops.head;
+        op->inflight = 0;
+        op->queued = false;
+        op->fifo_next = nullptr;
+        bool answer = op->kind == TxOp::Kind::kCts || op->kind == TxOp::Kind::kReadResp ||
+                      op->kind == TxOp::Kind::kWriteResp || op->kind == TxOp::Kind::kAtomicResp;
+        if (answer && !rx_too) {
+            s->ops.remove(op);
+            op->next_offset = 0;
+            op->header_sent = false;
+            keep.push_back(op);
+            continue;
+        }
+        ep->complete_op(op, why);
+    }
+    s->tx_stream = random_stream_id();
+    s->stream_acked = false;
+    s->next_psn = s->una = 0;
+    s->rto_deadline = 0;
+    s->rto_undo_armed = false;
+    s->cwnd = s->mask + 1;
+    s->peer_window = s->mask + 1;
+    s->in_recovery = false;
+    s->rtt = RttEstimator(ep->engine->cfg.rto_initial_us, ep->engine->cfg.rto_min_us, ep->engine->cfg.rto_max_us);
+    while (TxOp* op = keep.head) {
+        keep.remove(op);
+        s->ops.push_back(op);
+        session_enqueue(s, op);
+    }
+
+    if (!rx_too) {
+        if (s->connected)
+            ep->conn_peer_lost(s, why);
+        return;
+    }
+    ep->abandon_rx(s, why);
+    if (s->rx_stream)
+        s->retired[s->retired_next++ & 3] = s->rx_stream;
+    s->rx_stream = 0;
+    s->expected_psn = 0;
+    s->ack_sent_psn = 0;
+    s->peer_ts = 0;
+    session_drop_rx_window(s);
+    s->blocked = false;
+    s->ack_pending = s->ack_now = false;
+    s->unacked = 0;
+    s->ack_deadline = 0;
+    s->cur_eager = nullptr;
+    if (s->connected)
+        ep->conn_peer_lost(s, why);
+}
+
+} // namespace dpdk_engine

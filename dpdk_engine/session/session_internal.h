@@ -1,0 +1,49 @@
+// What session.cpp (sequencing, receive), session_frame.cpp (building and
+// sending frames) and session_recovery.cpp (ACK processing, RTO, loss
+// recovery, timers) share. Internal to the engine.
+#pragma once
+
+#include <cstdint>
+
+#include "dpdk_engine/engine_impl.h"
+
+namespace dpdk_engine {
+namespace session_detail {
+
+inline uint32_t timestamp32(uint64_t now)
+{
+    uint32_t t = static_cast<uint32_t>(now);
+    return t ? t : 1;  // 0 means "no timestamp" on the wire
+}
+
+// The RTO, never backed off beyond a quarter of the peer timeout: a live
+// peer that cannot take our data yet (receiver not ready) answers every
+// retransmission, and must be heard several times before we call it dead.
+inline uint64_t rto_us(const Session* s)
+{
+    uint64_t rto = s->rtt.rto_us();
+    uint64_t cap = uint64_t(s->ep->engine->cfg.peer_timeout_ms) * 1000 / 4;
+    return rto < cap || cap == 0 ? rto : cap;
+}
+
+inline void arm_rto(Session* s, uint64_t now)
+{
+    s->rto_deadline = s->una == s->next_psn ? 0 : now + rto_us(s);
+}
+
+// session_frame.cpp: builds the frame for window slot `psn` from its
+// operation and sends it; false when it could not be sent now.
+bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit);
+// The ACK fields of a packet to the peer (timestamps, cumulative ACK, SACK,
+// credits); whatever ACK was owed counts as sent.
+void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now);
+// Payload bytes of a packet that are the application's: a packed frame's
+// record headers are not (so tx_bytes/rx_bytes add up to what was sent).
+uint64_t message_bytes(wire::PacketType type, uint64_t payload_len, uint64_t records);
+
+// The ACK fields of any packet from the peer: frees acknowledged slots,
+// samples the RTT, undoes a spurious RTO, retransmits SACK holes.
+void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now);
+
+}  // namespace session_detail
+}  // namespace dpdk_engine
