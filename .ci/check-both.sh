@@ -6,6 +6,7 @@
 #           (--enable-sanitizers) plus the libFuzzer harnesses built with
 #           clang++ (--enable-fuzz): make check again, which then also runs
 #           each fuzzer from its seed corpus for FUZZ_SECONDS (default 60).
+# Before both: .ci/check_format.sh (the tree follows .clang-format).
 # Stops at the first failure, leaving that pass's tree and logs in place.
 # Each pass prints its wall time (CI budget: the whole run < 45 min on 2
 # cores).
@@ -25,6 +26,8 @@ run_pass() {
   echo "=== check-both: pass '$name' passed in $((SECONDS - t0)) s: $summary"
 }
 
+# One C/C++ style (.clang-format) before anything is built.
+.ci/check_format.sh || [ $? = 77 ]
 ./autogen.sh
 run_pass normal --enable-werror
 make distclean

@@ -38,7 +38,7 @@ const char* broken_rule(const EngineConfig& c)
     return nullptr;
 }
 
-} // namespace
+}  // namespace
 
 int check_engine_config(const EngineConfig& c, std::string* why)
 {
@@ -76,4 +76,4 @@ int engine_config_from_env(EngineConfig* cfg, std::string* bad)
     return check_engine_config(*cfg, bad);
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -55,7 +55,7 @@ bool power_of_two(uint32_t v)
     return v && !(v & (v - 1));
 }
 
-} // namespace
+}  // namespace
 
 uint64_t now_us()
 {
@@ -82,7 +82,8 @@ const char* to_string(OpStatus s)
     return "unknown status";
 }
 
-EngineImpl::EngineImpl(const EngineConfig& c) : cfg(c) {}
+EngineImpl::EngineImpl(const EngineConfig& c) : cfg(c)
+{ }
 
 EngineImpl::~EngineImpl()
 {
@@ -108,7 +109,8 @@ EngineImpl::~EngineImpl()
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
-                " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64 "\n",
+                " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64
+                "\n",
                 port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
                 st.rx_loopback, st.rx_in_place);
     if (cfg.dump_stats && port)
@@ -300,7 +302,7 @@ void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket
     th->ack_stream_id.set(p.th->stream_id.get());
     wire::seal(th);
     ep->st.resets_sent++;
-    transmit(m, Address{p.src_ip_be, p.src_port});
+    transmit(m, Address {p.src_ip_be, p.src_port});
 }
 
 void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
@@ -316,14 +318,14 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     wire::ParsedPacket p;
     // Two segments: headers and a payload left where the device put it
     // (Port::set_rx_split); the payload is read only by its checked copy.
-    wire::ParseResult r = m->nb_segs == 1 ? wire::parse_frame(data, len, &p)
-                                          : wire::parse_split_frame(data, len, rte_pktmbuf_mtod(m->next, const uint8_t*),
-                                                                    m->next->data_len, &p);
+    wire::ParseResult r =
+        m->nb_segs == 1
+            ? wire::parse_frame(data, len, &p)
+            : wire::parse_split_frame(data, len, rte_pktmbuf_mtod(m->next, const uint8_t*), m->next->data_len, &p);
     rx_by_result[static_cast<unsigned>(r) & 15]++;
     st.rx_in_place += m->nb_segs == 2;
     switch (r) {
-    case wire::ParseResult::kOk:
-        break;
+    case wire::ParseResult::kOk: break;
     case wire::ParseResult::kArp:
         netif->handle_arp(data, len, now);
         rte_pktmbuf_free(m);
@@ -365,7 +367,7 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
         rte_pktmbuf_free(m);
         return;
     }
-    Address src{p.src_ip_be, p.src_port};
+    Address src {p.src_ip_be, p.src_port};
     Session* s = ep->find_session(src);
     if (!s) {
         if (!wire::is_sequenced(p.type)) {
@@ -487,7 +489,7 @@ int EngineImpl::progress(bool may_back_off)
     } else if (may_back_off) {
         uint64_t idle = now - idle_since_us;
         if (idle > cfg.sleep_after_us) {
-            timespec ts{0, long(cfg.sleep_us) * 1000};
+            timespec ts {0, long(cfg.sleep_us) * 1000};
             nanosleep(&ts, nullptr);
         } else if (idle > cfg.yield_after_us) {
             sched_yield();
@@ -499,7 +501,8 @@ int EngineImpl::progress(bool may_back_off)
 // ---------------------------------------------------------------------------
 // Engine facade.
 
-Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl))
+{ }
 
 Engine::~Engine() = default;
 
@@ -535,7 +538,7 @@ int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
     int rc = impl_->port->reserve_udp_port(cfg.port, &port);
     if (rc)
         return rc;
-    auto* ep = new (std::nothrow) EndpointImpl(impl_.get(), cfg, Address{impl_->port->ip_be(), port});
+    auto* ep = new (std::nothrow) EndpointImpl(impl_.get(), cfg, Address {impl_->port->ip_be(), port});
     if (!ep) {
         impl_->port->release_udp_port(port);
         return -ENOMEM;
@@ -559,7 +562,7 @@ const EngineStats& Engine::stats() const
 WindowStats Engine::window_stats() const
 {
     const WindowPool& w = impl_->windows;
-    WindowStats s{};
+    WindowStats s {};
     s.session_bytes = sizeof(Session);
     s.tx_block_bytes = w.tx.block_bytes();
     s.rx_block_bytes = w.rx.block_bytes();
@@ -682,7 +685,7 @@ void EngineImpl::answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p,
 {
     if (!wire::is_sequenced(p.type))
         return;
-    Session* s = ep->find_session(Address{p.src_ip_be, p.src_port});
+    Session* s = ep->find_session(Address {p.src_ip_be, p.src_port});
     if (s && s->rx_stream && p.th->stream_id.get() == s->rx_stream && psn_before(p.th->psn.get(), s->expected_psn))
         session_send_ack(s, now);
 }
@@ -720,8 +723,8 @@ uint32_t Engine::next_timeout_us() const
             uint64_t dead = s->last_heard_us + timeout;
             if (s->una == s->next_psn) {
                 // keepalive probe due (session_timers)
-                uint64_t probe = (s->last_heard_us > s->last_probe_us ? s->last_heard_us : s->last_probe_us) +
-                                 timeout / 4;
+                uint64_t probe =
+                    (s->last_heard_us > s->last_probe_us ? s->last_heard_us : s->last_probe_us) + timeout / 4;
                 if (probe < dead)
                     dead = probe;
             }
@@ -759,7 +762,7 @@ int Engine::resolve(const char* node, const char* service, Address* out)
         if (inet_pton(AF_INET, node, &ia) == 1) {
             a.ip_be = ia.s_addr;
         } else {
-            addrinfo hints{};
+            addrinfo hints {};
             hints.ai_family = AF_INET;
             addrinfo* res = nullptr;
             if (getaddrinfo(node, nullptr, &hints, &res) != 0 || !res)
@@ -779,4 +782,4 @@ int Engine::resolve(const char* node, const char* service, Address* out)
     return 0;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -38,8 +38,8 @@ class MemoryRegistry;
 
 // An endpoint address: IPv4 address + UDP port (design.md section 2).
 struct Address {
-    uint32_t ip_be = 0;   // network byte order
-    uint16_t port = 0;    // host byte order
+    uint32_t ip_be = 0;  // network byte order
+    uint16_t port = 0;   // host byte order
     bool operator==(const Address& o) const { return ip_be == o.ip_be && port == o.port; }
     bool operator!=(const Address& o) const { return !(*this == o); }
 };
@@ -48,27 +48,28 @@ struct Address {
 // FI_DPDK_* parameters.
 struct EngineConfig {
     PortConfig port;
-    FaultConfig fault;              // FI_DPDK_FAULT; off by default
-    std::string pcap_path;          // FI_DPDK_PCAP; empty = off
-    bool dump_stats = false;        // FI_DPDK_STATS: print counters at close
-    size_t eager_limit = 16384;     // FI_DPDK_EAGER_LIMIT: larger messages use rendezvous
-    uint32_t window = 256;          // FI_DPDK_WINDOW: packets in flight per session (power of two, 16..4096)
+    FaultConfig fault;           // FI_DPDK_FAULT; off by default
+    std::string pcap_path;       // FI_DPDK_PCAP; empty = off
+    bool dump_stats = false;     // FI_DPDK_STATS: print counters at close
+    size_t eager_limit = 16384;  // FI_DPDK_EAGER_LIMIT: larger messages use rendezvous
+    uint32_t window = 256;       // FI_DPDK_WINDOW: packets in flight per session (power of two, 16..4096)
     // Send and receive windows are lent to busy sessions from a per-engine
     // pool (window_pool.h): this many blocks of each kind are allocated at
     // start, and the pool grows by as many when more sessions are busy at
     // once than ever before, up to window_blocks_max (0 = no cap; with a cap
     // senders queue for a block and out-of-order packets may be dropped).
-    uint32_t window_blocks = 16;    // FI_DPDK_WINDOW_BLOCKS (1..65536)
-    uint32_t window_blocks_max = 0; // FI_DPDK_WINDOW_BLOCKS_MAX (0 or window_blocks..1048576)
-    uint32_t rto_min_us = 2000;     // FI_DPDK_RTO_MIN_US
-    uint32_t rto_max_us = 200000;   // FI_DPDK_RTO_MAX_US
+    uint32_t window_blocks = 16;     // FI_DPDK_WINDOW_BLOCKS (1..65536)
+    uint32_t window_blocks_max = 0;  // FI_DPDK_WINDOW_BLOCKS_MAX (0 or window_blocks..1048576)
+    uint32_t rto_min_us = 2000;      // FI_DPDK_RTO_MIN_US
+    uint32_t rto_max_us = 200000;    // FI_DPDK_RTO_MAX_US
     uint32_t rto_initial_us = 20000;
-    uint32_t peer_timeout_ms = 3000;// FI_DPDK_TIMEOUT_MS: no word from a peer with work outstanding -> its operations fail
-    uint32_t ack_delay_us = 50;     // FI_DPDK_ACK_DELAY_US: longest an ACK is held back for piggybacking
-    uint32_t ack_every = 16;        // ACK at least every this many packets
-    uint32_t max_ops = 4096;        // per endpoint: outstanding send/RMA/atomic operations
-    uint32_t max_recvs = 4096;      // per endpoint: posted receives
-    uint32_t unexpected_max = 65536;// per endpoint: unexpected messages held
+    uint32_t peer_timeout_ms =
+        3000;  // FI_DPDK_TIMEOUT_MS: no word from a peer with work outstanding -> its operations fail
+    uint32_t ack_delay_us = 50;       // FI_DPDK_ACK_DELAY_US: longest an ACK is held back for piggybacking
+    uint32_t ack_every = 16;          // ACK at least every this many packets
+    uint32_t max_ops = 4096;          // per endpoint: outstanding send/RMA/atomic operations
+    uint32_t max_recvs = 4096;        // per endpoint: posted receives
+    uint32_t unexpected_max = 65536;  // per endpoint: unexpected messages held
     // FI_DPDK_ZCOPY_MIN: payloads of at least this many bytes per packet go
     // out of the sender's memory without a copy into the frame where the
     // port allows it (Port::tx_copies_at_send: memif, af_packet); 0 = never.
@@ -79,8 +80,8 @@ struct EngineConfig {
     // posted meanwhile (EngineImpl::kick_send); false = every post without
     // kOpMore is framed at once.
     bool autocork = true;
-    uint64_t unexpected_bytes = 256ull << 20; // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
-                                    // mbufs set aside for it (a quarter of the pool) are in use
+    uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
+                                               // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
     // progress() call yields the CPU; after sleep_after_us it sleeps sleep_us.
     // Yield early: when two busy pollers share a core (common on a loaded
@@ -101,10 +102,10 @@ struct EngineConfig {
 int engine_config_from_env(EngineConfig* cfg, std::string* bad);
 
 // Limits of the knobs that check_engine_config() enforces.
-constexpr size_t kMaxEagerLimit = 1u << 20;            // FI_DPDK_EAGER_LIMIT
-constexpr unsigned kMinMbufs = 1024;                   // FI_DPDK_MBUFS (0 = default)
+constexpr size_t kMaxEagerLimit = 1u << 20;  // FI_DPDK_EAGER_LIMIT
+constexpr unsigned kMinMbufs = 1024;         // FI_DPDK_MBUFS (0 = default)
 constexpr unsigned kMaxMbufs = 1u << 22;
-constexpr uint64_t kMaxUnexpectedBytes = 1ull << 40;   // FI_DPDK_UNEXPECTED_BYTES
+constexpr uint64_t kMaxUnexpectedBytes = 1ull << 40;  // FI_DPDK_UNEXPECTED_BYTES
 
 // Range checks of every knob of cfg, for the provider and the env reader, so
 // a bad value is refused with a reason instead of misbehaving later.
@@ -143,15 +144,15 @@ struct Completion {
     CompletionType type = CompletionType::kSend;
     OpStatus status = OpStatus::kOk;
     bool tagged = false;
-    bool has_data = false;          // `data` carries remote CQ data
-    bool multi_recv_released = false; // a multi-receive buffer is done with
-    void* buf = nullptr;            // receive: where the data starts
-    size_t len = 0;                 // bytes transferred / message length (peek)
-    size_t olen = 0;                // truncation: bytes that did not fit
+    bool has_data = false;             // `data` carries remote CQ data
+    bool multi_recv_released = false;  // a multi-receive buffer is done with
+    void* buf = nullptr;               // receive: where the data starts
+    size_t len = 0;                    // bytes transferred / message length (peek)
+    size_t olen = 0;                   // truncation: bytes that did not fit
     uint64_t tag = 0;
     uint64_t data = 0;
-    Address src;                    // receive: the sender
-    uint64_t user_data = 0;         // the posting call's user_data (0 for kRemoteWrite)
+    Address src;             // receive: the sender
+    uint64_t user_data = 0;  // the posting call's user_data (0 for kRemoteWrite)
 };
 
 using CompletionFn = void (*)(void* owner, const Completion& c);
@@ -172,9 +173,9 @@ enum OpFlags : uint32_t {
                                     // device doorbell (tx_burst) to the next post without it or progress()
 };
 
-constexpr size_t kMaxIov = 4;                // iov_limit
-constexpr size_t kInjectSize = 2048 - 64;    // largest kOpInject payload
-constexpr size_t kMaxAtomicBytes = 1024;     // operands per atomic request
+constexpr size_t kMaxIov = 4;              // iov_limit
+constexpr size_t kInjectSize = 2048 - 64;  // largest kOpInject payload
+constexpr size_t kMaxAtomicBytes = 1024;   // operands per atomic request
 constexpr uint64_t kMaxMessageSize = 1ull << 40;
 
 struct SendArgs {
@@ -185,31 +186,31 @@ struct SendArgs {
     uint64_t data = 0;
     uint32_t flags = 0;
     void* context = nullptr;
-    uint64_t user_data = 0;     // echoed in every completion of this operation
+    uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
 struct RecvArgs {
     const iovec* iov = nullptr;
     size_t iov_count = 0;
     bool any_source = true;
-    Address src;                // when !any_source
+    Address src;  // when !any_source
     uint64_t tag = 0;
-    uint64_t ignore = 0;        // tag bits that need not match
+    uint64_t ignore = 0;  // tag bits that need not match
     uint32_t flags = 0;
     void* context = nullptr;
-    uint64_t user_data = 0;     // echoed in every completion of this operation
+    uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
 struct RmaArgs {
     Address dest;
-    const iovec* iov = nullptr; // local buffers
+    const iovec* iov = nullptr;  // local buffers
     size_t iov_count = 0;
-    uint64_t addr = 0;          // remote address (or offset)
+    uint64_t addr = 0;  // remote address (or offset)
     uint64_t key = 0;
-    uint64_t data = 0;          // with kOpRemoteData
+    uint64_t data = 0;  // with kOpRemoteData
     uint32_t flags = 0;
     void* context = nullptr;
-    uint64_t user_data = 0;     // echoed in every completion of this operation
+    uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
 struct AtomicArgs {
@@ -225,7 +226,7 @@ struct AtomicArgs {
     uint64_t key = 0;
     uint32_t flags = 0;
     void* context = nullptr;
-    uint64_t user_data = 0;     // echoed in every completion of this operation
+    uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
 // FI_EP_MSG connection management (connection.cpp, wire::ConnExt).
@@ -240,20 +241,20 @@ struct ConnEvent {
     wire::ConnKind kind = wire::ConnKind::kConnReq;  // not for kPeerLost
     Address peer;
     uint64_t conn_id = 0;
-    const void* data = nullptr;     // kReceived: private data (valid during the call)
+    const void* data = nullptr;  // kReceived: private data (valid during the call)
     size_t len = 0;
     OpStatus status = OpStatus::kOk;
-    bool unreachable = false;       // kFailed: the peer's MAC was never resolved (ARP)
+    bool unreachable = false;  // kFailed: the peer's MAC was never resolved (ARP)
 };
 using ConnEventFn = void (*)(void* owner, const ConnEvent& e);
 
 struct EndpointConfig {
-    uint16_t port = 0;              // UDP port; 0 = any free one
+    uint16_t port = 0;  // UDP port; 0 = any free one
     CompletionFn on_complete = nullptr;
-    ConnEventFn on_conn = nullptr;  // FI_EP_MSG: connection events; null = kConnCtl refused
-    void* owner = nullptr;          // passed to on_complete
-    MemoryRegistry* regions = nullptr; // target side of RMA/atomics; null = refuse all
-    size_t min_multi_recv = 0;      // FI_OPT_MIN_MULTI_RECV
+    ConnEventFn on_conn = nullptr;      // FI_EP_MSG: connection events; null = kConnCtl refused
+    void* owner = nullptr;              // passed to on_complete
+    MemoryRegistry* regions = nullptr;  // target side of RMA/atomics; null = refuse all
+    size_t min_multi_recv = 0;          // FI_OPT_MIN_MULTI_RECV
 };
 
 // Per-endpoint counters (design.md section 7: count every drop and retransmit).
@@ -271,7 +272,7 @@ struct EndpointStats {
     // FI_EP_MSG (connection.cpp): connection control packets received,
     // connected peers lost (timeout or reset).
     uint64_t conn_ctl_rx, conn_peers_lost;
-    uint64_t no_session;      // ACK or reset from a peer we hold no session with: dropped
+    uint64_t no_session;  // ACK or reset from a peer we hold no session with: dropped
     // Retransmission timeouts the peer's ACK proved needless (it echoed the
     // original packet's timestamp: the peer was slow, nothing was lost);
     // their window cut was undone. Included in rto_fires.
@@ -321,13 +322,13 @@ struct EngineStats {
 // Memory of the sessions of an engine: what every session keeps, and the
 // window pool that busy sessions borrow from (window_pool.h).
 struct WindowStats {
-    size_t session_bytes;     // sizeof one session (what an idle peer costs, plus its map entry)
-    size_t tx_block_bytes;    // one send window (FI_DPDK_WINDOW entries)
-    size_t rx_block_bytes;    // one receive ring
+    size_t session_bytes;                    // sizeof one session (what an idle peer costs, plus its map entry)
+    size_t tx_block_bytes;                   // one send window (FI_DPDK_WINDOW entries)
+    size_t rx_block_bytes;                   // one receive ring
     uint32_t tx_blocks, tx_in_use, tx_peak;  // allocated, lent now, most lent at once
     uint32_t rx_blocks, rx_in_use, rx_peak;
-    uint32_t grows;           // times the pool grew past its initial size
-    uint32_t tx_waiting;      // sessions in line for a send window now
+    uint32_t grows;       // times the pool grew past its initial size
+    uint32_t tx_waiting;  // sessions in line for a send window now
 };
 
 class Endpoint {
@@ -456,6 +457,6 @@ class Engine {
     std::unique_ptr<EngineImpl> impl_;
 };
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_ENGINE_H

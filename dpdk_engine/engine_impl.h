@@ -53,12 +53,12 @@ struct TxOp {
     };
 
     Kind kind = Kind::kFree;
-    bool queued = false;          // in the session's transmit FIFO
-    bool response_done = false;   // the response (or CTS) it waits for arrived
+    bool queued = false;         // in the session's transmit FIFO
+    bool response_done = false;  // the response (or CTS) it waits for arrived
     OpStatus status = OpStatus::kOk;
-    uint32_t id = 0;              // wire id
+    uint32_t id = 0;  // wire id
     uint32_t generation = 0;
-    uint32_t flags = 0;           // OpFlags
+    uint32_t flags = 0;  // OpFlags
     Session* session = nullptr;
     void* context = nullptr;
     uint64_t user_data = 0;
@@ -66,26 +66,26 @@ struct TxOp {
     // Payload source: user buffers, the bounce buffer, or target memory.
     iovec iov[kMaxIov];
     uint32_t iov_count = 0;
-    uint64_t total_len = 0;       // bytes this op puts on the wire
-    uint64_t next_offset = 0;     // bytes already cut into packets
-    uint64_t message_len = 0;     // kRts/kRdvData: the whole message
-    uint32_t inflight = 0;        // packets sent and not yet acknowledged
-    bool header_sent = false;     // a zero-payload op has sent its packet
+    uint64_t total_len = 0;    // bytes this op puts on the wire
+    uint64_t next_offset = 0;  // bytes already cut into packets
+    uint64_t message_len = 0;  // kRts/kRdvData: the whole message
+    uint32_t inflight = 0;     // packets sent and not yet acknowledged
+    bool header_sent = false;  // a zero-payload op has sent its packet
 
     // Message fields.
     uint64_t tag = 0;
     uint64_t data = 0;
     uint32_t msg_id = 0;
-    uint32_t rdv_handle = 0;      // kRdvData: receiver's handle from the CTS
+    uint32_t rdv_handle = 0;  // kRdvData: receiver's handle from the CTS
 
     // RMA / atomic fields.
     uint64_t remote_addr = 0;
     uint64_t key = 0;
     uint8_t atomic_op = 0, atomic_type = 0, atomic_kind = 0;
     uint32_t atomic_count = 0;
-    uint8_t conn_kind = 0;        // kConn: wire::ConnKind (conn_id in `tag`)
-    void* result = nullptr;       // atomic fetch destination
-    uint64_t received = 0;        // kRead: bytes of response data placed
+    uint8_t conn_kind = 0;   // kConn: wire::ConnKind (conn_id in `tag`)
+    void* result = nullptr;  // atomic fetch destination
+    uint64_t received = 0;   // kRead: bytes of response data placed
 
     // kWrite/kRead/kAtomic whose packets are all acknowledged: since when
     // (0 = not yet seen so) the response is awaited with no sign of it, and
@@ -98,21 +98,21 @@ struct TxOp {
     uint32_t peer_op_id = 0;
     wire::WireStatus wire_status = wire::WireStatus::kOk;
 
-    uint8_t* bounce = nullptr;    // kBounceSize bytes owned by this slot
+    uint8_t* bounce = nullptr;  // kBounceSize bytes owned by this slot
 
     // Zero-copy send (zero_copy.cpp): its refcnt counts the external mbufs
     // alive that point into this op's payload. They live at most until the
     // port's next flush (Port::tx_copies_at_send), and complete_op flushes
     // before the op completes, so the payload's owner never gets its buffer
     // back while a frame still reads from it.
-    rte_mbuf_ext_shared_info zc_shinfo{};
+    rte_mbuf_ext_shared_info zc_shinfo {};
 
-    TxOp* fifo_next = nullptr;    // session transmit FIFO
+    TxOp* fifo_next = nullptr;  // session transmit FIFO
     // kEager op packed into a kMsgPacked frame: the next op of that frame
     // (InflightPacket::offset says how many). Set when the frame is cut, kept
     // until it is acknowledged: retransmissions rebuild it from this chain.
     TxOp* pack_next = nullptr;
-    TxOp* next = nullptr;         // free list / session op list
+    TxOp* next = nullptr;  // free list / session op list
     TxOp* prev = nullptr;
 };
 
@@ -120,7 +120,7 @@ struct TxOp {
 struct PostedRecv {
     iovec iov[kMaxIov];
     uint32_t iov_count = 0;
-    uint64_t capacity = 0;        // sum of iov lengths
+    uint64_t capacity = 0;  // sum of iov lengths
     bool any_source = true;
     Address src;
     uint64_t tag = 0, ignore = 0;
@@ -129,35 +129,39 @@ struct PostedRecv {
     uint64_t user_data = 0;
     // Multi-receive: slices are cut from the front of iov[0].
     uint64_t used = 0;
-    uint32_t slices_open = 0;     // messages still landing in this buffer
-    bool retired = false;         // removed from the posted list
+    uint32_t slices_open = 0;  // messages still landing in this buffer
+    bool retired = false;      // removed from the posted list
     PostedRecv* next = nullptr;
     PostedRecv* prev = nullptr;
 };
 
 // A message being received, or received and not yet matched (unexpected).
 struct RxMsg {
-    enum class State : uint8_t { kFree, kUnexpected, kMatched };
+    enum class State : uint8_t {
+        kFree,
+        kUnexpected,
+        kMatched
+    };
     State state = State::kFree;
     bool tagged = false;
     bool has_data = false;
-    bool rendezvous = false;      // arrived as an RTS
-    bool complete = false;        // every byte arrived (unexpected eager)
+    bool rendezvous = false;  // arrived as an RTS
+    bool complete = false;    // every byte arrived (unexpected eager)
     bool cts_sent = false;
-    bool cts_waiting = false;     // matched rendezvous whose CTS found no free op (EndpointImpl::cts_waiting)
+    bool cts_waiting = false;  // matched rendezvous whose CTS found no free op (EndpointImpl::cts_waiting)
     Session* session = nullptr;
     Address src;
     uint64_t tag = 0, data = 0;
     uint64_t total_len = 0;
-    uint64_t received = 0;        // bytes that arrived (eager) / landed (rdv)
+    uint64_t received = 0;  // bytes that arrived (eager) / landed (rdv)
     uint32_t msg_id = 0;
-    uint32_t sender_op = 0;       // RTS: sender's op id for the CTS
-    uint32_t handle = 0;          // rendezvous handle (index | generation)
+    uint32_t sender_op = 0;  // RTS: sender's op id for the CTS
+    uint32_t handle = 0;     // rendezvous handle (index | generation)
     uint32_t generation = 0;
-    void* claimed_by = nullptr;   // FI_CLAIM context
-    rte_mbuf* held = nullptr;     // unexpected eager data: chain of payloads
-    uint8_t* spill = nullptr;     // ... or a heap copy when mbufs ran short
-    uint32_t reserved_segs = 0;   // mbufs reserved against held_limit
+    void* claimed_by = nullptr;  // FI_CLAIM context
+    rte_mbuf* held = nullptr;    // unexpected eager data: chain of payloads
+    uint8_t* spill = nullptr;    // ... or a heap copy when mbufs ran short
+    uint32_t reserved_segs = 0;  // mbufs reserved against held_limit
     // Destination once matched.
     PostedRecv* recv = nullptr;
     iovec dest[kMaxIov];
@@ -171,8 +175,7 @@ struct RxMsg {
 };
 
 // Intrusive doubly linked FIFO list.
-template <typename T>
-struct List {
+template <typename T> struct List {
     T* head = nullptr;
     T* tail = nullptr;
     size_t size = 0;
@@ -219,17 +222,17 @@ struct Session {
     // Receive ring: a pool block while packets are parked (out of order, or
     // the receiver is not ready), else null. Indexed psn & mask.
     RxSlot* ring = nullptr;
-    Session* active_next = nullptr;   // EngineImpl::active
-    Session* window_next = nullptr;   // line for a send window (WindowPool)
-    TxOp* fifo_head = nullptr;    // ops with packets still to cut
+    Session* active_next = nullptr;  // EngineImpl::active
+    Session* window_next = nullptr;  // line for a send window (WindowPool)
+    TxOp* fifo_head = nullptr;       // ops with packets still to cut
     TxOp* fifo_tail = nullptr;
-    List<TxOp> ops;               // every op bound to this session
-    RxMsg* cur_eager = nullptr;   // eager message being reassembled
+    List<TxOp> ops;              // every op bound to this session
+    RxMsg* cur_eager = nullptr;  // eager message being reassembled
     RttEstimator rtt;
-    uint64_t rto_deadline = 0;    // 0 = not armed
-    uint64_t last_heard_us = 0;   // any valid packet from the peer
-    uint64_t last_data_us = 0;    // a packet with a sequence number (not a pure ACK)
-    uint64_t last_probe_us = 0;   // keepalive sent while waiting on the peer
+    uint64_t rto_deadline = 0;   // 0 = not armed
+    uint64_t last_heard_us = 0;  // any valid packet from the peer
+    uint64_t last_data_us = 0;   // a packet with a sequence number (not a pure ACK)
+    uint64_t last_probe_us = 0;  // keepalive sent while waiting on the peer
     uint64_t ack_deadline = 0;
     // Counters of this session alone (the endpoint's EndpointStats sums all).
     uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
@@ -237,13 +240,13 @@ struct Session {
     Address peer;
 
     // ---- transmit direction
-    uint32_t tx_stream = 0;       // random, new after every failure
-    uint32_t next_psn = 0;        // next PSN to assign
-    uint32_t una = 0;             // oldest PSN not cumulatively acknowledged
-    uint32_t cwnd = 0;            // congestion window (packets)
-    uint32_t cwnd_acc = 0;        // additive-increase accumulator
-    uint32_t peer_window = 0;     // credits granted by the peer
-    uint32_t recover_psn = 0;     // one window reduction per loss episode
+    uint32_t tx_stream = 0;    // random, new after every failure
+    uint32_t next_psn = 0;     // next PSN to assign
+    uint32_t una = 0;          // oldest PSN not cumulatively acknowledged
+    uint32_t cwnd = 0;         // congestion window (packets)
+    uint32_t cwnd_acc = 0;     // additive-increase accumulator
+    uint32_t peer_window = 0;  // credits granted by the peer
+    uint32_t recover_psn = 0;  // one window reduction per loss episode
     // Spurious timeout detection (Eifel, RFC 3522): at the first RTO of an
     // episode, the window before it was cut and the timestamp of the
     // retransmission. An ACK past rto_psn that echoes an older timestamp was
@@ -252,14 +255,14 @@ struct Session {
     uint32_t rto_psn = 0;
     uint32_t rto_ts = 0;
     uint32_t rto_prior_cwnd = 0;
-    uint32_t rdv_waiting = 0;     // CTSs we sent whose data has not all come
+    uint32_t rdv_waiting = 0;  // CTSs we sent whose data has not all come
     uint32_t next_msg_id = 0;
 
     // ---- receive direction
-    uint32_t rx_stream = 0;       // 0 = none adopted yet
+    uint32_t rx_stream = 0;  // 0 = none adopted yet
     uint32_t expected_psn = 0;
-    uint32_t held = 0;            // packets parked in ring
-    uint32_t retired[4] = {};     // streams we will not accept again
+    uint32_t held = 0;         // packets parked in ring
+    uint32_t retired[4] = {};  // streams we will not accept again
     uint32_t retired_next = 0;
     uint32_t unacked = 0;
     // Timestamp we echo (RFC 7323 TS.Recent): that of the first packet past
@@ -267,11 +270,11 @@ struct Session {
     // sample covers the time its packet waited for us, and an ACK provoked
     // by a duplicate still echoes the original (Eifel detection).
     uint32_t peer_ts = 0;
-    uint32_t ack_sent_psn = 0;    // expected_psn in the last ACK we sent
+    uint32_t ack_sent_psn = 0;  // expected_psn in the last ACK we sent
     // RMA write refused at one segment: its later segments are skipped. A
     // flag of its own, since any wire id (0 too) can be a real operation's.
     uint32_t refused_write_op = 0;
-    uint32_t mask = 0;            // window - 1
+    uint32_t mask = 0;  // window - 1
     // Records of the kMsgPacked frame at expected_psn already delivered when
     // the receiver ran out of resources part way (Delivery::kBlocked): the
     // next attempt, with that frame or its retransmission, starts after them.
@@ -284,7 +287,7 @@ struct Session {
 
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
-    bool stream_acked = false;    // peer has acknowledged our stream
+    bool stream_acked = false;  // peer has acknowledged our stream
     bool in_recovery = false;
     bool window_stalled = false;  // counts stalls once, not once per round
     bool window_waiting = false;  // in line for a send window
@@ -299,7 +302,7 @@ struct Session {
     // frames are in flight: EngineImpl::kick_send), not for the window: the
     // next post that cannot wait sends them, else progress().
     bool tx_deferred = false;
-    bool active = false;          // in EngineImpl::active_
+    bool active = false;  // in EngineImpl::active_
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
 };
@@ -307,10 +310,10 @@ static_assert(sizeof(Session) <= 4096, "issue 5: state per peer session <= 4 KiB
 
 // Result of delivering an in-order packet to the upper layer.
 enum class Delivery : uint8_t {
-    kDone,      // processed; the caller frees the mbuf
-    kKept,      // processed; the upper layer kept the mbuf
-    kBlocked,   // cannot be processed now (no resources): retry later
-    kCorrupt,   // the payload failed its CRC (kFlagPayloadCrc): drop it, as never received
+    kDone,     // processed; the caller frees the mbuf
+    kKept,     // processed; the upper layer kept the mbuf
+    kBlocked,  // cannot be processed now (no resources): retry later
+    kCorrupt,  // the payload failed its CRC (kFlagPayloadCrc): drop it, as never received
 };
 
 class EndpointImpl : public Endpoint {
@@ -321,7 +324,7 @@ class EndpointImpl : public Endpoint {
     EngineImpl* engine;
     EndpointConfig cfg;
     Address addr;
-    EndpointStats st{};
+    EndpointStats st {};
     bool closing = false;
     // Closed, but still answering its peers' retransmissions of what it
     // received (EngineImpl::close_endpoint) until then; 0 = not lingering.
@@ -355,7 +358,7 @@ class EndpointImpl : public Endpoint {
     void release_hidden(RxMsg* m);
     uint32_t unexpected_count = 0;
 
-    List<PostedRecv> posted[2];     // [0] untagged, [1] tagged
+    List<PostedRecv> posted[2];  // [0] untagged, [1] tagged
     List<RxMsg> unexpected[2];
     // Matched rendezvous messages whose CTS could not be sent (no free
     // operation: a multi-receive buffer matching several RTSs at once can
@@ -452,11 +455,11 @@ class EngineImpl {
     std::unique_ptr<FaultInjector> fault_rx;
     std::unique_ptr<FaultInjector> fault_tx;
     PcapWriter pcap;
-    WindowPool windows;                  // send/receive windows lent to busy sessions
-    std::vector<EndpointImpl*> by_port;  // 65536 entries: UDP port -> endpoint
-    Session* active = nullptr;           // sessions with timers or work
-    std::vector<rte_mbuf*> loopback;     // frames to our own endpoints
-    std::vector<rte_mbuf*> loopback_work; // the batch progress() handles (swapped, never reallocated)
+    WindowPool windows;                    // send/receive windows lent to busy sessions
+    std::vector<EndpointImpl*> by_port;    // 65536 entries: UDP port -> endpoint
+    Session* active = nullptr;             // sessions with timers or work
+    std::vector<rte_mbuf*> loopback;       // frames to our own endpoints
+    std::vector<rte_mbuf*> loopback_work;  // the batch progress() handles (swapped, never reallocated)
     uint64_t idle_since_us = 0;
     // A send waits for progress() (Engine::holds_tx); cleared by progress().
     bool tx_held = false;
@@ -484,7 +487,7 @@ class EngineImpl {
     uint8_t* spill_get(uint64_t len);
     void spill_put(uint8_t* buf, uint64_t len);
     uint32_t held_out_of_order = 0;
-    EngineStats st{};
+    EngineStats st {};
     uint64_t rx_by_result[16] = {};
 
     int progress(bool may_back_off);
@@ -584,11 +587,23 @@ uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, u
 // packet must count as never received (its retransmission rewrites them).
 bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p);
 
-inline EndpointImpl* impl(Endpoint* e) { return static_cast<EndpointImpl*>(e); }
-inline const EndpointImpl* impl(const Endpoint* e) { return static_cast<const EndpointImpl*>(e); }
-inline uint64_t address_key(Address a) { return (uint64_t(a.ip_be) << 16) | a.port; }
-inline bool psn_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+inline EndpointImpl* impl(Endpoint* e)
+{
+    return static_cast<EndpointImpl*>(e);
+}
+inline const EndpointImpl* impl(const Endpoint* e)
+{
+    return static_cast<const EndpointImpl*>(e);
+}
+inline uint64_t address_key(Address a)
+{
+    return (uint64_t(a.ip_be) << 16) | a.port;
+}
+inline bool psn_before(uint32_t a, uint32_t b)
+{
+    return int32_t(a - b) < 0;
+}
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_ENGINE_IMPL_H

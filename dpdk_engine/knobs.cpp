@@ -16,14 +16,14 @@ namespace dpdk_engine {
 namespace {
 
 // Accessors of one EngineConfig field, as the table's function pointers.
-#define KNOB_NUMBER(field)                                                        \
-    [](const EngineConfig& c) -> uint64_t { return uint64_t(c.field); },         \
+#define KNOB_NUMBER(field)                                                                                        \
+    [](const EngineConfig& c) -> uint64_t { return uint64_t(c.field); },                                          \
         [](EngineConfig& c, uint64_t v) { c.field = static_cast<decltype(c.field)>(v); }, nullptr, nullptr
-#define KNOB_TEXT(field)                                                          \
-    nullptr, nullptr, [](const EngineConfig& c) -> std::string { return c.field; }, \
-        [](EngineConfig& c, const std::string& v) -> int {                        \
-            c.field = v;                                                          \
-            return 0;                                                             \
+#define KNOB_TEXT(field)                                                                                          \
+    nullptr, nullptr, [](const EngineConfig& c) -> std::string { return c.field; },                               \
+        [](EngineConfig& c, const std::string& v) -> int {                                                        \
+            c.field = v;                                                                                          \
+            return 0;                                                                                             \
         }
 
 std::string text_of(uint64_t v)
@@ -62,8 +62,8 @@ const Knob kKnobs[] = {
      KNOB_NUMBER(dump_stats)},
     {"verbose", KnobKind::kBool, 0, 1,
      "Let EAL and the DPDK drivers log to stderr (also on with FI_LOG_LEVEL=info)", KNOB_NUMBER(port.verbose)},
-    {"mbufs", KnobKind::kUnsigned, 0, kMaxMbufs, "Packet buffers in the port's pool, 0 (the default size) or at least 1024",
-     KNOB_NUMBER(port.mbufs)},
+    {"mbufs", KnobKind::kUnsigned, 0, kMaxMbufs,
+     "Packet buffers in the port's pool, 0 (the default size) or at least 1024", KNOB_NUMBER(port.mbufs)},
     {"eager_limit", KnobKind::kUnsigned, 0, kMaxEagerLimit,
      "Largest message sent eagerly; larger ones use a rendezvous", KNOB_NUMBER(eager_limit)},
     {"unexpected_bytes", KnobKind::kUnsigned, 0, kMaxUnexpectedBytes,
@@ -162,9 +162,7 @@ int set_knob(const Knob& k, const char* text, EngineConfig* cfg, std::string* wh
 {
     std::string bad;
     switch (k.kind) {
-    case KnobKind::kText:
-        k.set_text(*cfg, text ? text : "");
-        return 0;
+    case KnobKind::kText: k.set_text(*cfg, text ? text : ""); return 0;
     case KnobKind::kFault:
         if (k.set_text(*cfg, text ? text : "") == 0)
             return 0;
@@ -187,8 +185,8 @@ int set_knob(const Knob& k, const char* text, EngineConfig* cfg, std::string* wh
             k.set(*cfg, b);
             return 0;
         }
-        bad = knob_variable(k) + " is a boolean (1/0, yes/no, true/false, on/off), not \"" +
-              (text ? text : "") + "\"";
+        bad = knob_variable(k) + " is a boolean (1/0, yes/no, true/false, on/off), not \"" + (text ? text : "") +
+              "\"";
         break;
     }
     }

@@ -27,7 +27,7 @@ enum class KnobKind : uint8_t {
 };
 
 struct Knob {
-    const char* name;   // after FI_DPDK_, lower case: "mtu" is FI_DPDK_MTU
+    const char* name;  // after FI_DPDK_, lower case: "mtu" is FI_DPDK_MTU
     KnobKind kind;
     uint64_t min, max;  // kUnsigned: the accepted range
     // What it does. knob_help() appends the range and "(default: ...)"
@@ -48,7 +48,10 @@ extern const size_t kKnobCount;
 
 // "FI_DPDK_" and the name in upper case (also for the provider's own knobs).
 std::string knob_variable(const char* name);
-inline std::string knob_variable(const Knob& k) { return knob_variable(k.name); }
+inline std::string knob_variable(const Knob& k)
+{
+    return knob_variable(k.name);
+}
 
 // Reads `text` as the value of k into cfg. 0, or -EINVAL with a reason that
 // names the variable and what it accepts in *why (if non-null).
@@ -65,4 +68,4 @@ std::string knob_help(const Knob& k, const EngineConfig& defaults);
 
 }  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_KNOBS_H

@@ -15,13 +15,12 @@ namespace dpdk_engine {
 
 namespace {
 
-std::atomic<uint64_t> g_fallbacks{0};
+std::atomic<uint64_t> g_fallbacks {0};
 
 // Calls read_some(p + done, len - done) until len bytes are there, through
 // EINTR and short reads; stops at the first failure or end of data.
 // Returns the bytes done.
-template <typename Read>
-size_t read_fully(uint8_t* p, size_t done, size_t len, Read read_some)
+template <typename Read> size_t read_fully(uint8_t* p, size_t done, size_t len, Read read_some)
 {
     while (done < len) {
         ssize_t n = read_some(p + done, len - done);
@@ -33,7 +32,7 @@ size_t read_fully(uint8_t* p, size_t done, size_t len, Read read_some)
     return done;
 }
 
-} // namespace
+}  // namespace
 
 int fill_random(void* buf, size_t len)
 {
@@ -92,4 +91,4 @@ uint64_t random_fallbacks()
     return g_fallbacks.load(std::memory_order_relaxed);
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

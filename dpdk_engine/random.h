@@ -40,6 +40,6 @@ class RandomPool {
 uint32_t random_stream_id();
 uint64_t random_fallbacks();
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_RANDOM_H

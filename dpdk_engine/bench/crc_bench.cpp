@@ -91,8 +91,7 @@ __attribute__((noinline)) void baseline_seal(wire::TransportHeader* th)
     uint32_t reg = baseline_crc_update_body(0xffffffffu, p - wire::kUdpHeaderLen, 4);
     reg = baseline_crc_update_body(reg, p, offsetof(wire::TransportHeader, crc));
     reg = rte_hash_crc_4byte(0, reg);
-    reg = baseline_crc_update_body(reg, p + sizeof(wire::TransportHeader),
-                                   total - sizeof(wire::TransportHeader));
+    reg = baseline_crc_update_body(reg, p + sizeof(wire::TransportHeader), total - sizeof(wire::TransportHeader));
     th->crc.set(reg ^ 0xffffffffu);
 }
 
@@ -103,9 +102,9 @@ uint32_t new_crc32c(const void* data, size_t len, uint32_t init)
 
 double now_ns()
 {
-    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+    return static_cast<double>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 // Core cycles per nanosecond: a chain of dependent 64-bit multiplies takes
@@ -156,7 +155,7 @@ double run_crc(CrcFn fn, const uint8_t* buf, size_t len, bool dependent, size_t 
 // each is an undisturbed one.
 void time_pair(const uint8_t* buf, size_t len, bool dependent, double* old_ns, double* new_ns)
 {
-    const size_t iters = std::max<size_t>(500, (size_t{4} << 20) / (len + 64));
+    const size_t iters = std::max<size_t>(500, (size_t {4} << 20) / (len + 64));
     *old_ns = *new_ns = 1e30;
     for (int rep = 0; rep < 25; rep++) {
         *old_ns = std::min(*old_ns, run_crc(baseline_crc32c, buf, len, dependent, iters));
@@ -170,7 +169,7 @@ std::vector<uint8_t> make_frame(size_t udp_payload)
     std::vector<uint8_t> f(wire::kL2L3L4Len + udp_payload);
     for (size_t i = 0; i < f.size(); i++)
         f[i] = static_cast<uint8_t>(i * 131 + 7);
-    wire::FrameAddress a{};
+    wire::FrameAddress a {};
     a.src_ip_be = 0x0100007f;
     a.dst_ip_be = 0x0100007f;
     a.src_port = 4000;
@@ -178,8 +177,7 @@ std::vector<uint8_t> make_frame(size_t udp_payload)
     wire::write_l2l3l4(f.data(), a, udp_payload);
     auto* th = reinterpret_cast<wire::TransportHeader*>(f.data() + wire::kL2L3L4Len);
     const size_t hdr = sizeof(wire::TransportHeader) + sizeof(wire::MsgExt);
-    wire::init_transport_header(th, wire::PacketType::kMsgEager, 0,
-                                static_cast<uint16_t>(udp_payload - hdr));
+    wire::init_transport_header(th, wire::PacketType::kMsgEager, 0, static_cast<uint16_t>(udp_payload - hdr));
     wire::seal(th);
     return f;
 }
@@ -207,7 +205,7 @@ void time_seal(size_t udp_payload, double* old_ns, double* new_ns)
         fprintf(stderr, "crc_bench: old and new seal differ at %zu bytes\n", udp_payload);
         exit(1);
     }
-    const size_t iters = std::max<size_t>(500, (size_t{4} << 20) / (udp_payload + 64));
+    const size_t iters = std::max<size_t>(500, (size_t {4} << 20) / (udp_payload + 64));
     *old_ns = *new_ns = 1e30;
     for (int rep = 0; rep < 25; rep++) {
         *old_ns = std::min(*old_ns, run_seal(baseline_seal, th, iters));
@@ -218,7 +216,7 @@ void time_seal(size_t udp_payload, double* old_ns, double* new_ns)
 double time_parse(size_t udp_payload)
 {
     std::vector<uint8_t> f = make_frame(udp_payload);
-    const size_t iters = std::max<size_t>(500, (size_t{4} << 20) / (udp_payload + 64));
+    const size_t iters = std::max<size_t>(500, (size_t {4} << 20) / (udp_payload + 64));
     double best = 1e30;
     for (int rep = 0; rep < 25; rep++) {
         size_t ok = 0;
@@ -244,8 +242,8 @@ int run_table()
     printf("wire::crc32c over N bytes at buffer + 1 (unaligned), old loop vs current; ns per call,\n"
            "B/cyc = bytes per core cycle. lat: each call seeded with the previous result;\n"
            "thr: independent calls\n");
-    printf("%6s | %8s %8s %7s %6s %6s | %8s %8s %7s %6s %6s\n", "bytes", "old lat", "new lat",
-           "speedup", "old", "new", "old thr", "new thr", "speedup", "old", "new");
+    printf("%6s | %8s %8s %7s %6s %6s | %8s %8s %7s %6s %6s\n", "bytes", "old lat", "new lat", "speedup", "old",
+           "new", "old thr", "new thr", "speedup", "old", "new");
     std::vector<uint8_t> mem(9000 + 64);
     for (size_t i = 0; i < mem.size(); i++)
         mem[i] = static_cast<uint8_t>(i * 7 + 3);
@@ -260,9 +258,8 @@ int run_table()
         time_pair(buf, len, true, &ol, &nl);
         time_pair(buf, len, false, &ot, &nt);
         const double n = static_cast<double>(len);
-        printf("%6zu | %6.1fns %6.1fns %6.2fx %6.2f %6.2f | %6.1fns %6.1fns %6.2fx %6.2f %6.2f\n", len,
-               ol, nl, ol / nl, n / (ol * cpn), n / (nl * cpn), ot, nt, ot / nt, n / (ot * cpn),
-               n / (nt * cpn));
+        printf("%6zu | %6.1fns %6.1fns %6.2fx %6.2f %6.2f | %6.1fns %6.1fns %6.2fx %6.2f %6.2f\n", len, ol, nl,
+               ol / nl, n / (ol * cpn), n / (nl * cpn), ot, nt, ot / nt, n / (ot * cpn), n / (nt * cpn));
     }
     printf("\nwire::seal and wire::parse_frame per packet (eager: UDP payload = header + MsgExt +"
            " data; frame = UDP payload + 42)\n");
@@ -297,13 +294,13 @@ int run_paths()
     for (size_t i = 0; i < npaths; i++)
         printf(" | %20s", wire::to_string(paths[i]));
     printf("\n");
-    const size_t sizes[] = {64, 256, 512, 1024, 2048, 4096, 9216, size_t{1} << 20};
-    std::vector<uint8_t> mem((size_t{1} << 20) + 64);
+    const size_t sizes[] = {64, 256, 512, 1024, 2048, 4096, 9216, size_t {1} << 20};
+    std::vector<uint8_t> mem((size_t {1} << 20) + 64);
     for (size_t i = 0; i < mem.size(); i++)
         mem[i] = static_cast<uint8_t>(i * 7 + 3);
     const uint8_t* buf = mem.data() + 1;
     for (size_t len : sizes) {
-        const size_t iters = std::max<size_t>(20, (size_t{4} << 20) / (len + 64));
+        const size_t iters = std::max<size_t>(20, (size_t {4} << 20) / (len + 64));
         for (bool dependent : {true, false}) {
             double ns[4] = {1e30, 1e30, 1e30, 1e30};
             uint32_t result[4] = {};
@@ -336,7 +333,7 @@ int run_paths()
 int run_copy()
 {
     const double cpn = cycles_per_ns();
-    constexpr size_t kDest = size_t{1} << 20;
+    constexpr size_t kDest = size_t {1} << 20;
     std::vector<uint8_t> src(65536 + 64), dst(kDest + 65536 + 64);
     for (size_t i = 0; i < src.size(); i++)
         src[i] = static_cast<uint8_t>(i * 13 + 5);
@@ -345,9 +342,15 @@ int run_copy()
            cpn, wire::to_string(wire::crc_path()));
     printf("%8s | %20s | %20s | %20s | %20s\n", "bytes", "memcpy", "crc_update", "memcpy + crc_update",
            "crc_copy");
-    enum { kMemcpy, kCrc, kBoth, kFused, kWays };
-    for (size_t len : {size_t{1024}, size_t{4096}, size_t{8960}, size_t{65536}}) {
-        const size_t iters = std::max<size_t>(200, (size_t{8} << 20) / len);
+    enum {
+        kMemcpy,
+        kCrc,
+        kBoth,
+        kFused,
+        kWays
+    };
+    for (size_t len : {size_t {1024}, size_t {4096}, size_t {8960}, size_t {65536}}) {
+        const size_t iters = std::max<size_t>(200, (size_t {8} << 20) / len);
         double best[kWays] = {1e30, 1e30, 1e30, 1e30};
         uint32_t check[kWays] = {};
         for (int rep = 0; rep < 25; rep++) {
@@ -388,7 +391,7 @@ int run_copy()
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {

@@ -38,8 +38,7 @@ struct LatencyStep {
     unsigned iters;
 };
 const LatencyStep kLatency[] = {
-    {8, 5000},      {64, 5000},     {512, 5000},   {4096, 3000},     {16384, 2000},
-    {65536, 1000},  {262144, 300},  {1048576, 100},
+    {8, 5000}, {64, 5000}, {512, 5000}, {4096, 3000}, {16384, 2000}, {65536, 1000}, {262144, 300}, {1048576, 100},
 };
 
 struct BandwidthStep {
@@ -48,8 +47,8 @@ struct BandwidthStep {
     unsigned window;
 };
 const BandwidthStep kBandwidth[] = {
-    {4096, 40000, 64},     {16384, 16000, 64},  {65536, 4000, 32},
-    {262144, 1000, 16},    {1048576, 300, 8},   {4194304, 80, 4},
+    {4096, 40000, 64},  {16384, 16000, 64}, {65536, 4000, 32},
+    {262144, 1000, 16}, {1048576, 300, 8},  {4194304, 80, 4},
 };
 
 constexpr unsigned kWarmup = 50;
@@ -61,9 +60,9 @@ constexpr uint64_t kTagHello = 5ull << 40;
 
 uint64_t now_ns()
 {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 const char* g_role = "?";
@@ -116,7 +115,7 @@ struct Bench {
 
     int post_recv(void* buf, size_t len, uint64_t tag, void* ctx)
     {
-        iovec iov{buf, len};
+        iovec iov {buf, len};
         RecvArgs a;
         a.iov = &iov;
         a.iov_count = 1;
@@ -128,7 +127,7 @@ struct Bench {
 
     int send(const void* buf, size_t len, uint64_t tag, uint32_t flags, void* ctx)
     {
-        iovec iov{const_cast<void*>(buf), len};
+        iovec iov {const_cast<void*>(buf), len};
         SendArgs a;
         a.dest = peer;
         a.iov = &iov;
@@ -143,9 +142,15 @@ struct Bench {
     }
 };
 
-void* ctx(uintptr_t v) { return reinterpret_cast<void*>(v); }
+void* ctx(uintptr_t v)
+{
+    return reinterpret_cast<void*>(v);
+}
 
-unsigned iters_of(const Bench& b, unsigned n) { return b.quick ? std::max(10u, n / 10) : n; }
+unsigned iters_of(const Bench& b, unsigned n)
+{
+    return b.quick ? std::max(10u, n / 10) : n;
+}
 
 void server(Bench& b)
 {
@@ -277,13 +282,13 @@ void client(Bench& b, const char* label)
         }
         double secs = double(t1 - t0) / 1e9;
         double bytes = double(s.size) * count;
-        printf("  %9zu %10.1f %9.2f %11.0f %7u %11" PRIu64 "\n", s.size, bytes / secs / 1e6, bytes * 8 / secs / 1e9,
-               count / secs, s.window, b.ep->stats().retransmits - rtx0);
+        printf("  %9zu %10.1f %9.2f %11.0f %7u %11" PRIu64 "\n", s.size, bytes / secs / 1e6,
+               bytes * 8 / secs / 1e9, count / secs, s.window, b.ep->stats().retransmits - rtx0);
         fflush(stdout);
     }
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {

@@ -91,8 +91,7 @@ void check_split(const uint8_t* frame, size_t len, size_t cut)
         // Whole, the frame may only differ by Ethernet padding, which a
         // split frame cannot have.
         if (rw != wire::ParseResult::kOk || w.type != s.type || w.flags != s.flags ||
-            w.payload_len != s.payload_len || w.payload_crc != s.payload_crc ||
-            w.payload != frame + cut)
+            w.payload_len != s.payload_len || w.payload_crc != s.payload_crc || w.payload != frame + cut)
             abort();
         g_sink = static_cast<uint8_t>(wire::payload_crc_ok(&s));
     } else if (rw == wire::ParseResult::kOk && (w.flags & wire::kFlagPayloadCrc) && w.payload == frame + cut &&
@@ -103,7 +102,7 @@ void check_split(const uint8_t* frame, size_t len, size_t cut)
     free(body);
 }
 
-} // namespace
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
@@ -123,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         static_cast<size_t>(whole.payload - frame) != at)
         check_split(frame, size, static_cast<size_t>(whole.payload - frame));
     if (size > 2)
-        check_split(frame, size, (size_t{frame[size - 1]} << 8 | frame[size - 2]) % size);
+        check_split(frame, size, (size_t {frame[size - 1]} << 8 | frame[size - 2]) % size);
 
     // The ARP and ICMP parsers run on frames parse_frame classified.
     ArpPacket arp;

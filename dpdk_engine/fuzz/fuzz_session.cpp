@@ -141,8 +141,7 @@ void learn(const wire::ParsedPacket& p)
     case wire::PacketType::kAtomicReq:
         keep(g->op_ids, reinterpret_cast<const wire::AtomicExt*>(p.ext)->op_id.get());
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -212,8 +211,7 @@ void fix_ids(uint8_t* udp_payload, size_t len)
         x->op_id.set(pick(g->op_ids, x->op_id.get()));
         break;
     }
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -230,7 +228,7 @@ void inject(uint8_t ctl, const uint8_t* bytes, size_t len)
     if (ctl & kFixIds)
         fix_ids(udp, len);
     const unsigned peer = (ctl >> 3) & 3;
-    const Address from{g->peer_ip_be[peer], uint16_t(kPeerPortBase + peer)};
+    const Address from {g->peer_ip_be[peer], uint16_t(kPeerPortBase + peer)};
     g->peer.send(from, g->ep_addr[(ctl & kToEp1) ? 1 : 0], udp, len, !(ctl & kKeepCrc));
 }
 
@@ -251,7 +249,7 @@ void check_memory()
 
 void post_recv(Endpoint* ep, uint8_t* buf, size_t len, uint32_t flags, uint64_t tag)
 {
-    iovec iov{buf, len};
+    iovec iov {buf, len};
     RecvArgs a;
     a.iov = &iov;
     a.iov_count = 1;
@@ -265,18 +263,18 @@ void start_ops(Endpoint* ep)
 {
     static uint8_t local[4][8192];
     static uint64_t operand = 1, fetched;
-    Address peer{g->peer_ip_be[0], kPeerPortBase};
-    iovec small{local[0], 100}, big{local[1], sizeof local[1]};
+    Address peer {g->peer_ip_be[0], kPeerPortBase};
+    iovec small {local[0], 100}, big {local[1], sizeof local[1]};
     SendArgs s;
     s.dest = peer;
     s.iov = &small;
     s.iov_count = 1;
-    (void)ep->send(s);       // eager
+    (void)ep->send(s);  // eager
     s.iov = &big;
-    (void)ep->send(s);       // rendezvous (above the eager limit)
+    (void)ep->send(s);  // rendezvous (above the eager limit)
     RmaArgs r;
     r.dest = peer;
-    iovec w{local[2], 100}, rd{local[3], 100};
+    iovec w {local[2], 100}, rd {local[3], 100};
     r.iov = &w;
     r.iov_count = 1;
     r.addr = 0x1000;
@@ -329,7 +327,7 @@ void reset_endpoints()
     }
 }
 
-} // namespace
+}  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***)
 {

@@ -51,20 +51,19 @@ Bytes frame(const Pkt& p)
 {
     Bytes u = udp_payload(p);
     Bytes f(wire::kL2L3L4Len + u.size());
-    fake::build_frame(f.data(), Address{htonl(0x0a090001), 40000}, Address{htonl(0x7f000001), 50000}, u.data(),
+    fake::build_frame(f.data(), Address {htonl(0x0a090001), 40000}, Address {htonl(0x7f000001), 50000}, u.data(),
                       u.size(), true);
     return f;
 }
 
-template <typename T>
-Bytes ext_of(const T& x)
+template <typename T> Bytes ext_of(const T& x)
 {
     return fake::bytes_of(x);
 }
 
 Bytes msg(uint32_t msg_id, uint64_t off, uint64_t total, uint64_t tag)
 {
-    wire::MsgExt x{};
+    wire::MsgExt x {};
     x.msg_id.set(msg_id);
     x.sender_op.set(msg_id);
     x.offset.set(off);
@@ -76,8 +75,8 @@ Bytes msg(uint32_t msg_id, uint64_t off, uint64_t total, uint64_t tag)
 
 Bytes rma(unsigned region, uint64_t off, uint64_t total, uint64_t seg_off)
 {
-    wire::RmaExt x{};
-    x.key.set(region);  // fuzz_session's kFixIds: key % 3 picks the region,
+    wire::RmaExt x {};
+    x.key.set(region);     // fuzz_session's kFixIds: key % 3 picks the region,
     x.addr.set(off + 32);  // addr % (len + 64) - 32 the offset
     x.total_len.set(total);
     x.offset.set(seg_off);
@@ -85,9 +84,10 @@ Bytes rma(unsigned region, uint64_t off, uint64_t total, uint64_t seg_off)
     return ext_of(x);
 }
 
-Bytes atomic(unsigned region, uint64_t off, uint8_t op, uint8_t type, uint8_t kind /* AtomicOp, AtomicType, AtomicKind values */, uint32_t count)
+Bytes atomic(unsigned region, uint64_t off, uint8_t op, uint8_t type,
+             uint8_t kind /* AtomicOp, AtomicType, AtomicKind values */, uint32_t count)
 {
-    wire::AtomicExt x{};
+    wire::AtomicExt x {};
     x.key.set(region);
     x.addr.set(off + 32);
     x.op_id.set(78);
@@ -100,7 +100,7 @@ Bytes atomic(unsigned region, uint64_t off, uint8_t op, uint8_t type, uint8_t ki
 
 Bytes resp(uint32_t status, uint64_t off)
 {
-    wire::RespExt x{};
+    wire::RespExt x {};
     x.op_id.set(0);
     x.status.set(status);
     x.offset.set(off);
@@ -121,7 +121,7 @@ Bytes packed_records(const std::vector<uint16_t>& lens, uint32_t first_id)
 {
     Bytes b;
     for (size_t i = 0; i < lens.size(); i++) {
-        wire::PackedRecord r{};
+        wire::PackedRecord r {};
         r.len.set(lens[i]);
         r.flags.set(i % 2 ? 0 : uint16_t(wire::kFlagTagged | wire::kFlagRemoteData));
         r.msg_id.set(first_id + uint32_t(i));
@@ -136,7 +136,7 @@ Bytes packed_records(const std::vector<uint16_t>& lens, uint32_t first_id)
 
 Bytes pack_ext(uint16_t count)
 {
-    wire::PackExt x{};
+    wire::PackExt x {};
     x.count.set(count);
     return ext_of(x);
 }
@@ -166,7 +166,7 @@ void emit(const std::string& dir, const char* name, const std::vector<Pkt>& pkts
         write_file(dir + "/parser/" + name + "-" + std::to_string(i), frame(pkts[i]));
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {
@@ -195,13 +195,12 @@ int main(int argc, char** argv)
          {{T::kMsgEager, uint16_t(S | L), 0, msg(0, 0, 40, 0), fill(40, 7), kFixIds | kProgress | kToEp1},
           {T::kMsgEager, L, 1, msg(1, 0, 40, 0), fill(40, 8), kFixIds | kProgress | kToEp1}});
     {
-        wire::RdvExt cts{};
+        wire::RdvExt cts {};
         cts.len.set(8192);
-        wire::DataExt d{};
+        wire::DataExt d {};
         Bytes rts = msg(0, 0, 3000, 0);
         emit(dir, "rendezvous-in",
-             {{T::kMsgRts, uint16_t(S | L), 0, rts, {}},
-              {T::kMsgRdvData, PC, 1, ext_of(d), fill(1000, 9)}});
+             {{T::kMsgRts, uint16_t(S | L), 0, rts, {}}, {T::kMsgRdvData, PC, 1, ext_of(d), fill(1000, 9)}});
         emit(dir, "rendezvous-out-cts", {{T::kMsgCts, S, 0, ext_of(cts), {}}});
     }
     emit(dir, "rma-write", {{T::kRmaWrite, uint16_t(S | L), 0, rma(0, 0, 64, 0), fill(64, 10)}});
@@ -222,13 +221,12 @@ int main(int argc, char** argv)
           {T::kRmaReadResp, A, 1, resp(0, 0), fill(100, 15)},
           {T::kAtomicResp, A, 2, resp(0, 0), one64},
           {T::kRmaWriteResp, A, 3, resp(3, 0), {}}});
-    emit(dir, "ack-and-reset",
-         {{T::kAck, A, 0, {}, {}}, {T::kReset, 0, 0, {}, {}}});
+    emit(dir, "ack-and-reset", {{T::kAck, A, 0, {}, {}}, {T::kReset, 0, 0, {}, {}}});
     {
         // FI_EP_DGRAM and FI_EP_MSG packets (issue 4), also at our RDM endpoints.
-        wire::DgramExt d{};
+        wire::DgramExt d {};
         d.tag.set(9);
-        wire::ConnExt c{};
+        wire::ConnExt c {};
         c.kind = 1;
         c.conn_id.set(7);
         emit(dir, "datagram", {{T::kDatagram, TG, 0, ext_of(d), fill(40, 17)}});
@@ -240,8 +238,8 @@ int main(int argc, char** argv)
          {{T::kMsgEager, uint16_t(S | L), 0, msg(0, 0, 10, 0), fill(10, 19)},
           {T::kMsgPacked, L, 1, pack_ext(3), packed_records({8, 0, 100}, 1)},
           {T::kMsgPacked, L, 2, pack_ext(2), packed_records({1, 16}, 4)}});
-    emit(dir, "packed-many", {{T::kMsgPacked, uint16_t(S | L), 0, pack_ext(40),
-                               packed_records(std::vector<uint16_t>(40, 8), 0)}});
+    emit(dir, "packed-many",
+         {{T::kMsgPacked, uint16_t(S | L), 0, pack_ext(40), packed_records(std::vector<uint16_t>(40, 8), 0)}});
     emit(dir, "stale-stream", {{T::kMsgEager, L, 5, msg(0, 0, 10, 0), fill(10, 16)}});
     return 0;
 }

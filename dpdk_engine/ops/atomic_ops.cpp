@@ -36,8 +36,8 @@ static_assert(sizeof(cfloat) == 8 && sizeof(cdouble) == 16, "complex layout (C99
 using u128 = unsigned __int128;
 
 struct Cpu16 {
-    bool cas16 = false;     // CMPXCHG16B
-    bool load16 = false;    // aligned MOVDQA is an atomic 16-byte load
+    bool cas16 = false;   // CMPXCHG16B
+    bool load16 = false;  // aligned MOVDQA is an atomic 16-byte load
 };
 
 // Intel (SDM vol. 3A 9.1.1) and AMD (APM vol. 2 7.3.2) guarantee that
@@ -73,8 +73,7 @@ bool cas_bits(u128* p, u128* expected, u128 desired)
     bool ok;
     __asm__ __volatile__("lock cmpxchg16b %1"
                          : "=@ccz"(ok), "+m"(*p), "+a"(lo), "+d"(hi)
-                         : "b"(static_cast<uint64_t>(desired)),
-                           "c"(static_cast<uint64_t>(desired >> 64))
+                         : "b"(static_cast<uint64_t>(desired)), "c"(static_cast<uint64_t>(desired >> 64))
                          : "memory");
     if (!ok)
         *expected = (static_cast<u128>(hi) << 64) | lo;
@@ -101,33 +100,38 @@ u128 load_bits(u128* p)
 // 1..8-byte primitives: plain GCC __atomic builtins, lock-free on every
 // 64-bit target we build for.
 
-template <typename B>
-B load_bits(B* p)
+template <typename B> B load_bits(B* p)
 {
     return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
 
-template <typename B>
-bool cas_bits(B* p, B* expected, B desired)
+template <typename B> bool cas_bits(B* p, B* expected, B desired)
 {
-    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
+    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 // The unsigned integer with the size of T: the unit of every atomic access.
 template <size_t N> struct BitsOfSize;
-template <> struct BitsOfSize<1> { using type = uint8_t; };
-template <> struct BitsOfSize<2> { using type = uint16_t; };
-template <> struct BitsOfSize<4> { using type = uint32_t; };
-template <> struct BitsOfSize<8> { using type = uint64_t; };
+template <> struct BitsOfSize<1> {
+    using type = uint8_t;
+};
+template <> struct BitsOfSize<2> {
+    using type = uint16_t;
+};
+template <> struct BitsOfSize<4> {
+    using type = uint32_t;
+};
+template <> struct BitsOfSize<8> {
+    using type = uint64_t;
+};
 #if defined(__x86_64__)
-template <> struct BitsOfSize<16> { using type = u128; };
+template <> struct BitsOfSize<16> {
+    using type = u128;
+};
 #endif
-template <typename T>
-using bits_t = typename BitsOfSize<sizeof(T)>::type;
+template <typename T> using bits_t = typename BitsOfSize<sizeof(T)>::type;
 
-template <typename To, typename From>
-To bit_cast(const From& f)
+template <typename To, typename From> To bit_cast(const From& f)
 {
     static_assert(sizeof(To) == sizeof(From), "bit_cast size");
     // std::complex is trivially copyable but not trivial: go through void*
@@ -138,26 +142,22 @@ To bit_cast(const From& f)
 }
 
 // Operand buffers come straight out of packets: any alignment.
-template <typename T>
-T read_elem(const uint8_t* buf, size_t i)
+template <typename T> T read_elem(const uint8_t* buf, size_t i)
 {
     T v;
     std::memcpy(static_cast<void*>(&v), buf + i * sizeof(T), sizeof(T));
     return v;
 }
 
-template <typename T>
-void write_elem(uint8_t* buf, size_t i, const T& v)
+template <typename T> void write_elem(uint8_t* buf, size_t i, const T& v)
 {
     std::memcpy(buf + i * sizeof(T), &v, sizeof(T));
 }
 
 constexpr int kSc = __ATOMIC_SEQ_CST;
 
-template <typename T>
-constexpr bool kIsInt = std::is_integral<T>::value;
-template <typename T>
-constexpr bool kIsReal = std::is_integral<T>::value || std::is_floating_point<T>::value;
+template <typename T> constexpr bool kIsInt = std::is_integral<T>::value;
+template <typename T> constexpr bool kIsReal = std::is_integral<T>::value || std::is_floating_point<T>::value;
 
 // ---------------------------------------------------------------------------
 // Element loops.
@@ -165,8 +165,8 @@ constexpr bool kIsReal = std::is_integral<T>::value || std::is_floating_point<T>
 // One __atomic read-modify-write per element: rmw(p, operand_bits,
 // compare_bits) returns the old bits.
 template <typename T, typename Rmw>
-WireStatus direct_loop(uint8_t* target, const uint8_t* operands, const uint8_t* compare,
-                       uint8_t* fetch_out, size_t count, Rmw rmw)
+WireStatus direct_loop(uint8_t* target, const uint8_t* operands, const uint8_t* compare, uint8_t* fetch_out,
+                       size_t count, Rmw rmw)
 {
     using B = bits_t<T>;
     B* p = reinterpret_cast<B*>(target);
@@ -185,8 +185,8 @@ WireStatus direct_loop(uint8_t* target, const uint8_t* operands, const uint8_t* 
 // what makes it exact for floats too: -0.0/0.0 and NaNs cannot fool it.
 // When f declines to write, the load is the linearisation point.
 template <typename T, typename F>
-WireStatus cas_loop(uint8_t* target, const uint8_t* operands, const uint8_t* compare,
-                    uint8_t* fetch_out, size_t count, F f)
+WireStatus cas_loop(uint8_t* target, const uint8_t* operands, const uint8_t* compare, uint8_t* fetch_out,
+                    size_t count, F f)
 {
     using B = bits_t<T>;
     B* p = reinterpret_cast<B*>(target);
@@ -214,17 +214,14 @@ template <typename T>
 using wide_unsigned_t = typename std::conditional<(sizeof(T) < sizeof(unsigned)), unsigned,
                                                   typename std::make_unsigned<T>::type>::type;
 
-template <typename T>
-T wrap_mul(T x, T y)
+template <typename T> T wrap_mul(T x, T y)
 {
     using W = wide_unsigned_t<T>;
     using U = typename std::make_unsigned<T>::type;
-    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(x)) *
-                                         static_cast<W>(static_cast<U>(y))));
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(x)) * static_cast<W>(static_cast<U>(y))));
 }
 
-template <typename T>
-T prod(T x, T y)
+template <typename T> T prod(T x, T y)
 {
     if constexpr (kIsInt<T>)
         return wrap_mul(x, y);
@@ -335,8 +332,7 @@ WireStatus exec(AtomicOp op, uint8_t* t, const uint8_t* a, const uint8_t* c, uin
             });
         else
             return cswap<T>(t, a, c, f, n, [](T cmp, T old) { return cmp == old; });
-    case AtomicOp::kCswapNe:
-        return cswap<T>(t, a, c, f, n, [](T cmp, T old) { return cmp != old; });
+    case AtomicOp::kCswapNe: return cswap<T>(t, a, c, f, n, [](T cmp, T old) { return cmp != old; });
     case AtomicOp::kCswapLe:
         if constexpr (kIsReal<T>)
             return cswap<T>(t, a, c, f, n, [](T cmp, T old) { return cmp <= old; });
@@ -367,7 +363,12 @@ WireStatus exec(AtomicOp op, uint8_t* t, const uint8_t* a, const uint8_t* c, uin
 // ---------------------------------------------------------------------------
 // Validity tables.
 
-enum class TypeClass : uint8_t { kInt, kFloat, kComplex, kNone };
+enum class TypeClass : uint8_t {
+    kInt,
+    kFloat,
+    kComplex,
+    kNone
+};
 
 TypeClass type_class(AtomicType type)
 {
@@ -379,13 +380,10 @@ TypeClass type_class(AtomicType type)
     case AtomicType::kInt32:
     case AtomicType::kUint32:
     case AtomicType::kInt64:
-    case AtomicType::kUint64:
-        return TypeClass::kInt;
+    case AtomicType::kUint64: return TypeClass::kInt;
     case AtomicType::kFloat:
-    case AtomicType::kDouble:
-        return TypeClass::kFloat;
-    case AtomicType::kFloatComplex:
-        return TypeClass::kComplex;
+    case AtomicType::kDouble: return TypeClass::kFloat;
+    case AtomicType::kFloatComplex: return TypeClass::kComplex;
     case AtomicType::kDoubleComplex:
 #if defined(__x86_64__)
         return cpu16().cas16 ? TypeClass::kComplex : TypeClass::kNone;
@@ -393,8 +391,7 @@ TypeClass type_class(AtomicType type)
         return TypeClass::kNone;
 #endif
     case AtomicType::kLongDouble:
-    case AtomicType::kLongDoubleComplex:
-        return TypeClass::kNone;
+    case AtomicType::kLongDoubleComplex: return TypeClass::kNone;
     }
     return TypeClass::kNone;
 }
@@ -415,18 +412,15 @@ bool op_valid_for_kind(AtomicOp op, AtomicKind kind)
         case AtomicOp::kBand:
         case AtomicOp::kLxor:
         case AtomicOp::kBxor:
-        case AtomicOp::kWrite:
-            return true;
-        case AtomicOp::kRead:
-            return kind == AtomicKind::kFetch;
+        case AtomicOp::kWrite: return true;
+        case AtomicOp::kRead: return kind == AtomicKind::kFetch;
         case AtomicOp::kCswap:
         case AtomicOp::kCswapNe:
         case AtomicOp::kCswapLe:
         case AtomicOp::kCswapLt:
         case AtomicOp::kCswapGe:
         case AtomicOp::kCswapGt:
-        case AtomicOp::kMswap:
-            return false;
+        case AtomicOp::kMswap: return false;
         }
         return false;
     case AtomicKind::kCompare:
@@ -437,8 +431,7 @@ bool op_valid_for_kind(AtomicOp op, AtomicKind kind)
         case AtomicOp::kCswapLt:
         case AtomicOp::kCswapGe:
         case AtomicOp::kCswapGt:
-        case AtomicOp::kMswap:
-            return true;
+        case AtomicOp::kMswap: return true;
         case AtomicOp::kMin:
         case AtomicOp::kMax:
         case AtomicOp::kSum:
@@ -450,8 +443,7 @@ bool op_valid_for_kind(AtomicOp op, AtomicKind kind)
         case AtomicOp::kLxor:
         case AtomicOp::kBxor:
         case AtomicOp::kRead:
-        case AtomicOp::kWrite:
-            return false;
+        case AtomicOp::kWrite: return false;
         }
         return false;
     }
@@ -471,53 +463,43 @@ bool op_valid_for_class(AtomicOp op, TypeClass cls)
     case AtomicOp::kRead:
     case AtomicOp::kWrite:
     case AtomicOp::kCswap:
-    case AtomicOp::kCswapNe:
-        return true;
+    case AtomicOp::kCswapNe: return true;
     case AtomicOp::kMin:
     case AtomicOp::kMax:
     case AtomicOp::kCswapLe:
     case AtomicOp::kCswapLt:
     case AtomicOp::kCswapGe:
-    case AtomicOp::kCswapGt:
-        return !complex;  // ordered comparisons: real values only
+    case AtomicOp::kCswapGt: return !complex;  // ordered comparisons: real values only
     case AtomicOp::kLor:
     case AtomicOp::kLand:
     case AtomicOp::kBor:
     case AtomicOp::kBand:
     case AtomicOp::kLxor:
     case AtomicOp::kBxor:
-    case AtomicOp::kMswap:
-        return false;     // logical and bitwise ops: integers only
+    case AtomicOp::kMswap: return false;  // logical and bitwise ops: integers only
     }
     return false;
 }
 
-} // namespace
+}  // namespace
 
 size_t atomic_type_size(AtomicType type)
 {
     switch (type) {
     case AtomicType::kInt8:
-    case AtomicType::kUint8:
-        return 1;
+    case AtomicType::kUint8: return 1;
     case AtomicType::kInt16:
-    case AtomicType::kUint16:
-        return 2;
+    case AtomicType::kUint16: return 2;
     case AtomicType::kInt32:
     case AtomicType::kUint32:
-    case AtomicType::kFloat:
-        return 4;
+    case AtomicType::kFloat: return 4;
     case AtomicType::kInt64:
     case AtomicType::kUint64:
     case AtomicType::kDouble:
-    case AtomicType::kFloatComplex:
-        return 8;
-    case AtomicType::kDoubleComplex:
-        return 16;
-    case AtomicType::kLongDouble:
-        return sizeof(long double);
-    case AtomicType::kLongDoubleComplex:
-        return 2 * sizeof(long double);
+    case AtomicType::kFloatComplex: return 8;
+    case AtomicType::kDoubleComplex: return 16;
+    case AtomicType::kLongDouble: return sizeof(long double);
+    case AtomicType::kLongDoubleComplex: return 2 * sizeof(long double);
     }
     return 0;
 }
@@ -574,9 +556,8 @@ const char* to_string(AtomicType type)
     return "unknown";
 }
 
-WireStatus atomic_execute(AtomicOp op, AtomicType type, AtomicKind kind, uint8_t* target,
-                          const uint8_t* operands, const uint8_t* compare, uint8_t* fetch_out,
-                          size_t count)
+WireStatus atomic_execute(AtomicOp op, AtomicType type, AtomicKind kind, uint8_t* target, const uint8_t* operands,
+                          const uint8_t* compare, uint8_t* fetch_out, size_t count)
 {
     if (!atomic_valid(op, type, kind))
         return WireStatus::kBadAtomic;
@@ -610,10 +591,9 @@ WireStatus atomic_execute(AtomicOp op, AtomicType type, AtomicKind kind, uint8_t
         break;  // atomic_valid() refused it already: no 16-byte CAS here
 #endif
     case AtomicType::kLongDouble:
-    case AtomicType::kLongDoubleComplex:
-        break;
+    case AtomicType::kLongDoubleComplex: break;
     }
     return WireStatus::kBadAtomic;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

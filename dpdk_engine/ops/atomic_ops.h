@@ -42,8 +42,8 @@
 // element's bit pattern), so a CPU thread using __atomic builtins on the
 // same memory sees every element either before or after each update. The
 // count elements of one call are not one atomic unit (as in fi_atomic(3)).
-#ifndef DPDK_ENGINE_ATOMIC_OPS_H
-#define DPDK_ENGINE_ATOMIC_OPS_H
+#ifndef DPDK_ENGINE_OPS_ATOMIC_OPS_H
+#define DPDK_ENGINE_OPS_ATOMIC_OPS_H
 
 #include <cstddef>
 #include <cstdint>
@@ -54,15 +54,44 @@ namespace dpdk_engine {
 
 // Values 0..18 like enum fi_op.
 enum class AtomicOp : uint8_t {
-    kMin, kMax, kSum, kProd, kLor, kLand, kBor, kBand, kLxor, kBxor,
-    kRead, kWrite, kCswap, kCswapNe, kCswapLe, kCswapLt, kCswapGe, kCswapGt, kMswap,
+    kMin,
+    kMax,
+    kSum,
+    kProd,
+    kLor,
+    kLand,
+    kBor,
+    kBand,
+    kLxor,
+    kBxor,
+    kRead,
+    kWrite,
+    kCswap,
+    kCswapNe,
+    kCswapLe,
+    kCswapLt,
+    kCswapGe,
+    kCswapGt,
+    kMswap,
 };
 constexpr unsigned kAtomicOpCount = 19;
 
 // Values 0..13 like enum fi_datatype.
 enum class AtomicType : uint8_t {
-    kInt8, kUint8, kInt16, kUint16, kInt32, kUint32, kInt64, kUint64,
-    kFloat, kDouble, kFloatComplex, kDoubleComplex, kLongDouble, kLongDoubleComplex,
+    kInt8,
+    kUint8,
+    kInt16,
+    kUint16,
+    kInt32,
+    kUint32,
+    kInt64,
+    kUint64,
+    kFloat,
+    kDouble,
+    kFloatComplex,
+    kDoubleComplex,
+    kLongDouble,
+    kLongDoubleComplex,
 };
 constexpr unsigned kAtomicTypeCount = 14;
 
@@ -99,10 +128,9 @@ const char* to_string(AtomicType type);
 //               READ) or a null compare for kCompare; nothing executed.
 // Never allocates, never blocks (compare-and-swap loops retry only while
 // another agent changes the same element).
-wire::WireStatus atomic_execute(AtomicOp op, AtomicType type, wire::AtomicKind kind,
-                                uint8_t* target, const uint8_t* operands,
-                                const uint8_t* compare, uint8_t* fetch_out, size_t count);
+wire::WireStatus atomic_execute(AtomicOp op, AtomicType type, wire::AtomicKind kind, uint8_t* target,
+                                const uint8_t* operands, const uint8_t* compare, uint8_t* fetch_out, size_t count);
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_OPS_ATOMIC_OPS_H

@@ -27,7 +27,7 @@ int Endpoint::send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, con
     op->conn_kind = static_cast<uint8_t>(kind);
     op->tag = conn_id;
     op->message_len = len;
-    const iovec iov{const_cast<void*>(data), len};
+    const iovec iov {const_cast<void*>(data), len};
     ep->take_payload(op, &iov, len ? 1 : 0, len);  // copied: kMaxConnData fits the bounce buffer
     op->total_len = len;
     session_enqueue(s, op);
@@ -109,4 +109,4 @@ Delivery EndpointImpl::deliver_conn(Session* s, const wire::ParsedPacket& p)
     return Delivery::kDone;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -44,8 +44,8 @@ int Endpoint::send_datagram(const SendArgs& a)
     if (a.flags & kOpRemoteData)
         flags |= wire::kFlagRemoteData;
     rte_mbuf* m;
-    wire::TransportHeader* th = e->start_frame(fa, wire::PacketType::kDatagram, flags,
-                                               static_cast<uint32_t>(len), &m);
+    wire::TransportHeader* th =
+        e->start_frame(fa, wire::PacketType::kDatagram, flags, static_cast<uint32_t>(len), &m);
     if (!th)
         return -EAGAIN;  // packet pool empty: completing older work frees it
     auto* x = reinterpret_cast<wire::DgramExt*>(th + 1);
@@ -82,7 +82,7 @@ void EndpointImpl::deliver_datagram(const wire::ParsedPacket& p)
     st.rx_bytes += p.payload_len;
     const auto* x = reinterpret_cast<const wire::DgramExt*>(p.ext);
     const bool tagged = p.flags & wire::kFlagTagged;
-    const Address src{p.src_ip_be, p.src_port};
+    const Address src {p.src_ip_be, p.src_port};
     PostedRecv* r = match_posted(tagged, src, x->tag.get());
     RxMsg* m = r ? alloc_msg() : nullptr;
     if (!m) {
@@ -105,4 +105,4 @@ void EndpointImpl::deliver_datagram(const wire::ParsedPacket& p)
     finish_recv(m, OpStatus::kOk);  // reports kTruncated when it did not fit
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -21,8 +21,7 @@ bool user_kind(TxOp::Kind k)
     case TxOp::Kind::kRdvData:
     case TxOp::Kind::kWrite:
     case TxOp::Kind::kRead:
-    case TxOp::Kind::kAtomic:
-        return true;
+    case TxOp::Kind::kAtomic: return true;
     case TxOp::Kind::kFree:
     case TxOp::Kind::kCts:
     case TxOp::Kind::kReadResp:
@@ -48,16 +47,14 @@ CompletionType completion_type(TxOp::Kind k)
     case TxOp::Kind::kReadResp:
     case TxOp::Kind::kWriteResp:
     case TxOp::Kind::kAtomicResp:
-    case TxOp::Kind::kConn:
-        break;
+    case TxOp::Kind::kConn: break;
     }
     return CompletionType::kSend;
 }
 
 // Walks the iov range [offset, offset + len), clipped to the iov capacity,
 // calling fn(iov byte pointer, bytes done so far, chunk). Returns bytes done.
-template <typename Fn>
-uint64_t walk_iov(const iovec* iov, size_t n, uint64_t offset, uint64_t len, Fn fn)
+template <typename Fn> uint64_t walk_iov(const iovec* iov, size_t n, uint64_t offset, uint64_t len, Fn fn)
 {
     uint64_t done = 0;
     for (size_t i = 0; i < n && done < len; i++) {
@@ -75,7 +72,7 @@ uint64_t walk_iov(const iovec* iov, size_t n, uint64_t offset, uint64_t len, Fn 
     return done;
 }
 
-} // namespace
+}  // namespace
 
 int check_iov(const iovec* iov, size_t n)
 {
@@ -110,9 +107,8 @@ uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* sr
         return len;
     }
     const auto* from = static_cast<const uint8_t*>(src);
-    return walk_iov(iov, n, offset, len, [from](uint8_t* p, uint64_t done, uint64_t chunk) {
-        memcpy(p, from + done, chunk);
-    });
+    return walk_iov(iov, n, offset, len,
+                    [from](uint8_t* p, uint64_t done, uint64_t chunk) { memcpy(p, from + done, chunk); });
 }
 
 bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p)
@@ -123,9 +119,10 @@ bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire
     }
     const uint8_t* from = p.payload;
     uint32_t reg = 0xffffffffu;
-    const uint64_t copied = walk_iov(iov, n, offset, p.payload_len, [from, &reg](uint8_t* to, uint64_t done, uint64_t chunk) {
-        reg = wire::crc_copy(reg, to, from + done, chunk);
-    });
+    const uint64_t copied =
+        walk_iov(iov, n, offset, p.payload_len, [from, &reg](uint8_t* to, uint64_t done, uint64_t chunk) {
+            reg = wire::crc_copy(reg, to, from + done, chunk);
+        });
     // Bytes past the buffer's end are not copied, but count all the same.
     reg = wire::crc_update(reg, from + copied, p.payload_len - copied);
     return (reg ^ 0xffffffffu) == p.payload_crc;
@@ -139,13 +136,11 @@ uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, u
         return len;
     }
     auto* to = static_cast<uint8_t*>(dst);
-    return walk_iov(iov, n, offset, len, [to](const uint8_t* p, uint64_t done, uint64_t chunk) {
-        memcpy(to + done, p, chunk);
-    });
+    return walk_iov(iov, n, offset, len,
+                    [to](const uint8_t* p, uint64_t done, uint64_t chunk) { memcpy(to + done, p, chunk); });
 }
 
-EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a)
-    : engine(e), cfg(c), addr(a)
+EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a) : engine(e), cfg(c), addr(a)
 {
     const EngineConfig& ec = e->cfg;
     op_pool.resize(ec.max_ops);
@@ -318,8 +313,7 @@ void EndpointImpl::maybe_finish_op(TxOp* op)
     if (op->queued || op->inflight || op->next_offset < op->total_len || !op->header_sent)
         return;
     switch (op->kind) {
-    case TxOp::Kind::kRts:
-        return;  // becomes kRdvData when the CTS arrives
+    case TxOp::Kind::kRts: return;  // becomes kRdvData when the CTS arrives
     case TxOp::Kind::kWrite:
     case TxOp::Kind::kRead:
     case TxOp::Kind::kAtomic:
@@ -333,11 +327,8 @@ void EndpointImpl::maybe_finish_op(TxOp* op)
     case TxOp::Kind::kReadResp:
     case TxOp::Kind::kWriteResp:
     case TxOp::Kind::kAtomicResp:
-    case TxOp::Kind::kConn:
-        complete_op(op, op->status);
-        return;
-    case TxOp::Kind::kFree:
-        return;
+    case TxOp::Kind::kConn: complete_op(op, op->status); return;
+    case TxOp::Kind::kFree: return;
     }
 }
 
@@ -360,8 +351,8 @@ int Endpoint::send(const SendArgs& a)
         return -ENOMEM;
     // Delivery complete goes through the rendezvous whatever the size (an
     // empty message too): only the CTS tells that the receive has matched.
-    bool rendezvous = (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) &&
-                      !(a.flags & kOpInject);
+    bool rendezvous =
+        (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) && !(a.flags & kOpInject);
     TxOp* op = ep->alloc_op(rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, s);
     if (!op)
         return -EAGAIN;
@@ -456,21 +447,19 @@ void Endpoint::dump_stats(FILE* f) const
             " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
             " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
             " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
-            " rendezvous %" PRIu64
-            " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
-            " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
-            " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
-            " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
-            " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
+            " rendezvous %" PRIu64 " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64
+            " session_failures %" PRIu64 " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64
+            " dgram_truncated %" PRIu64 " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64
+            " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
+            " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
             " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
-            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls,
-            s.unexpected_msgs, s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions,
-            s.session_failures, s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx,
-            s.conn_peers_lost, s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops,
-            s.cts_deferred, s.response_timeouts, s.zero_copy_tx, s.packed_frames,
-            s.packed_msgs, s.tx_corked);
+            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
+            s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
+            s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
+            s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
+            s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {
@@ -480,9 +469,9 @@ void Endpoint::dump_stats(FILE* f) const
                 " rx_bytes %" PRIu64 " retransmits %" PRIu64 " duplicates %" PRIu64 " out_of_order %" PRIu64
                 " next_psn %u una %u expected_psn %u cwnd %u srtt_us %u rto_us %u ops %u held %u\n",
                 pb[0], pb[1], pb[2], pb[3], x.peer.port, x.tx_packets, x.tx_bytes, x.rx_packets, x.rx_bytes,
-                x.retransmits, x.duplicates, x.out_of_order, x.next_psn, x.una, x.expected_psn, x.cwnd,
-                x.srtt_us, x.rto_us, x.ops, x.held);
+                x.retransmits, x.duplicates, x.out_of_order, x.next_psn, x.una, x.expected_psn, x.cwnd, x.srtt_us,
+                x.rto_us, x.ops, x.held);
     }
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -45,4 +45,4 @@ int Endpoint::forget_peer(Address peer)
     return 0;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

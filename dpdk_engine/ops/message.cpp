@@ -43,7 +43,7 @@ void copy_held(RxMsg* m)
     }
 }
 
-} // namespace
+}  // namespace
 
 PostedRecv* EndpointImpl::match_posted(bool tagged, Address src, uint64_t tag)
 {
@@ -330,7 +330,7 @@ int EndpointImpl::peek(const RecvArgs& a)
             found->state = RxMsg::State::kMatched;
             found->capacity = 0;
             found->recv_flags = kOpDiscard;  // peek already reported it
-            send_cts(found);  // or later, when no operation is free (retry_cts)
+            send_cts(found);                 // or later, when no operation is free (retry_cts)
         } else if (!found->complete) {
             found->state = RxMsg::State::kMatched;  // rest dropped as it lands
             found->capacity = 0;
@@ -694,4 +694,4 @@ Delivery EndpointImpl::deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf
     return Delivery::kDone;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

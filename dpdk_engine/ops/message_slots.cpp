@@ -15,7 +15,7 @@ namespace {
 constexpr uint32_t kMsgIndexBits = 20;
 constexpr uint32_t kMsgIndexMask = (1u << kMsgIndexBits) - 1;
 
-} // namespace
+}  // namespace
 
 bool EndpointImpl::grow_msgs()
 {
@@ -42,12 +42,12 @@ namespace {
 unsigned spill_class(uint64_t len)
 {
     unsigned c = 6;  // 64 bytes at least: room for the free-list link
-    while ((uint64_t{1} << c) < len)
+    while ((uint64_t {1} << c) < len)
         c++;
     return c;
 }
 
-} // namespace
+}  // namespace
 
 uint8_t* EngineImpl::spill_get(uint64_t len)
 {
@@ -56,22 +56,22 @@ uint8_t* EngineImpl::spill_get(uint64_t len)
         return nullptr;
     if (void* head = spill_free[c]) {
         spill_free[c] = *static_cast<void**>(head);
-        spill_cached_bytes -= uint64_t{1} << c;
+        spill_cached_bytes -= uint64_t {1} << c;
         return static_cast<uint8_t*>(head);
     }
-    return static_cast<uint8_t*>(malloc(uint64_t{1} << c));
+    return static_cast<uint8_t*>(malloc(uint64_t {1} << c));
 }
 
 void EngineImpl::spill_put(uint8_t* buf, uint64_t len)
 {
     const unsigned c = spill_class(len);
-    if (spill_cached_bytes + (uint64_t{1} << c) > kSpillCacheBytes) {
+    if (spill_cached_bytes + (uint64_t {1} << c) > kSpillCacheBytes) {
         free(buf);
         return;
     }
     *reinterpret_cast<void**>(buf) = spill_free[c];
     spill_free[c] = buf;
-    spill_cached_bytes += uint64_t{1} << c;
+    spill_cached_bytes += uint64_t {1} << c;
 }
 
 RxMsg* EndpointImpl::alloc_msg()
@@ -124,4 +124,4 @@ RxMsg* EndpointImpl::msg_by_handle(uint32_t handle)
     return m;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -24,12 +24,10 @@ inline uint64_t mix64(uint64_t x)
 
 constexpr size_t kInitialCapacity = 16;
 
-} // namespace
+}  // namespace
 
-MemoryRegistry::MemoryRegistry(bool virt_addr, bool prov_key)
-    : virt_addr_(virt_addr), prov_key_(prov_key)
-{
-}
+MemoryRegistry::MemoryRegistry(bool virt_addr, bool prov_key) : virt_addr_(virt_addr), prov_key_(prov_key)
+{ }
 
 size_t MemoryRegistry::home(uint64_t key) const
 {
@@ -100,8 +98,8 @@ int MemoryRegistry::random_key(uint64_t* key)
     }
 }
 
-int MemoryRegistry::add(void* base, size_t len, uint32_t access, uint64_t requested_key,
-                        uint64_t* key_out, uint64_t remote_start)
+int MemoryRegistry::add(void* base, size_t len, uint32_t access, uint64_t requested_key, uint64_t* key_out,
+                        uint64_t remote_start)
 {
     if (len > 0 && base == nullptr)
         return -EINVAL;
@@ -129,7 +127,7 @@ int MemoryRegistry::add(void* base, size_t len, uint32_t access, uint64_t reques
             return rc;
     }
 
-    Slot s{};
+    Slot s {};
     s.key = key;
     s.start = start;
     s.len = static_cast<uint64_t>(len);
@@ -165,13 +163,13 @@ int MemoryRegistry::remove(uint64_t key)
         i = j;
     }
     // Do not leave a dead key readable in an empty slot.
-    slots_[i] = Slot{};
+    slots_[i] = Slot {};
     count_--;
     return 0;
 }
 
-wire::WireStatus MemoryRegistry::check(uint64_t key, uint64_t addr, uint64_t len,
-                                       uint32_t needed, uint8_t** out) const
+wire::WireStatus MemoryRegistry::check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed,
+                                       uint8_t** out) const
 {
     const Slot* s = find(key);
     if (s == nullptr)
@@ -190,4 +188,4 @@ wire::WireStatus MemoryRegistry::check(uint64_t key, uint64_t addr, uint64_t len
     return wire::WireStatus::kOk;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

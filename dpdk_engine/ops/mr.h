@@ -15,8 +15,8 @@
 // with each other (check() writes nothing); add() and remove() need exclusive
 // access (the caller's progress/domain lock), because add() may move the
 // table.
-#ifndef DPDK_ENGINE_MR_H
-#define DPDK_ENGINE_MR_H
+#ifndef DPDK_ENGINE_OPS_MR_H
+#define DPDK_ENGINE_OPS_MR_H
 
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +35,7 @@ enum MrAccess : uint32_t {
 constexpr uint32_t kMrAccessAll = kMrRemoteRead | kMrRemoteWrite;
 
 class MemoryRegistry {
-public:
+ public:
     // virt_addr: remote addresses are virtual addresses (FI_MR_VIRT_ADDR);
     //            otherwise 0-based offsets from the region start.
     // prov_key:  keys are chosen here (FI_MR_PROV_KEY): random, never 0,
@@ -83,22 +83,21 @@ public:
     //                 the region's extent);
     //   kOutOfBounds  the range is not inside the region.
     // *out is left untouched on failure. No allocation, no lock.
-    wire::WireStatus check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed,
-                           uint8_t** out) const;
+    wire::WireStatus check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed, uint8_t** out) const;
 
     // Number of live regions.
     size_t size() const { return count_; }
     bool virt_addr() const { return virt_addr_; }
     bool prov_key() const { return prov_key_; }
 
-private:
+ private:
     struct Slot {
         uint64_t key;
-        uint64_t start;   // remote address of the first byte
+        uint64_t start;  // remote address of the first byte
         uint64_t len;
-        uint8_t* base;    // local address of the first byte
+        uint8_t* base;  // local address of the first byte
         uint32_t access;
-        uint32_t used;    // 0 = empty slot (key 0 is a legal requested key)
+        uint32_t used;  // 0 = empty slot (key 0 is a legal requested key)
     };
 
     size_t home(uint64_t key) const;
@@ -109,14 +108,14 @@ private:
 
     bool virt_addr_;
     bool prov_key_;
-    std::vector<Slot> slots_;   // capacity a power of two, or empty
-    size_t mask_ = 0;           // slots_.size() - 1 when non-empty
+    std::vector<Slot> slots_;  // capacity a power of two, or empty
+    size_t mask_ = 0;          // slots_.size() - 1 when non-empty
     size_t count_ = 0;
 
     // Keys come from the kernel CSPRNG in batches (random.h).
     RandomPool keys_;
 };
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_OPS_MR_H

@@ -36,7 +36,7 @@ uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
     return kMrRemoteRead | kMrRemoteWrite;
 }
 
-} // namespace
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Initiator: posting.
@@ -91,9 +91,9 @@ int Endpoint::read(const RmaArgs& a)
     op->user_data = a.user_data;
     op->remote_addr = a.addr;
     op->key = a.key;
-    op->message_len = len;   // bytes to read
-    op->total_len = 0;       // the request itself carries no payload
-    if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
+    op->message_len = len;  // bytes to read
+    op->total_len = 0;      // the request itself carries no payload
+    if (a.iov_count)        // a.iov may be null then: memcpy forbids null even for 0 bytes
         memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
     op->iov_count = static_cast<uint32_t>(a.iov_count);
     session_enqueue(s, op);
@@ -179,7 +179,7 @@ wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uin
     return ep->cfg.regions->check(key, addr, len, access, out);
 }
 
-} // namespace
+}  // namespace
 
 Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
 {
@@ -210,7 +210,7 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
         session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
         return Delivery::kDone;
     }
-    const iovec target{dst, p.payload_len};
+    const iovec target {dst, p.payload_len};
     if (!copy_payload_to_iov(&target, 1, 0, p))
         return Delivery::kCorrupt;  // nothing else changed yet: the retransmission rewrites it
     if (!last)
@@ -278,7 +278,8 @@ void EndpointImpl::fail_overdue_responses(Session* s, uint64_t now)
         } else if (!op->response_wait_since_us || op->received != op->response_wait_received) {
             op->response_wait_since_us = now;
             op->response_wait_received = op->received;
-        } else if (!peer_silent && now - std::max(op->response_wait_since_us, std::min(s->last_data_us, now)) >= timeout) {
+        } else if (!peer_silent &&
+                   now - std::max(op->response_wait_since_us, std::min(s->last_data_us, now)) >= timeout) {
             st.response_timeouts++;
             complete_op(op, OpStatus::kResponseTimeout);
             // The completion callback may have posted or completed others.
@@ -393,4 +394,4 @@ Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket&
     return Delivery::kDone;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

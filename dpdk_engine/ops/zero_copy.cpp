@@ -42,9 +42,10 @@ namespace {
 
 // Called by DPDK when the last external mbuf of an op is freed. The count
 // itself (zc_shinfo.refcnt, now 0) is what complete_op looks at.
-void zero_copy_released(void* /*addr*/, void* /*opaque*/) {}
+void zero_copy_released(void* /*addr*/, void* /*opaque*/)
+{ }
 
-} // namespace
+}  // namespace
 
 bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 {
@@ -57,8 +58,8 @@ bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 // counting them) into headers only, followed by external mbufs over bytes
 // [offset, offset + len) of op's iov, and seals it. false (frame freed)
 // when the pool ran dry: the retransmission timer tries again.
-bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
-                                bool seal)
+bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len,
+                                wire::TransportHeader* th, bool seal)
 {
     wire::PayloadPiece pieces[kMaxIov];
     unsigned n = 0;
@@ -87,7 +88,8 @@ bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint
             // One engine thread owns the op: no atomic increment needed
             // (DPDK's own decrement on free is atomic, and runs on this
             // thread too).
-            rte_mbuf_ext_refcnt_set(&op->zc_shinfo, static_cast<uint16_t>(rte_mbuf_ext_refcnt_read(&op->zc_shinfo) + 1));
+            rte_mbuf_ext_refcnt_set(&op->zc_shinfo,
+                                    static_cast<uint16_t>(rte_mbuf_ext_refcnt_read(&op->zc_shinfo) + 1));
             // The IOVA is the virtual address: only PMDs that copy with the
             // CPU get here (Port::tx_copies_at_send), none does DMA from it.
             rte_pktmbuf_attach_extbuf(seg, addr, static_cast<rte_iova_t>(reinterpret_cast<uintptr_t>(addr)),
@@ -134,4 +136,4 @@ size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m)
     return at;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

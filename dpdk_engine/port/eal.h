@@ -34,7 +34,8 @@
 //    initialization"), hence the quiet rte_lcore_count() probe below.
 //  * on unknown arguments prints its usage text to stdout (only reachable
 //    through user-supplied extra_args).
-#pragma once
+#ifndef DPDK_ENGINE_PORT_EAL_H
+#define DPDK_ENGINE_PORT_EAL_H
 
 #include <sched.h>
 
@@ -44,19 +45,19 @@
 namespace dpdk_engine {
 
 struct EalOptions {
-  // Use hugetlbfs (--in-memory, memory grows on demand) instead of --no-huge.
-  bool hugepages = false;
-  // -m <MB> for --no-huge (virtual reservation; RSS grows only as used,
-  // plus ~11 MB of page-table/fbarray metadata per GB).  0 => 512.
-  // Ignored with hugepages (dynamic memory).
-  unsigned memory_mb = 0;
-  // EAL/PMD logs at INFO (to stderr).  Default: errors only.
-  bool verbose = false;
-  // Appended verbatim after our arguments, split on whitespace
-  // (FI_DPDK_EAL_ARGS).  Later options override earlier ones in EAL.
-  std::string extra_args;
-  // PCI devices to probe (allow-list, "-a <addr>").  Empty => --no-pci.
-  std::vector<std::string> pci_allow;
+    // Use hugetlbfs (--in-memory, memory grows on demand) instead of --no-huge.
+    bool hugepages = false;
+    // -m <MB> for --no-huge (virtual reservation; RSS grows only as used,
+    // plus ~11 MB of page-table/fbarray metadata per GB).  0 => 512.
+    // Ignored with hugepages (dynamic memory).
+    unsigned memory_mb = 0;
+    // EAL/PMD logs at INFO (to stderr).  Default: errors only.
+    bool verbose = false;
+    // Appended verbatim after our arguments, split on whitespace
+    // (FI_DPDK_EAL_ARGS).  Later options override earlier ones in EAL.
+    std::string extra_args;
+    // PCI devices to probe (allow-list, "-a <addr>").  Empty => --no-pci.
+    std::vector<std::string> pci_allow;
 };
 
 // Starts EAL once per process (thread-safe).  The options of the first call
@@ -85,8 +86,7 @@ bool eal_owned();
 // The argv (without argv[0]) eal_ensure_started() would pass to
 // rte_eal_init for these options and this thread affinity.  Exposed for
 // tests and for FI_LOG diagnostics.  Returns 0, or -EINVAL if cpus is empty.
-int eal_build_args(const EalOptions& opts, const cpu_set_t& cpus,
-                   std::vector<std::string>* out);
+int eal_build_args(const EalOptions& opts, const cpu_set_t& cpus, std::vector<std::string>* out);
 
 // The arguments actually used by the successful rte_eal_init of this
 // process (empty if EAL was reused or not started).
@@ -96,3 +96,5 @@ const std::vector<std::string>& eal_args_used();
 std::string cpuset_to_list(const cpu_set_t& cpus);
 
 }  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_PORT_EAL_H

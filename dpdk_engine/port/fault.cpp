@@ -187,7 +187,7 @@ unsigned covered_spans(const uint8_t* f, uint32_t len, Span spans[3])
     return n;
 }
 
-} // namespace
+}  // namespace
 
 const char* to_string(FaultDirection d)
 {
@@ -236,13 +236,9 @@ int parse_fault_spec(const char* spec, FaultConfig* out)
 }
 
 FaultInjector::FaultInjector(const FaultConfig& cfg, FaultDirection dir)
-    : cfg_(cfg),
-      enabled_(cfg.enabled() && (dir == FaultDirection::kRx ? cfg.rx : cfg.tx)),
-      loss_t_(threshold(cfg.loss)),
-      dup_t_(threshold(cfg.dup)),
-      reorder_t_(threshold(cfg.reorder)),
-      corrupt_t_(threshold(cfg.corrupt)),
-      split_t_(dir == FaultDirection::kRx ? threshold(cfg.split) : 0)
+    : cfg_(cfg), enabled_(cfg.enabled() && (dir == FaultDirection::kRx ? cfg.rx : cfg.tx)),
+      loss_t_(threshold(cfg.loss)), dup_t_(threshold(cfg.dup)), reorder_t_(threshold(cfg.reorder)),
+      corrupt_t_(threshold(cfg.corrupt)), split_t_(dir == FaultDirection::kRx ? threshold(cfg.split) : 0)
 {
     // Distinct streams per direction from one user seed.
     uint64_t x = cfg.seed ^ (dir == FaultDirection::kTx ? 0x5851f42d4c957f2dull : 0);
@@ -290,7 +286,7 @@ bool has_external_segment(const rte_mbuf* m)
     return false;
 }
 
-} // namespace
+}  // namespace
 
 bool FaultInjector::corrupt(rte_mbuf** mp, rte_mempool* pool)
 {
@@ -385,8 +381,8 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
     unsigned keep = 0;
     for (unsigned i = 0; i < num_held_; i++) {
         const Held& h = held_[i];
-        const bool due = delivered_ - h.delivered_at >= kReleaseAfterPackets ||
-                         calls_ - h.call_at >= kReleaseAfterCalls;
+        const bool due =
+            delivered_ - h.delivered_at >= kReleaseAfterPackets || calls_ - h.call_at >= kReleaseAfterCalls;
         if (due && out < cap) {
             pkts[out++] = h.m;
             delivered_++;
@@ -453,4 +449,4 @@ void FaultInjector::release_held()
     num_held_ = 0;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -4,8 +4,8 @@
 // Reproducible: the same seed, configuration and sequence of bursts give the
 // same decisions, so a failing fault test can be replayed. Free when off:
 // callers test the inline enabled() and skip apply() altogether.
-#ifndef DPDK_ENGINE_FAULT_H
-#define DPDK_ENGINE_FAULT_H
+#ifndef DPDK_ENGINE_PORT_FAULT_H
+#define DPDK_ENGINE_PORT_FAULT_H
 
 #include <cstdint>
 
@@ -24,14 +24,11 @@ struct FaultConfig {
     // its headers, then its payload in a second segment.
     double split = 0;
     uint64_t seed = 1;
-    bool rx = true;      // apply on receive
-    bool tx = false;     // apply on transmit
+    bool rx = true;   // apply on receive
+    bool tx = false;  // apply on transmit
 
     // True when some fault has a non-zero probability in some direction.
-    bool enabled() const
-    {
-        return (rx || tx) && (loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || split > 0);
-    }
+    bool enabled() const { return (rx || tx) && (loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || split > 0); }
 };
 
 // Parses FI_DPDK_FAULT, e.g.
@@ -51,11 +48,14 @@ int parse_fault_spec(const char* spec, FaultConfig* out);
 // Which direction an injector serves: its reorder queue must never mix
 // received and transmitted packets, and the two directions draw from
 // independent random streams.
-enum class FaultDirection : uint8_t { kRx = 0, kTx = 1 };
+enum class FaultDirection : uint8_t {
+    kRx = 0,
+    kTx = 1
+};
 const char* to_string(FaultDirection d);
 
 class FaultInjector {
-public:
+ public:
     // At most this many packets are held back for reordering at once.
     static constexpr unsigned kMaxHeld = 4;
     // A held packet is released once this many later packets have passed it,
@@ -114,7 +114,7 @@ public:
     const Stats& stats() const { return stats_; }
     const FaultConfig& config() const { return cfg_; }
 
-private:
+ private:
     // Bernoulli trial against a precomputed 53-bit threshold.
     bool chance(uint64_t threshold);
     uint64_t next();
@@ -138,9 +138,9 @@ private:
     void take_back_lent();
     uint64_t delivered_ = 0;  // packets returned by apply() so far
     uint64_t calls_ = 0;      // apply() calls so far
-    Stats stats_{};
+    Stats stats_ {};
 };
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_PORT_FAULT_H

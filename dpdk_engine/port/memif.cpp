@@ -34,82 +34,90 @@ namespace port_internal {
 // Runs fn in EAL's interrupt thread and waits for it.  The memif PMD handles
 // its control channel there; see Port::teardown().  Falls back to running
 // fn here if the alarm cannot be set or has not run after `patience`.
-void run_in_interrupt_thread(void (*fn)(void*), void* arg) {
-  struct Call {
-    void (*fn)(void*);
-    void* arg;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-  } call;
-  call.fn = fn;
-  call.arg = arg;
-  void (*trampoline)(void*) = [](void* p) {
-    auto* c = static_cast<Call*>(p);
-    c->fn(c->arg);
-    std::lock_guard<std::mutex> g(c->mu);
-    c->done = true;
-    c->cv.notify_all();
-  };
-  if (rte_eal_alarm_set(1, trampoline, &call) != 0) {
-    fn(arg);
-    return;
-  }
-  {
+void run_in_interrupt_thread(void (*fn)(void*), void* arg)
+{
+    struct Call {
+        void (*fn)(void*);
+        void* arg;
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+    } call;
+    call.fn = fn;
+    call.arg = arg;
+    void (*trampoline)(void*) = [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        c->fn(c->arg);
+        std::lock_guard<std::mutex> g(c->mu);
+        c->done = true;
+        c->cv.notify_all();
+    };
+    if (rte_eal_alarm_set(1, trampoline, &call) != 0) {
+        fn(arg);
+        return;
+    }
+    {
+        std::unique_lock<std::mutex> g(call.mu);
+        if (call.cv.wait_for(g, std::chrono::seconds(5), [&] { return call.done; }))
+            return;
+    }
+    // Not run yet (interrupt thread stuck?): take it back and run it here.
+    // A cancel that finds the callback running waits for it to finish.
+    if (rte_eal_alarm_cancel(trampoline, &call) > 0) {
+        fn(arg);
+        return;
+    }
     std::unique_lock<std::mutex> g(call.mu);
-    if (call.cv.wait_for(g, std::chrono::seconds(5), [&] { return call.done; })) return;
-  }
-  // Not run yet (interrupt thread stuck?): take it back and run it here.
-  // A cancel that finds the callback running waits for it to finish.
-  if (rte_eal_alarm_cancel(trampoline, &call) > 0) {
-    fn(arg);
-    return;
-  }
-  std::unique_lock<std::mutex> g(call.mu);
-  call.cv.wait(g, [&] { return call.done; });
+    call.cv.wait(g, [&] { return call.done; });
 }
 
 }  // namespace port_internal
 
-bool Port::setup_memif_wait() {
-  using namespace memif22;
-  if (!is_22_11()) return false;
-  // &rte_eth_devices[port_id_]: an internal symbol, looked up rather than
-  // linked so that another DPDK only loses this feature.
-  auto* devs = static_cast<EthDev*>(dlsym(RTLD_DEFAULT, "rte_eth_devices"));
-  if (devs == nullptr) return false;
-  const EthDev& dev = devs[port_id_];
-  const struct rte_eth_fp_ops& fp = rte_eth_fp_ops[port_id_];
-  if (dev.data == nullptr || dev.process_private == nullptr || fp.rxq.data == nullptr ||
-      dev.burst_fns[0] != reinterpret_cast<void*>(fp.rx_pkt_burst) ||
-      strncmp(dev.data, vdev_name_.c_str(), RTE_ETH_NAME_MAX_LEN) != 0)
-    return false;
-  void* const* rx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN);
-  auto* q = static_cast<Queue*>(fp.rxq.data[0]);
-  if (q == nullptr || rx_queues == nullptr || rx_queues[0] != q || q->mempool != pool_ ||
-      q->in_port != port_id_ || q->intr_handle == nullptr || (q->type != 0 && q->type != 1))
-    return false;
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = tfd;
-  if (ep < 0 || tfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0) {
-    if (ep >= 0) close(ep);
-    if (tfd >= 0) close(tfd);
-    return false;
-  }
-  wait_fd_ = ep;
-  wait_tfd_ = tfd;
-  memif_rxq_ = q;
-  memif_proc_ = dev.process_private;
-  // The tx queue too, for set_tx_fill (port_memif_tx.cpp).
-  void* const* tx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN + sizeof(void*));
-  auto* tq = static_cast<Queue*>(fp.txq.data[0]);
-  if (tq != nullptr && tx_queues != nullptr && tx_queues[0] == tq && tq->in_port == port_id_ &&
-      tq->intr_handle != nullptr && tq->type == 1 - q->type)
-    memif_txq_ = tq;
-  return true;
+bool Port::setup_memif_wait()
+{
+    using namespace memif22;
+    if (!is_22_11())
+        return false;
+    // &rte_eth_devices[port_id_]: an internal symbol, looked up rather than
+    // linked so that another DPDK only loses this feature.
+    auto* devs = static_cast<EthDev*>(dlsym(RTLD_DEFAULT, "rte_eth_devices"));
+    if (devs == nullptr)
+        return false;
+    const EthDev& dev = devs[port_id_];
+    const struct rte_eth_fp_ops& fp = rte_eth_fp_ops[port_id_];
+    if (dev.data == nullptr || dev.process_private == nullptr || fp.rxq.data == nullptr ||
+        dev.burst_fns[0] != reinterpret_cast<void*>(fp.rx_pkt_burst) ||
+        strncmp(dev.data, vdev_name_.c_str(), RTE_ETH_NAME_MAX_LEN) != 0)
+        return false;
+    void* const* rx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN);
+    auto* q = static_cast<Queue*>(fp.rxq.data[0]);
+    if (q == nullptr || rx_queues == nullptr || rx_queues[0] != q || q->mempool != pool_ ||
+        q->in_port != port_id_ || q->intr_handle == nullptr || (q->type != 0 && q->type != 1))
+        return false;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    epoll_event ev {};
+    ev.events = EPOLLIN;
+    ev.data.fd = tfd;
+    if (ep < 0 || tfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0) {
+        if (ep >= 0)
+            close(ep);
+        if (tfd >= 0)
+            close(tfd);
+        return false;
+    }
+    wait_fd_ = ep;
+    wait_tfd_ = tfd;
+    memif_rxq_ = q;
+    memif_proc_ = dev.process_private;
+    // The tx queue too, for set_tx_fill (port_memif_tx.cpp).
+    void* const* tx_queues =
+        *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN + sizeof(void*));
+    auto* tq = static_cast<Queue*>(fp.txq.data[0]);
+    if (tq != nullptr && tx_queues != nullptr && tx_queues[0] == tq && tq->in_port == port_id_ &&
+        tq->intr_handle != nullptr && tq->type == 1 - q->type)
+        memif_txq_ = tq;
+    return true;
 }
 
 // The ring of `queue` (our rx queue by default) while connected and sane,
@@ -117,97 +125,106 @@ bool Port::setup_memif_wait() {
 // regions from EAL's interrupt thread at (re)connect and unmaps them at
 // disconnect, after marking the link down; like eth_memif_rx() we look at
 // the link first.
-void* Port::memif_ring(const void* queue) const {
-  using namespace memif22;
-  if (queue == nullptr || memif_peer_leaving_ || !link_up()) return nullptr;
-  const auto* q = static_cast<const Queue*>(queue);
-  const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
-  if (q->region >= pp->regions_num || q->region >= 256 || q->log2_ring_size > kMemifMaxLog2Ring) return nullptr;
-  const Region* r = pp->regions[q->region];
-  if (r == nullptr || r->addr == nullptr ||
-      q->ring_offset + sizeof(Ring) + (sizeof(Desc) << q->log2_ring_size) > r->region_size)
-    return nullptr;
-  auto* ring = reinterpret_cast<Ring*>(static_cast<uint8_t*>(r->addr) + q->ring_offset);
-  return ring->cookie == kCookie ? ring : nullptr;
+void* Port::memif_ring(const void* queue) const
+{
+    using namespace memif22;
+    if (queue == nullptr || memif_peer_leaving_ || !link_up())
+        return nullptr;
+    const auto* q = static_cast<const Queue*>(queue);
+    const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
+    if (q->region >= pp->regions_num || q->region >= 256 || q->log2_ring_size > kMemifMaxLog2Ring)
+        return nullptr;
+    const Region* r = pp->regions[q->region];
+    if (r == nullptr || r->addr == nullptr ||
+        q->ring_offset + sizeof(Ring) + (sizeof(Desc) << q->log2_ring_size) > r->region_size)
+        return nullptr;
+    auto* ring = reinterpret_cast<Ring*>(static_cast<uint8_t*>(r->addr) + q->ring_offset);
+    return ring->cookie == kCookie ? ring : nullptr;
 }
 
-void Port::set_wait_timer(unsigned us) {
-  itimerspec its{};
-  its.it_value.tv_sec = us / 1000000;
-  its.it_value.tv_nsec = static_cast<long>(us % 1000000) * 1000;
-  timerfd_settime(wait_tfd_, 0, &its, nullptr);  // also clears an expiry
+void Port::set_wait_timer(unsigned us)
+{
+    itimerspec its {};
+    its.it_value.tv_sec = us / 1000000;
+    its.it_value.tv_nsec = static_cast<long>(us % 1000000) * 1000;
+    timerfd_settime(wait_tfd_, 0, &its, nullptr);  // also clears an expiry
 }
 
-int Port::arm_rx_wait() {
-  using namespace memif22;
-  if (memif_rxq_ == nullptr) return 0;  // none, or always live
-  const bool first = wait_arms_++ == 0;
-  auto* ring = static_cast<Ring*>(memif_ring());
-  const auto* q = static_cast<const Queue*>(memif_rxq_);
-  const int efd = ring ? queue_event_fd(q) : -1;
-  if (efd < 0) {
-    // No peer (or still connecting): nothing can arrive, but nothing tells
-    // us when a peer comes either: look again, less often the longer.
+int Port::arm_rx_wait()
+{
+    using namespace memif22;
+    if (memif_rxq_ == nullptr)
+        return 0;  // none, or always live
+    const bool first = wait_arms_++ == 0;
+    auto* ring = static_cast<Ring*>(memif_ring());
+    const auto* q = static_cast<const Queue*>(memif_rxq_);
+    const int efd = ring ? queue_event_fd(q) : -1;
+    if (efd < 0) {
+        // No peer (or still connecting): nothing can arrive, but nothing tells
+        // us when a peer comes either: look again, less often the longer.
+        if (first) {
+            unsigned shift = std::min(link_polls_++, 7u);
+            set_wait_timer(std::min(kMemifLinkPollMaxUs, kMemifLinkPollUs << shift));
+        }
+        return 0;
+    }
+    link_polls_ = 0;
+    // Slots the engine has finished with since the last burst go back before
+    // we sleep: the peer may be waiting for them.
+    if (rx_split_)
+        memif_give_back(ring);
     if (first) {
-      unsigned shift = std::min(link_polls_++, 7u);
-      set_wait_timer(std::min(kMemifLinkPollMaxUs, kMemifLinkPollUs << shift));
+        // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
+        int fl = fcntl(efd, F_GETFL);
+        if (fl < 0 || !(fl & O_NONBLOCK)) {
+            --wait_arms_;
+            return -EIO;
+        }
+        // The eventfd changes at every (re)connect; a closed one left our
+        // epoll set by itself.  EEXIST: already in.
+        epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.fd = efd;
+        if (epoll_ctl(wait_fd_, EPOLL_CTL_ADD, efd, &ev) != 0 && errno != EEXIST) {
+            --wait_arms_;
+            return -EIO;
+        }
+        set_wait_timer(kMemifSafetyUs);
     }
+    __atomic_and_fetch(&ring->flags, static_cast<uint16_t>(~kMaskInt), __ATOMIC_SEQ_CST);
+    uint64_t v;
+    if (read(efd, &v, sizeof(v)) < 0) {
+        // EAGAIN: nothing was signalled since the last drain.
+    }
+    // Store (flag) -> load (ring) ordering against the sender's store (ring)
+    // -> load (flag): with the flag visible, a later burst writes the
+    // eventfd; an earlier one is in the ring now.  eth_memif_tx() has no
+    // fence of its own between the two, so its ring store may still sit in
+    // its store buffer while its flag load misses our clear: look once more
+    // a couple of microseconds later (a store buffer drains far faster).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const uint64_t until = rte_get_tsc_cycles() + rte_get_tsc_hz() * 2 / 1000000;
+    do {
+        if (ring_pending(q, ring)) {
+            disarm_rx_wait();
+            return -EAGAIN;
+        }
+        rte_pause();
+    } while (rte_get_tsc_cycles() < until);
     return 0;
-  }
-  link_polls_ = 0;
-  // Slots the engine has finished with since the last burst go back before
-  // we sleep: the peer may be waiting for them.
-  if (rx_split_) memif_give_back(ring);
-  if (first) {
-    // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
-    int fl = fcntl(efd, F_GETFL);
-    if (fl < 0 || !(fl & O_NONBLOCK)) {
-      --wait_arms_;
-      return -EIO;
-    }
-    // The eventfd changes at every (re)connect; a closed one left our
-    // epoll set by itself.  EEXIST: already in.
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = efd;
-    if (epoll_ctl(wait_fd_, EPOLL_CTL_ADD, efd, &ev) != 0 && errno != EEXIST) {
-      --wait_arms_;
-      return -EIO;
-    }
-    set_wait_timer(kMemifSafetyUs);
-  }
-  __atomic_and_fetch(&ring->flags, static_cast<uint16_t>(~kMaskInt), __ATOMIC_SEQ_CST);
-  uint64_t v;
-  if (read(efd, &v, sizeof(v)) < 0) {
-    // EAGAIN: nothing was signalled since the last drain.
-  }
-  // Store (flag) -> load (ring) ordering against the sender's store (ring)
-  // -> load (flag): with the flag visible, a later burst writes the
-  // eventfd; an earlier one is in the ring now.  eth_memif_tx() has no
-  // fence of its own between the two, so its ring store may still sit in
-  // its store buffer while its flag load misses our clear: look once more
-  // a couple of microseconds later (a store buffer drains far faster).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t until = rte_get_tsc_cycles() + rte_get_tsc_hz() * 2 / 1000000;
-  do {
-    if (ring_pending(q, ring)) {
-      disarm_rx_wait();
-      return -EAGAIN;
-    }
-    rte_pause();
-  } while (rte_get_tsc_cycles() < until);
-  return 0;
 }
 
-void Port::disarm_rx_wait() {
-  using namespace memif22;
-  if (wait_arms_ == 0 || --wait_arms_ > 0 || memif_rxq_ == nullptr) return;
-  // Back to polling mode.  An eventfd count left behind (a burst after we
-  // woke) is drained by the next arm; until then rx_wait_fd() may read as
-  // ready, which only costs a sleeper that skips arm_rx_wait() a spurious
-  // wake-up.
-  if (auto* ring = static_cast<Ring*>(memif_ring()))
-    __atomic_or_fetch(&ring->flags, kMaskInt, __ATOMIC_RELAXED);
+void Port::disarm_rx_wait()
+{
+    using namespace memif22;
+    if (wait_arms_ == 0 || --wait_arms_ > 0 || memif_rxq_ == nullptr)
+        return;
+    // Back to polling mode.  An eventfd count left behind (a burst after we
+    // woke) is drained by the next arm; until then rx_wait_fd() may read as
+    // ready, which only costs a sleeper that skips arm_rx_wait() a spurious
+    // wake-up.
+    if (auto* ring = static_cast<Ring*>(memif_ring()))
+        __atomic_or_fetch(&ring->flags, kMaskInt, __ATOMIC_RELAXED);
 }
 
 // ---- goodbye ------------------------------------------------------------
@@ -227,10 +244,11 @@ void Port::disarm_rx_wait() {
 namespace {
 constexpr uint16_t kGoodbyeEtherType = 0x88B5;
 
-uint64_t monotonic_us() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+uint64_t monotonic_us()
+{
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 }  // namespace
 
@@ -244,67 +262,75 @@ uint64_t monotonic_us() {
 // (fi_dpdk_stats -n 2 over memif, every run).  So the first flush after the
 // link comes up runs an empty receive burst first: it takes no frame, it
 // only hands over the slots (on a server it does nothing).  Once per link.
-void Port::memif_prime_rx() {
-  if (!link_up()) return;
-  rte_mbuf* none[1];
-  if (rx_split_)
-    memif_rx_in_place(none, 0);
-  else
-    rte_eth_rx_burst(port_id_, 0, none, 0);
-  memif_rx_primed_ = true;
+void Port::memif_prime_rx()
+{
+    if (!link_up())
+        return;
+    rte_mbuf* none[1];
+    if (rx_split_)
+        memif_rx_in_place(none, 0);
+    else
+        rte_eth_rx_burst(port_id_, 0, none, 0);
+    memif_rx_primed_ = true;
 }
 
 // True while the rings must be left alone; clears the goodbye state once the
 // link has dropped and come back (a new peer), or after kMemifQuietMaxUs.
-bool Port::memif_quiet() {
-  const bool up = link_up();
-  if (!up) {
-    memif_seen_down_ = true;
-    memif_rx_primed_ = false;  // a new peer gets our slots again
-    return true;
-  }
-  if (memif_seen_down_ || monotonic_us() - memif_goodbye_us_ > kMemifQuietMaxUs) {
-    memif_peer_leaving_ = memif_seen_down_ = false;
-    return false;
-  }
-  return true;
-}
-
-uint16_t Port::memif_take_goodbyes(rte_mbuf** pkts, uint16_t got) {
-  uint16_t kept = 0;
-  for (uint16_t i = 0; i < got; ++i) {
-    const rte_mbuf* m = pkts[i];
-    const bool goodbye =
-        m->data_len >= sizeof(rte_ether_hdr) &&
-        rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type == rte_cpu_to_be_16(kGoodbyeEtherType);
-    if (!goodbye) {
-      pkts[kept++] = pkts[i];
-      continue;
+bool Port::memif_quiet()
+{
+    const bool up = link_up();
+    if (!up) {
+        memif_seen_down_ = true;
+        memif_rx_primed_ = false;  // a new peer gets our slots again
+        return true;
     }
-    rte_pktmbuf_free(pkts[i]);
-    ++stats_.peer_goodbyes;
-    memif_peer_leaving_ = true;
-    memif_seen_down_ = false;
-    memif_goodbye_us_ = monotonic_us();
-  }
-  return kept;
+    if (memif_seen_down_ || monotonic_us() - memif_goodbye_us_ > kMemifQuietMaxUs) {
+        memif_peer_leaving_ = memif_seen_down_ = false;
+        return false;
+    }
+    return true;
 }
 
-void Port::memif_say_goodbye() {
-  if (!started_ || memif_peer_leaving_ || !link_up()) return;  // nobody to tell
-  rte_mbuf* m = alloc();
-  if (m == nullptr) return;
-  auto* eh = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN));
-  if (eh == nullptr) {
-    rte_pktmbuf_free(m);
-    return;
-  }
-  memset(eh, 0, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN);
-  memset(&eh->dst_addr, 0xff, sizeof(eh->dst_addr));
-  eh->src_addr = mac_;
-  eh->ether_type = rte_cpu_to_be_16(kGoodbyeEtherType);
-  tx(m);
-  if (flush() == 1) usleep(kMemifGoodbyeWaitUs);
+uint16_t Port::memif_take_goodbyes(rte_mbuf** pkts, uint16_t got)
+{
+    uint16_t kept = 0;
+    for (uint16_t i = 0; i < got; ++i) {
+        const rte_mbuf* m = pkts[i];
+        const bool goodbye =
+            m->data_len >= sizeof(rte_ether_hdr) &&
+            rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type == rte_cpu_to_be_16(kGoodbyeEtherType);
+        if (!goodbye) {
+            pkts[kept++] = pkts[i];
+            continue;
+        }
+        rte_pktmbuf_free(pkts[i]);
+        ++stats_.peer_goodbyes;
+        memif_peer_leaving_ = true;
+        memif_seen_down_ = false;
+        memif_goodbye_us_ = monotonic_us();
+    }
+    return kept;
+}
+
+void Port::memif_say_goodbye()
+{
+    if (!started_ || memif_peer_leaving_ || !link_up())
+        return;  // nobody to tell
+    rte_mbuf* m = alloc();
+    if (m == nullptr)
+        return;
+    auto* eh = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN));
+    if (eh == nullptr) {
+        rte_pktmbuf_free(m);
+        return;
+    }
+    memset(eh, 0, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN);
+    memset(&eh->dst_addr, 0xff, sizeof(eh->dst_addr));
+    eh->src_addr = mac_;
+    eh->ether_type = rte_cpu_to_be_16(kGoodbyeEtherType);
+    tx(m);
+    if (flush() == 1)
+        usleep(kMemifGoodbyeWaitUs);
 }
 
 }  // namespace dpdk_engine

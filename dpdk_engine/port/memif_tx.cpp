@@ -26,61 +26,68 @@
 
 namespace dpdk_engine {
 
-bool Port::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m)) {
-  if (kind_ != Kind::kMemif || memif_txq_ == nullptr || memif_bsize_ == 0) return false;
-  tx_fill_ = fill;
-  return true;
+bool Port::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m))
+{
+    if (kind_ != Kind::kMemif || memif_txq_ == nullptr || memif_bsize_ == 0)
+        return false;
+    tx_fill_ = fill;
+    return true;
 }
 
 // Sends pkts[0..n) (frees them); returns how many the ring took.
-unsigned Port::memif_tx_fill(rte_mbuf** pkts, unsigned n) {
-  using namespace memif22;
-  auto* ring = static_cast<Ring*>(memif_ring(memif_txq_));
-  if (ring == nullptr) return 0;  // not connected: the PMD refuses too
-  const auto* q = static_cast<const Queue*>(memif_txq_);
-  const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
-  const bool c2s = q->type == kRingC2S;
-  const uint16_t size = static_cast<uint16_t>(1u << q->log2_ring_size);
-  const uint16_t mask = size - 1;
-  uint16_t slot, free_slots;
-  if (c2s) {
-    slot = __atomic_load_n(&ring->head, __ATOMIC_RELAXED);
-    free_slots = static_cast<uint16_t>(size - slot + __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE));
-  } else {
-    slot = __atomic_load_n(&ring->tail, __ATOMIC_RELAXED);
-    free_slots = static_cast<uint16_t>(__atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) - slot);
-  }
-  if (free_slots > size) free_slots = 0;  // counters from a peer gone wrong
-  Desc* desc = ring_desc(ring);
-  unsigned sent = 0;
-  while (sent < n && free_slots > 0) {
-    Desc& d = desc[slot & mask];
-    const uint16_t region = d.region;
-    const uint32_t offset = d.offset;
-    const uint32_t cap = c2s ? memif_bsize_ : d.length;
-    uint8_t* buf = desc_buffer(pp, region, offset, cap);
-    const size_t len = buf ? tx_fill_(buf, cap, pkts[sent]) : 0;
-    if (len == 0) ++stats_.tx_dropped;  // sent empty: the receiver drops it as truncated
-    d.length = static_cast<uint32_t>(len);
-    d.flags = 0;
-    rte_pktmbuf_free(pkts[sent]);
-    ++sent;
-    ++slot;
-    --free_slots;
-  }
-  if (sent == 0) return 0;
-  if (c2s)
-    __atomic_store_n(&ring->head, slot, __ATOMIC_RELEASE);
-  else
-    __atomic_store_n(&ring->tail, slot, __ATOMIC_RELEASE);
-  if ((__atomic_load_n(&ring->flags, __ATOMIC_RELAXED) & kMaskInt) == 0) {
-    const int efd = queue_event_fd(q);
-    const uint64_t one = 1;
-    if (efd >= 0 && write(efd, &one, sizeof(one)) < 0) {
-      // the receiver polls again within its safety timer (port.h)
+unsigned Port::memif_tx_fill(rte_mbuf** pkts, unsigned n)
+{
+    using namespace memif22;
+    auto* ring = static_cast<Ring*>(memif_ring(memif_txq_));
+    if (ring == nullptr)
+        return 0;  // not connected: the PMD refuses too
+    const auto* q = static_cast<const Queue*>(memif_txq_);
+    const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
+    const bool c2s = q->type == kRingC2S;
+    const uint16_t size = static_cast<uint16_t>(1u << q->log2_ring_size);
+    const uint16_t mask = size - 1;
+    uint16_t slot, free_slots;
+    if (c2s) {
+        slot = __atomic_load_n(&ring->head, __ATOMIC_RELAXED);
+        free_slots = static_cast<uint16_t>(size - slot + __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE));
+    } else {
+        slot = __atomic_load_n(&ring->tail, __ATOMIC_RELAXED);
+        free_slots = static_cast<uint16_t>(__atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) - slot);
     }
-  }
-  return sent;
+    if (free_slots > size)
+        free_slots = 0;  // counters from a peer gone wrong
+    Desc* desc = ring_desc(ring);
+    unsigned sent = 0;
+    while (sent < n && free_slots > 0) {
+        Desc& d = desc[slot & mask];
+        const uint16_t region = d.region;
+        const uint32_t offset = d.offset;
+        const uint32_t cap = c2s ? memif_bsize_ : d.length;
+        uint8_t* buf = desc_buffer(pp, region, offset, cap);
+        const size_t len = buf ? tx_fill_(buf, cap, pkts[sent]) : 0;
+        if (len == 0)
+            ++stats_.tx_dropped;  // sent empty: the receiver drops it as truncated
+        d.length = static_cast<uint32_t>(len);
+        d.flags = 0;
+        rte_pktmbuf_free(pkts[sent]);
+        ++sent;
+        ++slot;
+        --free_slots;
+    }
+    if (sent == 0)
+        return 0;
+    if (c2s)
+        __atomic_store_n(&ring->head, slot, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n(&ring->tail, slot, __ATOMIC_RELEASE);
+    if ((__atomic_load_n(&ring->flags, __ATOMIC_RELAXED) & kMaskInt) == 0) {
+        const int efd = queue_event_fd(q);
+        const uint64_t one = 1;
+        if (efd >= 0 && write(efd, &one, sizeof(one)) < 0) {
+            // the receiver polls again within its safety timer (port.h)
+        }
+    }
+    return sent;
 }
 
 }  // namespace dpdk_engine

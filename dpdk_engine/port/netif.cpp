@@ -41,15 +41,15 @@ inline bool usable_mac(const uint8_t* mac)
 }
 
 // Ethernet header + the fixed ARP fields for IPv4 over Ethernet.
-void write_arp(uint8_t* out, const uint8_t* eth_dst, const uint8_t* sha, uint32_t spa_be,
-               const uint8_t* tha, uint32_t tpa_be, uint16_t op)
+void write_arp(uint8_t* out, const uint8_t* eth_dst, const uint8_t* sha, uint32_t spa_be, const uint8_t* tha,
+               uint32_t tpa_be, uint16_t op)
 {
     memset(out, 0, kMinEthFrameLen);
     memcpy(out, eth_dst, 6);
     memcpy(out + 6, sha, 6);
     store_be16(out + 12, kEtherTypeArp);
     uint8_t* a = out + kEth;
-    store_be16(a, 1);               // hardware: Ethernet
+    store_be16(a, 1);  // hardware: Ethernet
     store_be16(a + 2, kEtherTypeIpv4);
     a[4] = 6;
     a[5] = 4;
@@ -60,7 +60,7 @@ void write_arp(uint8_t* out, const uint8_t* eth_dst, const uint8_t* sha, uint32_
     memcpy(a + 24, &tpa_be, 4);
 }
 
-} // namespace
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Frames
@@ -84,16 +84,14 @@ int parse_arp(const uint8_t* frame, size_t len, ArpPacket* out)
     return 0;
 }
 
-size_t build_arp_request(uint8_t* out, const uint8_t our_mac[6], uint32_t our_ip_be,
-                         uint32_t target_ip_be)
+size_t build_arp_request(uint8_t* out, const uint8_t our_mac[6], uint32_t our_ip_be, uint32_t target_ip_be)
 {
     // RFC 826: target hardware address is "don't care"; zero, like Linux.
     write_arp(out, kBroadcast, our_mac, our_ip_be, kZeroMac, target_ip_be, kArpOpRequest);
     return kMinEthFrameLen;
 }
 
-size_t build_arp_reply(uint8_t* out, const ArpPacket& req, const uint8_t our_mac[6],
-                       uint32_t our_ip_be)
+size_t build_arp_reply(uint8_t* out, const ArpPacket& req, const uint8_t our_mac[6], uint32_t our_ip_be)
 {
     // Unicast back to the requester's hardware address (RFC 826), which is
     // also where a probe (sender IP 0, RFC 5227) expects the answer.
@@ -101,8 +99,8 @@ size_t build_arp_reply(uint8_t* out, const ArpPacket& req, const uint8_t our_mac
     return kMinEthFrameLen;
 }
 
-int build_icmp_echo_reply(const uint8_t* req, size_t len, const uint8_t our_mac[6], uint8_t* out,
-                          size_t cap, uint32_t* dst_ip_be_out)
+int build_icmp_echo_reply(const uint8_t* req, size_t len, const uint8_t our_mac[6], uint8_t* out, size_t cap,
+                          uint32_t* dst_ip_be_out)
 {
     if (len < kEth + wire::kIpv4HeaderLen || load_be16(req + 12) != kEtherTypeIpv4)
         return -EINVAL;
@@ -113,8 +111,7 @@ int build_icmp_echo_reply(const uint8_t* req, size_t len, const uint8_t our_mac[
     const size_t total = load_be16(ip + 2);
     if (total < ihl + 8 || total > len - kEth)
         return -EINVAL;
-    if (wire::internet_checksum(ip, ihl) != 0 || (load_be16(ip + 6) & 0x3fff) != 0 ||
-        ip[9] != kIpProtoIcmp)
+    if (wire::internet_checksum(ip, ihl) != 0 || (load_be16(ip + 6) & 0x3fff) != 0 || ip[9] != kIpProtoIcmp)
         return -EINVAL;
     const uint8_t* icmp = ip + ihl;
     const size_t icmp_len = total - ihl;
@@ -281,7 +278,8 @@ bool ArpCache::contains(uint32_t ip_be) const
 // ---------------------------------------------------------------------------
 // Netif
 
-Netif::Netif(Port* port) : port_(port), arp_enabled_(port->needs_arp()) {}
+Netif::Netif(Port* port) : port_(port), arp_enabled_(port->needs_arp())
+{ }
 
 bool Netif::send_frame(const uint8_t* frame, size_t len)
 {
@@ -354,8 +352,8 @@ void Netif::handle_icmp_echo(const uint8_t* frame, size_t len)
     }
     uint8_t* out = rte_pktmbuf_mtod(m, uint8_t*);
     uint32_t dst_ip = 0;
-    const int n = build_icmp_echo_reply(frame, len, port_->mac().addr_bytes, out,
-                                        rte_pktmbuf_tailroom(m), &dst_ip);
+    const int n =
+        build_icmp_echo_reply(frame, len, port_->mac().addr_bytes, out, rte_pktmbuf_tailroom(m), &dst_ip);
     if (n < 0 || dst_ip != port_->ip_be()) {
         // Not for our address (a broadcast ping, or another host's): silence,
         // like a host with one address. Malformed: counted.
@@ -398,4 +396,4 @@ void Netif::learn(uint32_t ip_be, const uint8_t mac[6], uint64_t now_us)
         cache_.learn(ip_be, mac, now_us);
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

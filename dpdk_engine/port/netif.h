@@ -10,8 +10,8 @@
 //    its tx batch; the progress loop's Port::flush() sends them).
 //
 // Not thread-safe: the progress context owns it, like the Port.
-#ifndef DPDK_ENGINE_NETIF_H
-#define DPDK_ENGINE_NETIF_H
+#ifndef DPDK_ENGINE_PORT_NETIF_H
+#define DPDK_ENGINE_PORT_NETIF_H
 
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +26,10 @@ class Port;
 constexpr size_t kArpFrameLen = 14 + 28;  // Ethernet + ARP for IPv4
 constexpr size_t kMinEthFrameLen = 60;    // without FCS; we pad to it
 
-enum : uint16_t { kArpOpRequest = 1, kArpOpReply = 2 };
+enum : uint16_t {
+    kArpOpRequest = 1,
+    kArpOpReply = 2
+};
 
 // A validated ARP packet (IPv4 over Ethernet). Addresses in network order.
 struct ArpPacket {
@@ -49,13 +52,11 @@ int parse_arp(const uint8_t* frame, size_t len, ArpPacket* out);
 // Writes a broadcast "who has target_ip_be? tell our_ip_be" into out, which
 // must hold kMinEthFrameLen bytes. Returns the frame length (kMinEthFrameLen:
 // zero-padded, since not every PMD pads short frames).
-size_t build_arp_request(uint8_t* out, const uint8_t our_mac[6], uint32_t our_ip_be,
-                         uint32_t target_ip_be);
+size_t build_arp_request(uint8_t* out, const uint8_t our_mac[6], uint32_t our_ip_be, uint32_t target_ip_be);
 
 // Writes the reply to `req` ("our_ip_be is at our_mac"), unicast to the
 // requester, into out (kMinEthFrameLen bytes). Returns kMinEthFrameLen.
-size_t build_arp_reply(uint8_t* out, const ArpPacket& req, const uint8_t our_mac[6],
-                       uint32_t our_ip_be);
+size_t build_arp_reply(uint8_t* out, const ArpPacket& req, const uint8_t our_mac[6], uint32_t our_ip_be);
 
 // Validates an ICMP echo request frame (Ethernet/IPv4, IP header checksum,
 // no fragment, ICMP checksum) and writes the echo reply into out: addresses
@@ -69,14 +70,14 @@ size_t build_arp_reply(uint8_t* out, const ArpPacket& req, const uint8_t our_mac
 //              IP checksum wrong, or a fragment
 //   -EBADMSG   ICMP checksum wrong
 //   -ENOSPC    the reply does not fit in cap bytes
-int build_icmp_echo_reply(const uint8_t* req, size_t len, const uint8_t our_mac[6], uint8_t* out,
-                          size_t cap, uint32_t* dst_ip_be_out = nullptr);
+int build_icmp_echo_reply(const uint8_t* req, size_t len, const uint8_t our_mac[6], uint8_t* out, size_t cap,
+                          uint32_t* dst_ip_be_out = nullptr);
 
 // ---------------------------------------------------------------------------
 // ArpCache
 
 class ArpCache {
-public:
+ public:
     static constexpr unsigned kMaxEntries = 1024;
     static constexpr unsigned kSlots = 2048;  // power of two; load <= 1/2
     static constexpr uint64_t kExpiryUs = 5ull * 60 * 1000 * 1000;
@@ -103,15 +104,15 @@ public:
     // Entries in use (resolved or pending).
     unsigned size() const { return count_; }
 
-private:
+ private:
     struct Slot {
-        uint32_t ip_be;        // 0 = empty
+        uint32_t ip_be;  // 0 = empty
         uint8_t mac[6];
-        bool resolved;         // mac valid
-        bool requested;        // request_us valid
-        uint64_t learned_us;   // when mac was last confirmed
-        uint64_t request_us;   // last request sent
-        uint64_t touched_us;   // max of the two: eviction order
+        bool resolved;        // mac valid
+        bool requested;       // request_us valid
+        uint64_t learned_us;  // when mac was last confirmed
+        uint64_t request_us;  // last request sent
+        uint64_t touched_us;  // max of the two: eviction order
     };
 
     static unsigned home(uint32_t ip_be);
@@ -128,7 +129,7 @@ private:
 // Netif
 
 class Netif {
-public:
+ public:
     // port must outlive the Netif.
     explicit Netif(Port* port);
 
@@ -170,24 +171,24 @@ public:
         uint64_t arp_requests_sent;
         uint64_t arp_replies_sent;
         uint64_t arp_replies_received;
-        uint64_t arp_unresolved;     // resolve() misses
+        uint64_t arp_unresolved;  // resolve() misses
         uint64_t icmp_echo_replies;
         uint64_t bad_arp;
         uint64_t bad_icmp;
-        uint64_t tx_no_mbuf;         // a reply/request dropped: pool empty
+        uint64_t tx_no_mbuf;  // a reply/request dropped: pool empty
     };
     const Stats& stats() const { return stats_; }
 
-private:
+ private:
     bool send_frame(const uint8_t* frame, size_t len);
     void send_request(uint32_t ip_be);
 
     Port* port_;
     bool arp_enabled_;
     ArpCache cache_;
-    Stats stats_{};
+    Stats stats_ {};
 };
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_PORT_NETIF_H

@@ -18,8 +18,8 @@ struct FileHeader {
     uint32_t magic;
     uint16_t version_major;
     uint16_t version_minor;
-    int32_t thiszone;   // always 0
-    uint32_t sigfigs;   // always 0
+    int32_t thiszone;  // always 0
+    uint32_t sigfigs;  // always 0
     uint32_t snaplen;
     uint32_t linktype;
 };
@@ -80,7 +80,7 @@ int open_locked(const std::string& name)
     return fd;
 }
 
-} // namespace
+}  // namespace
 
 PcapWriter::~PcapWriter()
 {
@@ -104,8 +104,8 @@ int PcapWriter::open(const char* path)
         std::string alt = n == 1 ? fallback : fallback + "." + std::to_string(n);
         fd = open_locked(alt);
         if (fd >= 0) {
-            fprintf(stderr, "dpdk: pcap file %s is being written by another writer; writing %s\n",
-                    name.c_str(), alt.c_str());
+            fprintf(stderr, "dpdk: pcap file %s is being written by another writer; writing %s\n", name.c_str(),
+                    alt.c_str());
             name = alt;
         }
     }
@@ -170,4 +170,4 @@ void PcapWriter::close()
     path_.clear();
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

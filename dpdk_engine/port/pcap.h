@@ -14,8 +14,8 @@
 // exclusive flock() on its file: "%p" in the path expands to the process id,
 // and a writer that finds its file locked by another one writes
 // "<path>.<pid>" (then "<path>.<pid>.2", ...) instead and says so on stderr.
-#ifndef DPDK_ENGINE_PCAP_H
-#define DPDK_ENGINE_PCAP_H
+#ifndef DPDK_ENGINE_PORT_PCAP_H
+#define DPDK_ENGINE_PORT_PCAP_H
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +32,7 @@ constexpr uint32_t kPcapLinkTypeEthernet = 1;
 constexpr uint32_t kPcapSnapLen = 65535;  // longer frames are truncated
 
 class PcapWriter {
-public:
+ public:
     PcapWriter() = default;
     ~PcapWriter();  // closes (flushes) the file
     PcapWriter(const PcapWriter&) = delete;
@@ -69,13 +69,13 @@ public:
     // Frames written since open().
     uint64_t frames() const { return frames_; }
 
-private:
+ private:
     FILE* f_ = nullptr;
     std::string path_;
     int error_ = 0;
     uint64_t frames_ = 0;
 };
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_PORT_PCAP_H

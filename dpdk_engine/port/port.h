@@ -46,7 +46,8 @@
 // Not thread-safe: one thread (the progress context) uses a Port at a time.
 // Destroy all Ports before process exit if you want the ethdevs closed
 // cleanly (EAL itself is never torn down).
-#pragma once
+#ifndef DPDK_ENGINE_PORT_PORT_H
+#define DPDK_ENGINE_PORT_PORT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -122,256 +123,267 @@ uint32_t default_window(const std::string& device, uint32_t otherwise);
 constexpr uint8_t kLoopbackMac[6] = {0x02, 0, 0, 0, 0, 0x01};
 
 struct PortConfig {
-  std::string device;       // see the header comment; "" => af_packet on iface
-  std::string iface = "lo"; // for the default af_packet device
-  std::string ip;           // our IPv4 address; "" => 127.0.0.1
-  uint16_t mtu = 1500;      // L3 MTU, kMinMtu..kMaxMtu
-  unsigned mbufs = 0;       // pool size; 0 => 16384
-  // Sequenced frames one session may have in flight (the engine's window):
-  // memif sizes its ring to twice this, so a full window plus ACKs and
-  // retransmissions never meets a full ring (Port::flush drops what a full
-  // ring refuses; each drop costs a retransmission and a window of
-  // out-of-order frames).  0 => the ring's default size.
-  unsigned frames_in_flight = 0;
-  bool hugepages = false;   // EAL with hugepages (only the first Port's EAL
-                            // options count: EAL starts once per process)
-  std::string eal_args;     // extra EAL arguments (FI_DPDK_EAL_ARGS)
-  // memif: the engine reads large payloads in the ring (Port::set_rx_split)
-  // and writes frames into it (Port::set_tx_fill) instead of the PMD copying
-  // every frame out and in (FI_DPDK_MEMIF_IN_PLACE).
-  bool memif_in_place = true;
-  bool verbose = false;     // EAL/PMD logging at INFO on stderr
+    std::string device;        // see the header comment; "" => af_packet on iface
+    std::string iface = "lo";  // for the default af_packet device
+    std::string ip;            // our IPv4 address; "" => 127.0.0.1
+    uint16_t mtu = 1500;       // L3 MTU, kMinMtu..kMaxMtu
+    unsigned mbufs = 0;        // pool size; 0 => 16384
+    // Sequenced frames one session may have in flight (the engine's window):
+    // memif sizes its ring to twice this, so a full window plus ACKs and
+    // retransmissions never meets a full ring (Port::flush drops what a full
+    // ring refuses; each drop costs a retransmission and a window of
+    // out-of-order frames).  0 => the ring's default size.
+    unsigned frames_in_flight = 0;
+    bool hugepages = false;  // EAL with hugepages (only the first Port's EAL
+                             // options count: EAL starts once per process)
+    std::string eal_args;    // extra EAL arguments (FI_DPDK_EAL_ARGS)
+    // memif: the engine reads large payloads in the ring (Port::set_rx_split)
+    // and writes frames into it (Port::set_tx_fill) instead of the PMD copying
+    // every frame out and in (FI_DPDK_MEMIF_IN_PLACE).
+    bool memif_in_place = true;
+    bool verbose = false;  // EAL/PMD logging at INFO on stderr
 };
 
 class Port {
  public:
-  enum class Kind { kAfPacket, kMemif, kRing, kRingPair, kNull, kTap, kAfXdp,
-                    kPci, kOtherVdev };
+    enum class Kind {
+        kAfPacket,
+        kMemif,
+        kRing,
+        kRingPair,
+        kNull,
+        kTap,
+        kAfXdp,
+        kPci,
+        kOtherVdev
+    };
 
-  struct Stats {
-    uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
-    uint64_t peer_goodbyes;  // memif: goodbye frames taken out of rx bursts
-    uint64_t rx_in_place;    // memif: frames whose payload was read in the ring (set_rx_split)
-    uint64_t rx_bad_desc;    // memif: ring descriptors outside the peer's memory, or chained
-  };
+    struct Stats {
+        uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
+        uint64_t peer_goodbyes;  // memif: goodbye frames taken out of rx bursts
+        uint64_t rx_in_place;    // memif: frames whose payload was read in the ring (set_rx_split)
+        uint64_t rx_bad_desc;    // memif: ring descriptors outside the peer's memory, or chained
+    };
 
-  // Opens the device (starting EAL first if needed), creates the mbuf pool,
-  // configures 1 rx + 1 tx queue and starts it.  Never blocks on a peer:
-  // a memif port comes up later (link_up()).
-  // Returns 0 and sets *out, or a negative errno:
-  //   -EINVAL      malformed device string, ip, mtu or eal_args; mtu
-  //                above ~3500 on af_xdp (umem chunks are at most a page)
-  //   -EBUSY       a second af_packet port on the same interface in this
-  //                process (the PMD's fanout group would split traffic)
-  //   -EEXIST      a vdev of that name already exists in this process
-  //   -ENODEV      no such interface / PCI device / driver
-  //   -ENOMEM      mempool or EAL memory exhausted
-  //   -ECONNREFUSED memif: a server holds the path but its socket is gone
-  //   -EIO         the PMD failed to create the device (details in its log
-  //                with verbose), or the af_packet socket of the PMD could
-  //                not be identified
-  //   other        errors of eal_ensure_started(), rte_vdev_init,
-  //                rte_eth_dev_configure/queue setup/start, setsockopt
-  static int open(const PortConfig& cfg, std::unique_ptr<Port>* out);
-  // Stops and closes the ethdev (and removes the vdev), frees the pool,
-  // closes reservation sockets and lock files.  mbufs of this pool still
-  // held by the caller must be freed before.
-  ~Port();
-  Port(const Port&) = delete;
-  Port& operator=(const Port&) = delete;
+    // Opens the device (starting EAL first if needed), creates the mbuf pool,
+    // configures 1 rx + 1 tx queue and starts it.  Never blocks on a peer:
+    // a memif port comes up later (link_up()).
+    // Returns 0 and sets *out, or a negative errno:
+    //   -EINVAL      malformed device string, ip, mtu or eal_args; mtu
+    //                above ~3500 on af_xdp (umem chunks are at most a page)
+    //   -EBUSY       a second af_packet port on the same interface in this
+    //                process (the PMD's fanout group would split traffic)
+    //   -EEXIST      a vdev of that name already exists in this process
+    //   -ENODEV      no such interface / PCI device / driver
+    //   -ENOMEM      mempool or EAL memory exhausted
+    //   -ECONNREFUSED memif: a server holds the path but its socket is gone
+    //   -EIO         the PMD failed to create the device (details in its log
+    //                with verbose), or the af_packet socket of the PMD could
+    //                not be identified
+    //   other        errors of eal_ensure_started(), rte_vdev_init,
+    //                rte_eth_dev_configure/queue setup/start, setsockopt
+    static int open(const PortConfig& cfg, std::unique_ptr<Port>* out);
+    // Stops and closes the ethdev (and removes the vdev), frees the pool,
+    // closes reservation sockets and lock files.  mbufs of this pool still
+    // held by the caller must be freed before.
+    ~Port();
+    Port(const Port&) = delete;
+    Port& operator=(const Port&) = delete;
 
-  // Receives up to n frames.  No system call beyond the PMD's own (af_packet
-  // and memif: none).  Counts rx_pkts/rx_bytes.  memif: takes the peer's
-  // goodbye frame out of the burst, and receives (and sends) nothing from
-  // then until the link has dropped (see port_memif.cpp).
-  uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
-  // memif (22.11, see port_memif_rx.cpp): receive from the ring ourselves,
-  // so that a large payload is read where the peer wrote it instead of
-  // being copied into an mbuf first.  For each frame, split(frame, len)
-  // says how many leading bytes to copy (0: copy it whole); the rest stays
-  // in the ring, as the second segment of a two-segment mbuf (an external
-  // buffer), and its ring slot goes back to the peer when that mbuf is
-  // freed.  So such an mbuf must be freed, or copied, before the next
-  // rx_burst(): a caller that keeps a frame copies it first.  The peer can
-  // still write that memory: split reads it as untrusted, and the payload
-  // must be read once (checked while copied).  nullptr (the default):
-  // every frame is copied by the PMD.  A no-op on other ports.
-  void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
-  // memif (22.11, see port_memif_tx.cpp): flush() writes each frame into
-  // the ring itself, through fill(dst, cap, m), which copies the frame `m`
-  // (any chain) to dst (cap bytes) and returns its length, 0 when it does
-  // not fit (dropped).  The fill may finish the frame as it copies it (the
-  // engine seals payload CRCs there).  Returns false, and changes nothing,
-  // where the ring cannot be reached (not memif, another DPDK).
-  bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
-  // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
-  // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
-  // Port (sent or freed and counted in tx_dropped).
-  void tx(rte_mbuf* m);
-  // Sends the batch.  On a short send retries kTxRetries times, then frees
-  // what is left and counts it in tx_dropped.  Returns the number sent.
-  uint16_t flush();
-  size_t tx_pending() const { return tx_count_; }
+    // Receives up to n frames.  No system call beyond the PMD's own (af_packet
+    // and memif: none).  Counts rx_pkts/rx_bytes.  memif: takes the peer's
+    // goodbye frame out of the burst, and receives (and sends) nothing from
+    // then until the link has dropped (see port_memif.cpp).
+    uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
+    // memif (22.11, see port_memif_rx.cpp): receive from the ring ourselves,
+    // so that a large payload is read where the peer wrote it instead of
+    // being copied into an mbuf first.  For each frame, split(frame, len)
+    // says how many leading bytes to copy (0: copy it whole); the rest stays
+    // in the ring, as the second segment of a two-segment mbuf (an external
+    // buffer), and its ring slot goes back to the peer when that mbuf is
+    // freed.  So such an mbuf must be freed, or copied, before the next
+    // rx_burst(): a caller that keeps a frame copies it first.  The peer can
+    // still write that memory: split reads it as untrusted, and the payload
+    // must be read once (checked while copied).  nullptr (the default):
+    // every frame is copied by the PMD.  A no-op on other ports.
+    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
+    // memif (22.11, see port_memif_tx.cpp): flush() writes each frame into
+    // the ring itself, through fill(dst, cap, m), which copies the frame `m`
+    // (any chain) to dst (cap bytes) and returns its length, 0 when it does
+    // not fit (dropped).  The fill may finish the frame as it copies it (the
+    // engine seals payload CRCs there).  Returns false, and changes nothing,
+    // where the ring cannot be reached (not memif, another DPDK).
+    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
+    // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
+    // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
+    // Port (sent or freed and counted in tx_dropped).
+    void tx(rte_mbuf* m);
+    // Sends the batch.  On a short send retries kTxRetries times, then frees
+    // what is left and counts it in tx_dropped.  Returns the number sent.
+    uint16_t flush();
+    size_t tx_pending() const { return tx_count_; }
 
-  // One mbuf from the pool, or nullptr (counted in alloc_failed).
-  rte_mbuf* alloc();
-  // n mbufs or none: 0, or -ENOENT (counted, n added to alloc_failed).
-  int alloc_bulk(rte_mbuf** m, unsigned n);
+    // One mbuf from the pool, or nullptr (counted in alloc_failed).
+    rte_mbuf* alloc();
+    // n mbufs or none: 0, or -ENOENT (counted, n added to alloc_failed).
+    int alloc_bulk(rte_mbuf** m, unsigned n);
 
-  rte_mempool* pool() const { return pool_; }
-  uint16_t port_id() const { return port_id_; }
-  uint32_t ip_be() const { return ip_be_; }
-  const rte_ether_addr& mac() const { return mac_; }
-  uint16_t mtu() const { return mtu_; }
-  // Largest frame (Ethernet header included, no FCS) we may build.
-  size_t frame_capacity() const { return RTE_ETHER_HDR_LEN + size_t{mtu_}; }
-  // af_packet on lo: the kernel owns ARP and ICMP for 127.x; do not answer.
-  bool is_loopback() const { return loopback_; }
-  // false for lo, memif, ring, ringpair, null; true for the rest.
-  bool needs_arp() const { return needs_arp_; }
-  // Sleeping until frames arrive.  rx_wait_fd() is a pollable fd that
-  // becomes readable when frames may be waiting, or -1 (ring, ringpair,
-  // null, af_xdp, PCI, other vdevs; memif when its PMD is not the 22.11
-  // one described in port.cpp): poll with a timer there.  A sleeper calls
-  // arm_rx_wait() first and sleeps only if it returned 0, then calls
-  // disarm_rx_wait() once awake:
-  //  * af_packet: the PMD's socket; tap: the rx queue's tap fd (DPDK's rx
-  //    interrupt fd).  Always live; arming costs nothing.
-  //  * memif: an epoll fd of this Port holding the rx ring's interrupt
-  //    eventfd and a timerfd.  The PMD runs its rings in polling mode
-  //    (MEMIF_RING_FLAG_MASK_INT): the peer writes the eventfd after a
-  //    burst only while the flag is clear, and rx_burst() then reads it.
-  //    arm_rx_wait() clears the flag, drains the eventfd and looks at the
-  //    ring once more; disarm_rx_wait() sets the flag again, so the busy
-  //    path (rx_burst/tx/flush while nobody sleeps) makes no system call on
-  //    either side.  The timerfd fires kMemifLinkPollUs.. kMemifLinkPollMaxUs
-  //    after an arm while no peer is connected (the PMD signals no link
-  //    change) and kMemifSafetyUs after one while connected (a peer that
-  //    reconnects meanwhile starts with a masked ring and a new eventfd).
-  int rx_wait_fd() const { return wait_fd_; }
-  // 0: armed (sleep on rx_wait_fd(), then disarm_rx_wait()); -EAGAIN:
-  // frames are already waiting, nothing armed: receive instead of sleeping;
-  // -EIO: memif's eventfd is unusable (blocking, or epoll refused it),
-  // nothing armed: sleep no longer than a poll interval.
-  // Arms nest (several sleepers): the ring goes back to polling mode when
-  // the last one disarms.  A no-op (0) without a wait fd or where it is
-  // always live.
-  int arm_rx_wait();
-  void disarm_rx_wait();
-  // Arms in force (arm_rx_wait() = 0 without disarm_rx_wait()).
-  unsigned rx_wait_armed() const { return wait_arms_; }
-  // Link state without waiting (memif: true once the peer has connected).
-  bool link_up() const;
-  // false while a frame handed to tx() would be dropped for want of a
-  // receiver: a memif port whose peer's rings are not connected (yet: the
-  // link comes up from EAL's interrupt thread some milliseconds after
-  // start, later under load; or again: a peer restarting).  Datagrams wait
-  // for it with -EAGAIN; reliable sessions do not need to (they retransmit).
-  bool peer_connected() const { return kind_ != Kind::kMemif || link_up(); }
-  Kind kind() const { return kind_; }
-  // The PMD copies every frame out of its mbufs inside tx_burst and frees
-  // them there (af_packet; memif opened as "memif:<path>", which never asks
-  // for the PMD's zero-copy mode), so after flush() no sent mbuf is alive:
-  // the engine may then send payload straight from user memory (external
-  // mbufs, zero_copy.cpp). false for ring/ringpair (mbufs reach the receiver),
-  // af_xdp (single-segment only), memif from a raw vdev string and the rest.
-  bool tx_copies_at_send() const { return tx_copies_; }
+    rte_mempool* pool() const { return pool_; }
+    uint16_t port_id() const { return port_id_; }
+    uint32_t ip_be() const { return ip_be_; }
+    const rte_ether_addr& mac() const { return mac_; }
+    uint16_t mtu() const { return mtu_; }
+    // Largest frame (Ethernet header included, no FCS) we may build.
+    size_t frame_capacity() const { return RTE_ETHER_HDR_LEN + size_t {mtu_}; }
+    // af_packet on lo: the kernel owns ARP and ICMP for 127.x; do not answer.
+    bool is_loopback() const { return loopback_; }
+    // false for lo, memif, ring, ringpair, null; true for the rest.
+    bool needs_arp() const { return needs_arp_; }
+    // Sleeping until frames arrive.  rx_wait_fd() is a pollable fd that
+    // becomes readable when frames may be waiting, or -1 (ring, ringpair,
+    // null, af_xdp, PCI, other vdevs; memif when its PMD is not the 22.11
+    // one described in port.cpp): poll with a timer there.  A sleeper calls
+    // arm_rx_wait() first and sleeps only if it returned 0, then calls
+    // disarm_rx_wait() once awake:
+    //  * af_packet: the PMD's socket; tap: the rx queue's tap fd (DPDK's rx
+    //    interrupt fd).  Always live; arming costs nothing.
+    //  * memif: an epoll fd of this Port holding the rx ring's interrupt
+    //    eventfd and a timerfd.  The PMD runs its rings in polling mode
+    //    (MEMIF_RING_FLAG_MASK_INT): the peer writes the eventfd after a
+    //    burst only while the flag is clear, and rx_burst() then reads it.
+    //    arm_rx_wait() clears the flag, drains the eventfd and looks at the
+    //    ring once more; disarm_rx_wait() sets the flag again, so the busy
+    //    path (rx_burst/tx/flush while nobody sleeps) makes no system call on
+    //    either side.  The timerfd fires kMemifLinkPollUs.. kMemifLinkPollMaxUs
+    //    after an arm while no peer is connected (the PMD signals no link
+    //    change) and kMemifSafetyUs after one while connected (a peer that
+    //    reconnects meanwhile starts with a masked ring and a new eventfd).
+    int rx_wait_fd() const { return wait_fd_; }
+    // 0: armed (sleep on rx_wait_fd(), then disarm_rx_wait()); -EAGAIN:
+    // frames are already waiting, nothing armed: receive instead of sleeping;
+    // -EIO: memif's eventfd is unusable (blocking, or epoll refused it),
+    // nothing armed: sleep no longer than a poll interval.
+    // Arms nest (several sleepers): the ring goes back to polling mode when
+    // the last one disarms.  A no-op (0) without a wait fd or where it is
+    // always live.
+    int arm_rx_wait();
+    void disarm_rx_wait();
+    // Arms in force (arm_rx_wait() = 0 without disarm_rx_wait()).
+    unsigned rx_wait_armed() const { return wait_arms_; }
+    // Link state without waiting (memif: true once the peer has connected).
+    bool link_up() const;
+    // false while a frame handed to tx() would be dropped for want of a
+    // receiver: a memif port whose peer's rings are not connected (yet: the
+    // link comes up from EAL's interrupt thread some milliseconds after
+    // start, later under load; or again: a peer restarting).  Datagrams wait
+    // for it with -EAGAIN; reliable sessions do not need to (they retransmit).
+    bool peer_connected() const { return kind_ != Kind::kMemif || link_up(); }
+    Kind kind() const { return kind_; }
+    // The PMD copies every frame out of its mbufs inside tx_burst and frees
+    // them there (af_packet; memif opened as "memif:<path>", which never asks
+    // for the PMD's zero-copy mode), so after flush() no sent mbuf is alive:
+    // the engine may then send payload straight from user memory (external
+    // mbufs, zero_copy.cpp). false for ring/ringpair (mbufs reach the receiver),
+    // af_xdp (single-segment only), memif from a raw vdev string and the rest.
+    bool tx_copies_at_send() const { return tx_copies_; }
 
-  // Reserves UDP port `wanted` (0: any free port) for us on this host by
-  // binding a kernel UDP socket to 0.0.0.0:<port> (no SO_REUSEADDR, with
-  // IP_FREEBIND) that carries a drop-all filter: two processes never share
-  // a port, and the kernel neither answers our frames with ICMP port
-  // unreachable nor queues them.  On af_packet ports only frames to
-  // reserved ports pass the rx filter: reserve before expecting traffic.
-  // *got receives the port.
-  // Returns 0, -EADDRINUSE (taken, also by ourselves), -EINVAL (got null),
-  // or the errno of socket/bind/setsockopt (e.g. -EACCES below 1024
-  // without privilege).
-  int reserve_udp_port(uint16_t wanted, uint16_t* got);
-  // Releases a reservation (no-op if `port` is not reserved).
-  void release_udp_port(uint16_t port);
+    // Reserves UDP port `wanted` (0: any free port) for us on this host by
+    // binding a kernel UDP socket to 0.0.0.0:<port> (no SO_REUSEADDR, with
+    // IP_FREEBIND) that carries a drop-all filter: two processes never share
+    // a port, and the kernel neither answers our frames with ICMP port
+    // unreachable nor queues them.  On af_packet ports only frames to
+    // reserved ports pass the rx filter: reserve before expecting traffic.
+    // *got receives the port.
+    // Returns 0, -EADDRINUSE (taken, also by ourselves), -EINVAL (got null),
+    // or the errno of socket/bind/setsockopt (e.g. -EACCES below 1024
+    // without privilege).
+    int reserve_udp_port(uint16_t wanted, uint16_t* got);
+    // Releases a reservation (no-op if `port` is not reserved).
+    void release_udp_port(uint16_t port);
 
-  // Kernel counters of the af_packet socket since open() or the last call
-  // (PACKET_STATISTICS: frames queued to the ring, frames dropped because
-  // the ring was full).  0, or -ENOTSUP on other devices.
-  int kernel_rx_stats(uint64_t* received, uint64_t* dropped);
+    // Kernel counters of the af_packet socket since open() or the last call
+    // (PACKET_STATISTICS: frames queued to the ring, frames dropped because
+    // the ring was full).  0, or -ENOTSUP on other devices.
+    int kernel_rx_stats(uint64_t* received, uint64_t* dropped);
 
-  const Stats& stats() const { return stats_; }
-  const std::string& name() const { return name_; }
+    const Stats& stats() const { return stats_; }
+    const std::string& name() const { return name_; }
 
-  static constexpr unsigned kTxBatch = 64;
-  static constexpr unsigned kTxRetries = 8;
-  static constexpr unsigned kDefaultMbufs = 16384;
-  static constexpr unsigned kMemifLinkPollUs = 1000;      // doubling per arm
-  static constexpr unsigned kMemifLinkPollMaxUs = 128000;
-  static constexpr unsigned kMemifSafetyUs = 250000;
-  // memif goodbye (port_memif.cpp): how long a closing port waits after
-  // telling its peer, and how long a told peer stays off the rings if the
-  // link never drops (the closer died first, or a new peer came unseen).
-  static constexpr unsigned kMemifGoodbyeWaitUs = 10000;
-  static constexpr unsigned kMemifQuietMaxUs = 1000000;
+    static constexpr unsigned kTxBatch = 64;
+    static constexpr unsigned kTxRetries = 8;
+    static constexpr unsigned kDefaultMbufs = 16384;
+    static constexpr unsigned kMemifLinkPollUs = 1000;  // doubling per arm
+    static constexpr unsigned kMemifLinkPollMaxUs = 128000;
+    static constexpr unsigned kMemifSafetyUs = 250000;
+    // memif goodbye (port_memif.cpp): how long a closing port waits after
+    // telling its peer, and how long a told peer stays off the rings if the
+    // link never drops (the closer died first, or a new peer came unseen).
+    static constexpr unsigned kMemifGoodbyeWaitUs = 10000;
+    static constexpr unsigned kMemifQuietMaxUs = 1000000;
 
  private:
-  Port() = default;
-  int install_rx_filter();
-  void teardown();
-  void close_ethdev();
-  void close_rings_and_ethdev();
-  bool setup_memif_wait();
-  void* memif_ring(const void* queue) const;
-  void* memif_ring() const { return memif_ring(memif_rxq_); }
-  void set_wait_timer(unsigned us);
-  bool memif_quiet();
-  uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
-  void memif_prime_rx();
-  void memif_say_goodbye();
-  struct MemifInPlace;  // port_memif_rx.cpp
-  uint16_t memif_rx_in_place(rte_mbuf** pkts, uint16_t n);
-  unsigned memif_tx_fill(rte_mbuf** pkts, unsigned n);
-  bool memif_give_back(void* ring);
-  static void memif_slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
-  std::unique_ptr<MemifInPlace> memif_in_place_;  // set_rx_split on memif, else null
-  size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;
-  size_t (*tx_fill_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
-  void* memif_txq_ = nullptr;  // memif: the PMD's tx queue (22.11 layout)
-  unsigned memif_bsize_ = 0;  // memif buffer size (refilled slot length)
+    Port() = default;
+    int install_rx_filter();
+    void teardown();
+    void close_ethdev();
+    void close_rings_and_ethdev();
+    bool setup_memif_wait();
+    void* memif_ring(const void* queue) const;
+    void* memif_ring() const { return memif_ring(memif_rxq_); }
+    void set_wait_timer(unsigned us);
+    bool memif_quiet();
+    uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
+    void memif_prime_rx();
+    void memif_say_goodbye();
+    struct MemifInPlace;  // port_memif_rx.cpp
+    uint16_t memif_rx_in_place(rte_mbuf** pkts, uint16_t n);
+    unsigned memif_tx_fill(rte_mbuf** pkts, unsigned n);
+    bool memif_give_back(void* ring);
+    static void memif_slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
+    std::unique_ptr<MemifInPlace> memif_in_place_;           // set_rx_split on memif, else null
+    size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;
+    size_t (*tx_fill_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
+    void* memif_txq_ = nullptr;  // memif: the PMD's tx queue (22.11 layout)
+    unsigned memif_bsize_ = 0;   // memif buffer size (refilled slot length)
 
-  Kind kind_ = Kind::kOtherVdev;
-  std::string name_;
-  std::string vdev_name_;  // "" for PCI (and nothing to uninit)
-  bool vdev_created_ = false;
-  bool started_ = false;
-  uint16_t port_id_ = UINT16_MAX;
-  rte_mempool* pool_ = nullptr;
-  uint32_t ip_be_ = 0;
-  rte_ether_addr mac_{};
-  uint16_t mtu_ = 1500;
-  bool loopback_ = false;
-  bool needs_arp_ = true;
-  bool tx_copies_ = false;
-  int rx_fd_ = -1;         // af_packet socket (owned by the PMD)
-  int wait_fd_ = -1;       // rx_wait_fd(): rx_fd_, tap's queue fd, or ours (memif)
-  int wait_tfd_ = -1;      // memif: timerfd inside wait_fd_
-  unsigned wait_arms_ = 0;
-  unsigned link_polls_ = 0;      // memif: arms in a row without a peer
-  void* memif_rxq_ = nullptr;    // memif: the PMD's rx queue and per-process
-  void* memif_proc_ = nullptr;   // data (regions), 22.11 layout (port.cpp)
-  bool memif_peer_leaving_ = false;  // its goodbye came: keep off the rings
-  bool memif_seen_down_ = false;     // ... and the link has dropped since
-  bool memif_rx_primed_ = false;     // our receive slots went to the peer (memif_prime_rx)
-  uint64_t memif_goodbye_us_ = 0;    // when the goodbye came
-  int fanout_lock_fd_ = -1;
-  std::string fanout_lock_path_;
-  int memif_server_fd_ = -1;  // held by the memif server for its lifetime
-  std::string memif_server_path_;
-  std::string ringpair_key_;  // ringpair: shared rings and pool, refcounted
-  bool owns_pool_ = true;
-  std::map<uint16_t, int> udp_reservations_;  // port -> kernel socket
-  rte_mbuf* tx_batch_[kTxBatch];
-  unsigned tx_count_ = 0;
-  Stats stats_{};
+    Kind kind_ = Kind::kOtherVdev;
+    std::string name_;
+    std::string vdev_name_;  // "" for PCI (and nothing to uninit)
+    bool vdev_created_ = false;
+    bool started_ = false;
+    uint16_t port_id_ = UINT16_MAX;
+    rte_mempool* pool_ = nullptr;
+    uint32_t ip_be_ = 0;
+    rte_ether_addr mac_ {};
+    uint16_t mtu_ = 1500;
+    bool loopback_ = false;
+    bool needs_arp_ = true;
+    bool tx_copies_ = false;
+    int rx_fd_ = -1;     // af_packet socket (owned by the PMD)
+    int wait_fd_ = -1;   // rx_wait_fd(): rx_fd_, tap's queue fd, or ours (memif)
+    int wait_tfd_ = -1;  // memif: timerfd inside wait_fd_
+    unsigned wait_arms_ = 0;
+    unsigned link_polls_ = 0;          // memif: arms in a row without a peer
+    void* memif_rxq_ = nullptr;        // memif: the PMD's rx queue and per-process
+    void* memif_proc_ = nullptr;       // data (regions), 22.11 layout (port.cpp)
+    bool memif_peer_leaving_ = false;  // its goodbye came: keep off the rings
+    bool memif_seen_down_ = false;     // ... and the link has dropped since
+    bool memif_rx_primed_ = false;     // our receive slots went to the peer (memif_prime_rx)
+    uint64_t memif_goodbye_us_ = 0;    // when the goodbye came
+    int fanout_lock_fd_ = -1;
+    std::string fanout_lock_path_;
+    int memif_server_fd_ = -1;  // held by the memif server for its lifetime
+    std::string memif_server_path_;
+    std::string ringpair_key_;  // ringpair: shared rings and pool, refcounted
+    bool owns_pool_ = true;
+    std::map<uint16_t, int> udp_reservations_;  // port -> kernel socket
+    rte_mbuf* tx_batch_[kTxBatch];
+    unsigned tx_count_ = 0;
+    Stats stats_ {};
 };
 
 const char* to_string(Port::Kind k);
 
 }  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_PORT_PORT_H

@@ -1,8 +1,8 @@
 // Internal to the Port implementation (port.cpp, port_af_packet.cpp,
 // port_memif.cpp, port_ringpair.cpp): helpers one file defines and another
 // uses. Not part of the engine's API.
-#ifndef DPDK_ENGINE_PORT_INTERNAL_H
-#define DPDK_ENGINE_PORT_INTERNAL_H
+#ifndef DPDK_ENGINE_PORT_PORT_INTERNAL_H
+#define DPDK_ENGINE_PORT_PORT_INTERNAL_H
 
 #include <stdint.h>
 
@@ -35,12 +35,11 @@ void run_in_interrupt_thread(void (*fn)(void*), void* arg);
 // ring_name, creating the rings and their shared pool on first use; returns
 // 0 and the new ethdev's id and the pool, or -errno. ringpair_release drops
 // one reference (the last frees rings and pool).
-int ringpair_open(const std::string& ring_name, int ring_side, unsigned nb_mbufs,
-                  unsigned data_room, const std::string& vdev_name, uint16_t* port_id,
-                  rte_mempool** pool);
+int ringpair_open(const std::string& ring_name, int ring_side, unsigned nb_mbufs, unsigned data_room,
+                  const std::string& vdev_name, uint16_t* port_id, rte_mempool** pool);
 void ringpair_release(const std::string& ring_name);
 
 }  // namespace port_internal
 }  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_PORT_PORT_INTERNAL_H

@@ -22,83 +22,91 @@ namespace {
 // Both sides share one mempool: an mbuf sent by one side is freed by the
 // other, so neither side's pool may disappear while the other runs.
 struct RingPair {
-  rte_ring* r[2] = {nullptr, nullptr};  // r[i]: frames sent by side i
-  rte_mempool* pool = nullptr;
-  int refs = 0;
+    rte_ring* r[2] = {nullptr, nullptr};  // r[i]: frames sent by side i
+    rte_mempool* pool = nullptr;
+    int refs = 0;
 };
 std::mutex g_ringpair_mu;
-std::map<std::string, RingPair>& ringpairs() {
-  static auto* m = new std::map<std::string, RingPair>;
-  return *m;
+std::map<std::string, RingPair>& ringpairs()
+{
+    static auto* m = new std::map<std::string, RingPair>;
+    return *m;
 }
 constexpr unsigned kRingPairSize = 4096;
 
-void drain_ring(rte_ring* r) {
-  void* objs[64];
-  unsigned n;
-  while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
-    for (unsigned i = 0; i < n; ++i) rte_pktmbuf_free(static_cast<rte_mbuf*>(objs[i]));
+void drain_ring(rte_ring* r)
+{
+    void* objs[64];
+    unsigned n;
+    while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
+        for (unsigned i = 0; i < n; ++i)
+            rte_pktmbuf_free(static_cast<rte_mbuf*>(objs[i]));
 }
 
-void free_ringpair(RingPair* rp) {
-  for (rte_ring*& r : rp->r) {
-    if (r == nullptr) continue;
-    drain_ring(r);
-    rte_ring_free(r);
-    r = nullptr;
-  }
-  if (rp->pool != nullptr) rte_mempool_free(rp->pool);
-  rp->pool = nullptr;
+void free_ringpair(RingPair* rp)
+{
+    for (rte_ring*& r : rp->r) {
+        if (r == nullptr)
+            continue;
+        drain_ring(r);
+        rte_ring_free(r);
+        r = nullptr;
+    }
+    if (rp->pool != nullptr)
+        rte_mempool_free(rp->pool);
+    rp->pool = nullptr;
 }
 
 }  // namespace
 
-int ringpair_open(const std::string& ring_name, int ring_side, unsigned nb_mbufs,
-                  unsigned data_room, const std::string& vdev_name, uint16_t* port_id,
-                  rte_mempool** pool) {
-  int rc = 0;
-  std::lock_guard<std::mutex> lock(g_ringpair_mu);
-  RingPair& rp = ringpairs()[ring_name];
-  if (rp.refs == 0) {
-    for (int s = 0; s < 2 && rc == 0; ++s) {
-      std::string rn = "fi_" + ring_name + "_" + std::to_string(s);
-      rp.r[s] = rte_ring_create(rn.c_str(), kRingPairSize, static_cast<int>(rte_socket_id()),
-                                RING_F_SP_ENQ | RING_F_SC_DEQ);
-      if (rp.r[s] == nullptr) rc = rte_errno ? -rte_errno : -ENOMEM;
-    }
-    if (rc == 0) rc = pool_create("fi_rp_" + ring_name, nb_mbufs, data_room, &rp.pool);
-    if (rc != 0) {
-      free_ringpair(&rp);
-      ringpairs().erase(ring_name);
-      return rc;
-    }
-  }
-  rte_ring* rx = rp.r[1 - ring_side];
-  rte_ring* tx = rp.r[ring_side];
-  // rte_eth_from_rings creates the vdev "net_ring_<name>".
-  int pid = rte_eth_from_rings(vdev_name.substr(strlen("net_ring_")).c_str(), &rx, 1, &tx, 1,
-                               rte_socket_id());
-  if (pid < 0) {
-    rc = rte_errno ? -rte_errno : -EEXIST;
+int ringpair_open(const std::string& ring_name, int ring_side, unsigned nb_mbufs, unsigned data_room,
+                  const std::string& vdev_name, uint16_t* port_id, rte_mempool** pool)
+{
+    int rc = 0;
+    std::lock_guard<std::mutex> lock(g_ringpair_mu);
+    RingPair& rp = ringpairs()[ring_name];
     if (rp.refs == 0) {
-      free_ringpair(&rp);
-      ringpairs().erase(ring_name);
+        for (int s = 0; s < 2 && rc == 0; ++s) {
+            std::string rn = "fi_" + ring_name + "_" + std::to_string(s);
+            rp.r[s] = rte_ring_create(rn.c_str(), kRingPairSize, static_cast<int>(rte_socket_id()),
+                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
+            if (rp.r[s] == nullptr)
+                rc = rte_errno ? -rte_errno : -ENOMEM;
+        }
+        if (rc == 0)
+            rc = pool_create("fi_rp_" + ring_name, nb_mbufs, data_room, &rp.pool);
+        if (rc != 0) {
+            free_ringpair(&rp);
+            ringpairs().erase(ring_name);
+            return rc;
+        }
     }
-    return rc;
-  }
-  rp.refs++;
-  *pool = rp.pool;
-  *port_id = static_cast<uint16_t>(pid);
-  return 0;
+    rte_ring* rx = rp.r[1 - ring_side];
+    rte_ring* tx = rp.r[ring_side];
+    // rte_eth_from_rings creates the vdev "net_ring_<name>".
+    int pid = rte_eth_from_rings(vdev_name.substr(strlen("net_ring_")).c_str(), &rx, 1, &tx, 1, rte_socket_id());
+    if (pid < 0) {
+        rc = rte_errno ? -rte_errno : -EEXIST;
+        if (rp.refs == 0) {
+            free_ringpair(&rp);
+            ringpairs().erase(ring_name);
+        }
+        return rc;
+    }
+    rp.refs++;
+    *pool = rp.pool;
+    *port_id = static_cast<uint16_t>(pid);
+    return 0;
 }
 
-void ringpair_release(const std::string& ring_name) {
-  std::lock_guard<std::mutex> lock(g_ringpair_mu);
-  auto it = ringpairs().find(ring_name);
-  if (it != ringpairs().end() && --it->second.refs == 0) {
-    free_ringpair(&it->second);
-    ringpairs().erase(it);
-  }
+void ringpair_release(const std::string& ring_name)
+{
+    std::lock_guard<std::mutex> lock(g_ringpair_mu);
+    auto it = ringpairs().find(ring_name);
+    if (it != ringpairs().end() && --it->second.refs == 0) {
+        free_ringpair(&it->second);
+        ringpairs().erase(it);
+    }
 }
 
 }  // namespace port_internal

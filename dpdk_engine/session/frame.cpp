@@ -133,7 +133,7 @@ void write_packed(const InflightPacket& ip, wire::TransportHeader* th)
     }
 }
 
-} // namespace
+}  // namespace
 
 void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
 {
@@ -160,8 +160,7 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
 // record headers are not (so tx_bytes/rx_bytes add up to what was sent).
 uint64_t message_bytes(wire::PacketType type, uint64_t payload_len, uint64_t records)
 {
-    return type == wire::PacketType::kMsgPacked ? payload_len - records * sizeof(wire::PackedRecord)
-                                                : payload_len;
+    return type == wire::PacketType::kMsgPacked ? payload_len - records * sizeof(wire::PackedRecord) : payload_len;
 }
 
 // Builds the frame for window slot `psn` from its operation and sends it.
@@ -227,4 +226,4 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
 }
 
 }  // namespace session_detail
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

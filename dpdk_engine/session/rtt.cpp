@@ -14,14 +14,13 @@ uint32_t clamp_u64(uint64_t v, uint32_t lo, uint32_t hi)
     return static_cast<uint32_t>(v);
 }
 
-} // namespace
+}  // namespace
 
 RttEstimator::RttEstimator(uint32_t initial_rto_us, uint32_t min_rto_us, uint32_t max_rto_us)
     : min_rto_(min_rto_us < kGranularityUs ? kGranularityUs : min_rto_us),
       max_rto_(max_rto_us < min_rto_ ? min_rto_ : max_rto_us),
       base_rto_(clamp_u64(initial_rto_us, min_rto_, max_rto_))
-{
-}
+{ }
 
 void RttEstimator::sample(uint32_t rtt_us)
 {
@@ -72,4 +71,4 @@ uint32_t RttEstimator::rttvar_us() const
     return v > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

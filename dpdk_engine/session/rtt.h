@@ -9,15 +9,15 @@
 //
 // Times are microseconds. Callers follow Karn's rule: sample only ACKs of
 // packets that were not retransmitted (or use echoed timestamps).
-#ifndef DPDK_ENGINE_RTT_H
-#define DPDK_ENGINE_RTT_H
+#ifndef DPDK_ENGINE_SESSION_RTT_H
+#define DPDK_ENGINE_SESSION_RTT_H
 
 #include <cstdint>
 
 namespace dpdk_engine {
 
 class RttEstimator {
-public:
+ public:
     // Clock granularity G of RFC 6298 section 2: our timestamps are in us.
     static constexpr uint32_t kGranularityUs = 1;
 
@@ -54,16 +54,16 @@ public:
     // Number of doublings currently applied (0 after a sample).
     uint32_t backoff_shift() const { return shift_; }
 
-private:
+ private:
     uint32_t min_rto_;
     uint32_t max_rto_;
-    uint32_t base_rto_;    // RTO before backoff, already clamped
-    uint32_t shift_ = 0;   // backoff doublings applied to base_rto_
-    uint64_t srtt8_ = 0;   // SRTT << 3
-    uint64_t rttvar4_ = 0; // RTTVAR << 2
+    uint32_t base_rto_;     // RTO before backoff, already clamped
+    uint32_t shift_ = 0;    // backoff doublings applied to base_rto_
+    uint64_t srtt8_ = 0;    // SRTT << 3
+    uint64_t rttvar4_ = 0;  // RTTVAR << 2
     bool has_sample_ = false;
 };
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_SESSION_RTT_H

@@ -201,9 +201,8 @@ bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
 
 void count_rx(Session* s, const wire::ParsedPacket& p)
 {
-    const uint64_t records = p.type == wire::PacketType::kMsgPacked
-                                 ? reinterpret_cast<const wire::PackExt*>(p.ext)->count.get()
-                                 : 0;
+    const uint64_t records =
+        p.type == wire::PacketType::kMsgPacked ? reinterpret_cast<const wire::PackExt*>(p.ext)->count.get() : 0;
     const uint64_t bytes = message_bytes(p.type, p.payload_len, records);
     EndpointStats& st = s->ep->st;
     st.rx_packets++;
@@ -212,7 +211,7 @@ void count_rx(Session* s, const wire::ParsedPacket& p)
     s->rx_bytes += bytes;
 }
 
-} // namespace
+}  // namespace
 
 Session::Session(uint32_t window, const EngineConfig& cfg)
     : rtt(cfg.rto_initial_us, cfg.rto_min_us, cfg.rto_max_us)
@@ -591,4 +590,4 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
         ep->conn_peer_lost(s, why);
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

@@ -1,7 +1,8 @@
 // What session.cpp (sequencing, receive), session_frame.cpp (building and
 // sending frames) and session_recovery.cpp (ACK processing, RTO, loss
 // recovery, timers) share. Internal to the engine.
-#pragma once
+#ifndef DPDK_ENGINE_SESSION_SESSION_INTERNAL_H
+#define DPDK_ENGINE_SESSION_SESSION_INTERNAL_H
 
 #include <cstdint>
 
@@ -47,3 +48,5 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now);
 
 }  // namespace session_detail
 }  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_SESSION_SESSION_INTERNAL_H

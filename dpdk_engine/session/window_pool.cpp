@@ -47,7 +47,7 @@ void hand_on(EngineImpl* e, InflightPacket* block)
     pool.tx.give(block);
 }
 
-} // namespace
+}  // namespace
 
 bool session_take_tx_window(Session* s, uint64_t now)
 {
@@ -126,4 +126,4 @@ void session_drop_rx_window(Session* s)
     s->held = 0;
 }
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine

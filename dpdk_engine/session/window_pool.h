@@ -17,8 +17,8 @@
 // drops an out-of-order packet it cannot park (the sender retransmits it;
 // counted in EndpointStats::rx_window_drops). An in-order packet never needs a
 // block: it is delivered straight from the receive path.
-#ifndef DPDK_ENGINE_WINDOW_POOL_H
-#define DPDK_ENGINE_WINDOW_POOL_H
+#ifndef DPDK_ENGINE_SESSION_WINDOW_POOL_H
+#define DPDK_ENGINE_SESSION_WINDOW_POOL_H
 
 #include <rte_mbuf.h>
 
@@ -39,10 +39,10 @@ struct InflightPacket {
     TxOp* op = nullptr;
     uint64_t offset = 0;
     uint64_t sent_us = 0;
-    uint16_t len = 0;             // payload bytes, at most the MTU (kMaxMtu 9000)
+    uint16_t len = 0;  // payload bytes, at most the MTU (kMaxMtu 9000)
     uint16_t flags = 0;
-    uint8_t type = 0;             // wire::PacketType
-    uint8_t sends = 0;            // 1 + retransmissions
+    uint8_t type = 0;   // wire::PacketType
+    uint8_t sends = 0;  // 1 + retransmissions
     bool sacked = false;
 };
 
@@ -58,8 +58,7 @@ struct RxSlot {
 // Fixed-size blocks of `window` entries of T. A block given back must be
 // clean (every entry default state): sessions clear entries as they retire
 // them, so neither taking nor giving touches the block's contents.
-template <typename T>
-class WindowBlocks {
+template <typename T> class WindowBlocks {
  public:
     void init(uint32_t window, uint32_t step, uint32_t max_blocks)
     {
@@ -152,6 +151,6 @@ bool session_take_rx_window(Session* s);
 // Frees every packet parked in s's receive ring and gives it back.
 void session_drop_rx_window(Session* s);
 
-} // namespace dpdk_engine
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_SESSION_WINDOW_POOL_H

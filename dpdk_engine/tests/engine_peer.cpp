@@ -84,7 +84,7 @@ struct Stream {
         std::vector<uint8_t> buf;
     };
 
-    Stream(Peer& peer, uint32_t out, uint32_t in, uint32_t count) : p(peer), out_dir(out), in_dir(in), n(count) {}
+    Stream(Peer& peer, uint32_t out, uint32_t in, uint32_t count) : p(peer), out_dir(out), in_dir(in), n(count) { }
 
     void post_sends()
     {
@@ -103,7 +103,7 @@ struct Stream {
                 out_bytes_pending -= mm->plan.len;
             };
             m->owned = true;
-            iovec iov{m->buf.data(), m->plan.len};
+            iovec iov {m->buf.data(), m->plan.len};
             SendArgs a;
             a.dest = p.peer;
             a.iov = &iov;
@@ -152,8 +152,8 @@ struct Stream {
                     uint64_t stamp;
                     mcpy(&stamp, mm->buf.data(), 8);
                     if (stamp != pl.stamp)
-                        die("receive #%u holds message %u of direction %u: lost, duplicated or reordered",
-                            mm->seq, uint32_t(stamp), uint32_t(stamp >> 32));
+                        die("receive #%u holds message %u of direction %u: lost, duplicated or reordered", mm->seq,
+                            uint32_t(stamp), uint32_t(stamp >> 32));
                 }
                 if (c.len != pl.len)
                     die("receive %u: %zu bytes, expected %zu", mm->seq, c.len, pl.len);
@@ -176,7 +176,7 @@ struct Stream {
                 bytes_in += pl.len;
             };
             m->owned = true;
-            iovec iov{m->buf.data(), m->buf.size()};
+            iovec iov {m->buf.data(), m->buf.size()};
             RecvArgs a;
             a.iov = &iov;
             a.iov_count = 1;
@@ -258,13 +258,13 @@ void server_main(Peer& p)
         uint32_t received = 0, in_flight = 0, recvs = 0;
         std::vector<uint8_t> out(8u << 20, 0x42);
         std::deque<std::vector<uint8_t>> bufs;
-        Op recv_op{[&](Op*, const Completion& c) {
+        Op recv_op {[&](Op*, const Completion& c) {
             if (c.status != OpStatus::kOk)
                 die("kill test receive: %s", to_string(c.status));
             received++;
             recvs--;
         }};
-        Op send_op{[&](Op*, const Completion& c) {
+        Op send_op {[&](Op*, const Completion& c) {
             if (c.status != OpStatus::kOk)
                 die("kill test send: %s", to_string(c.status));
             in_flight--;
@@ -275,7 +275,7 @@ void server_main(Peer& p)
                 if (bufs.size() < 8)
                     bufs.emplace_back(16u << 20);
                 std::vector<uint8_t>& b = bufs[recvs];
-                iovec iov{b.data(), b.size()};
+                iovec iov {b.data(), b.size()};
                 RecvArgs a;
                 a.iov = &iov;
                 a.iov_count = 1;
@@ -288,7 +288,7 @@ void server_main(Peer& p)
                 recvs++;
             }
             while (in_flight < 2) {
-                iovec iov{out.data(), out.size()};
+                iovec iov {out.data(), out.size()};
                 SendArgs a;
                 a.dest = p.peer;
                 a.iov = &iov;
@@ -318,7 +318,8 @@ void server_main(Peer& p)
     mcpy(&mn, region.data() + kCounterOff + 8, 4);
     mcpy(&mx, region.data() + kCounterOff + 12, 4);
     bool ok = hash == verify.m.a && counter == verify.m.b && mn == -5 && mx == 1000;
-    say("verify at the target: region hash %s, counter %" PRIu64 " (client expects %" PRIu64 "), min %d max %d: %s",
+    say("verify at the target: region hash %s, counter %" PRIu64 " (client expects %" PRIu64
+        "), min %d max %d: %s",
         hash == verify.m.a ? "matches" : "DIFFERS", counter, verify.m.b, mn, mx, ok ? "OK" : "FAIL");
     CtlMsg res;
     res.a = ok;
@@ -344,7 +345,7 @@ void client_main(Peer& p)
     ctl_send(p, kHello, hello);
     p.phase = "waiting for INFO";
     p.run_until([&] { return info.got; });
-    Remote r{info.m.a, info.m.b, info.m.c};
+    Remote r {info.m.a, info.m.b, info.m.c};
     say("server region: %" PRIu64 " bytes at %#" PRIx64, r.len, r.addr);
     if (p.o.zcopy_test) {
         zcopy_client(p, r, result);
@@ -392,7 +393,7 @@ void client_main(Peer& p)
                     handler(op, c);
                 };
                 k->owned = true;
-                iovec iov{k->buf.data(), k->buf.size()};
+                iovec iov {k->buf.data(), k->buf.size()};
                 RecvArgs a;
                 a.iov = &iov;
                 a.iov_count = 1;
@@ -411,7 +412,7 @@ void client_main(Peer& p)
                 k->owned = true;
                 if (seq % 3 == 2) {
                     k->buf.resize(4u << 20);
-                    iovec iov{k->buf.data(), k->buf.size()};
+                    iovec iov {k->buf.data(), k->buf.size()};
                     RmaArgs a;
                     a.dest = p.peer;
                     a.iov = &iov;
@@ -426,7 +427,7 @@ void client_main(Peer& p)
                     Plan pl = plan_for(1, seq, p.o);
                     k->buf.resize(std::max<size_t>(pl.len, 1u << 20));
                     fill_payload(k->buf.data(), k->buf.size(), pl.stamp);
-                    iovec iov{k->buf.data(), k->buf.size()};
+                    iovec iov {k->buf.data(), k->buf.size()};
                     SendArgs a;
                     a.dest = p.peer;
                     a.iov = &iov;
@@ -461,7 +462,8 @@ void client_main(Peer& p)
                 cancel_at = UINT64_MAX;
             }
             if (now_ms() > g_deadline_ms)
-                die("kill test: %u operations still pending at the deadline (%u failed, %u ok, %u canceled; peer %s)",
+                die("kill test: %u operations still pending at the deadline (%u failed, %u ok, %u canceled; peer "
+                    "%s)",
                     pending, failed, ok, canceled, dead ? "declared dead" : "never declared dead");
         }
         uint64_t silence = first_fail - p.last_ok_ms;
@@ -474,7 +476,8 @@ void client_main(Peer& p)
         if (other || failed == 0)
             die("kill test: %u operations ended with an unexpected status", other);
         if (silence > timeout + 1500)
-            die("kill test: failures came %" PRIu64 " ms after the last success (timeout %u ms)", silence, timeout);
+            die("kill test: failures came %" PRIu64 " ms after the last success (timeout %u ms)", silence,
+                timeout);
         _exit(3);
     }
     Stream s(p, 1, 2, p.o.count);

@@ -28,9 +28,7 @@
 
 using namespace dpdk_engine;
 
-
 namespace engine_peer {
-
 
 // ---------------------------------------------------------------------------
 // Utilities.
@@ -42,9 +40,9 @@ inline uint64_t g_t0 = 0;
 
 inline uint64_t now_ms()
 {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 [[noreturn]] inline void die(const char* fmt, ...)
@@ -72,7 +70,10 @@ inline void say(const char* fmt, ...)
 
 // memcmp/memcpy that accept null pointers with a zero length (empty
 // std::vector::data() is null; the C functions forbid it even then).
-inline int mcmp(const void* a, const void* b, size_t n) { return n ? memcmp(a, b, n) : 0; }
+inline int mcmp(const void* a, const void* b, size_t n)
+{
+    return n ? memcmp(a, b, n) : 0;
+}
 inline void mcpy(void* d, const void* s, size_t n)
 {
     if (n)
@@ -92,11 +93,14 @@ inline uint64_t splitmix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-inline uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0) { return splitmix(splitmix(splitmix(a) ^ b) ^ c); }
+inline uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0)
+{
+    return splitmix(splitmix(splitmix(a) ^ b) ^ c);
+}
 
 struct Rng {
     uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed ? seed : 1) {}
+    explicit Rng(uint64_t seed) : s(seed ? seed : 1) { }
     uint64_t next() { return s = splitmix(s); }
     uint64_t below(uint64_t n) { return n ? next() % n : 0; }
     double unit() { return double(next() >> 11) / double(1ull << 53); }
@@ -152,9 +156,9 @@ struct Opts {
     std::string peer_ip = "127.0.0.1";
     uint32_t count = 2000;
     size_t max_size = 16u << 20;
-    uint32_t big_every = 400;   // one message of 1 MiB..max_size per this many
+    uint32_t big_every = 400;  // one message of 1 MiB..max_size per this many
     uint32_t rma_ops = 200;
-    uint32_t timeout_ms = 0;    // peer timeout; 0 = the configuration's
+    uint32_t timeout_ms = 0;  // peer timeout; 0 = the configuration's
     uint32_t deadline_s = 120;
     bool kill_test = false;
     bool stats = false;
@@ -165,11 +169,10 @@ struct Opts {
 
 inline void usage()
 {
-    fprintf(stderr,
-            "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
-            "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
-            "         [--deadline S] [--kill-test] [--stats]\n"
-            "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n");
+    fprintf(stderr, "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
+                    "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
+                    "         [--deadline S] [--kill-test] [--stats]\n"
+                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n");
     exit(2);
 }
 
@@ -183,21 +186,23 @@ inline Opts parse(int argc, char** argv)
     else if (strcmp(argv[1], "client") != 0)
         usage();
     static const option longopts[] = {
-        {"device", required_argument, nullptr, 'd'}, {"port", required_argument, nullptr, 'p'},
-        {"peer-ip", required_argument, nullptr, 'i'}, {"count", required_argument, nullptr, 'n'},
-        {"max-size", required_argument, nullptr, 'm'}, {"big-every", required_argument, nullptr, 'b'},
-        {"rma-ops", required_argument, nullptr, 'r'}, {"seed", required_argument, nullptr, 's'},
-        {"timeout-ms", required_argument, nullptr, 't'}, {"deadline", required_argument, nullptr, 'D'},
-        {"kill-test", no_argument, nullptr, 'k'}, {"stats", no_argument, nullptr, 'S'},
-        {"zcopy-test", no_argument, nullptr, 'z'}, {"expect-zcopy", no_argument, nullptr, 'Z'},
-        {"expect-retransmits", no_argument, nullptr, 'R'},
-        {nullptr, 0, nullptr, 0},
+        {"device", required_argument, nullptr, 'd'},       {"port", required_argument, nullptr, 'p'},
+        {"peer-ip", required_argument, nullptr, 'i'},      {"count", required_argument, nullptr, 'n'},
+        {"max-size", required_argument, nullptr, 'm'},     {"big-every", required_argument, nullptr, 'b'},
+        {"rma-ops", required_argument, nullptr, 'r'},      {"seed", required_argument, nullptr, 's'},
+        {"timeout-ms", required_argument, nullptr, 't'},   {"deadline", required_argument, nullptr, 'D'},
+        {"kill-test", no_argument, nullptr, 'k'},          {"stats", no_argument, nullptr, 'S'},
+        {"zcopy-test", no_argument, nullptr, 'z'},         {"expect-zcopy", no_argument, nullptr, 'Z'},
+        {"expect-retransmits", no_argument, nullptr, 'R'}, {nullptr, 0, nullptr, 0},
     };
     optind = 2;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
         switch (c) {
-        case 'd': o.device = optarg; o.device_set = true; break;
+        case 'd':
+            o.device = optarg;
+            o.device_set = true;
+            break;
         case 'p': o.port = uint16_t(atoi(optarg)); break;
         case 'i': o.peer_ip = optarg; break;
         case 'n': o.count = uint32_t(strtoul(optarg, nullptr, 0)); break;
@@ -230,7 +235,7 @@ using Handler = std::function<void(Op*, const Completion&)>;
 // the running std::function); ops with `owned` set are deleted by dispatch().
 struct Op {
     Op() = default;
-    explicit Op(Handler h) : on_done(std::move(h)) {}
+    explicit Op(Handler h) : on_done(std::move(h)) { }
     virtual ~Op() = default;
     Handler on_done;
     bool owned = false;
@@ -247,7 +252,7 @@ struct Peer {
     Opts o;
     std::unique_ptr<Engine> engine;
     Endpoint* ep = nullptr;
-    MemoryRegistry mr{true, true};
+    MemoryRegistry mr {true, true};
     std::vector<Completion> comps;
     Address peer;
     const char* phase = "start";
@@ -343,7 +348,13 @@ struct Peer {
 
 // Control messages: tagged, tag = kCtlTag | type.
 constexpr uint64_t kCtlTag = 0xC0DE000000000000ull;
-enum Ctl : uint64_t { kHello = 1, kInfo = 2, kVerify = 3, kResult = 4, kBye = 5 };
+enum Ctl : uint64_t {
+    kHello = 1,
+    kInfo = 2,
+    kVerify = 3,
+    kResult = 4,
+    kBye = 5
+};
 
 struct CtlMsg {
     uint64_t magic = 0x454E47494E45ull;  // "ENGINE"
@@ -356,12 +367,12 @@ inline void ctl_send(Peer& p, Ctl type, const CtlMsg& m)
     static CtlMsg copy;
     copy = m;
     bool done = false;
-    Op op{[&](Op*, const Completion& c) {
+    Op op {[&](Op*, const Completion& c) {
         if (c.status != OpStatus::kOk)
             die("control message %d: %s", int(type), to_string(c.status));
         done = true;
     }};
-    iovec iov{&copy, sizeof copy};
+    iovec iov {&copy, sizeof copy};
     SendArgs a;
     a.dest = p.peer;
     a.iov = &iov;
@@ -391,7 +402,7 @@ inline void ctl_post(Peer& p, Ctl type, CtlRecv* r)
         r->src = c.src;
         r->got = true;
     };
-    iovec iov{&r->m, sizeof r->m};
+    iovec iov {&r->m, sizeof r->m};
     RecvArgs a;
     a.iov = &iov;
     a.iov_count = 1;
@@ -402,7 +413,6 @@ inline void ctl_post(Peer& p, Ctl type, CtlRecv* r)
     if (rc)
         die("control recv: %d", rc);
 }
-
 
 // Sends VERIFY (what the client expects of the server's region) and waits
 // for the server's RESULT; dies if the server found its memory different.
@@ -438,4 +448,4 @@ void zcopy_client(Peer& p, const Remote& r, CtlRecv& result);
 
 }  // namespace engine_peer
 
-#endif
+#endif  // DPDK_ENGINE_TESTS_ENGINE_PEER_H

@@ -7,12 +7,11 @@ namespace engine_peer {
 // ---------------------------------------------------------------------------
 // RMA and atomics (client side) against the server's region.
 
-
 Completion wait_op(Peer& p, const std::function<int(void*)>& post, const char* what)
 {
     Completion out;
     bool done = false;
-    Op op{[&](Op*, const Completion& c) {
+    Op op {[&](Op*, const Completion& c) {
         out = c;
         done = true;
     }};
@@ -28,7 +27,7 @@ Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, u
     return wait_op(
         p,
         [&](void* ctx) {
-            iovec iov{buf, len};
+            iovec iov {buf, len};
             RmaArgs a;
             a.dest = p.peer;
             a.iov = &iov;
@@ -57,8 +56,9 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
         while (posted < n && posted - done < 8) {
             auto* w = new W;
             w->i = posted;
-            size_t len = posted == 1 ? kCounterOff
-                                     : rng.below(8) == 0 ? size_t(rng.below(2u << 20)) : size_t(rng.below(70000));
+            size_t len = posted == 1         ? kCounterOff
+                         : rng.below(8) == 0 ? size_t(rng.below(2u << 20))
+                                             : size_t(rng.below(70000));
             uint64_t off = rng.below(kCounterOff - len + 1);
             w->data.resize(len);
             fill_payload(w->data.data(), len, 0x99000000ull + posted);
@@ -72,7 +72,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
                 done++;
             };
             w->owned = true;
-            iovec iov{w->data.data(), len};
+            iovec iov {w->data.data(), len};
             RmaArgs a;
             a.dest = p.peer;
             a.iov = &iov;
@@ -92,7 +92,9 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
     }
     // Reads checked against the mirror.
     for (uint32_t i = 0; i < n / 2; i++) {
-        size_t len = i == 0 ? kCounterOff : rng.below(4) == 0 ? size_t(rng.below(1u << 20)) : size_t(rng.below(9000));
+        size_t len = i == 0              ? kCounterOff
+                     : rng.below(4) == 0 ? size_t(rng.below(1u << 20))
+                                         : size_t(rng.below(9000));
         uint64_t off = rng.below(kCounterOff - len + 1);
         std::vector<uint8_t> buf(len + 8, 0xA5);
         Completion c = rma_wait(p, false, buf.data(), len, r.addr + off, r.key);
@@ -118,7 +120,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
         Completion c = wait_op(
             p,
             [&](void* ctx) {
-                iovec iov{junk.data(), b.len};
+                iovec iov {junk.data(), b.len};
                 RmaArgs a;
                 a.dest = p.peer;
                 a.iov = &iov;
@@ -200,7 +202,8 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
             },
             "cswap");
         if (c.status != OpStatus::kOk || old != expect)
-            die("cswap %" PRIu64 ": %s, fetched %" PRIu64 " expected %" PRIu64, i, to_string(c.status), old, expect);
+            die("cswap %" PRIu64 ": %s, fetched %" PRIu64 " expected %" PRIu64, i, to_string(c.status), old,
+                expect);
         expect = val;
     }
     {

@@ -28,15 +28,18 @@ namespace {
 
 constexpr uint64_t kZcTag = 0x2C0000000000ull;  // | sequence number
 constexpr size_t kZcSizes[] = {1024, 1500, 8958, 9000, 16384, 16385, 65536, 100001, 1u << 20, 3u << 20};
-constexpr size_t kZcCount = 60;                 // messages, sizes cycling through kZcSizes
-constexpr size_t kZcInjects = 24;               // inject sends after them
+constexpr size_t kZcCount = 60;    // messages, sizes cycling through kZcSizes
+constexpr size_t kZcInjects = 24;  // inject sends after them
 constexpr size_t kInjectSizes[] = {1024, 1500, kInjectSize};
 // The memif PMD refills its rx ring in bursts of at least 32 mbufs: the
 // free count of a quiet pool differs by less than that between two looks.
 constexpr unsigned kPoolSlack = 64;
 
-size_t msg_len(size_t i) { return i < kZcCount ? kZcSizes[i % (sizeof kZcSizes / sizeof kZcSizes[0])]
-                                               : kInjectSizes[i % (sizeof kInjectSizes / sizeof kInjectSizes[0])]; }
+size_t msg_len(size_t i)
+{
+    return i < kZcCount ? kZcSizes[i % (sizeof kZcSizes / sizeof kZcSizes[0])]
+                        : kInjectSizes[i % (sizeof kInjectSizes / sizeof kInjectSizes[0])];
+}
 
 unsigned external_mbufs(rte_mempool* mp)
 {
@@ -83,7 +86,7 @@ Snapshot pool_snapshot(Peer& p)
 {
     p.run_for(300);  // ACKs and the rx ring refill settle
     rte_mempool* mp = p.engine->port().pool();
-    return Snapshot{rte_mempool_avail_count(mp), external_mbufs(mp)};
+    return Snapshot {rte_mempool_avail_count(mp), external_mbufs(mp)};
 }
 
 void check_end(Peer& p, const Snapshot& before)
@@ -104,7 +107,7 @@ void check_end(Peer& p, const Snapshot& before)
         die("the pool lost %u mbufs", before.avail - after.avail);
 }
 
-} // namespace
+}  // namespace
 
 void zcopy_server(Peer& p, std::vector<uint8_t>& region, CtlRecv& verify, CtlRecv& bye)
 {
@@ -131,7 +134,7 @@ void zcopy_server(Peer& p, std::vector<uint8_t>& region, CtlRecv& verify, CtlRec
                 die("zcopy message %zu (%zu bytes): payload differs", k, want.size());
             done++;
         };
-        iovec iov{bufs[i].data(), bufs[i].size()};
+        iovec iov {bufs[i].data(), bufs[i].size()};
         RecvArgs a;
         a.iov = &iov;
         a.iov_count = 1;
@@ -212,11 +215,11 @@ void zcopy_client(Peer& p, const Remote& r, CtlRecv& result)
     // Inject: the buffer is the caller's again when send() returns.
     p.phase = "zcopy: inject";
     std::vector<uint8_t> inj(kInjectSize);
-    Op inj_op{[&](Op*, const Completion& c) { die("inject: %s", to_string(c.status)); }};  // errors only
+    Op inj_op {[&](Op*, const Completion& c) { die("inject: %s", to_string(c.status)); }};  // errors only
     for (size_t i = kZcCount; i < kZcCount + kZcInjects; i++) {
         size_t len = msg_len(i);
         fill_payload(inj.data(), len, kZcTag | i);
-        iovec iov{inj.data(), len};
+        iovec iov {inj.data(), len};
         SendArgs a;
         a.dest = p.peer;
         a.iov = &iov;

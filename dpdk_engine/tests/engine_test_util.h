@@ -37,7 +37,6 @@ using namespace dpdk_engine;
 
 namespace engine_test {
 
-
 // ---------------------------------------------------------------------------
 // Small utilities.
 
@@ -47,14 +46,17 @@ inline unsigned g_ring_counter = 0;
 
 inline uint64_t now_ms()
 {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 // memcmp/memcpy that accept null pointers with a zero length (empty
 // std::vector::data() is null; the C functions forbid it even then).
-inline int mcmp(const void* a, const void* b, size_t n) { return n ? memcmp(a, b, n) : 0; }
+inline int mcmp(const void* a, const void* b, size_t n)
+{
+    return n ? memcmp(a, b, n) : 0;
+}
 inline void mcpy(void* d, const void* s, size_t n)
 {
     if (n)
@@ -81,7 +83,7 @@ inline uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0)
 
 struct Rng {
     uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed ? seed : 1) {}
+    explicit Rng(uint64_t seed) : s(seed ? seed : 1) { }
     uint64_t next()
     {
         s = splitmix(s);
@@ -132,19 +134,18 @@ inline std::string addr_str(Address a)
     return buf;
 }
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            print_error("%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);             \
-            print_error(__VA_ARGS__);                                                        \
-            print_error("\n");                                                               \
-            fail();                                                                          \
-        }                                                                                    \
+#define CHECK(cond, ...)                                                                                          \
+    do {                                                                                                          \
+        if (!(cond)) {                                                                                            \
+            print_error("%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                                  \
+            print_error(__VA_ARGS__);                                                                             \
+            print_error("\n");                                                                                    \
+            fail();                                                                                               \
+        }                                                                                                         \
     } while (0)
 
-#define CHECK_STATUS(c, want)                                                                \
-    CHECK((c).status == (want), "status '%s', expected '%s'", to_string((c).status),         \
-          to_string(want))
+#define CHECK_STATUS(c, want)                                                                                     \
+    CHECK((c).status == (want), "status '%s', expected '%s'", to_string((c).status), to_string(want))
 
 // A buffer of up to kMaxIov segments separated by canary gaps, so the
 // engine's iov walking is tested on non-contiguous memory. `len` bytes are
@@ -378,7 +379,7 @@ struct Pair {
     }
     EndpointStats total_stats()
     {
-        EndpointStats t{};
+        EndpointStats t {};
         for (auto& ep : eps) {
             if (!ep->ep)
                 continue;
@@ -422,12 +423,24 @@ inline int teardown(void** state)
     return 0;
 }
 
-inline Pair& P(void** state) { return *static_cast<State*>(*state)->pair; }
-inline const Mode& M(void** state) { return *static_cast<State*>(*state)->mode; }
-inline bool faulty(void** state) { return M(state).fault[0] != 0; }
+inline Pair& P(void** state)
+{
+    return *static_cast<State*>(*state)->pair;
+}
+inline const Mode& M(void** state)
+{
+    return *static_cast<State*>(*state)->mode;
+}
+inline bool faulty(void** state)
+{
+    return M(state).fault[0] != 0;
+}
 
 // Time limits: generous under faults, never unbounded.
-inline uint64_t op_timeout(void** state) { return faulty(state) ? 20000 : 5000; }
+inline uint64_t op_timeout(void** state)
+{
+    return faulty(state) ? 20000 : 5000;
+}
 
 inline bool wait_count(Pair& p, Sink& s, size_t n, uint64_t timeout_ms)
 {
@@ -436,9 +449,9 @@ inline bool wait_count(Pair& p, Sink& s, size_t n, uint64_t timeout_ms)
 
 // Sends one message from a contiguous buffer.
 inline int send_msg(Ep* from, Ep* to, const void* buf, size_t len, uint32_t flags, uint64_t tag = 0,
-             uint64_t data = 0, void* ctx = nullptr)
+                    uint64_t data = 0, void* ctx = nullptr)
 {
-    iovec iov{const_cast<void*>(buf), len};
+    iovec iov {const_cast<void*>(buf), len};
     SendArgs a;
     a.dest = to->addr();
     a.iov = &iov;
@@ -451,9 +464,9 @@ inline int send_msg(Ep* from, Ep* to, const void* buf, size_t len, uint32_t flag
 }
 
 inline int post_recv(Ep* ep, void* buf, size_t len, uint32_t flags, uint64_t tag = 0, uint64_t ignore = 0,
-              void* ctx = nullptr, const Address* src = nullptr)
+                     void* ctx = nullptr, const Address* src = nullptr)
 {
-    iovec iov{buf, len};
+    iovec iov {buf, len};
     RecvArgs a;
     a.iov = &iov;
     a.iov_count = 1;
@@ -513,8 +526,10 @@ inline Completion take(Pair& p, Ep* ep, void* ctx, uint64_t timeout_ms)
     return out;
 }
 
-inline void* ctx(uintptr_t v) { return reinterpret_cast<void*>(v); }
-
+inline void* ctx(uintptr_t v)
+{
+    return reinterpret_cast<void*>(v);
+}
 
 // A one-line summary of a test's traffic and counters.
 inline void report(void** state, const char* what, uint64_t t0, uint64_t msgs, uint64_t bytes)
@@ -537,7 +552,12 @@ inline void check_faults_seen(void** state)
 }
 
 // A test and the modes it runs in; run_mode_tests() runs a table of them.
-enum : unsigned { kClean = 1, kLossy = 2, kHarsh = 4, kAll = 7 };
+enum : unsigned {
+    kClean = 1,
+    kLossy = 2,
+    kHarsh = 4,
+    kAll = 7
+};
 
 struct Entry {
     const char* name;
@@ -570,8 +590,8 @@ inline int run_mode_tests(const char* group, uint64_t default_seed, const Entry*
                 names.pop_back();
                 continue;
             }
-            states.push_back(State{&m, nullptr});
-            CMUnitTest t{};
+            states.push_back(State {&m, nullptr});
+            CMUnitTest t {};
             t.name = names.back().c_str();
             t.test_func = e->fn;
             t.setup_func = setup_fn;
@@ -633,4 +653,4 @@ void sweep_stream(void** state, unsigned variant, uint32_t n);
 
 }  // namespace engine_test
 
-#endif
+#endif  // DPDK_ENGINE_TESTS_ENGINE_TEST_UTIL_H

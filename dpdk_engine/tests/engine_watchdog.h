@@ -31,11 +31,12 @@ inline bool engine_quiet(Pair& p, int side, std::string* bad = nullptr)
                 continue;
             if (bad) {
                 char b[256];
-                snprintf(b, sizeof b,
-                         "side %d: no timer armed, yet session %s -> %s has una %u next_psn %u (%u unacknowledged), "
-                         "%u operations",
-                         side, addr_str(ep->addr()).c_str(), addr_str(x.peer).c_str(), x.una, x.next_psn,
-                         x.next_psn - x.una, x.ops);
+                snprintf(
+                    b, sizeof b,
+                    "side %d: no timer armed, yet session %s -> %s has una %u next_psn %u (%u unacknowledged), "
+                    "%u operations",
+                    side, addr_str(ep->addr()).c_str(), addr_str(x.peer).c_str(), x.una, x.next_psn,
+                    x.next_psn - x.una, x.ops);
                 *bad = b;
             }
             return false;
@@ -73,15 +74,14 @@ struct Watchdog {
     explicit Watchdog(Pair& pair)
         : p(pair), limit_ms(2 * uint64_t(std::max(pair.cfg[0].peer_timeout_ms, pair.cfg[1].peer_timeout_ms))),
           last_event_ms(now_ms())
-    {
-    }
+    { }
     int progress(int side)
     {
         int n = p.e[side] ? p.e[side]->progress() : 0;
         if (n > 0) {
             const uint64_t now = now_ms();
             if (now - last_event_ms > g_longest_silence.ms)
-                g_longest_silence = Silence{now - last_event_ms, g_seed, context};
+                g_longest_silence = Silence {now - last_event_ms, g_seed, context};
             last_event_ms = now;
         }
         return n;
@@ -92,8 +92,7 @@ struct Watchdog {
     // only once the pair has been silent for limit_ms. Returns "" or the
     // report of a hang: what waits, each engine's timers and whether it says
     // nothing is outstanding, its receive counters and its sessions' PSNs.
-    template <typename F>
-    std::string stalled(F&& waiting)
+    template <typename F> std::string stalled(F&& waiting)
     {
         const uint64_t now = now_ms();
         if (now - last_event_ms <= limit_ms)
@@ -121,7 +120,10 @@ struct Watchdog {
                      "\n  engine %d: next timer %s%s, holds_tx %d, %s; rx_frames %" PRIu64 " rx_bad %" PRIu64
                      " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64,
                      side, t == UINT32_MAX ? "none" : std::to_string(t).c_str(), t == UINT32_MAX ? "" : " us",
-                     int(e.holds_tx()), quiet ? "reports nothing outstanding" : bad.empty() ? "busy" : bad.c_str(),
+                     int(e.holds_tx()),
+                     quiet         ? "reports nothing outstanding"
+                     : bad.empty() ? "busy"
+                                   : bad.c_str(),
                      s.rx_frames, s.rx_bad, s.rx_bad_crc, s.rx_no_endpoint);
             r += b;
             for (auto& ep : p.eps) {
@@ -149,8 +151,7 @@ struct Watchdog {
         return r;
     }
     // Fails the test with the report (and every endpoint's counters) on a hang.
-    template <typename F>
-    void check(F&& waiting)
+    template <typename F> void check(F&& waiting)
     {
         const std::string r = stalled(waiting);
         if (r.empty())
@@ -163,4 +164,4 @@ struct Watchdog {
 
 }  // namespace engine_test
 
-#endif
+#endif  // DPDK_ENGINE_TESTS_ENGINE_WATCHDOG_H

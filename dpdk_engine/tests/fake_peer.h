@@ -31,12 +31,11 @@ struct PacketSpec {
     uint32_t ack_stream = 0;
     uint32_t ack_psn = 0;
     uint16_t window = 64;
-    std::vector<uint8_t> ext;      // extension_len(type) bytes (shorter: zero-filled)
+    std::vector<uint8_t> ext;  // extension_len(type) bytes (shorter: zero-filled)
     std::vector<uint8_t> payload;
 };
 
-template <typename T>
-std::vector<uint8_t> bytes_of(const T& x)
+template <typename T> std::vector<uint8_t> bytes_of(const T& x)
 {
     const auto* p = reinterpret_cast<const uint8_t*>(&x);
     return std::vector<uint8_t>(p, p + sizeof x);
@@ -66,7 +65,7 @@ inline std::vector<uint8_t> udp_payload(const PacketSpec& s)
 // lengths fit the datagram. Returns the frame length.
 inline size_t build_frame(uint8_t* f, Address from, Address to, const uint8_t* udp, size_t len, bool seal)
 {
-    wire::FrameAddress fa{};
+    wire::FrameAddress fa {};
     fa.src_mac[0] = 0x02;
     fa.src_mac[4] = static_cast<uint8_t>(from.port >> 8);
     fa.src_mac[5] = static_cast<uint8_t>(from.port);
@@ -86,7 +85,7 @@ inline size_t build_frame(uint8_t* f, Address from, Address to, const uint8_t* u
 }
 
 class FakePeer {
-public:
+ public:
     // Opens `device` (e.g. "ringpair:<name>:1"). 0 or Port::open's error.
     int open(const std::string& device)
     {
@@ -125,8 +124,7 @@ public:
     }
     // Receives what the engine sent: fn(const wire::ParsedPacket&) for each
     // frame of our transport (others are skipped). Returns frames seen.
-    template <typename Fn>
-    size_t drain(Fn fn)
+    template <typename Fn> size_t drain(Fn fn)
     {
         rte_mbuf* pkts[32];
         size_t total = 0;
@@ -144,7 +142,7 @@ public:
         return total;
     }
 
-private:
+ private:
     bool put(rte_mbuf* m, size_t len)
     {
         m->data_len = static_cast<uint16_t>(len);
@@ -156,7 +154,7 @@ private:
     std::unique_ptr<Port> port_;
 };
 
-} // namespace fake
-} // namespace dpdk_engine
+}  // namespace fake
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_TESTS_FAKE_PEER_H

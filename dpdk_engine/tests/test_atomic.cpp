@@ -25,11 +25,11 @@ extern "C" {
 #include <cmocka.h>
 }
 
-using dpdk_engine::AtomicOp;
-using dpdk_engine::AtomicType;
 using dpdk_engine::atomic_execute;
 using dpdk_engine::atomic_type_size;
 using dpdk_engine::atomic_valid;
+using dpdk_engine::AtomicOp;
+using dpdk_engine::AtomicType;
 using dpdk_engine::kAtomicOpCount;
 using dpdk_engine::kAtomicTypeCount;
 using dpdk_engine::wire::AtomicKind;
@@ -42,8 +42,14 @@ using cdouble = std::complex<double>;
 
 const AtomicKind kKinds[] = {AtomicKind::kPlain, AtomicKind::kFetch, AtomicKind::kCompare};
 
-AtomicOp op_at(unsigned i) { return static_cast<AtomicOp>(i); }
-AtomicType type_at(unsigned i) { return static_cast<AtomicType>(i); }
+AtomicOp op_at(unsigned i)
+{
+    return static_cast<AtomicOp>(i);
+}
+AtomicType type_at(unsigned i)
+{
+    return static_cast<AtomicType>(i);
+}
 
 void assert_status(WireStatus got, WireStatus want)
 {
@@ -61,16 +67,14 @@ struct Buf {
     }
 };
 
-template <typename T>
-T get(const uint8_t* b, size_t i)
+template <typename T> T get(const uint8_t* b, size_t i)
 {
     T v;
     std::memcpy(static_cast<void*>(&v), b + i * sizeof(T), sizeof(T));
     return v;
 }
 
-template <typename T>
-void put(uint8_t* b, size_t i, T v)
+template <typename T> void put(uint8_t* b, size_t i, T v)
 {
     std::memcpy(b + i * sizeof(T), static_cast<const void*>(&v), sizeof(T));
 }
@@ -78,7 +82,12 @@ void put(uint8_t* b, size_t i, T v)
 // ---------------------------------------------------------------------------
 // The expected contract, written out as a table.
 
-enum class Cls { kInt, kReal, kComplex, kNone };
+enum class Cls {
+    kInt,
+    kReal,
+    kComplex,
+    kNone
+};
 
 bool expect_valid(AtomicOp op, Cls cls, AtomicKind kind)
 {
@@ -90,49 +99,55 @@ bool expect_valid(AtomicOp op, Cls cls, AtomicKind kind)
     if (!kind_ok)
         return false;
     switch (cls) {
-    case Cls::kInt:
-        return true;
+    case Cls::kInt: return true;
     case Cls::kReal:
-        return op == AtomicOp::kMin || op == AtomicOp::kMax || op == AtomicOp::kSum ||
-               op == AtomicOp::kProd || op == AtomicOp::kRead || op == AtomicOp::kWrite ||
-               (compare_op && op != AtomicOp::kMswap);
+        return op == AtomicOp::kMin || op == AtomicOp::kMax || op == AtomicOp::kSum || op == AtomicOp::kProd ||
+               op == AtomicOp::kRead || op == AtomicOp::kWrite || (compare_op && op != AtomicOp::kMswap);
     case Cls::kComplex:
-        return op == AtomicOp::kSum || op == AtomicOp::kProd || op == AtomicOp::kRead ||
-               op == AtomicOp::kWrite || op == AtomicOp::kCswap || op == AtomicOp::kCswapNe;
-    case Cls::kNone:
-        return false;
+        return op == AtomicOp::kSum || op == AtomicOp::kProd || op == AtomicOp::kRead || op == AtomicOp::kWrite ||
+               op == AtomicOp::kCswap || op == AtomicOp::kCswapNe;
+    case Cls::kNone: return false;
     }
     return false;
 }
 
 // Reference semantics (fi_atomic(3)). Returns whether the target is written.
-template <typename T>
-bool ref_op(AtomicOp op, T old, T a, T c, T* nv)
+template <typename T> bool ref_op(AtomicOp op, T old, T a, T c, T* nv)
 {
     constexpr bool kInt = std::is_integral<T>::value;
     using U = typename std::conditional<kInt, std::make_unsigned<T>, std::common_type<uint64_t>>::type::type;
     auto wrap = [](uint64_t x) { return static_cast<T>(static_cast<U>(x)); };
-    auto write = [nv](T v) { *nv = v; return true; };
+    auto write = [nv](T v) {
+        *nv = v;
+        return true;
+    };
     switch (op) {
     case AtomicOp::kMin: return a < old ? write(a) : false;
     case AtomicOp::kMax: return a > old ? write(a) : false;
     case AtomicOp::kSum:
-        if constexpr (kInt) return write(wrap(uint64_t(U(old)) + uint64_t(U(a))));
-        else return write(old + a);
+        if constexpr (kInt)
+            return write(wrap(uint64_t(U(old)) + uint64_t(U(a))));
+        else
+            return write(old + a);
     case AtomicOp::kProd:
-        if constexpr (kInt) return write(wrap(uint64_t(U(old)) * uint64_t(U(a))));
-        else return write(old * a);
+        if constexpr (kInt)
+            return write(wrap(uint64_t(U(old)) * uint64_t(U(a))));
+        else
+            return write(old * a);
     case AtomicOp::kLor: return write(T((old || a) ? 1 : 0));
     case AtomicOp::kLand: return write(T((old && a) ? 1 : 0));
     case AtomicOp::kLxor: return write(T(((old && !a) || (!old && a)) ? 1 : 0));
     case AtomicOp::kBor:
-        if constexpr (kInt) return write(wrap(uint64_t(U(old)) | uint64_t(U(a))));
+        if constexpr (kInt)
+            return write(wrap(uint64_t(U(old)) | uint64_t(U(a))));
         break;
     case AtomicOp::kBand:
-        if constexpr (kInt) return write(wrap(uint64_t(U(old)) & uint64_t(U(a))));
+        if constexpr (kInt)
+            return write(wrap(uint64_t(U(old)) & uint64_t(U(a))));
         break;
     case AtomicOp::kBxor:
-        if constexpr (kInt) return write(wrap(uint64_t(U(old)) ^ uint64_t(U(a))));
+        if constexpr (kInt)
+            return write(wrap(uint64_t(U(old)) ^ uint64_t(U(a))));
         break;
     case AtomicOp::kRead: return false;
     case AtomicOp::kWrite: return write(a);
@@ -152,8 +167,7 @@ bool ref_op(AtomicOp op, T old, T a, T c, T* nv)
 }
 
 // Complex numbers only have the unordered ops.
-template <typename C>
-bool ref_complex(AtomicOp op, C old, C a, C c, C* nv)
+template <typename C> bool ref_complex(AtomicOp op, C old, C a, C c, C* nv)
 {
     switch (op) {
     case AtomicOp::kSum: *nv = old + a; return true;
@@ -162,11 +176,19 @@ bool ref_complex(AtomicOp op, C old, C a, C c, C* nv)
     case AtomicOp::kRead: return false;
     case AtomicOp::kCswap: *nv = a; return c == old;
     case AtomicOp::kCswapNe: *nv = a; return c != old;
-    case AtomicOp::kMin: case AtomicOp::kMax: case AtomicOp::kLor: case AtomicOp::kLand:
-    case AtomicOp::kBor: case AtomicOp::kBand: case AtomicOp::kLxor: case AtomicOp::kBxor:
-    case AtomicOp::kCswapLe: case AtomicOp::kCswapLt: case AtomicOp::kCswapGe:
-    case AtomicOp::kCswapGt: case AtomicOp::kMswap:
-        break;
+    case AtomicOp::kMin:
+    case AtomicOp::kMax:
+    case AtomicOp::kLor:
+    case AtomicOp::kLand:
+    case AtomicOp::kBor:
+    case AtomicOp::kBand:
+    case AtomicOp::kLxor:
+    case AtomicOp::kBxor:
+    case AtomicOp::kCswapLe:
+    case AtomicOp::kCswapLt:
+    case AtomicOp::kCswapGe:
+    case AtomicOp::kCswapGt:
+    case AtomicOp::kMswap: break;
     }
     fail_msg("reference asked for an invalid complex op %u", static_cast<unsigned>(op));
     return false;
@@ -174,8 +196,7 @@ bool ref_complex(AtomicOp op, C old, C a, C c, C* nv)
 
 // Bitwise equality, except that any NaN equals any NaN (payloads of NaNs
 // produced by arithmetic are not part of the contract).
-template <typename T>
-bool same(T x, T y)
+template <typename T> bool same(T x, T y)
 {
     if constexpr (std::is_floating_point<T>::value) {
         if (std::isnan(x) && std::isnan(y))
@@ -183,10 +204,14 @@ bool same(T x, T y)
     }
     return std::memcmp(&x, &y, sizeof(T)) == 0;
 }
-template <>
-bool same(cfloat x, cfloat y) { return same(x.real(), y.real()) && same(x.imag(), y.imag()); }
-template <>
-bool same(cdouble x, cdouble y) { return same(x.real(), y.real()) && same(x.imag(), y.imag()); }
+template <> bool same(cfloat x, cfloat y)
+{
+    return same(x.real(), y.real()) && same(x.imag(), y.imag());
+}
+template <> bool same(cdouble x, cdouble y)
+{
+    return same(x.real(), y.real()) && same(x.imag(), y.imag());
+}
 
 // Runs every op x kind on the cross product vals^3 (target, operand,
 // compare) with operand, compare and fetch buffers deliberately misaligned.
@@ -207,8 +232,7 @@ void run_exhaustive(AtomicType type, Cls cls, const std::vector<T>& vals, Ref re
             const bool valid = expect_valid(op, cls, kind);
             assert_int_equal(atomic_valid(op, type, kind), valid);
 
-            Buf tgt(n * sizeof(T), 0), opb(n * sizeof(T), 1), cmpb(n * sizeof(T), 3),
-                fetch(n * sizeof(T), 5);
+            Buf tgt(n * sizeof(T), 0), opb(n * sizeof(T), 1), cmpb(n * sizeof(T), 3), fetch(n * sizeof(T), 5);
             for (size_t i = 0; i < n; i++) {
                 put(tgt.p, i, old[i]);
                 put(opb.p, i, a[i]);
@@ -234,29 +258,33 @@ void run_exhaustive(AtomicType type, Cls cls, const std::vector<T>& vals, Ref re
                 if (ref(op, old[i], a[i], c[i], &w))
                     want = w;
                 if (!same(get<T>(tgt.p, i), want))
-                    fail_msg("%s %s kind %u element %zu: target differs",
-                             dpdk_engine::to_string(op), dpdk_engine::to_string(type),
-                             static_cast<unsigned>(kind), i);
+                    fail_msg("%s %s kind %u element %zu: target differs", dpdk_engine::to_string(op),
+                             dpdk_engine::to_string(type), static_cast<unsigned>(kind), i);
                 if (f != nullptr && !same(get<T>(f, i), old[i]))
-                    fail_msg("%s %s kind %u element %zu: fetched value differs",
-                             dpdk_engine::to_string(op), dpdk_engine::to_string(type),
-                             static_cast<unsigned>(kind), i);
+                    fail_msg("%s %s kind %u element %zu: fetched value differs", dpdk_engine::to_string(op),
+                             dpdk_engine::to_string(type), static_cast<unsigned>(kind), i);
             }
         }
     }
 }
 
-template <typename T>
-std::vector<T> int_values()
+template <typename T> std::vector<T> int_values()
 {
     using L = std::numeric_limits<T>;
-    return {T(0), T(1), T(2), static_cast<T>(-1), static_cast<T>(-2), L::min(),
-            static_cast<T>(L::min() + 1), L::max(), static_cast<T>(L::max() - 1),
-            static_cast<T>(0x5A), static_cast<T>(0xA5A5A5A5A5A5A5A5ull)};
+    return {T(0),
+            T(1),
+            T(2),
+            static_cast<T>(-1),
+            static_cast<T>(-2),
+            L::min(),
+            static_cast<T>(L::min() + 1),
+            L::max(),
+            static_cast<T>(L::max() - 1),
+            static_cast<T>(0x5A),
+            static_cast<T>(0xA5A5A5A5A5A5A5A5ull)};
 }
 
-template <typename T>
-void run_int(AtomicType type)
+template <typename T> void run_int(AtomicType type)
 {
     run_exhaustive<T>(type, Cls::kInt, int_values<T>(), ref_op<T>);
 }
@@ -273,12 +301,11 @@ void test_integers_exhaustive(void**)
     run_int<uint64_t>(AtomicType::kUint64);
 }
 
-template <typename T>
-std::vector<T> real_values()
+template <typename T> std::vector<T> real_values()
 {
     using L = std::numeric_limits<T>;
-    return {T(0), -T(0), T(1), T(-2.5), T(1e3), L::max(), L::lowest(), L::denorm_min(),
-            L::infinity(), -L::infinity(), L::quiet_NaN()};
+    return {T(0),        -T(0),           T(1),          T(-2.5),        T(1e3),        L::max(),
+            L::lowest(), L::denorm_min(), L::infinity(), -L::infinity(), L::quiet_NaN()};
 }
 
 void test_reals_exhaustive(void**)
@@ -287,12 +314,17 @@ void test_reals_exhaustive(void**)
     run_exhaustive<double>(AtomicType::kDouble, Cls::kReal, real_values<double>(), ref_op<double>);
 }
 
-template <typename C>
-std::vector<C> complex_values()
+template <typename C> std::vector<C> complex_values()
 {
     using R = typename C::value_type;
-    return {C(0, 0), C(1, 0), C(0, 1), C(-2.5, 3), C(3, -2.5), C(-0.0, 0),
-            C(std::numeric_limits<R>::infinity(), 1), C(1e30, -1e30)};
+    return {C(0, 0),
+            C(1, 0),
+            C(0, 1),
+            C(-2.5, 3),
+            C(3, -2.5),
+            C(-0.0, 0),
+            C(std::numeric_limits<R>::infinity(), 1),
+            C(1e30, -1e30)};
 }
 
 void test_complex_exhaustive(void**)
@@ -317,10 +349,9 @@ template <typename T>
 T one(AtomicOp op, AtomicType type, AtomicKind kind, T target, T operand, T compare, T* fetched)
 {
     alignas(16) T t = target;
-    WireStatus st = atomic_execute(op, type, kind, reinterpret_cast<uint8_t*>(&t),
-                                   reinterpret_cast<uint8_t*>(&operand),
-                                   reinterpret_cast<uint8_t*>(&compare),
-                                   reinterpret_cast<uint8_t*>(fetched), 1);
+    WireStatus st =
+        atomic_execute(op, type, kind, reinterpret_cast<uint8_t*>(&t), reinterpret_cast<uint8_t*>(&operand),
+                       reinterpret_cast<uint8_t*>(&compare), reinterpret_cast<uint8_t*>(fetched), 1);
     assert_status(st, WireStatus::kOk);
     return t;
 }
@@ -416,7 +447,11 @@ void test_misaligned_target(void**)
 void test_invalid_combinations(void**)
 {
     alignas(16) uint8_t t[64] = {}, a[64] = {}, c[64] = {}, f[64] = {};
-    struct Bad { AtomicOp op; AtomicType type; AtomicKind kind; };
+    struct Bad {
+        AtomicOp op;
+        AtomicType type;
+        AtomicKind kind;
+    };
     const Bad bad[] = {
         {AtomicOp::kRead, AtomicType::kUint64, AtomicKind::kPlain},
         {AtomicOp::kCswap, AtomicType::kUint64, AtomicKind::kPlain},
@@ -521,11 +556,11 @@ void test_concurrent_with_cpu(void**)
         const float onef = 1.0f;
         for (int i = 0; i < kIters; i++) {
             atomic_execute(AtomicOp::kSum, AtomicType::kUint64, AtomicKind::kPlain,
-                           reinterpret_cast<uint8_t*>(&counter),
-                           reinterpret_cast<const uint8_t*>(&one64), nullptr, nullptr, 1);
+                           reinterpret_cast<uint8_t*>(&counter), reinterpret_cast<const uint8_t*>(&one64), nullptr,
+                           nullptr, 1);
             atomic_execute(AtomicOp::kSum, AtomicType::kFloat, AtomicKind::kPlain,
-                           reinterpret_cast<uint8_t*>(&fsum),
-                           reinterpret_cast<const uint8_t*>(&onef), nullptr, nullptr, 1);
+                           reinterpret_cast<uint8_t*>(&fsum), reinterpret_cast<const uint8_t*>(&onef), nullptr,
+                           nullptr, 1);
             // An increment built from READ + CSWAP, as a remote peer would.
             for (;;) {
                 uint32_t seen = 0, next = 0, old = 0;
@@ -534,10 +569,8 @@ void test_concurrent_with_cpu(void**)
                                reinterpret_cast<uint8_t*>(&seen), 1);
                 next = seen + 1;
                 atomic_execute(AtomicOp::kCswap, AtomicType::kUint32, AtomicKind::kCompare,
-                               reinterpret_cast<uint8_t*>(&cas_counter),
-                               reinterpret_cast<const uint8_t*>(&next),
-                               reinterpret_cast<const uint8_t*>(&seen),
-                               reinterpret_cast<uint8_t*>(&old), 1);
+                               reinterpret_cast<uint8_t*>(&cas_counter), reinterpret_cast<const uint8_t*>(&next),
+                               reinterpret_cast<const uint8_t*>(&seen), reinterpret_cast<uint8_t*>(&old), 1);
                 if (old == seen)
                     break;
             }
@@ -555,8 +588,8 @@ void test_concurrent_with_cpu(void**)
             v += 1.0f;
             uint32_t desired;
             std::memcpy(&desired, &v, 4);
-            if (__atomic_compare_exchange_n(reinterpret_cast<uint32_t*>(&fsum), &expected, desired,
-                                            false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            if (__atomic_compare_exchange_n(reinterpret_cast<uint32_t*>(&fsum), &expected, desired, false,
+                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
                 break;
         }
     }
@@ -575,8 +608,8 @@ void test_concurrent_double_complex(void**)
         const cdouble inc(1, 2);
         for (int i = 0; i < kIters; i++)
             atomic_execute(AtomicOp::kSum, AtomicType::kDoubleComplex, AtomicKind::kPlain,
-                           reinterpret_cast<uint8_t*>(&z), reinterpret_cast<const uint8_t*>(&inc),
-                           nullptr, nullptr, 1);
+                           reinterpret_cast<uint8_t*>(&z), reinterpret_cast<const uint8_t*>(&inc), nullptr,
+                           nullptr, 1);
     };
     std::thread th(worker);
     worker();
@@ -584,21 +617,16 @@ void test_concurrent_double_complex(void**)
     assert_true(z.real() == 2.0 * kIters && z.imag() == 4.0 * kIters);
 }
 
-} // namespace
+}  // namespace
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_integers_exhaustive),
-        cmocka_unit_test(test_reals_exhaustive),
-        cmocka_unit_test(test_complex_exhaustive),
-        cmocka_unit_test(test_boundaries),
-        cmocka_unit_test(test_misaligned_target),
-        cmocka_unit_test(test_invalid_combinations),
-        cmocka_unit_test(test_null_buffers_and_count),
-        cmocka_unit_test(test_to_string),
-        cmocka_unit_test(test_concurrent_with_cpu),
-        cmocka_unit_test(test_concurrent_double_complex),
+        cmocka_unit_test(test_integers_exhaustive),    cmocka_unit_test(test_reals_exhaustive),
+        cmocka_unit_test(test_complex_exhaustive),     cmocka_unit_test(test_boundaries),
+        cmocka_unit_test(test_misaligned_target),      cmocka_unit_test(test_invalid_combinations),
+        cmocka_unit_test(test_null_buffers_and_count), cmocka_unit_test(test_to_string),
+        cmocka_unit_test(test_concurrent_with_cpu),    cmocka_unit_test(test_concurrent_double_complex),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -31,9 +31,9 @@ using namespace engine_test;
 namespace {
 
 // Fault injection of these tests, with the fixed seeds they always had.
-const Mode kClean{"clean", ""};
-const Mode kLoss20{"loss20", "loss=0.2", 7};
-const Mode kLossyConn{"lossy", "loss=0.1,dup=0.01,reorder=0.01,dir=both", 7};
+const Mode kClean {"clean", ""};
+const Mode kLoss20 {"loss20", "loss=0.2", 7};
+const Mode kLossyConn {"lossy", "loss=0.1,dup=0.01,reorder=0.01,dir=both", 7};
 
 // The engines' peer timeout (also the connection keepalive's).
 std::function<void(EngineConfig&)> peer_timeout(uint32_t ms)
@@ -109,13 +109,13 @@ ConnEp* open_ep(Pair& p, int side, bool msg)
 // A receive whose context is its buffer.
 int post(ConnEp* ep, void* buf, size_t len, bool tagged = false, uint64_t tag = 0)
 {
-    return post_recv(ep, buf, len, kOpCompletion | (tagged ? uint32_t{kOpTagged} : 0u), tag, 0, buf);
+    return post_recv(ep, buf, len, kOpCompletion | (tagged ? uint32_t {kOpTagged} : 0u), tag, 0, buf);
 }
 
 int send_dgram(ConnEp* from, Address to, const void* buf, size_t len, uint32_t flags = 0, uint64_t tag = 0,
                uint64_t data = 0)
 {
-    iovec iov{const_cast<void*>(buf), len};
+    iovec iov {const_cast<void*>(buf), len};
     SendArgs a;
     a.dest = to;
     a.iov = &iov;
@@ -226,7 +226,8 @@ void handshake(const Mode& mode)
           "oversized private data accepted");
 
     const uint64_t id = 0x1122334455667788ull;
-    CHECK(client->ep->send_conn(listener->addr(), wire::ConnKind::kConnReq, id, priv, sizeof(priv)) == 0, "connreq");
+    CHECK(client->ep->send_conn(listener->addr(), wire::ConnKind::kConnReq, id, priv, sizeof(priv)) == 0,
+          "connreq");
     CHECK(p.run_until([&] { return listener->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kConnReq); },
                       5000),
           "no CONNREQ at the listener");
@@ -235,9 +236,12 @@ void handshake(const Mode& mode)
     CHECK(req->data.size() == 64 && memcmp(req->data.data(), priv, 64) == 0, "connreq private data");
 
     CHECK(server->ep->send_conn(client->addr(), wire::ConnKind::kAccept, id, "welcome", 7) == 0, "accept");
-    CHECK(p.run_until([&] { return client->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kAccept) &&
-                                   server->count_conn(ConnEvent::What::kSent, wire::ConnKind::kAccept); },
-                      5000),
+    CHECK(p.run_until(
+              [&] {
+                  return client->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kAccept) &&
+                         server->count_conn(ConnEvent::What::kSent, wire::ConnKind::kAccept);
+              },
+              5000),
           "accept not delivered/acknowledged");
     const Event* acc = client->find_conn(ConnEvent::What::kReceived, wire::ConnKind::kAccept);
     CHECK(acc->ev.peer == server->addr() && acc->ev.conn_id == id && acc->data.size() == 7, "accept fields");
@@ -294,13 +298,15 @@ void test_datagram_memif_no_peer(void**)
     CHECK(rc == 0, "Engine::create(%s) = %d (%s)", cfg.port.device.c_str(), rc, strerror(-rc));
     std::vector<Completion> done;
     EndpointConfig ec;
-    ec.on_complete = [](void* owner, const Completion& c) { static_cast<std::vector<Completion>*>(owner)->push_back(c); };
+    ec.on_complete = [](void* owner, const Completion& c) {
+        static_cast<std::vector<Completion>*>(owner)->push_back(c);
+    };
     ec.owner = &done;
     Endpoint* ep = nullptr;
     rc = e->open_endpoint(ec, &ep);
     CHECK(rc == 0, "open_endpoint = %d", rc);
     uint32_t v = 7;
-    iovec iov{&v, sizeof(v)};
+    iovec iov {&v, sizeof(v)};
     SendArgs a;
     a.dest = ep->address();  // anyone: nothing can reach a peer that is not there
     a.iov = &iov;
@@ -314,8 +320,9 @@ void test_datagram_memif_no_peer(void**)
         e->progress(false);
         tries++;
     }
-    CHECK(ep->stats().dgram_tx == 0 && done.empty(), "dgram_tx %" PRIu64 ", %zu completions after %d refused sends",
-          ep->stats().dgram_tx, done.size(), tries);
+    CHECK(ep->stats().dgram_tx == 0 && done.empty(),
+          "dgram_tx %" PRIu64 ", %zu completions after %d refused sends", ep->stats().dgram_tx, done.size(),
+          tries);
     e->close_endpoint(ep);
     e.reset();
     unlink(path.c_str());
@@ -323,8 +330,14 @@ void test_datagram_memif_no_peer(void**)
     unlink((path + ".server").c_str());
 }
 
-void test_conn_handshake(void**) { handshake(kClean); }
-void test_conn_handshake_lossy(void**) { handshake(kLossyConn); }
+void test_conn_handshake(void**)
+{
+    handshake(kClean);
+}
+void test_conn_handshake_lossy(void**)
+{
+    handshake(kLossyConn);
+}
 
 void test_conn_to_nobody(void**)
 {
@@ -335,8 +348,9 @@ void test_conn_to_nobody(void**)
     nobody.port = static_cast<uint16_t>(nobody.port + 1);
     uint64_t t0 = now_ms();
     CHECK(client->ep->send_conn(nobody, wire::ConnKind::kConnReq, 9, "x", 1) == 0, "connreq");
-    CHECK(p.run_until([&] { return client->count_conn(ConnEvent::What::kFailed, wire::ConnKind::kConnReq); }, 5000),
-          "connect to nobody never failed");
+    CHECK(
+        p.run_until([&] { return client->count_conn(ConnEvent::What::kFailed, wire::ConnKind::kConnReq); }, 5000),
+        "connect to nobody never failed");
     uint64_t took = now_ms() - t0;
     const Event* f = client->find_conn(ConnEvent::What::kFailed, wire::ConnKind::kConnReq);
     CHECK(f->ev.status == OpStatus::kPeerTimeout && f->ev.conn_id == 9, "failure %s", to_string(f->ev.status));
@@ -358,7 +372,8 @@ void test_conn_peer_killed(void**)
     CHECK(b->ep->set_connected(a->addr(), true) == 0, "connected");
     // Idle but alive: the keepalive keeps it up well past the timeout.
     p.run_for(2500);
-    CHECK(a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0, "live idle peer declared lost");
+    CHECK(a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0,
+          "live idle peer declared lost");
     // The peer's engine dies: noticed with nothing outstanding.
     p.kill(1);
     uint64_t t0 = now_ms();
@@ -372,17 +387,14 @@ void test_conn_peer_killed(void**)
     CHECK(a->ep->stats().conn_peers_lost == 1, "loss counted");
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {
     const CMUnitTest tests[] = {
-        cmocka_unit_test(test_datagram_basic),
-        cmocka_unit_test(test_datagram_loss),
-        cmocka_unit_test(test_datagram_memif_no_peer),
-        cmocka_unit_test(test_conn_handshake),
-        cmocka_unit_test(test_conn_handshake_lossy),
-        cmocka_unit_test(test_conn_to_nobody),
+        cmocka_unit_test(test_datagram_basic),         cmocka_unit_test(test_datagram_loss),
+        cmocka_unit_test(test_datagram_memif_no_peer), cmocka_unit_test(test_conn_handshake),
+        cmocka_unit_test(test_conn_handshake_lossy),   cmocka_unit_test(test_conn_to_nobody),
         cmocka_unit_test(test_conn_peer_killed),
     };
     return cmocka_run_group_tests_name("connect", tests, nullptr, nullptr);

@@ -101,8 +101,8 @@ int restore_path(void**)
 void check(uint32_t got, uint32_t want, const char* what, size_t n, size_t align, CrcPath path)
 {
     if (got != want) {
-        print_error("%s: %s path, %zu bytes at misalignment %zu: 0x%08x, want 0x%08x\n", what,
-                    to_string(path), n, align, got, want);
+        print_error("%s: %s path, %zu bytes at misalignment %zu: 0x%08x, want 0x%08x\n", what, to_string(path), n,
+                    align, got, want);
         fail();
     }
 }
@@ -136,7 +136,7 @@ void test_all_lengths(void** state)
             check(crc_update(seeds[s], c.p, n), ref[s][n], "crc_update", n, align, path);
         }
     }
-    for (size_t base : {size_t{3072}, size_t{3104}, size_t{6144}, size_t{6176}, size_t{9088}}) {
+    for (size_t base : {size_t {3072}, size_t {3104}, size_t {6144}, size_t {6176}, size_t {9088}}) {
         for (size_t n = base - 40; n <= base + 12 && n <= kMaxLen; n++) {
             ExactCopy c(data.data(), n, n & 15);
             check(crc_update(seeds[0], c.p, n), ref[0][n], "crc_update", n, n & 15, path);
@@ -189,7 +189,7 @@ void test_packets(void** state)
         uint8_t* frame = block.data() + align;
         for (size_t i = 0; i < block.size() - align; i++)
             frame[i] = static_cast<uint8_t>(splitmix64(rng));
-        FrameAddress a{};
+        FrameAddress a {};
         a.src_ip_be = 0x0100000a;
         a.dst_ip_be = 0x0200000a;
         a.src_port = static_cast<uint16_t>(splitmix64(rng));
@@ -225,7 +225,7 @@ void test_packets(void** state)
             const size_t left = plen - done;
             const size_t take = i + 1 == npieces ? left : splitmix64(rng) % (left + 1);
             copies.emplace_back(tp + hl + done, take, splitmix64(rng) % 64);
-            pieces[i] = PayloadPiece{copies.back().p, take};
+            pieces[i] = PayloadPiece {copies.back().p, take};
             done += take;
         }
         th->crc.set(~want);
@@ -251,7 +251,7 @@ void test_long_ranges(void** state)
     use_path_or_skip(state);
     const CrcPath path = path_of(state);
     uint64_t rng = 0x10C4C32Cull + static_cast<uint64_t>(path);
-    constexpr size_t kMiB = size_t{1} << 20;
+    constexpr size_t kMiB = size_t {1} << 20;
     const std::vector<uint8_t> data = random_bytes(kMiB + 4096, rng);
     std::vector<size_t> lens = {kMiB, kMiB - 1, kMiB + 15, kMiB + 255, kMiB + 4096, 65536, 65536 + 7};
     for (int i = 0; i < 8; i++)
@@ -267,9 +267,9 @@ void test_long_ranges(void** state)
               path);
     }
     // Uniform inputs: no reliance on random-looking data.
-    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}}) {
+    for (uint8_t fill : {uint8_t {0x00}, uint8_t {0xff}}) {
         const std::vector<uint8_t> same(kMiB, fill);
-        for (size_t n : {size_t{64}, size_t{1500}, size_t{4096}, size_t{9000}, kMiB})
+        for (size_t n : {size_t {64}, size_t {1500}, size_t {4096}, size_t {9000}, kMiB})
             check(crc_update(0xffffffffu, same.data(), n), reference_update(0xffffffffu, same.data(), n),
                   "uniform", n, 0, path);
     }
@@ -285,12 +285,12 @@ void test_copy(void** state)
     use_path_or_skip(state);
     const CrcPath path = path_of(state);
     uint64_t rng = 0xC0B1C4C3ull + static_cast<uint64_t>(path);
-    constexpr size_t kMiB = size_t{1} << 20;
+    constexpr size_t kMiB = size_t {1} << 20;
     const std::vector<uint8_t> data = random_bytes(kMiB + 64, rng);
     std::vector<size_t> lens;
     for (size_t n = 0; n <= 2200; n++)
         lens.push_back(n);
-    for (size_t n : {size_t{8960}, size_t{9000}, size_t{65536 + 7}, kMiB + 7})
+    for (size_t n : {size_t {8960}, size_t {9000}, size_t {65536 + 7}, kMiB + 7})
         lens.push_back(n);
     for (size_t n : lens) {
         const size_t src_align = splitmix64(rng) % 64, dst_align = splitmix64(rng) % 64;
@@ -300,7 +300,7 @@ void test_copy(void** state)
         const uint32_t got = crc_copy(seed, dst.data() + dst_align, src.p, n);
         check(got, reference_update(seed, src.p, n), "crc_copy", n, src_align, path);
         if ((n && memcmp(dst.data() + dst_align, src.p, n) != 0) ||
-            std::count(dst.begin(), dst.begin() + static_cast<long>(dst_align), uint8_t{0xEE}) !=
+            std::count(dst.begin(), dst.begin() + static_cast<long>(dst_align), uint8_t {0xEE}) !=
                 static_cast<long>(dst_align)) {
             print_error("crc_copy: %s path, %zu bytes: copy differs or wrote before its destination\n",
                         to_string(path), n);
@@ -311,13 +311,16 @@ void test_copy(void** state)
 
 const CrcPath kPaths[] = {CrcPath::kPortable, CrcPath::kCrc32Lanes, CrcPath::kFold128, CrcPath::kFold512};
 
-} // namespace
+}  // namespace
 
-#define PATH_TESTS(path_index, suffix)                                                                     \
-    {"all_lengths_" suffix, test_all_lengths, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}, \
-    {"packets_" suffix, test_packets, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])},         \
-    {"long_ranges_" suffix, test_long_ranges, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}, \
-    {"copy_" suffix, test_copy, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])}
+#define PATH_TESTS(path_index, suffix)                                                                            \
+    {"all_lengths_" suffix, test_all_lengths, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])},  \
+        {"packets_" suffix, test_packets, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])},      \
+        {"long_ranges_" suffix, test_long_ranges, nullptr, restore_path,                                          \
+         const_cast<CrcPath*>(&kPaths[path_index])},                                                              \
+    {                                                                                                             \
+        "copy_" suffix, test_copy, nullptr, restore_path, const_cast<CrcPath*>(&kPaths[path_index])               \
+    }
 
 int main()
 {

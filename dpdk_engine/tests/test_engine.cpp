@@ -72,8 +72,8 @@ struct Plan {
     size_t len;
     uint32_t send_flags;  // kOpInject / kOpInjectComplete / kOpDeliveryComplete + kOpCompletion, kOpRemoteData
     size_t send_segs, recv_segs, recv_slack;
-    uint64_t stamp;       // flow << 32 | seq
-    uint64_t data;        // remote CQ data (if kOpRemoteData)
+    uint64_t stamp;  // flow << 32 | seq
+    uint64_t data;   // remote CQ data (if kOpRemoteData)
 };
 
 struct OpCtx {
@@ -92,7 +92,7 @@ struct Flow {
     bool tagged;
     bool directed;
     uint32_t n;
-    size_t big_every;        // one large (1..16 MiB) message per this many
+    size_t big_every;  // one large (1..16 MiB) message per this many
     // Sender.
     uint32_t sent = 0, send_done = 0, send_outstanding = 0;
     uint64_t bytes_outstanding = 0;
@@ -118,8 +118,8 @@ Plan plan_for(const Flow& f, uint32_t seq)
         p.len = size_t(std::exp2(14 + 6 * r.unit()));
     } else if (pick < 200) {
         // Boundaries: empty, one byte, one packet, eager limit.
-        static const size_t kEdges[] = {0, 1, 7, 8, 9, 1383, 1384, 1385, 2767, 2768, 2769,
-                                        16383, 16384, 16385, kInjectSize};
+        static const size_t kEdges[] = {0,    1,    7,    8,     9,     1383,  1384,       1385,
+                                        2767, 2768, 2769, 16383, 16384, 16385, kInjectSize};
         p.len = kEdges[r.below(sizeof kEdges / sizeof kEdges[0])];
     } else {
         // Small: 0..16 KiB, log-uniform-ish.
@@ -147,7 +147,7 @@ Plan plan_for(const Flow& f, uint32_t seq)
 
 Flow make_flow(uint32_t id, Ep* src, Ep* dst, bool tagged, bool directed, uint32_t n, size_t big_every)
 {
-    Flow f{};
+    Flow f {};
     f.id = id;
     f.src = src;
     f.dst = dst;
@@ -158,24 +158,27 @@ Flow make_flow(uint32_t id, Ep* src, Ep* dst, bool tagged, bool directed, uint32
     return f;
 }
 
-uint64_t flow_tag(const Flow& f, uint32_t seq) { return (uint64_t(f.id) << 32) | seq; }
+uint64_t flow_tag(const Flow& f, uint32_t seq)
+{
+    return (uint64_t(f.id) << 32) | seq;
+}
 
 struct Stream {
     Pair& p;
     std::vector<Flow> flows;
     uint64_t iter = 0;
     size_t unexpected_posts = 0;
-    Rng rng{mix(g_seed, 77)};
+    Rng rng {mix(g_seed, 77)};
     Watchdog wd;
 
-    explicit Stream(Pair& pair) : p(pair), wd(pair) {}
+    explicit Stream(Pair& pair) : p(pair), wd(pair) { }
 
     void post_sends(Flow& f)
     {
         const uint32_t kWindow = 8;
         const uint64_t kMaxBytes = 48ull << 20;
         while (f.sent < f.n && f.send_outstanding < kWindow && f.bytes_outstanding < kMaxBytes) {
-            auto* o = new OpCtx{&f, f.sent, true, plan_for(f, f.sent), SegBuf()};
+            auto* o = new OpCtx {&f, f.sent, true, plan_for(f, f.sent), SegBuf()};
             std::vector<uint8_t> data = payload(o->plan.len, o->plan.stamp);
             o->buf.init(o->plan.len, o->plan.send_segs, 0, rng);
             o->buf.scatter(data.data());
@@ -233,7 +236,7 @@ struct Stream {
     {
         while (f.posted < f.n && f.posted - f.recv_done < 24 && may_post(f, f.posted)) {
             uint32_t seq = f.posted;
-            auto* o = new OpCtx{&f, seq, false, plan_for(f, seq), SegBuf()};
+            auto* o = new OpCtx {&f, seq, false, plan_for(f, seq), SegBuf()};
             o->buf.init(o->plan.len, o->plan.recv_segs, o->plan.recv_slack, rng);
             RecvArgs a;
             a.iov = o->buf.iov;
@@ -268,8 +271,8 @@ struct Stream {
         CHECK(c.user_data == ~o->plan.stamp, "flow %u send %u: user_data %#" PRIx64, f.id, o->seq, c.user_data);
         if (o->plan.send_flags & kOpDeliveryComplete) {
             // Delivery complete: the receiver has the data before we hear.
-            CHECK(f.delivered[o->seq], "flow %u send %u (%zu B): delivery-complete before delivery", f.id,
-                  o->seq, o->plan.len);
+            CHECK(f.delivered[o->seq], "flow %u send %u (%zu B): delivery-complete before delivery", f.id, o->seq,
+                  o->plan.len);
             f.dc++;
         }
         f.send_done++;
@@ -342,7 +345,8 @@ struct Stream {
         for (const Flow& f : flows) {
             if (f.recv_done == f.n && f.send_done == f.n)
                 continue;
-            snprintf(b, sizeof b, "%sflow %u (side %d -> %d): sent %u, send_done %u, posted %u, recv_done %u of %u",
+            snprintf(b, sizeof b,
+                     "%sflow %u (side %d -> %d): sent %u, send_done %u, posted %u, recv_done %u of %u",
                      w.empty() ? "" : "; ", f.id, f.src->side, f.dst->side, f.sent, f.send_done, f.posted,
                      f.recv_done, f.n);
             w += b;
@@ -537,7 +541,8 @@ void test_stream_eager_limits(void** state)
     // ...and eager messages of up to 1 MiB (hundreds of packets into hidden
     // buffers when unexpected).
     stream_variant(
-        state, "stream_eager1M", [](EngineConfig& c) { c.eager_limit = 1u << 20; }, faulty(state) ? 100 : 200, 100);
+        state, "stream_eager1M", [](EngineConfig& c) { c.eager_limit = 1u << 20; }, faulty(state) ? 100 : 200,
+        100);
     // ...and 16 MiB eager messages: one unexpected message is larger than
     // the whole hidden-buffer allowance (a quarter of the mbuf pool), so the
     // receiver stalls mid-message until its receive is posted.

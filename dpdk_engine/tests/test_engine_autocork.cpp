@@ -48,7 +48,7 @@ struct Run {
 
 Run start_run(Pair& p, uint64_t n)
 {
-    Run r{p.open(0), p.open(1), std::vector<std::vector<uint8_t>>(n), std::vector<std::vector<uint8_t>>(n)};
+    Run r {p.open(0), p.open(1), std::vector<std::vector<uint8_t>>(n), std::vector<std::vector<uint8_t>>(n)};
     post_receives(r.b, r.dst, 0, n);
     return r;
 }
@@ -72,7 +72,7 @@ void check_delivered(void** state, Pair& p, Ep* a, Ep* b, const std::vector<std:
     }
 }
 
-} // namespace
+}  // namespace
 
 // The first send to an idle peer leaves at once; the next ones, posted while
 // it is in flight, wait (Engine::holds_tx, no sleep in next_timeout_us) and
@@ -192,7 +192,7 @@ void test_autocork_order_with_rdv_and_rma(void** state)
     uint64_t key = 0;
     CHECK(p.mr[1]->add(region.data(), region.size(), kMrAccessAll, 0, &key) == 0, "mr add");
     const size_t big = 3 * p.cfg[0].eager_limit;  // rendezvous
-    const uint64_t n = 16;                       // 0..5 small, 6 big, 7..11 small, write, 12..15 small
+    const uint64_t n = 16;                        // 0..5 small, 6 big, 7..11 small, write, 12..15 small
     std::vector<std::vector<uint8_t>> src(n), dst(n);
     for (uint64_t i = 0; i < n; i++) {
         const size_t cap = i == 6 ? big : 256;
@@ -207,12 +207,13 @@ void test_autocork_order_with_rdv_and_rma(void** state)
     const uint64_t f = frames(a);
     CHECK(send_nth(a, b, src, 6, big) == 0, "rendezvous send");
     CHECK(frames(a) == f + 2,
-          "the rendezvous post sent %" PRIu64 " frames (expected the held ones packed, then its RTS)", frames(a) - f);
+          "the rendezvous post sent %" PRIu64 " frames (expected the held ones packed, then its RTS)",
+          frames(a) - f);
     for (uint64_t i = 7; i < 12; i++)
         CHECK(send_nth(a, b, src, i) == 0, "send %" PRIu64, i);
     CHECK(a->ep->stats().tx_corked == 10, "not held before the write: %" PRIu64, a->ep->stats().tx_corked);
     const std::vector<uint8_t> w = payload(1000, 0x3317);
-    iovec wi{const_cast<uint8_t*>(w.data()), w.size()};
+    iovec wi {const_cast<uint8_t*>(w.data()), w.size()};
     RmaArgs ra;
     ra.dest = b->addr();
     ra.iov = &wi;
@@ -291,8 +292,7 @@ void test_autocork_close_sends_held(void** state)
     CHECK(p.run_until([&] { return b->sink.c.size() >= n; }, op_timeout(state)), "%zu of %" PRIu64 " received",
           b->sink.c.size(), n);
     for (uint64_t i = 0; i < n; i++)
-        CHECK(b->sink.c[i].context == ctx(0x10000 + i) &&
-                  mcmp(dst[i].data(), src[i].data(), kSmall) == 0,
+        CHECK(b->sink.c[i].context == ctx(0x10000 + i) && mcmp(dst[i].data(), src[i].data(), kSmall) == 0,
               "message %" PRIu64 " missing, out of order or damaged", i);
 }
 
@@ -325,4 +325,4 @@ void test_autocork_full_send_queue(void** state)
     check_delivered(state, p, a, b, src, dst, n);
 }
 
-} // namespace engine_test
+}  // namespace engine_test

@@ -23,7 +23,8 @@ void test_unexpected(void** state)
     }
     uint64_t base_unexp = b->ep->stats().unexpected_msgs;
     for (size_t i = 0; i < n; i++) {
-        CHECK(send_msg(a, b, src[i].data(), sizes[i], kOpTagged | kOpCompletion, 100 + i, i, ctx(i + 1)) == 0, "send");
+        CHECK(send_msg(a, b, src[i].data(), sizes[i], kOpTagged | kOpCompletion, 100 + i, i, ctx(i + 1)) == 0,
+              "send");
         CHECK(send_msg(a, b, src[i].data(), sizes[i], kOpCompletion, 0, 0, ctx(i + 101)) == 0, "send");
     }
     // Everything arrives unexpected: eager complete at the sender, RTSs wait.
@@ -36,7 +37,8 @@ void test_unexpected(void** state)
     }
     // Tagged: post in reverse order; each must get its own tag's message.
     for (size_t k = n; k-- > 0;)
-        CHECK(post_recv(b, dst[k].data(), sizes[k], kOpTagged | kOpCompletion, 100 + k, 0, ctx(1000 + k)) == 0, "recv");
+        CHECK(post_recv(b, dst[k].data(), sizes[k], kOpTagged | kOpCompletion, 100 + k, 0, ctx(1000 + k)) == 0,
+              "recv");
     for (size_t k = n; k-- > 0;) {
         Completion c = take(p, b, ctx(1000 + k), op_timeout(state));
         CHECK_STATUS(c, OpStatus::kOk);
@@ -128,7 +130,8 @@ void test_directed_and_masks(void** state)
             c = take(p, b, ctx(k), t);
             CHECK(c.tag == cs.sent, "tag");
         } else {
-            CHECK(post_recv(b, other, sizeof other, kOpTagged | kOpCompletion, cs.sent, 0, ctx(k + 1)) == 0, "recv");
+            CHECK(post_recv(b, other, sizeof other, kOpTagged | kOpCompletion, cs.sent, 0, ctx(k + 1)) == 0,
+                  "recv");
             c = take(p, b, ctx(k + 1), t);
             CHECK(c.tag == cs.sent, "tag");
             CHECK(b->ep->cancel(ctx(k)) == 0, "cancel of the unmatched masked receive");
@@ -168,7 +171,8 @@ void test_peek_claim_discard(void** state)
             CHECK_STATUS(c, OpStatus::kNoMatch);
             CHECK(c.context == ctx(1), "context");
             uint64_t unexp = b->ep->stats().unexpected_msgs;
-            CHECK(send_msg(a, b, m1.data(), len, tagged | kOpRemoteData | kOpCompletion, tag, 0xd1, ctx(11)) == 0, "send");
+            CHECK(send_msg(a, b, m1.data(), len, tagged | kOpRemoteData | kOpCompletion, tag, 0xd1, ctx(11)) == 0,
+                  "send");
             CHECK(p.run_until([&] { return b->ep->stats().unexpected_msgs > unexp; }, t), "m1 not unexpected");
             // Let an eager message arrive completely.
             p.run_for(5);
@@ -270,7 +274,7 @@ void test_multi_recv(void** state)
         int cur = 1;
         size_t used = 0;
         for (size_t s : sizes) {
-            exp.push_back(Exp{cur, used});
+            exp.push_back(Exp {cur, used});
             used += s;
             if (cur == 1 && kBuf - used < kMin) {
                 cur = 2;
@@ -303,7 +307,8 @@ void test_multi_recv(void** state)
         uint8_t* base = buffer == 1 ? mbuf.data() : mbuf2.data();
         size_t off = size_t(static_cast<uint8_t*>(c.buf) - base);
         size_t i = 0;
-        while (i < sizes.size() && !(exp[i].buffer == buffer && exp[i].off == off && sizes[i] == c.len && !seen[i]))
+        while (i < sizes.size() &&
+               !(exp[i].buffer == buffer && exp[i].off == off && sizes[i] == c.len && !seen[i]))
             i++;
         CHECK(i < sizes.size(), "slice of buffer %d at +%zu, %zu B: no message belongs there", buffer, off, c.len);
         seen[i] = 1;
@@ -410,8 +415,8 @@ void test_truncation(void** state)
         size_t msg, cap;
         bool late;
     } cases[] = {
-        {1000, 600, false}, {16000, 5000, false}, {100, 0, false},   {100000, 50000, false},
-        {3u << 20, 1u << 20, false}, {1000, 600, true}, {16000, 5000, true}, {100000, 1, true},
+        {1000, 600, false},          {16000, 5000, false}, {100, 0, false},     {100000, 50000, false},
+        {3u << 20, 1u << 20, false}, {1000, 600, true},    {16000, 5000, true}, {100000, 1, true},
     };
     uintptr_t k = 1;
     for (const Case& cs : cases) {
@@ -434,7 +439,8 @@ void test_truncation(void** state)
             if (!cs.late)
                 CHECK(send_msg(a, b, m.data(), cs.msg, tagged | kOpCompletion, 5, 0, ctx(k)) == 0, "send");
             Completion c = take(p, b, ctx(k), t);
-            CHECK(c.status == OpStatus::kTruncated, "%zu into %zu: status %s", cs.msg, cs.cap, to_string(c.status));
+            CHECK(c.status == OpStatus::kTruncated, "%zu into %zu: status %s", cs.msg, cs.cap,
+                  to_string(c.status));
             CHECK(c.len == cs.cap && c.olen == cs.msg - cs.cap, "%zu into %zu: len %zu olen %zu", cs.msg, cs.cap,
                   c.len, c.olen);
             CHECK(r.mismatch(m.data(), cs.cap) == SIZE_MAX, "%zu into %zu: prefix differs", cs.msg, cs.cap);
@@ -581,7 +587,8 @@ void test_remote_data(void** state)
                 std::vector<uint8_t> m = payload(len, k), r(len);
                 uint64_t data = with ? 0xdeadbeefcafef00dull ^ k : 0x1111;
                 CHECK(post_recv(b, r.data(), len, tagged | kOpCompletion, 3, 0, ctx(k)) == 0, "recv");
-                CHECK(send_msg(a, b, m.data(), len, tagged | (with ? uint32_t(kOpRemoteData) : 0u), 3, data) == 0, "send");
+                CHECK(send_msg(a, b, m.data(), len, tagged | (with ? uint32_t(kOpRemoteData) : 0u), 3, data) == 0,
+                      "send");
                 Completion c = take(p, b, ctx(k), t);
                 CHECK_STATUS(c, OpStatus::kOk);
                 CHECK(c.has_data == with, "len %zu tagged %u: has_data %d", len, tagged, c.has_data);

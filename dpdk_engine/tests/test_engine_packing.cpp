@@ -36,10 +36,10 @@ int send_one(Ep* a, Ep* b, uint64_t i, uint64_t end, std::vector<std::vector<uin
     const Shape s = shape_of(i);
     src[i] = payload(s.len, 0xAC00000 + i);
     uint32_t flags = kOpCompletion;
-    flags |= s.tagged ? uint32_t{kOpTagged} : 0u;
-    flags |= s.inject ? uint32_t{kOpInject} : 0u;
-    flags |= s.data ? uint32_t{kOpRemoteData} : 0u;
-    flags |= i + 1 < end ? uint32_t{kOpMore} : 0u;
+    flags |= s.tagged ? uint32_t {kOpTagged} : 0u;
+    flags |= s.inject ? uint32_t {kOpInject} : 0u;
+    flags |= s.data ? uint32_t {kOpRemoteData} : 0u;
+    flags |= i + 1 < end ? uint32_t {kOpMore} : 0u;
     return send_msg(a, b, src[i].data(), s.len, flags, s.tagged ? 0x7000 + i : 0, 0xDA7A0000 + i, ctx(i + 1));
 }
 
@@ -65,8 +65,8 @@ struct Checker {
             for (size_t k = 0; k < budget && next_post[q] < order[q].size(); k++) {
                 const uint64_t i = order[q][next_post[q]++];
                 dst[i].assign(shape_of(i).len + 8, kCanary);
-                CHECK(post_recv(b, dst[i].data(), dst[i].size(), kOpCompletion | (q ? uint32_t{kOpTagged} : 0u), 0,
-                                ~0ull, ctx(0x100000 + i)) == 0,
+                CHECK(post_recv(b, dst[i].data(), dst[i].size(), kOpCompletion | (q ? uint32_t {kOpTagged} : 0u),
+                                0, ~0ull, ctx(0x100000 + i)) == 0,
                       "recv %" PRIu64, i);
             }
         }
@@ -132,7 +132,7 @@ void run_packed(void** state, Pair& p, uint64_t n, uint64_t window, size_t recv_
     check_faults_seen(state);
 }
 
-} // namespace
+}  // namespace
 
 // Windows of 64 with FI_MORE, receives posted well ahead: most messages
 // land directly, mixed tagged, untagged, injected, with and without data.
@@ -157,4 +157,4 @@ void test_packed_receiver_not_ready(void** state)
     CHECK(st.rnr_stalls > 0, "the receiver was never out of room");
 }
 
-} // namespace engine_test
+}  // namespace engine_test

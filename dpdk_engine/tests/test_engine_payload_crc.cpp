@@ -41,7 +41,7 @@ uint64_t bulk_pair(const Mode* mode, Pair* pp)
     uint64_t key = 0;
     CHECK(p.mr[1]->add(region.data(), region.size(), kMrAccessAll, 0, &key) == 0, "mr add");
     std::vector<uint8_t> data = payload(kLen, 0x3D1);
-    iovec iov{data.data(), kLen};
+    iovec iov {data.data(), kLen};
     RmaArgs ra;
     ra.dest = b->addr();
     ra.iov = &iov;
@@ -53,8 +53,8 @@ uint64_t bulk_pair(const Mode* mode, Pair* pp)
     CHECK(a->ep->write(ra) == 0, "write");
     CHECK_STATUS(take(p, a, ctx(3), kTimeout), OpStatus::kOk);
     memcpy(mirror.data() + 4096, data.data(), kLen);
-    CHECK(memcmp(region.data(), mirror.data(), region.size()) == 0, "%s: target region differs from what was written",
-          mode->name);
+    CHECK(memcmp(region.data(), mirror.data(), region.size()) == 0,
+          "%s: target region differs from what was written", mode->name);
     return p.e[1]->stats().rx_bad_crc - crc_drops_before;
 }
 
@@ -65,7 +65,7 @@ uint64_t bulk_pair(const Mode* mode, Pair* pp)
 // resent each.
 void test_damaged_payloads(void** /*state*/)
 {
-    static const Mode kDamaged{"damaged", "corrupt=0.05,dir=rx"};
+    static const Mode kDamaged {"damaged", "corrupt=0.05,dir=rx"};
     Pair p(&kDamaged, [](EngineConfig& c) { c.port.mtu = 9000; });
     const uint64_t crc_drops = bulk_pair(&kDamaged, &p);
     EndpointStats s = p.total_stats();
@@ -82,7 +82,7 @@ void test_damaged_payloads(void** /*state*/)
 // copied there (the device wants its memory back) and checked as copied.
 void test_split_payloads(void** /*state*/)
 {
-    static const Mode kSplit{"split", "split=1,reorder=0.05,loss=0.01,corrupt=0.02,dir=rx"};
+    static const Mode kSplit {"split", "split=1,reorder=0.05,loss=0.01,corrupt=0.02,dir=rx"};
     Pair p(&kSplit, [](EngineConfig& c) { c.port.mtu = 9000; });
     const uint64_t in_place_before = p.e[1]->stats().rx_in_place;
     const uint64_t crc_drops = bulk_pair(&kSplit, &p);
@@ -102,16 +102,17 @@ void test_split_payloads(void** /*state*/)
 // frames are copied as they are; a frame larger than the buffer is not.
 void test_copy_and_seal(void** /*state*/)
 {
-    static const Mode kPlain{"plain", ""};
+    static const Mode kPlain {"plain", ""};
     Pair p(&kPlain);  // EAL, for the mbufs
     rte_mempool* pool = rte_pktmbuf_pool_create("cas_test", 64, 0, 0, 10240, SOCKET_ID_ANY);
     CHECK(pool != nullptr, "pool");
-    wire::FrameAddress fa{};
+    wire::FrameAddress fa {};
     fa.src_ip_be = 0x0100007f;
     fa.dst_ip_be = 0x0100007f;
     fa.src_port = 1000;
     fa.dst_port = 2000;
-    for (wire::PacketType type : {wire::PacketType::kMsgRdvData, wire::PacketType::kRmaWrite, wire::PacketType::kMsgEager}) {
+    for (wire::PacketType type :
+         {wire::PacketType::kMsgRdvData, wire::PacketType::kRmaWrite, wire::PacketType::kMsgEager}) {
         for (unsigned pieces : {0u, 1u, 3u}) {
             const uint16_t plen = 5000;
             const size_t hl = sizeof(wire::TransportHeader) + wire::extension_len(type);
@@ -144,7 +145,8 @@ void test_copy_and_seal(void** /*state*/)
             if (flags)
                 wire::seal(th);
             std::vector<uint8_t> slot(want.size() + 16, 0xEE);
-            CHECK(dpdk_engine::copy_and_seal(slot.data(), want.size() - 1, m) == 0, "a frame past the buffer was copied");
+            CHECK(dpdk_engine::copy_and_seal(slot.data(), want.size() - 1, m) == 0,
+                  "a frame past the buffer was copied");
             CHECK(dpdk_engine::copy_and_seal(slot.data(), slot.size(), m) == want.size(), "%s, %u pieces: length",
                   wire::to_string(type), pieces);
             CHECK(memcmp(slot.data(), want.data(), want.size()) == 0, "%s, %u pieces: not as seal() makes it",

@@ -19,8 +19,9 @@ void post_long_ops(Pair& p, Ep* a, Ep* b, uint64_t key, uint8_t* region, size_t 
     size_t n = 0;
     for (int i = 0; i < 6; i++) {
         pd.bufs.push_back(payload(8u << 20, 0xDEAD + i));
-        CHECK(send_msg(a, b, pd.bufs.back().data(), 8u << 20, kOpCompletion | (i & 1 ? uint32_t(kOpTagged) : 0u), 1, 0,
-                       ctx(ctx_base + n)) == 0, "send");
+        CHECK(send_msg(a, b, pd.bufs.back().data(), 8u << 20, kOpCompletion | (i & 1 ? uint32_t(kOpTagged) : 0u),
+                       1, 0, ctx(ctx_base + n)) == 0,
+              "send");
         n++;
     }
     for (int i = 0; i < 4; i++) {
@@ -29,7 +30,7 @@ void post_long_ops(Pair& p, Ep* a, Ep* b, uint64_t key, uint8_t* region, size_t 
         n++;
     }
     pd.bufs.push_back(payload(region_len, 0xDE));
-    iovec iov{pd.bufs.back().data(), region_len};
+    iovec iov {pd.bufs.back().data(), region_len};
     RmaArgs ra;
     ra.dest = b->addr();
     ra.iov = &iov;
@@ -40,7 +41,7 @@ void post_long_ops(Pair& p, Ep* a, Ep* b, uint64_t key, uint8_t* region, size_t 
     ra.context = ctx(ctx_base + n++);
     CHECK(a->ep->write(ra) == 0, "write");
     pd.bufs.push_back(std::vector<uint8_t>(region_len));
-    iovec riov{pd.bufs.back().data(), region_len};
+    iovec riov {pd.bufs.back().data(), region_len};
     ra.iov = &riov;
     ra.context = ctx(ctx_base + n++);
     CHECK(a->ep->read(ra) == 0, "read");
@@ -68,11 +69,12 @@ uint64_t expect_failures(Pair& p, Ep* a, uintptr_t ctx_base, size_t n, uint64_t 
         },
         limit_ms);
     uint64_t el = now_ms() - t0;
-    CHECK(ok, "%zu of %zu operations completed within %" PRIu64 " ms of the peer's death", got.size(), n, limit_ms);
+    CHECK(ok, "%zu of %zu operations completed within %" PRIu64 " ms of the peer's death", got.size(), n,
+          limit_ms);
     *failed = 0;
     for (auto& kv : got) {
-        CHECK(kv.second == OpStatus::kPeerTimeout || kv.second == OpStatus::kOk,
-              "operation %lu: status %s", (unsigned long)(kv.first - ctx_base), to_string(kv.second));
+        CHECK(kv.second == OpStatus::kPeerTimeout || kv.second == OpStatus::kOk, "operation %lu: status %s",
+              (unsigned long)(kv.first - ctx_base), to_string(kv.second));
         if (kv.second == OpStatus::kPeerTimeout)
             (*failed)++;
     }
@@ -115,7 +117,7 @@ std::string try_working(Pair& p, Ep* a, Ep* b, uint64_t timeout, uintptr_t c0, c
                 b->ep->cancel(ctx(c0));
                 a->ep->cancel(ctx(c0 + 1));
             }
-        } cleanup{a, b, c0};
+        } cleanup {a, b, c0};
         CHECK(post_recv(b, r.data(), len, kOpCompletion, 0, 0, ctx(c0)) == 0, "recv");
         CHECK(post_recv(a, r2.data(), len, kOpCompletion, 0, 0, ctx(c0 + 1)) == 0, "recv");
         // Allow one kPeerReset per direction: a sender whose session still
@@ -188,7 +190,8 @@ void test_dead_peer_killed(void** state)
     for (int i = 0; i < 6; i++) {
         rbufs.emplace_back(8u << 20);
         CHECK(post_recv(b, rbufs.back().data(), 8u << 20, kOpCompletion | (i & 1 ? uint32_t(kOpTagged) : 0u), 1, 0,
-                        ctx(500 + i)) == 0, "recv");
+                        ctx(500 + i)) == 0,
+              "recv");
     }
     Pending pd;
     size_t n = 0;
@@ -204,8 +207,10 @@ void test_dead_peer_killed(void** state)
     b = nullptr;
     size_t failed = 0;
     uint64_t el = expect_failures(p, a, 100, n + 1, kDeadTimeoutMs + 1500, &failed);
-    print_message("      dead peer (killed) [%s]: %zu of %zu pending operations failed with kPeerTimeout after %" PRIu64
-                  " ms (timeout %u ms)\n", M(state).name, failed, n + 1, el, kDeadTimeoutMs);
+    print_message(
+        "      dead peer (killed) [%s]: %zu of %zu pending operations failed with kPeerTimeout after %" PRIu64
+        " ms (timeout %u ms)\n",
+        M(state).name, failed, n + 1, el, kDeadTimeoutMs);
     CHECK(failed >= n / 2, "only %zu operations failed", failed);
     // A new engine and endpoint at the same UDP port talk to a again.
     p.start(1);
@@ -228,7 +233,8 @@ void test_dead_peer_silent(void** state)
     for (int i = 0; i < 6; i++) {
         rbufs.emplace_back(8u << 20);
         CHECK(post_recv(b, rbufs.back().data(), 8u << 20, kOpCompletion | (i & 1 ? uint32_t(kOpTagged) : 0u), 1, 0,
-                        ctx(500 + i)) == 0, "recv");
+                        ctx(500 + i)) == 0,
+              "recv");
     }
     Pending pd;
     size_t n = 0;
@@ -238,8 +244,10 @@ void test_dead_peer_silent(void** state)
     std::unique_ptr<Engine> frozen = std::move(p.e[1]);
     size_t failed = 0;
     uint64_t el = expect_failures(p, a, 100, n, kDeadTimeoutMs + 1500, &failed);
-    print_message("      dead peer (silent) [%s]: %zu of %zu pending operations failed with kPeerTimeout after %" PRIu64
-                  " ms\n", M(state).name, failed, n, el);
+    print_message(
+        "      dead peer (silent) [%s]: %zu of %zu pending operations failed with kPeerTimeout after %" PRIu64
+        " ms\n",
+        M(state).name, failed, n, el);
     CHECK(failed >= n / 2, "only %zu operations failed", failed);
     // b wakes up. Its receives still posted are canceled; those matched to
     // a's dead transfers must end with an error once a talks again (a new
@@ -276,15 +284,16 @@ void test_dead_peer_silent(void** state)
         else if (kv.second != OpStatus::kOk)
             errors++;
     }
-    print_message("      dead peer (silent): b's receives: %zu canceled, %zu failed, %zu complete, %zu still open\n",
-                  canceled, errors, ends.size() - canceled - errors, 6 - ends.size());
+    print_message(
+        "      dead peer (silent): b's receives: %zu canceled, %zu failed, %zu complete, %zu still open\n",
+        canceled, errors, ends.size() - canceled - errors, 6 - ends.size());
     CHECK(ends.size() == 6, "only %zu of b's 6 receives ended", ends.size());
     // ACKs stay proportional to the traffic (no ACK sent on every progress
     // round while a session has no receive stream).
     uint64_t acks = a->ep->stats().acks_sent + b->ep->stats().acks_sent - acks0;
     uint64_t pkts = a->ep->stats().rx_packets + b->ep->stats().rx_packets - pkts0;
-    CHECK(acks <= 2 * pkts + 1000, "ACK storm: %" PRIu64 " ACKs for %" PRIu64 " data packets after the resume", acks,
-          pkts);
+    CHECK(acks <= 2 * pkts + 1000, "ACK storm: %" PRIu64 " ACKs for %" PRIu64 " data packets after the resume",
+          acks, pkts);
     if (!err.empty()) {
         // It must at least converge: a few more tries, then a hard failure.
         for (auto& ep : p.eps)
@@ -292,9 +301,10 @@ void test_dead_peer_silent(void** state)
         int resets = 0;
         std::string err2 = try_working(p, a, b, op_timeout(state), 800, "retry", 6, &resets);
         CHECK(err2.empty(), "the pair never works again: %s (first: %s)", err2.c_str(), err.c_str());
-        engine_bug("reset-cascade", err + "; converged after " + std::to_string(resets) +
-                                       " more kPeerReset failures (each side's reset-triggered session_fail retires "
-                                       "the new stream the other side had just started)");
+        engine_bug("reset-cascade",
+                   err + "; converged after " + std::to_string(resets) +
+                       " more kPeerReset failures (each side's reset-triggered session_fail retires "
+                       "the new stream the other side had just started)");
     }
 }
 
@@ -353,11 +363,11 @@ void test_resume_after_timeout(void** state)
             Ep* to = dir ? a : b;
             if (!exchange(from, to, 100000, 10 + 2 * uintptr_t(round) + uintptr_t(dir), &x))
                 engine_bug("resume-hang",
-                          "round " + std::to_string(round) + ": a 100000-byte send " + (dir ? "b->a" : "a->b") +
-                              " never completes after the peer resumed (" + ack_report() +
-                              "). The side that did not time out answers the new stream's RTS with a CTS on "
-                              "its old tx stream; the peer resets it (it retired that stream), the CTS dies "
-                              "with it while both rendezvous halves wait, and keepalives keep both alive");
+                           "round " + std::to_string(round) + ": a 100000-byte send " + (dir ? "b->a" : "a->b") +
+                               " never completes after the peer resumed (" + ack_report() +
+                               "). The side that did not time out answers the new stream's RTS with a CTS on "
+                               "its old tx stream; the peer resets it (it retired that stream), the CTS dies "
+                               "with it while both rendezvous halves wait, and keepalives keep both alive");
             CHECK(x == OpStatus::kOk || (x == OpStatus::kPeerReset && round < 2), "round %d %s: %s", round,
                   dir ? "b->a" : "a->b", to_string(x));
             failures += x != OpStatus::kOk;
@@ -369,7 +379,7 @@ void test_resume_after_timeout(void** state)
                   ack_report().c_str());
     if (acks > 2 * pk + 1000)
         engine_bug("ack-storm", ack_report() + ": session_send_ack() with rx_stream == 0 returns from "
-                                              "fill_ack_fields() before clearing ack_pending/ack_now");
+                                               "fill_ack_fields() before clearing ack_pending/ack_now");
 }
 
 // One peer endpoint closes mid-transfer: operations to it fail within the
@@ -422,10 +432,11 @@ void test_endpoint_close(void** state)
             return to_b1 == kN && to_b2 == kN;
         },
         kDeadTimeoutMs + op_timeout(state));  // the live endpoint's sends finish too
-    CHECK(ok, "after closing one endpoint: %zu of %d sends to it and %zu of %d to the other ended", to_b1, kN, to_b2,
-          kN);
+    CHECK(ok, "after closing one endpoint: %zu of %d sends to it and %zu of %d to the other ended", to_b1, kN,
+          to_b2, kN);
     print_message("      endpoint close [%s]: %zu of %d sends to the closed endpoint failed after %" PRIu64
-                  " ms; %d to its neighbour succeeded\n", M(state).name, to_b1_failed, kN, now_ms() - t0, kN);
+                  " ms; %d to its neighbour succeeded\n",
+                  M(state).name, to_b1_failed, kN, now_ms() - t0, kN);
     CHECK(to_b1_failed > 0, "every send to the closed endpoint succeeded");
     CHECK(wait_count(p, b2->sink, kN, op_timeout(state)), "receives at the live endpoint");
     for (const Completion& c : b2->sink.c) {
@@ -457,8 +468,8 @@ void test_dead_peer_receiver_only(void** state)
     bool ok = p.run_until([&] { return !a->sink.c.empty(); }, kDeadTimeoutMs + 1500);
     if (!ok)
         engine_bug("receiver-hang", "a receive matched to a rendezvous from a dead peer never completes (waited " +
-                                       std::to_string(now_ms() - t0) +
-                                       " ms): the peer timeout only runs while we have packets unacknowledged");
+                                        std::to_string(now_ms() - t0) +
+                                        " ms): the peer timeout only runs while we have packets unacknowledged");
     CHECK(a->sink.c[0].status == OpStatus::kPeerTimeout, "status %s", to_string(a->sink.c[0].status));
 }
 
@@ -523,7 +534,8 @@ void test_paused_peer_spurious_rto(void** state)
     CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
     CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
     run_side_for(p, 0, pause_ms(a));
-    CHECK(a->ep->stats().rto_fires > rto0, "no RTO fired while the peer was paused (RTO %u us)", session_of(a).rto_us);
+    CHECK(a->ep->stats().rto_fires > rto0, "no RTO fired while the peer was paused (RTO %u us)",
+          session_of(a).rto_us);
     CHECK_STATUS(take(p, a, ctx(1), t), OpStatus::kOk);
     CHECK_STATUS(take(p, b, ctx(2), t), OpStatus::kOk);
     CHECK(mcmp(r.data(), m.data(), m.size()) == 0, "payload");
@@ -547,7 +559,7 @@ void test_ack_behind_rx_backlog(void** state)
     uint64_t key = 0;
     CHECK(p.mr[0]->add(region.data(), kBig, kMrAccessAll, 0, &key) == 0, "mr add");
     CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
-    iovec iov{big.data(), kBig};
+    iovec iov {big.data(), kBig};
     RmaArgs ra;
     ra.dest = a->addr();
     ra.iov = &iov;
@@ -627,7 +639,7 @@ void test_prompt_ack_only_when_awaited(void** state)
 // without time-wait.
 void test_close_answers_retransmissions(void** state)
 {
-    static const Mode kLoss10{"loss10", "loss=0.1", 21};
+    static const Mode kLoss10 {"loss10", "loss=0.1", 21};
     (void)state;
     Pair p(&kLoss10, [](EngineConfig& c) { c.peer_timeout_ms = kDeadTimeoutMs; });
     Ep* a = p.open(0);

@@ -53,8 +53,8 @@ namespace {
 // fi_pingpong's default sizes, 0 B, and the boundaries around them: one
 // packet's payload at MTU 1500 (1384 B), two packets, the largest kOpInject
 // payload, the eager limit (above it, rendezvous).
-const size_t kSizes[] = {0,    1,    64,    256,   1024,  1383,  1384,  1385,    kInjectSize, kInjectSize + 1,
-                         2768, 2769, 4096,  16383, 16384, 16385, 65536, 1u << 20};
+const size_t kSizes[] = {0,    1,    64,   256,   1024,  1383,  1384,  1385,    kInjectSize, kInjectSize + 1,
+                         2768, 2769, 4096, 16383, 16384, 16385, 65536, 1u << 20};
 
 // Short, so the watchdog (twice this) reports a hang within seconds; long
 // enough that 5% loss never starves a live peer that long.
@@ -80,7 +80,11 @@ constexpr uint64_t kSweepDefault = 300;
 // Messages per flow of a sweep's stream (3 flows).
 constexpr uint32_t kSweepStreamMsgs = 24;
 
-enum class SendKind : uint8_t { kNormal, kInject, kDelivery };
+enum class SendKind : uint8_t {
+    kNormal,
+    kInject,
+    kDelivery
+};
 
 const char* kind_name(SendKind k)
 {
@@ -119,13 +123,13 @@ struct PingPong {
     uint64_t phase_start_ms = 0;  // when the current message or boundary began
     uint64_t msgs = 0, bytes = 0, late = 0, send_completions = 0, quiet_stops = 0;
 
-    PingPong(Pair& pair, Ep* a, Ep* b) : p(pair), ep{a, b}, wd(pair), rng(mix(g_seed, 0x9119)) {}
+    PingPong(Pair& pair, Ep* a, Ep* b) : p(pair), ep {a, b}, wd(pair), rng(mix(g_seed, 0x9119)) { }
 
     std::string describe(const Msg& m) const
     {
         char b[200];
-        snprintf(b, sizeof b, "message #%" PRIu64 " (%zu B, iteration %u, side %d -> %d, %s, %s send)", m.id, m.len,
-                 m.iter, m.from, 1 - m.from, tagged ? "tagged" : "untagged", kind_name(kind));
+        snprintf(b, sizeof b, "message #%" PRIu64 " (%zu B, iteration %u, side %d -> %d, %s, %s send)", m.id,
+                 m.len, m.iter, m.from, 1 - m.from, tagged ? "tagged" : "untagged", kind_name(kind));
         return b;
     }
 
@@ -223,8 +227,8 @@ struct PingPong {
         wd.check([&] { return waiting(); });
         if (now_ms() - phase_start_ms > kPhaseLimitMs) {
             p.dump();
-            CHECK(false, "seed %" PRIu64 ", %s: not done within %" PRIu64 " ms although frames still flow: %s", g_seed,
-                  wd.context.c_str(), kPhaseLimitMs, waiting().c_str());
+            CHECK(false, "seed %" PRIu64 ", %s: not done within %" PRIu64 " ms although frames still flow: %s",
+                  g_seed, wd.context.c_str(), kPhaseLimitMs, waiting().c_str());
         }
     }
 
@@ -238,8 +242,9 @@ struct PingPong {
             w += w.empty() ? "" : "; ";
             if (m.recvs == 0)
                 w += "side " + std::to_string(1 - m.from) + (m.recv_posted ? " waits for " : " has not posted ") +
-                     describe(m) + (m.expect_send ? m.sends ? ", whose send completed" : ", whose send is outstanding"
-                                                  : ", whose send completed at post (inject)");
+                     describe(m) +
+                     (m.expect_send ? m.sends ? ", whose send completed" : ", whose send is outstanding"
+                                    : ", whose send completed at post (inject)");
             else
                 w += "side " + std::to_string(m.from) + " waits for the send completion of " + describe(m) +
                      " (delivered)";
@@ -283,7 +288,7 @@ struct PingPong {
         } else {
             post_recv(*m);
         }
-        iovec iov{m->src.data(), len};
+        iovec iov {m->src.data(), len};
         SendArgs a;
         a.dest = ep[1 - from]->addr();
         a.iov = &iov;
@@ -337,12 +342,12 @@ struct PingPong {
     }
 
     // Every size, `iters(len)` exchanges each.
-    template <typename Iters>
-    void run(Iters&& iters)
+    template <typename Iters> void run(Iters&& iters)
     {
         for (size_t len : kSizes) {
             char c[128];
-            snprintf(c, sizeof c, "pingpong %s %s, size %zu", tagged ? "tagged" : "untagged", kind_name(kind), len);
+            snprintf(c, sizeof c, "pingpong %s %s, size %zu", tagged ? "tagged" : "untagged", kind_name(kind),
+                     len);
             wd.context = c;
             const uint32_t n = iters(len);
             for (uint32_t it = 0; it < n; it++) {
@@ -365,8 +370,7 @@ struct PingPong {
 // normal/inject/delivery-complete whose bit (tagged * 3 + kind) is in
 // `combos`; `iters` gives the exchanges per size. Ends with both engines
 // quiet, no completion left over and no message unmatched.
-template <typename Iters>
-void run_pingpong(void** state, Iters&& iters, unsigned combos, bool quiet)
+template <typename Iters> void run_pingpong(void** state, Iters&& iters, unsigned combos, bool quiet)
 {
     auto* st = static_cast<State*>(*state);
     st->pair.reset(new Pair(st->mode, [](EngineConfig& c) { c.peer_timeout_ms = kPeerTimeoutMs; }));
@@ -405,11 +409,9 @@ void run_pingpong(void** state, Iters&& iters, unsigned combos, bool quiet)
 void test_pingpong(void** state)
 {
     run_pingpong(
-        state,
-        [](size_t len) -> uint32_t {
-            return len >= (1u << 20) ? 2 : len > 16384 ? 4 : 8;
-        },
-        0x3f, false);
+        state, [](size_t len) -> uint32_t { return len >= (1u << 20) ? 2
+                                                   : len > 16384     ? 4
+                                                                     : 8; }, 0x3f, false);
 }
 
 // The hang of issue 21 made on purpose, to show the watchdog catches it and
@@ -453,7 +455,8 @@ void test_watchdog_catches_hang(void** state)
     CHECK(!report.empty(), "no hang reported within %" PRIu64 " ms", took);
     CHECK(took >= wd.limit_ms, "hang reported after %" PRIu64 " ms, before the limit of %" PRIu64 " ms", took,
           wd.limit_ms);
-    CHECK(report.find("side 0 waits") != std::string::npos && report.find("engine 1: next timer") != std::string::npos &&
+    CHECK(report.find("side 0 waits") != std::string::npos &&
+              report.find("engine 1: next timer") != std::string::npos &&
               report.find(", busy;") != std::string::npos,
           "the report does not say who waits and who still had work:\n%s", report.c_str());
     // Resumed, side 1 retransmits into the void and fails the session.
@@ -526,7 +529,8 @@ void test_sweep(void** state)
                  seed, seed);
         g_failure_note = note;
         const uint64_t t1 = now_ms();
-        run_pingpong(state, [](size_t) -> uint32_t { return 1; }, 1u << (seed % 6), true);
+        run_pingpong(
+            state, [](size_t) -> uint32_t { return 1; }, 1u << (seed % 6), true);
         const uint64_t pp_ms = now_ms() - t1;
         sweep_stream(state, unsigned(seed / 6), kSweepStreamMsgs);
         if (now_ms() - t1 > slowest) {
@@ -535,19 +539,19 @@ void test_sweep(void** state)
             slowest_pp = pp_ms;
         }
         if (g_verbose)
-            print_message("      sweep: seed %" PRIu64 " passed in %" PRIu64 " ms (ping-pong %" PRIu64 " ms)\n", seed,
-                          now_ms() - t1, pp_ms);
+            print_message("      sweep: seed %" PRIu64 " passed in %" PRIu64 " ms (ping-pong %" PRIu64 " ms)\n",
+                          seed, now_ms() - t1, pp_ms);
         if ((&seed - seeds.data()) % 500 == 499) {
-            print_message("      sweep: %zu of %zu seeds passed, %" PRIu64 " s\n", size_t(&seed - seeds.data()) + 1,
-                          seeds.size(), (now_ms() - t0) / 1000);
+            print_message("      sweep: %zu of %zu seeds passed, %" PRIu64 " s\n",
+                          size_t(&seed - seeds.data()) + 1, seeds.size(), (now_ms() - t0) / 1000);
             fflush(stdout);  // a long run's log, read while it runs
         }
     }
     g_failure_note.clear();
     g_seed = saved;
-    print_message("      sweep: %zu seeds (%" PRIu64 "..%" PRIu64 ") passed in %" PRIu64 " ms%s; slowest: seed %" PRIu64
-                  ", %" PRIu64 " ms (ping-pong %" PRIu64 " ms); longest silence: %" PRIu64 " ms (seed %" PRIu64
-                  "%s%s)\n",
+    print_message("      sweep: %zu seeds (%" PRIu64 "..%" PRIu64 ") passed in %" PRIu64
+                  " ms%s; slowest: seed %" PRIu64 ", %" PRIu64 " ms (ping-pong %" PRIu64
+                  " ms); longest silence: %" PRIu64 " ms (seed %" PRIu64 "%s%s)\n",
                   seeds.size(), seeds.empty() ? 0 : seeds.front(), seeds.empty() ? 0 : seeds.back(), now_ms() - t0,
                   kSanitized ? " (sanitized build: a third of the default seeds)" : "", slowest_seed, slowest,
                   slowest_pp, g_longest_silence.ms, g_longest_silence.seed,

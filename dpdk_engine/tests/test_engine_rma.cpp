@@ -42,13 +42,13 @@ void test_rma(void** state)
         while (posted < kWrites && inflight < 8) {
             std::unique_ptr<W> w(new W);
             size_t len = posted == 3 && !harsh ? (16u << 20)
-                                     : rng.below(10) == 0 ? size_t(rng.below(4u << 20))
-                                                          : size_t(std::exp2(16 * rng.unit()));
+                         : rng.below(10) == 0  ? size_t(rng.below(4u << 20))
+                                               : size_t(std::exp2(16 * rng.unit()));
             w->off = rng.below(kRegion - len + 1);
             w->data = payload(len, 0x7000 + posted);
             w->with_data = rng.below(3) == 0;
             RmaArgs ra;
-            iovec iov{w->data.data(), len};
+            iovec iov {w->data.data(), len};
             ra.dest = b->addr();
             ra.iov = &iov;
             ra.iov_count = 1;
@@ -82,8 +82,8 @@ void test_rma(void** state)
     CHECK(mcmp(region.data(), mirror.data(), kRegion) == 0, "target region differs after writes");
     // Target-side completions of writes with remote data, in order.
     p.run_for(5);
-    CHECK(b->sink.c.size() == remote_writes_expected, "%zu remote write completions, expected %zu", b->sink.c.size(),
-          remote_writes_expected);
+    CHECK(b->sink.c.size() == remote_writes_expected, "%zu remote write completions, expected %zu",
+          b->sink.c.size(), remote_writes_expected);
     for (size_t i = 0; i < b->sink.c.size(); i++) {
         const Completion& c = b->sink.c[i];
         CHECK(c.type == CompletionType::kRemoteWrite && c.has_data && c.data == rdata[i], "remote write %zu", i);
@@ -92,7 +92,9 @@ void test_rma(void** state)
     // Phase 2: reads of random ranges.
     const int kReads = harsh ? 20 : lossy ? 60 : 100;
     for (int i = 0; i < kReads; i++) {
-        size_t len = i == 0 && !harsh ? kRegion : rng.below(4) == 0 ? size_t(rng.below(2u << 20)) : size_t(rng.below(5000));
+        size_t len = i == 0 && !harsh    ? kRegion
+                     : rng.below(4) == 0 ? size_t(rng.below(2u << 20))
+                                         : size_t(rng.below(5000));
         uint64_t off = rng.below(kRegion - len + 1);
         Rng r2(i);
         SegBuf sb;
@@ -109,7 +111,8 @@ void test_rma(void** state)
         Completion c = take(p, a, ctx(1000 + i), t);
         CHECK_STATUS(c, OpStatus::kOk);
         CHECK(c.type == CompletionType::kRead, "type");
-        CHECK(sb.mismatch(region.data() + off, len) == SIZE_MAX, "read %d (%zu B at %" PRIu64 ") differs", i, len, off);
+        CHECK(sb.mismatch(region.data() + off, len) == SIZE_MAX, "read %d (%zu B at %" PRIu64 ") differs", i, len,
+              off);
         CHECK(sb.canaries_intact(len), "read wrote outside the buffer");
         bytes += len;
     }
@@ -119,7 +122,7 @@ void test_rma(void** state)
         size_t len = size_t(rng.below(100000));
         uint64_t off = rng.below(kRegion - len + 1);
         std::vector<uint8_t> w = payload(len, 0x9000 + i), r(len, 0);
-        iovec wi{w.data(), len}, ri{r.data(), len};
+        iovec wi {w.data(), len}, ri {r.data(), len};
         RmaArgs ra;
         ra.dest = b->addr();
         ra.iov = &wi;
@@ -146,7 +149,7 @@ void test_rma(void** state)
     uint64_t akey = 0;
     CHECK(offset_mr.add(aregion.data(), aregion.size(), kMrAccessAll, 0, &akey) == 0, "mr add");
     std::vector<uint8_t> w = payload(300000, 0xAB);
-    iovec wi{w.data(), w.size()};
+    iovec wi {w.data(), w.size()};
     RmaArgs ra;
     ra.dest = a->addr();
     ra.iov = &wi;
@@ -199,7 +202,7 @@ void test_rma_op_id_wrap(void** state)
     uint64_t t0 = now_ms();
     for (int i = 0; i < kWrites; i++) {
         fill_payload(src.data(), kLen, 0xA000 + uint64_t(i));
-        iovec iov{src.data(), kLen};
+        iovec iov {src.data(), kLen};
         RmaArgs ra;
         ra.dest = b->addr();
         ra.iov = &iov;
@@ -221,8 +224,7 @@ void test_rma_op_id_wrap(void** state)
 // Atomics, verified against a reference written from the fi_atomic(3)
 // formulas.
 
-template <typename T>
-T ref_apply(AtomicOp op, T cur, T opnd, T cmp)
+template <typename T> T ref_apply(AtomicOp op, T cur, T opnd, T cmp)
 {
     switch (op) {
     case AtomicOp::kMin: return opnd < cur ? opnd : cur;
@@ -241,13 +243,16 @@ T ref_apply(AtomicOp op, T cur, T opnd, T cmp)
     case AtomicOp::kLand: return T(cur && opnd);
     case AtomicOp::kLxor: return T((cur && !opnd) || (!cur && opnd));
     case AtomicOp::kBor:
-        if constexpr (std::is_integral<T>::value) return T(cur | opnd);
+        if constexpr (std::is_integral<T>::value)
+            return T(cur | opnd);
         break;
     case AtomicOp::kBand:
-        if constexpr (std::is_integral<T>::value) return T(cur & opnd);
+        if constexpr (std::is_integral<T>::value)
+            return T(cur & opnd);
         break;
     case AtomicOp::kBxor:
-        if constexpr (std::is_integral<T>::value) return T(cur ^ opnd);
+        if constexpr (std::is_integral<T>::value)
+            return T(cur ^ opnd);
         break;
     case AtomicOp::kRead: return cur;
     case AtomicOp::kWrite: return opnd;
@@ -258,27 +263,56 @@ T ref_apply(AtomicOp op, T cur, T opnd, T cmp)
     case AtomicOp::kCswapGe: return cmp >= cur ? opnd : cur;
     case AtomicOp::kCswapGt: return cmp > cur ? opnd : cur;
     case AtomicOp::kMswap:
-        if constexpr (std::is_integral<T>::value) return T((opnd & cmp) | (cur & ~cmp));
+        if constexpr (std::is_integral<T>::value)
+            return T((opnd & cmp) | (cur & ~cmp));
         break;
     }
     return cur;
 }
 
-template <typename T>
-AtomicType type_of();
-template <> AtomicType type_of<int8_t>() { return AtomicType::kInt8; }
-template <> AtomicType type_of<uint8_t>() { return AtomicType::kUint8; }
-template <> AtomicType type_of<int16_t>() { return AtomicType::kInt16; }
-template <> AtomicType type_of<uint16_t>() { return AtomicType::kUint16; }
-template <> AtomicType type_of<int32_t>() { return AtomicType::kInt32; }
-template <> AtomicType type_of<uint32_t>() { return AtomicType::kUint32; }
-template <> AtomicType type_of<int64_t>() { return AtomicType::kInt64; }
-template <> AtomicType type_of<uint64_t>() { return AtomicType::kUint64; }
-template <> AtomicType type_of<float>() { return AtomicType::kFloat; }
-template <> AtomicType type_of<double>() { return AtomicType::kDouble; }
+template <typename T> AtomicType type_of();
+template <> AtomicType type_of<int8_t>()
+{
+    return AtomicType::kInt8;
+}
+template <> AtomicType type_of<uint8_t>()
+{
+    return AtomicType::kUint8;
+}
+template <> AtomicType type_of<int16_t>()
+{
+    return AtomicType::kInt16;
+}
+template <> AtomicType type_of<uint16_t>()
+{
+    return AtomicType::kUint16;
+}
+template <> AtomicType type_of<int32_t>()
+{
+    return AtomicType::kInt32;
+}
+template <> AtomicType type_of<uint32_t>()
+{
+    return AtomicType::kUint32;
+}
+template <> AtomicType type_of<int64_t>()
+{
+    return AtomicType::kInt64;
+}
+template <> AtomicType type_of<uint64_t>()
+{
+    return AtomicType::kUint64;
+}
+template <> AtomicType type_of<float>()
+{
+    return AtomicType::kFloat;
+}
+template <> AtomicType type_of<double>()
+{
+    return AtomicType::kDouble;
+}
 
-template <typename T>
-T rand_val(Rng& r)
+template <typename T> T rand_val(Rng& r)
 {
     if constexpr (std::is_integral<T>::value) {
         // Mix small values (equalities for compares) and full-range ones.
@@ -323,7 +357,8 @@ void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp 
     aa.flags = kOpCompletion;
     aa.context = ctx(0xA70);
     int rc = a->ep->atomic(aa);
-    CHECK(rc == 0, "atomic %s %s kind %d count %zu: rc %d", to_string(op), to_string(type_of<T>()), int(kind), count, rc);
+    CHECK(rc == 0, "atomic %s %s kind %d count %zu: rc %d", to_string(op), to_string(type_of<T>()), int(kind),
+          count, rc);
     // Operands are copied: scribble.
     std::fill(opnd.begin(), opnd.end(), T(0));
     Completion c = take(p, a, ctx(0xA70), timeout);
@@ -354,10 +389,10 @@ void test_atomics(void** state)
     Rng rng(mix(g_seed, 0xA7));
     AtomicStats st;
     using K = wire::AtomicKind;
-    const AtomicOp arith[] = {AtomicOp::kMin, AtomicOp::kMax, AtomicOp::kSum, AtomicOp::kProd, AtomicOp::kLor,
-                              AtomicOp::kLand, AtomicOp::kBor, AtomicOp::kBand, AtomicOp::kLxor, AtomicOp::kBxor,
-                              AtomicOp::kWrite};
-    const AtomicOp cmps[] = {AtomicOp::kCswap, AtomicOp::kCswapNe, AtomicOp::kCswapLe, AtomicOp::kCswapLt,
+    const AtomicOp arith[] = {AtomicOp::kMin,  AtomicOp::kMax,  AtomicOp::kSum,  AtomicOp::kProd,
+                              AtomicOp::kLor,  AtomicOp::kLand, AtomicOp::kBor,  AtomicOp::kBand,
+                              AtomicOp::kLxor, AtomicOp::kBxor, AtomicOp::kWrite};
+    const AtomicOp cmps[] = {AtomicOp::kCswap,   AtomicOp::kCswapNe, AtomicOp::kCswapLe, AtomicOp::kCswapLt,
                              AtomicOp::kCswapGe, AtomicOp::kCswapGt, AtomicOp::kMswap};
     for (int rep = 0; rep < 2; rep++) {
         for (AtomicOp op : arith) {
@@ -371,8 +406,8 @@ void test_atomics(void** state)
                     atomic_case<uint8_t>(p, a, b, region, key, op, kind, count, rng, t, st);
                 else
                     atomic_case<int64_t>(p, a, b, region, key, op, kind, count, rng, t, st);
-                if (op == AtomicOp::kMin || op == AtomicOp::kMax || op == AtomicOp::kSum || op == AtomicOp::kProd ||
-                    op == AtomicOp::kWrite) {
+                if (op == AtomicOp::kMin || op == AtomicOp::kMax || op == AtomicOp::kSum ||
+                    op == AtomicOp::kProd || op == AtomicOp::kWrite) {
                     atomic_case<float>(p, a, b, region, key, op, kind, count, rng, t, st);
                     atomic_case<double>(p, a, b, region, key, op, kind, count, rng, t, st);
                 }
@@ -599,7 +634,7 @@ void test_protection(void** state)
     for (bool silent : {false, true}) {
         for (const Case& cs : cases) {
             dst = dst0;
-            iovec iov{cs.kind == 'r' ? dst.data() : src.data(), cs.len};
+            iovec iov {cs.kind == 'r' ? dst.data() : src.data(), cs.len};
             uint64_t opnd[2] = {1, 2}, cmpv[2] = {0, 0}, res[2] = {0xEE, 0xEE};
             int rc;
             uint32_t flags = silent ? 0u : uint32_t(kOpCompletion);
@@ -619,8 +654,9 @@ void test_protection(void** state)
                 aa.dest = cs.target->addr();
                 aa.op = cs.kind == 'c' ? AtomicOp::kCswap : AtomicOp::kSum;
                 aa.type = AtomicType::kUint64;
-                aa.kind = cs.kind == 'c' ? wire::AtomicKind::kCompare
-                                         : cs.kind == 'f' ? wire::AtomicKind::kFetch : wire::AtomicKind::kPlain;
+                aa.kind = cs.kind == 'c'   ? wire::AtomicKind::kCompare
+                          : cs.kind == 'f' ? wire::AtomicKind::kFetch
+                                           : wire::AtomicKind::kPlain;
                 aa.operands = opnd;
                 aa.compare = cmpv;
                 aa.result = res;
@@ -648,7 +684,7 @@ void test_protection(void** state)
     CHECK(a->sink.c.empty(), "stray initiator completions");
     // Still usable: a good write and read.
     std::vector<uint8_t> good = payload(5000, 0x600D), back(5000);
-    iovec gi{good.data(), good.size()}, bi{back.data(), back.size()};
+    iovec gi {good.data(), good.size()}, bi {back.data(), back.size()};
     RmaArgs ra;
     ra.dest = b->addr();
     ra.iov = &gi;

@@ -37,7 +37,7 @@ rte_mbuf* make_pkt(uint32_t id)
     const size_t len = wire::kL2L3L4Len + hl + plen;
     uint8_t* f = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
     assert_non_null(f);
-    wire::FrameAddress a{};
+    wire::FrameAddress a {};
     a.src_mac[0] = 2;
     a.dst_mac[0] = 2;
     a.dst_mac[5] = 1;
@@ -142,10 +142,29 @@ void test_parse_spec(void**)
     assert_int_equal(c.seed, 1);
 
     const char* bad[] = {
-        "loss", "loss=", "=0.1", "loss=1.5", "loss=-0.1", "loss=abc", "loss=0.1x", "loss=nan",
-        "loss=inf", "loss=1e5", "loss=0.5e", "foo=1", "loss=0.1,,dup=0.1", "loss=0.1,",
-        ",loss=0.1", "seed=-1", "seed=18446744073709551616", "seed=0x", "seed=12a",
-        "dir=up", "dir=", "dir=RX", "loss=0.1;dup=0.1",
+        "loss",
+        "loss=",
+        "=0.1",
+        "loss=1.5",
+        "loss=-0.1",
+        "loss=abc",
+        "loss=0.1x",
+        "loss=nan",
+        "loss=inf",
+        "loss=1e5",
+        "loss=0.5e",
+        "foo=1",
+        "loss=0.1,,dup=0.1",
+        "loss=0.1,",
+        ",loss=0.1",
+        "seed=-1",
+        "seed=18446744073709551616",
+        "seed=0x",
+        "seed=12a",
+        "dir=up",
+        "dir=",
+        "dir=RX",
+        "loss=0.1;dup=0.1",
         "loss=0.0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001",
     };
     for (const char* s : bad) {
@@ -439,7 +458,7 @@ void test_reorder_copies_external_payload(void**)
     static uint8_t user[3000];
     for (size_t i = 0; i < sizeof user; i++)
         user[i] = static_cast<uint8_t>(i * 7);
-    rte_mbuf_ext_shared_info shinfo{};
+    rte_mbuf_ext_shared_info shinfo {};
     shinfo.free_cb = [](void*, void*) {};
     rte_mbuf* head = make_pkt(9);
     const uint16_t head_len = head->data_len;
@@ -481,7 +500,7 @@ int teardown(void**)
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {

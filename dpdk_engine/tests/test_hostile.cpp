@@ -76,7 +76,7 @@ void on_complete(void* owner, const Completion& c)
 
 Address peer_addr(unsigned i)
 {
-    return Address{htonl(0x0a090001u + i), static_cast<uint16_t>(40000 + i)};  // 10.9.0.x:4000x
+    return Address {htonl(0x0a090001u + i), static_cast<uint16_t>(40000 + i)};  // 10.9.0.x:4000x
 }
 
 // One Engine with endpoints, and the fake peer facing it.
@@ -143,7 +143,7 @@ struct Rig {
 
 std::vector<uint8_t> msg_ext(uint32_t msg_id, uint64_t total)
 {
-    wire::MsgExt x{};
+    wire::MsgExt x {};
     x.msg_id.set(msg_id);
     x.total_len.set(total);
     return fake::bytes_of(x);
@@ -164,7 +164,7 @@ PacketSpec eager(uint32_t stream, uint32_t psn, const std::string& text, bool st
 
 void post(Endpoint* ep, char* buf, size_t len, void* ctx)
 {
-    iovec iov{buf, len};
+    iovec iov {buf, len};
     RecvArgs a;
     a.iov = &iov;
     a.iov_count = 1;
@@ -319,7 +319,7 @@ void test_forged_response(void**)
     Sink sink;
     Endpoint* ep = r.open(&sink);
     static char src[32] = "payload";
-    iovec iov{src, sizeof src};
+    iovec iov {src, sizeof src};
     RmaArgs w = write_to_peer0(&iov, 7);
     w.addr = 0x1000;
     w.flags = kOpCompletion;
@@ -329,7 +329,7 @@ void test_forged_response(void**)
     const uint32_t op_id = r.seen_op_ids[0];
     const uint32_t our_stream = r.seen_streams[0];
 
-    wire::RespExt x{};
+    wire::RespExt x {};
     x.op_id.set(op_id);
     x.status.set(uint32_t(wire::WireStatus::kOk));
     PacketSpec resp;
@@ -383,7 +383,6 @@ void test_malformed(void**)
     r.engine->close_endpoint(ep);
 }
 
-
 // A kMsgPacked frame (the first of a stream) of whole messages `texts`;
 // `stretch` is added to the length of the last record.
 PacketSpec packed(const std::vector<std::string>& texts, int stretch)
@@ -392,11 +391,11 @@ PacketSpec packed(const std::vector<std::string>& texts, int stretch)
     s.type = wire::PacketType::kMsgPacked;
     s.flags = wire::kFlagLast | wire::kFlagStreamStart;
     s.stream = 0x5555;
-    wire::PackExt x{};
+    wire::PackExt x {};
     x.count.set(static_cast<uint16_t>(texts.size()));
     s.ext = fake::bytes_of(x);
     for (size_t i = 0; i < texts.size(); i++) {
-        wire::PackedRecord r{};
+        wire::PackedRecord r {};
         r.len.set(static_cast<uint16_t>(texts[i].size() + (i + 1 == texts.size() ? stretch : 0)));
         r.msg_id.set(static_cast<uint32_t>(i));
         auto h = fake::bytes_of(r);
@@ -454,7 +453,7 @@ void test_forget_peer(void**)
     const Address me = ep->address();
     // Ours toward peer 0, never answered: an RMA write and a message.
     static char src[64] = "pending";
-    iovec iov{src, sizeof src};
+    iovec iov {src, sizeof src};
     assert_int_equal(ep->write(write_to_peer0(&iov, 10)), 0);
     SendArgs snd;
     snd.dest = peer_addr(0);
@@ -536,7 +535,7 @@ uint32_t post_one_write(Rig& r, Endpoint* ep, const char* text, uintptr_t ctx)
     static char src[32];
     snprintf(src, sizeof src, "%s", text);
     static iovec iov;
-    iov = iovec{src, sizeof src};
+    iov = iovec {src, sizeof src};
     RmaArgs w = write_to_peer0(&iov, ctx);
     w.flags = kOpCompletion;
     assert_int_equal(ep->write(w), 0);
@@ -576,7 +575,7 @@ void test_response_timeout(void**)
     assert_int_equal(ep->stats().session_failures, 0);  // the safety net, not the peer timeout
     assert_int_equal(live_sessions(ep), 1);
     // A response arriving after that completes nothing.
-    wire::RespExt x{};
+    wire::RespExt x {};
     x.op_id.set(r.seen_op_ids[0]);
     PacketSpec resp;
     resp.type = wire::PacketType::kRmaWriteResp;
@@ -635,7 +634,7 @@ void test_response_wait_busy_then_dead_peer(void**)
 // A rendezvous announcement of `len` bytes (sender operation `op`).
 PacketSpec rts(uint32_t psn, uint32_t op, uint64_t len)
 {
-    wire::MsgExt x{};
+    wire::MsgExt x {};
     x.msg_id.set(psn);
     x.sender_op.set(op);
     x.total_len.set(len);
@@ -663,13 +662,13 @@ void test_cts_deferred(void**)
     assert_int_equal(r.seen_cts.size(), 0);
     // One of the two operations taken by a write peer 1 never answers.
     static char src[16] = "hold an op";
-    iovec iov{src, sizeof src};
+    iovec iov {src, sizeof src};
     RmaArgs w = write_to_peer0(&iov, 9);
     w.dest = peer_addr(1);
     assert_int_equal(ep->write(w), 0);
     // One multi-receive buffer takes both: one operation for two CTSs.
     static char buf[1024];
-    iovec riov{buf, sizeof buf};
+    iovec riov {buf, sizeof buf};
     RecvArgs a;
     a.iov = &riov;
     a.iov_count = 1;
@@ -693,7 +692,7 @@ void test_cts_deferred(void**)
         const wire::RdvExt& cts = r.seen_cts[i];
         assert_int_equal(cts.len.get(), 100);
         assert_int_equal(cts.sender_op.get(), i == 0 ? 0x100 : 0x200);
-        wire::DataExt x{};
+        wire::DataExt x {};
         x.handle.set(cts.handle.get());
         PacketSpec d;
         d.type = wire::PacketType::kMsgRdvData;
@@ -714,17 +713,16 @@ void test_cts_deferred(void**)
     r.engine->close_endpoint(ep);
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {
     const CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_endpoint),     cmocka_unit_test(test_after_close),
-        cmocka_unit_test(test_unknown_source),  cmocka_unit_test(test_stale_epoch),
-        cmocka_unit_test(test_forged_response), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_packed_malformed),
-        cmocka_unit_test(test_forget_peer),     cmocka_unit_test(test_response_timeout),
-        cmocka_unit_test(test_response_wait_busy_then_dead_peer),
+        cmocka_unit_test(test_no_endpoint),      cmocka_unit_test(test_after_close),
+        cmocka_unit_test(test_unknown_source),   cmocka_unit_test(test_stale_epoch),
+        cmocka_unit_test(test_forged_response),  cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_packed_malformed), cmocka_unit_test(test_forget_peer),
+        cmocka_unit_test(test_response_timeout), cmocka_unit_test(test_response_wait_busy_then_dead_peer),
         cmocka_unit_test(test_cts_deferred),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

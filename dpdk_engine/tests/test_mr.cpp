@@ -18,9 +18,9 @@ extern "C" {
 #include <cmocka.h>
 }
 
-using dpdk_engine::MemoryRegistry;
 using dpdk_engine::kMrRemoteRead;
 using dpdk_engine::kMrRemoteWrite;
+using dpdk_engine::MemoryRegistry;
 using dpdk_engine::wire::WireStatus;
 
 namespace {
@@ -69,7 +69,10 @@ void test_key_uniqueness_100k(void**)
     }
 }
 
-int popcount64(uint64_t x) { return __builtin_popcountll(x); }
+int popcount64(uint64_t x)
+{
+    return __builtin_popcountll(x);
+}
 
 // Keys must look random: not sequential, not a function of the address.
 // Adjacent regions registered one after the other are the worst case for a
@@ -126,7 +129,11 @@ void test_bounds_virt(void**)
     const uint64_t end = start + 64;  // one past the last byte
     uint8_t* out = nullptr;
 
-    struct Case { uint64_t addr; uint64_t len; WireStatus want; };
+    struct Case {
+        uint64_t addr;
+        uint64_t len;
+        WireStatus want;
+    };
     const Case cases[] = {
         {start - 1, 1, WireStatus::kOutOfBounds},
         {start - 1, 0, WireStatus::kOutOfBounds},
@@ -352,21 +359,16 @@ void test_churn_against_model(void**)
     }
 }
 
-} // namespace
+}  // namespace
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_uniqueness_100k),
-        cmocka_unit_test(test_keys_unpredictable),
-        cmocka_unit_test(test_bounds_virt),
-        cmocka_unit_test(test_bounds_offset),
-        cmocka_unit_test(test_virt_vs_offset),
-        cmocka_unit_test(test_access_flags),
-        cmocka_unit_test(test_region_wrap_refused),
-        cmocka_unit_test(test_remove),
-        cmocka_unit_test(test_requested_keys),
-        cmocka_unit_test(test_churn_against_model),
+        cmocka_unit_test(test_key_uniqueness_100k), cmocka_unit_test(test_keys_unpredictable),
+        cmocka_unit_test(test_bounds_virt),         cmocka_unit_test(test_bounds_offset),
+        cmocka_unit_test(test_virt_vs_offset),      cmocka_unit_test(test_access_flags),
+        cmocka_unit_test(test_region_wrap_refused), cmocka_unit_test(test_remove),
+        cmocka_unit_test(test_requested_keys),      cmocka_unit_test(test_churn_against_model),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -44,8 +44,8 @@ uint16_t be16at(const uint8_t* p)
 }
 
 // An ARP frame as a peer would send it.
-std::vector<uint8_t> arp_frame(uint16_t op, const uint8_t* sha, uint32_t spa, const uint8_t* tha,
-                               uint32_t tpa, const uint8_t* eth_dst)
+std::vector<uint8_t> arp_frame(uint16_t op, const uint8_t* sha, uint32_t spa, const uint8_t* tha, uint32_t tpa,
+                               const uint8_t* eth_dst)
 {
     std::vector<uint8_t> f(42, 0);
     memcpy(f.data(), eth_dst, 6);
@@ -106,8 +106,7 @@ std::vector<uint8_t> ping_frame(uint32_t src, uint32_t dst, size_t data_len, siz
 }
 
 // Checks that `r` (n bytes) is the correct reply to ping_frame(...).
-void check_echo_reply(const uint8_t* r, size_t n, const std::vector<uint8_t>& req,
-                      const uint8_t* our_mac)
+void check_echo_reply(const uint8_t* r, size_t n, const std::vector<uint8_t>& req, const uint8_t* our_mac)
 {
     const uint8_t* qip = req.data() + 14;
     const size_t qihl = (qip[0] & 0x0f) * 4u;
@@ -175,10 +174,9 @@ void test_build_arp(void**)
     memset(f, 0xcc, sizeof(f));
     assert_int_equal(build_arp_request(f, kMacA, ip(127, 0, 0, 8), ip(127, 0, 0, 9)), 60);
     const uint8_t want_req[42] = {
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x06,
-        0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01,
-        0x02, 0, 0, 0, 0, 0x0a, 127, 0, 0, 8,
-        0, 0, 0, 0, 0, 0, 127, 0, 0, 9,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0,    0,    0, 0,   0x0a, 0x08, 0x06,
+        0x00, 0x01, 0x08, 0x00, 6,    4,    0x00, 0x01, 0x02, 0, 0,   0,    0,    0x0a,
+        127,  0,    0,    8,    0,    0,    0,    0,    0,    0, 127, 0,    0,    9,
     };
     assert_memory_equal(f, want_req, 42);
     for (size_t i = 42; i < 60; i++)
@@ -189,10 +187,8 @@ void test_build_arp(void**)
     uint8_t r[kMinEthFrameLen];
     assert_int_equal(build_arp_reply(r, req, kMacB, ip(127, 0, 0, 9)), 60);
     const uint8_t want_rep[42] = {
-        0x02, 0, 0, 0, 0, 0x0a, 0x02, 0, 0, 0, 0, 0x0b, 0x08, 0x06,
-        0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02,
-        0x02, 0, 0, 0, 0, 0x0b, 127, 0, 0, 9,
-        0x02, 0, 0, 0, 0, 0x0a, 127, 0, 0, 8,
+        0x02, 0,    0, 0, 0, 0x0a, 0x02, 0,   0, 0, 0, 0x0b, 0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00,
+        0x02, 0x02, 0, 0, 0, 0,    0x0b, 127, 0, 0, 9, 0x02, 0,    0,    0,    0,    0x0a, 127,  0, 0, 8,
     };
     assert_memory_equal(r, want_rep, 42);
 }
@@ -276,8 +272,8 @@ void test_cache_basics(void**)
 void test_cache_eviction_model(void**)
 {
     auto c = std::make_unique<ArpCache>();
-    std::map<uint32_t, uint64_t> model;        // ip -> touched
-    std::map<uint32_t, uint8_t> model_mac;     // ip -> last mac byte
+    std::map<uint32_t, uint64_t> model;     // ip -> touched
+    std::map<uint32_t, uint8_t> model_mac;  // ip -> last mac byte
     std::mt19937 rng(12345);
     uint64_t now = 1;
     for (int step = 0; step < 20000; step++) {
@@ -445,8 +441,8 @@ void test_netif_resolve_and_reply(void**)
     assert_int_equal(n.stats().arp_requests_sent, 2);
 
     // The reply fills the cache.
-    const auto rep = b_to_a(arp_frame(kArpOpReply, kMacB, peer, a.mac().addr_bytes, a.ip_be(),
-                                      a.mac().addr_bytes));
+    const auto rep =
+        b_to_a(arp_frame(kArpOpReply, kMacB, peer, a.mac().addr_bytes, a.ip_be(), a.mac().addr_bytes));
     n.handle_arp(rep.data(), rep.size(), t + 100001);
     assert_int_equal(n.stats().arp_replies_received, 1);
     assert_true(n.resolve(peer, mac, t + 100002));
@@ -532,14 +528,14 @@ void test_netif_no_arp_port(void**)
     assert_memory_equal(mac, kBcast, 6);  // unknown: broadcast
     n.learn(peer, kMacB, 2);
     assert_true(n.resolve(peer, mac, 3));
-    assert_memory_equal(mac, kMacB, 6);  // learned from a transport packet
+    assert_memory_equal(mac, kMacB, 6);     // learned from a transport packet
     n.learn(ip(127, 0, 0, 10), kBcast, 4);  // multicast source: never learned
     assert_false(n.cache().contains(ip(127, 0, 0, 10)));
     assert_int_equal(a_sent().size(), 0);
     assert_int_equal(n.stats().arp_requests_sent, 0);
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {
@@ -551,10 +547,8 @@ int main()
         cmocka_unit_test(test_cache_eviction_model),
     };
     const struct CMUnitTest ring[] = {
-        cmocka_unit_test(test_netif_arp_request_reply),
-        cmocka_unit_test(test_netif_resolve_and_reply),
-        cmocka_unit_test(test_netif_bad_arp),
-        cmocka_unit_test(test_netif_icmp),
+        cmocka_unit_test(test_netif_arp_request_reply), cmocka_unit_test(test_netif_resolve_and_reply),
+        cmocka_unit_test(test_netif_bad_arp),           cmocka_unit_test(test_netif_icmp),
         cmocka_unit_test(test_netif_no_arp_port),
     };
     int failed = cmocka_run_group_tests_name("netif_frames", pure, nullptr, nullptr);

@@ -198,15 +198,13 @@ void test_shared_path(void**)
     rmdir(dir);
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_two_frames),
-        cmocka_unit_test(test_snaplen_truncation),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_pid_expansion),
+        cmocka_unit_test(test_two_frames),  cmocka_unit_test(test_snaplen_truncation),
+        cmocka_unit_test(test_errors),      cmocka_unit_test(test_pid_expansion),
         cmocka_unit_test(test_shared_path),
     };
     return cmocka_run_group_tests_name("pcap", tests, nullptr, nullptr);

@@ -42,7 +42,11 @@ using namespace dpdk_engine;
 
 namespace {
 
-enum class Mode { kKernel, kScripted, kFail };
+enum class Mode {
+    kKernel,
+    kScripted,
+    kFail
+};
 Mode g_mode = Mode::kKernel;
 size_t g_calls = 0;
 uint32_t g_script_next = 0;
@@ -50,21 +54,20 @@ uint32_t g_script_next = 0;
 // stream id (either half) or an MR key from the script is recognisable.
 constexpr uint32_t kScriptMark = 0x5EED0000u;
 
-bool scripted(uint32_t x) { return (x & 0xFFFF0000u) == kScriptMark; }
+bool scripted(uint32_t x)
+{
+    return (x & 0xFFFF0000u) == kScriptMark;
+}
 
-} // namespace
+}  // namespace
 
 extern "C" ssize_t getrandom(void* buf, size_t len, unsigned int flags)
 {
     g_calls++;
     switch (g_mode) {
-    case Mode::kKernel:
-        return syscall(SYS_getrandom, buf, len, flags);
-    case Mode::kFail:
-        errno = ENOSYS;
-        return -1;
-    case Mode::kScripted:
-        break;
+    case Mode::kKernel: return syscall(SYS_getrandom, buf, len, flags);
+    case Mode::kFail: errno = ENOSYS; return -1;
+    case Mode::kScripted: break;
     }
     auto* p = static_cast<uint8_t*>(buf);
     for (size_t i = 0; i + 4 <= len; i += 4) {
@@ -78,7 +81,8 @@ namespace {
 
 unsigned g_ring = 0;
 
-void ignore_completion(void*, const Completion&) {}
+void ignore_completion(void*, const Completion&)
+{ }
 
 // Opens an engine on a ringpair, sends one message from one endpoint to
 // `n` different peers (one new session each) and returns the stream id of
@@ -101,10 +105,10 @@ std::vector<uint32_t> stream_ids_of_new_sessions(unsigned n)
     std::vector<uint32_t> ids;
     std::set<uint32_t> dests;
     static char byte = 'x';
-    iovec iov{&byte, 1};
+    iovec iov {&byte, 1};
     for (unsigned i = 0; i < n; i++) {
         SendArgs s;
-        s.dest = Address{htonl(0x0a0a0000u + i + 1), static_cast<uint16_t>(30000 + i)};
+        s.dest = Address {htonl(0x0a0a0000u + i + 1), static_cast<uint16_t>(30000 + i)};
         s.iov = &iov;
         s.iov_count = 1;
         assert_int_equal(ep->send(s), 0);
@@ -204,7 +208,7 @@ void test_urandom_fallback(void**)
     g_mode = Mode::kKernel;
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {

@@ -20,8 +20,8 @@ using dpdk_engine::RttEstimator;
 
 namespace {
 
-constexpr uint32_t kMin = 1000;        // 1 ms
-constexpr uint32_t kMax = 60000000;    // 60 s
+constexpr uint32_t kMin = 1000;      // 1 ms
+constexpr uint32_t kMax = 60000000;  // 60 s
 
 void test_initial(void**)
 {
@@ -185,7 +185,7 @@ void test_sample_after_backoff(void**)
     assert_int_equal(f.rto_us(), 300000);
 }
 
-} // namespace
+}  // namespace
 
 int main(void)
 {

@@ -35,16 +35,36 @@ constexpr size_t kSlice = 1500;       // each peer's share of the hub's RMA regi
 constexpr size_t kReplyMax = 2048;
 
 // Context of a completion: what it is and for which peer.
-enum Kind : uintptr_t { kSend0 = 1, kSend1, kWrite, kRead, kReply, kHubRecv, kHubSend };
+enum Kind : uintptr_t {
+    kSend0 = 1,
+    kSend1,
+    kWrite,
+    kRead,
+    kReply,
+    kHubRecv,
+    kHubSend
+};
 void* tag_ctx(Kind k, size_t peer, unsigned sub = 0)
 {
     return ctx((uintptr_t(k) << 40) | (uintptr_t(peer) << 8) | sub);
 }
-Kind ctx_kind(const void* c) { return Kind(uintptr_t(c) >> 40); }
-size_t ctx_peer(const void* c) { return (uintptr_t(c) >> 8) & 0xffffffff; }
-unsigned ctx_sub(const void* c) { return unsigned(uintptr_t(c) & 0xff); }
+Kind ctx_kind(const void* c)
+{
+    return Kind(uintptr_t(c) >> 40);
+}
+size_t ctx_peer(const void* c)
+{
+    return (uintptr_t(c) >> 8) & 0xffffffff;
+}
+unsigned ctx_sub(const void* c)
+{
+    return unsigned(uintptr_t(c) & 0xff);
+}
 
-uint64_t stamp(size_t peer, unsigned what) { return mix(peer, what, 0x5e55); }
+uint64_t stamp(size_t peer, unsigned what)
+{
+    return mix(peer, what, 0x5e55);
+}
 
 // Sizes of peer i's two messages to the hub: one packet; then 2 KiB..24 KiB,
 // so some go eager in several packets and some through the rendezvous
@@ -54,7 +74,10 @@ size_t msg_len(size_t peer, unsigned k)
     uint64_t r = mix(g_seed, peer, k);
     return k == 0 ? 1 + r % 1400 : 2048 + r % (22 * 1024);
 }
-size_t reply_len(size_t peer) { return 1 + mix(g_seed, peer, 7) % kReplyMax; }
+size_t reply_len(size_t peer)
+{
+    return 1 + mix(g_seed, peer, 7) % kReplyMax;
+}
 
 // An RMA write or read of one local buffer at `remote` in target's memory.
 RmaArgs rma_args(Ep* target, const iovec* iov, uint8_t* remote, uint64_t key, void* context)
@@ -106,12 +129,14 @@ void check_pool_idle(Pair& p, uint64_t timeout_ms)
         timeout_ms);
     for (int side = 0; side < 2; side++) {
         WindowStats w = p.e[side]->window_stats();
-        CHECK(idle, "engine %d: %u send and %u receive blocks still lent, %u sessions waiting, after %" PRIu64
-              " ms of quiet", side, w.tx_in_use, w.rx_in_use, w.tx_waiting, timeout_ms);
+        CHECK(idle,
+              "engine %d: %u send and %u receive blocks still lent, %u sessions waiting, after %" PRIu64
+              " ms of quiet",
+              side, w.tx_in_use, w.rx_in_use, w.tx_waiting, timeout_ms);
     }
 }
 
-} // namespace
+}  // namespace
 
 void test_idle_session(void** state)
 {
@@ -128,7 +153,7 @@ void test_idle_session(void** state)
     CHECK(post_recv(a, rback.data(), rback.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
     CHECK(send_msg(a, b, big.data(), big.size(), kOpCompletion, 0, 0, ctx(3)) == 0, "send");
     CHECK(send_msg(b, a, back.data(), back.size(), kOpCompletion, 0, 0, ctx(4)) == 0, "send");
-    iovec iov{src.data(), src.size()};
+    iovec iov {src.data(), src.size()};
     CHECK(a->ep->write(rma_args(b, &iov, region.data(), key, ctx(5))) == 0, "write");
     const uint64_t t = op_timeout(state);
     CHECK_STATUS(take(p, b, ctx(1), t), OpStatus::kOk);
@@ -178,7 +203,8 @@ void many_peers(void** state, uint32_t hub_cap)
         for (unsigned k = 0; k < 2; k++) {
             std::vector<uint8_t>& buf = hub_bufs[i * 2 + k];
             buf.assign(msg_len(i, k) + 64, 0);
-            CHECK(post_recv(hub, buf.data(), buf.size(), kOpTagged | kOpCompletion, (i << 1) | k, 0, tag_ctx(kHubRecv, i, k)) == 0,
+            CHECK(post_recv(hub, buf.data(), buf.size(), kOpTagged | kOpCompletion, (i << 1) | k, 0,
+                            tag_ctx(kHubRecv, i, k)) == 0,
                   "hub recv %zu/%u", i, k);
         }
     // Peers: a receive for the hub's reply, two messages, a write into
@@ -192,16 +218,17 @@ void many_peers(void** state, uint32_t hub_cap)
         PeerBufs& b = pb[i];
         b.reply.assign(kReplyMax, 0);
         const Address hub_addr = hub->addr();
-        CHECK(post_recv(peers[i], b.reply.data(), b.reply.size(), kOpTagged | kOpCompletion, i, 0, tag_ctx(kReply, i), &hub_addr) == 0,
+        CHECK(post_recv(peers[i], b.reply.data(), b.reply.size(), kOpTagged | kOpCompletion, i, 0,
+                        tag_ctx(kReply, i), &hub_addr) == 0,
               "peer recv");
         for (unsigned k = 0; k < 2; k++) {
             b.msg[k] = payload(msg_len(i, k), stamp(i, k));
-            CHECK(send_msg(peers[i], hub, b.msg[k].data(), b.msg[k].size(), kOpTagged | kOpCompletion, (i << 1) | k, 0,
-                           tag_ctx(k ? kSend1 : kSend0, i)) == 0,
+            CHECK(send_msg(peers[i], hub, b.msg[k].data(), b.msg[k].size(), kOpTagged | kOpCompletion,
+                           (i << 1) | k, 0, tag_ctx(k ? kSend1 : kSend0, i)) == 0,
                   "peer %zu send %u", i, k);
         }
         b.slice = payload(kSlice, stamp(i, 2));
-        iovec iov{b.slice.data(), kSlice};
+        iovec iov {b.slice.data(), kSlice};
         CHECK(peers[i]->ep->write(rma_args(hub, &iov, region.data() + i * kSlice, key, tag_ctx(kWrite, i))) == 0,
               "peer %zu write", i);
     }
@@ -231,8 +258,8 @@ void many_peers(void** state, uint32_t hub_cap)
                   i, k);
             if (++hub_got[i] == 2) {
                 replies[i] = payload(reply_len(i), stamp(i, 3));
-                CHECK(send_msg(hub, peers[i], replies[i].data(), replies[i].size(), kOpTagged | kOpCompletion, i, 0,
-                               tag_ctx(kHubSend, i)) == 0,
+                CHECK(send_msg(hub, peers[i], replies[i].data(), replies[i].size(), kOpTagged | kOpCompletion, i,
+                               0, tag_ctx(kHubSend, i)) == 0,
                       "hub reply %zu", i);
             }
             break;
@@ -240,22 +267,19 @@ void many_peers(void** state, uint32_t hub_cap)
         case kWrite: {
             PeerBufs& b = pb[i];
             b.readback.assign(kSlice, 0);
-            iovec iov{b.readback.data(), kSlice};
+            iovec iov {b.readback.data(), kSlice};
             CHECK(peers[i]->ep->read(rma_args(hub, &iov, region.data() + i * kSlice, key, tag_ctx(kRead, i))) == 0,
                   "peer %zu read", i);
             break;
         }
-        case kRead:
-            CHECK(pb[i].readback == pb[i].slice, "peer %zu read back other bytes than it wrote", i);
-            break;
+        case kRead: CHECK(pb[i].readback == pb[i].slice, "peer %zu read back other bytes than it wrote", i); break;
         case kReply:
             CHECK(c.len == reply_len(i) && mcmp(pb[i].reply.data(), replies[i].data(), c.len) == 0,
                   "peer %zu: reply differs (len %zu)", i, c.len);
             break;
         case kSend0:
         case kSend1:
-        case kHubSend:
-            break;
+        case kHubSend: break;
         }
     };
     auto poll = [&] {
@@ -274,7 +298,8 @@ void many_peers(void** state, uint32_t hub_cap)
     CHECK(ok, "%zu of %zu completions within %" PRIu64 " ms", done, expected, limit);
     const uint64_t elapsed = now_ms() - t0;
     for (size_t i = 0; i < kPeers; i++)
-        CHECK(mcmp(region.data() + i * kSlice, pb[i].slice.data(), kSlice) == 0, "peer %zu: region slice differs", i);
+        CHECK(mcmp(region.data() + i * kSlice, pb[i].slice.data(), kSlice) == 0, "peer %zu: region slice differs",
+              i);
 
     // Quiet: no late duplicates, and every block goes back to its pool.
     check_pool_idle(p, 10000);
@@ -286,8 +311,8 @@ void many_peers(void** state, uint32_t hub_cap)
     for (int side = 0; side < 2; side++) {
         const uint32_t cap = side == 0 ? hub_cap : kBlocksMax;
         CHECK(w[side].tx_blocks <= cap && w[side].rx_blocks <= cap,
-              "engine %d grew to %u send and %u receive blocks, cap %u", side, w[side].tx_blocks, w[side].rx_blocks,
-              cap);
+              "engine %d grew to %u send and %u receive blocks, cap %u", side, w[side].tx_blocks,
+              w[side].rx_blocks, cap);
         CHECK(w[side].tx_peak <= cap && w[side].rx_peak <= cap, "engine %d lent past the cap", side);
     }
     // 1000 sessions posted at once on the peers' engine and 8 send blocks:
@@ -322,7 +347,8 @@ void test_close_while_waiting(void** state)
         CHECK(send_msg(closing, to, msg.data(), msg.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
     CHECK(send_msg(other, peers[0], msg.data(), msg.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "send");
     WindowStats w = p.e[0]->window_stats();
-    CHECK(w.tx_in_use == 1 && w.tx_waiting == 3, "%u lent, %u waiting: expected 1 and 3", w.tx_in_use, w.tx_waiting);
+    CHECK(w.tx_in_use == 1 && w.tx_waiting == 3, "%u lent, %u waiting: expected 1 and 3", w.tx_in_use,
+          w.tx_waiting);
     p.e[0]->close_endpoint(closing->ep);
     closing->ep = nullptr;
     // The window went straight to the other endpoint's session.
@@ -335,8 +361,14 @@ void test_close_while_waiting(void** state)
     check_pool_idle(p, 5000);
 }
 
-void test_many_peers(void** state) { many_peers(state, kBlocksMax); }
-void test_many_peers_tight(void** state) { many_peers(state, kBlocksTight); }
+void test_many_peers(void** state)
+{
+    many_peers(state, kBlocksMax);
+}
+void test_many_peers_tight(void** state)
+{
+    many_peers(state, kBlocksTight);
+}
 
 const Entry kTests[] = {
     {"idle_session", test_idle_session, kClean},
@@ -345,9 +377,12 @@ const Entry kTests[] = {
     {"many_peers_tight", test_many_peers_tight, kAll},
 };
 
-int noop(void**) { return 0; }
+int noop(void**)
+{
+    return 0;
+}
 
-} // namespace engine_test
+}  // namespace engine_test
 
 using namespace engine_test;
 
@@ -355,7 +390,7 @@ int main(int argc, char** argv)
 {
     // A kernel UDP socket reserves each endpoint's port: 1001 endpoints need
     // more descriptors than the usual soft limit of 1024.
-    rlimit rl{};
+    rlimit rl {};
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
         rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
         setrlimit(RLIMIT_NOFILE, &rl);

@@ -145,8 +145,7 @@ void test_extension_len(void**)
     assert_int_equal(extension_len(PacketType::kAtomicResp), 16);
     assert_int_equal(extension_len(PacketType::kMsgPacked), 8);
     for (int t = 1; t <= kMaxPacketType; t++)
-        assert_true(sizeof(TransportHeader) + extension_len(static_cast<PacketType>(t)) <=
-                    kMaxTransportHeaderLen);
+        assert_true(sizeof(TransportHeader) + extension_len(static_cast<PacketType>(t)) <= kMaxTransportHeaderLen);
 }
 
 void test_build_layout(void**)
@@ -582,7 +581,7 @@ void test_split_frames(void**)
     auto f = build(PacketType::kRmaWrite, 4000, kFlagLast | kFlagPayloadCrc);
     for (size_t n = 0; n < kL2L3L4Len + sizeof(TransportHeader) + kMinSplitPayload; n += 7)
         assert_int_equal(split_point(f.data(), n), 0);
-    for (size_t at : {size_t{12}, kEthHeaderLen, kEthHeaderLen + 9, kL2L3L4Len, kL2L3L4Len + 2}) {
+    for (size_t at : {size_t {12}, kEthHeaderLen, kEthHeaderLen + 9, kL2L3L4Len, kL2L3L4Len + 2}) {
         auto g = f;
         g[at] ^= 0x40;  // EtherType, IP version/IHL, protocol, magic, version
         assert_int_equal(split_point(g.data(), g.size()), 0);
@@ -601,7 +600,7 @@ void test_every_truncation_rejected(void**)
     }
 }
 
-} // namespace
+}  // namespace
 
 // A kMsgPacked frame of records with these message lengths (and optional
 // raw bytes appended after the last record).
@@ -645,17 +644,17 @@ void test_packed_records(void**)
     assert_int_equal(parse(build_packed(many, kMaxPackedRecords)), ParseResult::kOk);
     many.push_back(2);
     assert_int_equal(parse(build_packed(many, kMaxPackedRecords + 1)), ParseResult::kBadRecord);
-    assert_int_equal(parse(build_packed({8, 8}, 0)), ParseResult::kBadRecord);       // no record
-    assert_int_equal(parse(build_packed({8, 8}, 1)), ParseResult::kBadRecord);       // bytes left over
-    assert_int_equal(parse(build_packed({8, 8}, 3)), ParseResult::kBadRecord);       // a record missing
-    assert_int_equal(parse(build_packed({8, 8}, 2, 1)), ParseResult::kBadRecord);    // one trailing byte
-    assert_int_equal(parse(build_packed({8, 8}, 2, 23)), ParseResult::kBadRecord);   // a partial header
+    assert_int_equal(parse(build_packed({8, 8}, 0)), ParseResult::kBadRecord);             // no record
+    assert_int_equal(parse(build_packed({8, 8}, 1)), ParseResult::kBadRecord);             // bytes left over
+    assert_int_equal(parse(build_packed({8, 8}, 3)), ParseResult::kBadRecord);             // a record missing
+    assert_int_equal(parse(build_packed({8, 8}, 2, 1)), ParseResult::kBadRecord);          // one trailing byte
+    assert_int_equal(parse(build_packed({8, 8}, 2, 23)), ParseResult::kBadRecord);         // a partial header
     assert_int_equal(parse(build_packed({8}, 1, 0, kFlagLast)), ParseResult::kBadRecord);  // unknown flag
-    assert_int_equal(parse(build_packed({}, 1)), ParseResult::kBadRecord);           // empty payload
+    assert_int_equal(parse(build_packed({}, 1)), ParseResult::kBadRecord);                 // empty payload
     // A record longer than what is left of the frame, by one byte.
     auto f = build_packed({8, 8}, 2);
-    auto* r = reinterpret_cast<PackedRecord*>(f.data() + kL2L3L4Len + sizeof(TransportHeader) +
-                                              sizeof(PackExt) + sizeof(PackedRecord) + 8);
+    auto* r = reinterpret_cast<PackedRecord*>(f.data() + kL2L3L4Len + sizeof(TransportHeader) + sizeof(PackExt) +
+                                              sizeof(PackedRecord) + 8);
     r->len.set(9);
     reseal(f);
     assert_int_equal(parse(f), ParseResult::kBadRecord);

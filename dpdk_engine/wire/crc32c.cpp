@@ -121,11 +121,11 @@ struct ShiftConstants {
 
 constexpr ShiftConstants make_shift_constants()
 {
-    ShiftConstants t{};
+    ShiftConstants t {};
     uint32_t r = 1u;  // x^31: reflected bit 0
     t.k[0] = 0;       // unused: lane C is never empty
     for (size_t s = 1; s <= kSingleBlockWords; s++) {
-        t.k[s] = r;  // x^(64 s - 33)
+        t.k[s] = r;                   // x^(64 s - 33)
         for (int i = 0; i < 64; i++)  // times x^64
             r = (r >> 1) ^ (kCrc32cPolyReflected & (0u - (r & 1u)));
     }
@@ -135,11 +135,13 @@ constexpr ShiftConstants kShift = make_shift_constants();
 static_assert(kShift.k[1] == 1u, "x^31 is reflected bit 0");
 // x^32 mod P is the polynomial without its top term: a check that the
 // table's recurrence and the reflected polynomial agree.
-static_assert([] {
-    uint32_t r = 1u;  // x^31
-    r = (r >> 1) ^ (kCrc32cPolyReflected & (0u - (r & 1u)));
-    return r == kCrc32cPolyReflected;
-}(), "x^32 = P - x^32");
+static_assert(
+    [] {
+        uint32_t r = 1u;  // x^31
+        r = (r >> 1) ^ (kCrc32cPolyReflected & (0u - (r & 1u)));
+        return r == kCrc32cPolyReflected;
+    }(),
+    "x^32 = P - x^32");
 
 // Code using pclmulqdq carries this attribute and runs only after the CPU
 // check. Code needing only the crc32 instruction takes
@@ -190,8 +192,9 @@ DPDK_ENGINE_CRC_SSE42 inline uint64_t crc_words_sequential(uint64_t crc, const u
 // The end of a block: a and b, the registers after lanes A and B, times
 // x^(64 (lb + lc)) and x^(64 lc), folded into lane C's last word `last`,
 // which crc32 then takes from c, C's register before that word.
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t
-crc_combine(uint64_t a, uint64_t b, uint64_t c, uint64_t last, size_t lb, size_t lc)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t crc_combine(uint64_t a, uint64_t b,
+                                                                                  uint64_t c, uint64_t last,
+                                                                                  size_t lb, size_t lc)
 {
     const __m128i ka = _mm_cvtsi32_si128(static_cast<int>(kShift.k[lb + lc]));
     const __m128i kb = _mm_cvtsi32_si128(static_cast<int>(kShift.k[lc]));
@@ -203,8 +206,8 @@ crc_combine(uint64_t a, uint64_t b, uint64_t c, uint64_t last, size_t lb, size_t
 
 // One block of three lanes of la, lb, lc words (la <= lb < lc, lb + lc <=
 // kSingleBlockWords): the register after the block.
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t
-crc_lanes(uint64_t crc, const uint8_t* p, size_t la, size_t lb, size_t lc)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t crc_lanes(uint64_t crc, const uint8_t* p,
+                                                                                size_t la, size_t lb, size_t lc)
 {
     const uint8_t* pa = p;
     const uint8_t* pb = p + 8 * la;
@@ -228,8 +231,9 @@ crc_lanes(uint64_t crc, const uint8_t* p, size_t la, size_t lb, size_t lc)
 // 8..11 words (64..95 bytes): the incoming register is lane A (with no
 // words of its own), lane B 2 words, lane C the rest, in straight-line code:
 // at this size loops with varying trip counts cost more than the work.
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t
-crc_small_block(uint64_t crc, const uint8_t* p, size_t words)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t crc_small_block(uint64_t crc,
+                                                                                      const uint8_t* p,
+                                                                                      size_t words)
 {
     uint64_t b = _mm_crc32_u64(0, load_u64(p));
     b = _mm_crc32_u64(b, load_u64(p + 8));
@@ -252,8 +256,9 @@ crc_small_block(uint64_t crc, const uint8_t* p, size_t words)
 // (then the incoming chain itself is lane A). C's last word waits
 // kCombineWords for the shifted A and B.
 template <size_t kLag>
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t
-crc_last_block(uint64_t crc, const uint8_t* p, size_t words)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t crc_last_block(uint64_t crc,
+                                                                                     const uint8_t* p,
+                                                                                     size_t words)
 {
     // (32-bit division by a constant: one multiply.)
     size_t lb = static_cast<uint32_t>(words + kLag - kCombineWords) / 3u;
@@ -268,8 +273,7 @@ crc_last_block(uint64_t crc, const uint8_t* p, size_t words)
 // Ranges over kSingleBlockWords (~3 KiB): blocks of 3 x kMaxLaneWords, or
 // two halves when less than two such remain, then the last block. Out of
 // line, so that the common short case needs fewer registers.
-DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint64_t
-crc_big(uint64_t crc, const uint8_t* p, size_t words)
+DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint64_t crc_big(uint64_t crc, const uint8_t* p, size_t words)
 {
     do {
         const size_t block = words >= 6 * kMaxLaneWords ? 3 * kMaxLaneWords : words / 2;
@@ -284,8 +288,8 @@ crc_big(uint64_t crc, const uint8_t* p, size_t words)
 
 // `words` (>= kMinParallelWords) whole words from p; kLag as above.
 template <size_t kLag>
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t
-crc_words(uint64_t crc, const uint8_t* p, size_t words)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint64_t crc_words(uint64_t crc, const uint8_t* p,
+                                                                                size_t words)
 {
     if (__builtin_expect(words > kSingleBlockWords, 0))
         return crc_big(crc, p, words);
@@ -295,8 +299,8 @@ crc_words(uint64_t crc, const uint8_t* p, size_t words)
 // crc_update for len >= kMinParallelBytes on the fast path. The incoming
 // register is early (a constant or a previous result): lag 1 only evens out
 // the head bytes.
-DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t
-crc_update_long(uint32_t reg, const uint8_t* p, size_t len)
+DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t crc_update_long(uint32_t reg, const uint8_t* p,
+                                                                          size_t len)
 {
     const uint64_t crc = crc_head_bytes(reg, p, len);
     const size_t words = len / 8;
@@ -341,7 +345,7 @@ DPDK_ENGINE_CRC_SSE42 inline uint32_t crc_update_short(uint32_t reg, const uint8
 // x^n mod P in the reflected 32-bit form (bit 31 is x^0).
 constexpr uint32_t xpow_mod_p(size_t n)
 {
-    uint32_t r = 0x80000000u;  // x^0
+    uint32_t r = 0x80000000u;       // x^0
     for (size_t i = 0; i < n; i++)  // times x: x^31 (bit 0) wraps to x^32 = P - x^32
         r = (r >> 1) ^ (kCrc32cPolyReflected & (0u - (r & 1u)));
     return r;
@@ -357,15 +361,15 @@ struct FoldConstants {
 
 constexpr FoldConstants fold_by_bits(size_t d)
 {
-    return FoldConstants{xpow_mod_p(d + 31), xpow_mod_p(d - 33)};
+    return FoldConstants {xpow_mod_p(d + 31), xpow_mod_p(d - 33)};
 }
 // Cross-checks against the 3-stream path's table, which shifts a 32-bit
 // register by whole words: K = x^(64 s - 33).
 static_assert(fold_by_bits(128).for_high_qword == kShift.k[2], "x^95");
 static_assert(fold_by_bits(64 * 100).for_high_qword == kShift.k[100], "x^6367");
 
-constexpr size_t kFold128Lanes = 8;        // 128 bytes in flight: 8 x (4-7 cycle) chains
-constexpr size_t kFold512Lanes = 4;        // 256 bytes in flight
+constexpr size_t kFold128Lanes = 8;  // 128 bytes in flight: 8 x (4-7 cycle) chains
+constexpr size_t kFold512Lanes = 4;  // 256 bytes in flight
 constexpr FoldConstants kFold16 = fold_by_bits(128);
 constexpr FoldConstants kFold64 = fold_by_bits(512);
 constexpr FoldConstants kFold128Stride = fold_by_bits(128 * kFold128Lanes);
@@ -374,18 +378,16 @@ constexpr FoldConstants kFold512Stride = fold_by_bits(512 * kFold512Lanes);
 // The lane loops must be unrolled so that the lanes live in registers (GCC
 // -O2 does not unroll them: the lanes then go through the stack and every
 // fold waits for a store).
-#define DPDK_ENGINE_CRC_UNROLL _Pragma("GCC unroll 8")
+#define DPDK_ENGINE_CRC_UNROLL     _Pragma("GCC unroll 8")
 #define DPDK_ENGINE_CRC_TARGET_512 __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
 
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline __m128i
-fold_constants_128(const FoldConstants& k)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline __m128i fold_constants_128(const FoldConstants& k)
 {
     return _mm_set_epi64x(static_cast<long long>(k.for_high_qword), static_cast<long long>(k.for_low_qword));
 }
 
 // x * x^D (k holds fold_by_bits(D)) xor `next`, the chunk D bits on.
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline __m128i
-fold_128(__m128i x, __m128i k, __m128i next)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline __m128i fold_128(__m128i x, __m128i k, __m128i next)
 {
     const __m128i h = _mm_clmulepi64_si128(x, k, 0x00);
     const __m128i l = _mm_clmulepi64_si128(x, k, 0x11);
@@ -400,8 +402,8 @@ inline __m128i load_128(const uint8_t* p)
 // The end of every folding range: acc is the chunk just before p; the
 // remaining len bytes are folded in 16 at a time, then the register is
 // crc(0, acc) and the last < 16 bytes go through crc32.
-DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint32_t
-fold_finish(__m128i acc, const uint8_t* p, size_t len)
+DPDK_ENGINE_CRC_TARGET __attribute__((always_inline)) inline uint32_t fold_finish(__m128i acc, const uint8_t* p,
+                                                                                  size_t len)
 {
     const __m128i k16 = fold_constants_128(kFold16);
     for (; len >= 16; p += 16, len -= 16)
@@ -409,12 +411,11 @@ fold_finish(__m128i acc, const uint8_t* p, size_t len)
     uint64_t crc = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(acc)));
     crc = _mm_crc32_u64(crc, static_cast<uint64_t>(_mm_extract_epi64(acc, 1)));
     crc = crc_words_sequential(crc, p, len / 8);
-    return static_cast<uint32_t>(crc_head_bytes(crc, p + (len & ~size_t{7}), len & 7));
+    return static_cast<uint32_t>(crc_head_bytes(crc, p + (len & ~size_t {7}), len & 7));
 }
 
 // len >= 16 * kFold128Lanes.
-DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t
-crc_fold_128(uint32_t reg, const uint8_t* p, size_t len)
+DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t crc_fold_128(uint32_t reg, const uint8_t* p, size_t len)
 {
     __m128i x[kFold128Lanes];
     DPDK_ENGINE_CRC_UNROLL
@@ -438,16 +439,15 @@ crc_fold_128(uint32_t reg, const uint8_t* p, size_t len)
     return fold_finish(acc, p, len);
 }
 
-DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i
-fold_512(__m512i x, __m512i k, __m512i next)
+DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i fold_512(__m512i x, __m512i k,
+                                                                                  __m512i next)
 {
     const __m512i h = _mm512_clmulepi64_epi128(x, k, 0x00);
     const __m512i l = _mm512_clmulepi64_epi128(x, k, 0x11);
     return _mm512_ternarylogic_epi64(h, l, next, 0x96);  // h ^ l ^ next
 }
 
-DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i
-fold_constants_512(const FoldConstants& k)
+DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i fold_constants_512(const FoldConstants& k)
 {
     // Here and below the zero-masked forms with every lane selected: GCC
     // 12's plain ones (and its cast to __m128i) start from an undefined
@@ -461,8 +461,8 @@ fold_constants_512(const FoldConstants& k)
 // bytes loaded are also stored to `dst` (the same offset), so a receiver
 // checks a payload in the pass that copies it out (crc_copy).
 template <bool kCopy>
-DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i
-load_512(const uint8_t* p, uint8_t* dst, size_t at)
+DPDK_ENGINE_CRC_TARGET_512 __attribute__((always_inline)) inline __m512i load_512(const uint8_t* p, uint8_t* dst,
+                                                                                  size_t at)
 {
     const __m512i v = _mm512_loadu_si512(p + at);
     if constexpr (kCopy)
@@ -471,8 +471,8 @@ load_512(const uint8_t* p, uint8_t* dst, size_t at)
 }
 
 template <bool kCopy>
-DPDK_ENGINE_CRC_TARGET_512 __attribute__((noinline)) uint32_t
-crc_fold_512(uint32_t reg, const uint8_t* p, size_t len, uint8_t* dst)
+DPDK_ENGINE_CRC_TARGET_512 __attribute__((noinline)) uint32_t crc_fold_512(uint32_t reg, const uint8_t* p,
+                                                                           size_t len, uint8_t* dst)
 {
     __m512i x[kFold512Lanes];
     DPDK_ENGINE_CRC_UNROLL
@@ -521,7 +521,7 @@ inline uint32_t crc_fold(CrcPath path, uint32_t reg, const uint8_t* p, size_t le
         return crc_fold_512<false>(reg, p, len, nullptr);
     return crc_fold_128(reg, p, len);
 }
-#endif // DPDK_ENGINE_CRC_X86
+#endif  // DPDK_ENGINE_CRC_X86
 
 // The most capable path this CPU (and build) can run.
 CrcPath capable_crc_path()
@@ -558,7 +558,7 @@ CrcPath preferred_crc_path()
 // test hooks below.
 CrcPath g_crc_path = preferred_crc_path();
 
-} // namespace
+}  // namespace
 
 uint32_t crc_update(uint32_t reg, const uint8_t* p, size_t len)
 {
@@ -602,8 +602,7 @@ inline uint32_t packet_crc_portable(const uint8_t* th, size_t total)
 #if defined(DPDK_ENGINE_CRC_X86)
 // The same on the fast path, in one call: ports and header (52 bytes, 7
 // crc32 steps in one chain) seed lane A of the extension and payload.
-DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t
-packet_crc_fast(const uint8_t* th, size_t total)
+DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t packet_crc_fast(const uint8_t* th, size_t total)
 {
     static_assert(kCrcOffset + 4 == 6 * 8, "the crc field is the upper half of word 5");
     constexpr size_t kHeaderSteps = 7;
@@ -633,7 +632,7 @@ packet_crc_fast(const uint8_t* th, size_t total)
 }
 #endif
 
-} // namespace
+}  // namespace
 
 uint32_t packet_crc(const uint8_t* th, size_t total)
 {
@@ -680,5 +679,5 @@ uint32_t crc32c(const void* data, size_t len, uint32_t init)
     return crc_update(init, static_cast<const uint8_t*>(data), len) ^ 0xffffffffu;
 }
 
-} // namespace wire
-} // namespace dpdk_engine
+}  // namespace wire
+}  // namespace dpdk_engine

@@ -1,7 +1,7 @@
 // CRC32C entry points the wire code uses (the definition of the CRC, and the
 // public wire::crc32c(), are in wire.h). Engine-internal.
-#ifndef DPDK_ENGINE_CRC32C_H
-#define DPDK_ENGINE_CRC32C_H
+#ifndef DPDK_ENGINE_WIRE_CRC32C_H
+#define DPDK_ENGINE_WIRE_CRC32C_H
 
 #include <cstddef>
 #include <cstdint>
@@ -51,7 +51,7 @@ bool crc_force_path_for_testing(CrcPath path);
 // false: back to the path chosen at load time.
 void crc_force_portable_for_testing(bool portable);
 
-} // namespace wire
-} // namespace dpdk_engine
+}  // namespace wire
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_WIRE_CRC32C_H

@@ -21,7 +21,7 @@ constexpr uint16_t kEtherTypeArp = 0x0806;
 constexpr uint8_t kIpProtoIcmp = 1;
 constexpr uint8_t kIpProtoUdp = 17;
 constexpr uint8_t kIcmpEchoRequest = 8;
-constexpr size_t kArpLen = 28;           // Ethernet/IPv4 ARP body
+constexpr size_t kArpLen = 28;  // Ethernet/IPv4 ARP body
 constexpr size_t kIcmpHeaderLen = 8;
 
 inline uint16_t load_be16(const uint8_t* p)
@@ -36,8 +36,8 @@ inline void store_be16(uint8_t* p, uint16_t v)
 }
 
 // Fills the addressing fields every non-error result promises.
-inline void set_addressing(ParsedPacket* out, const uint8_t* frame, uint32_t src_ip_be,
-                           uint32_t dst_ip_be, uint16_t src_port, uint16_t dst_port)
+inline void set_addressing(ParsedPacket* out, const uint8_t* frame, uint32_t src_ip_be, uint32_t dst_ip_be,
+                           uint16_t src_port, uint16_t dst_port)
 {
     memcpy(out->src_mac, frame + 6, 6);
     out->src_ip_be = src_ip_be;
@@ -68,7 +68,7 @@ bool packed_records_fit(const PackExt* x, const uint8_t* payload, size_t len)
     return at == len;
 }
 
-} // namespace
+}  // namespace
 
 const char* to_string(PacketType t)
 {
@@ -152,7 +152,7 @@ const be32* payload_crc_of(PacketType t, const uint8_t* ext)
     return payload_crc_of(t, const_cast<uint8_t*>(ext));
 }
 
-} // namespace
+}  // namespace
 
 size_t extension_len(PacketType t)
 {
@@ -205,7 +205,7 @@ uint16_t internet_checksum(const void* data, size_t len, uint32_t sum)
     while (acc >> 16)
         acc = (acc & 0xffff) + (acc >> 16);
     uint16_t host_sum = static_cast<uint16_t>(acc);
-    uint64_t total = load_be16(reinterpret_cast<const uint8_t*>(&host_sum)) + uint64_t{sum};
+    uint64_t total = load_be16(reinterpret_cast<const uint8_t*>(&host_sum)) + uint64_t {sum};
     while (total >> 16)
         total = (total & 0xffff) + (total >> 16);
     return static_cast<uint16_t>(~total & 0xffff);
@@ -339,7 +339,7 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     return ParseResult::kOk;
 }
 
-} // namespace
+}  // namespace
 
 ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc)
 {
@@ -391,12 +391,12 @@ size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_le
 
     uint8_t* ip = frame + kEthHeaderLen;
     const size_t ip_total = kIpv4HeaderLen + kUdpHeaderLen + udp_payload_len;
-    ip[0] = 0x45;                                  // version 4, IHL 5
-    ip[1] = 0;                                     // DSCP/ECN
+    ip[0] = 0x45;  // version 4, IHL 5
+    ip[1] = 0;     // DSCP/ECN
     store_be16(ip + 2, static_cast<uint16_t>(ip_total));
-    store_be16(ip + 4, 0);                         // ID: 0 is fine with DF (RFC 6864)
-    store_be16(ip + 6, 0x4000);                    // DF, offset 0
-    ip[8] = 64;                                    // TTL
+    store_be16(ip + 4, 0);       // ID: 0 is fine with DF (RFC 6864)
+    store_be16(ip + 6, 0x4000);  // DF, offset 0
+    ip[8] = 64;                  // TTL
     ip[9] = kIpProtoUdp;
     store_be16(ip + 10, 0);
     memcpy(ip + 12, &a.src_ip_be, 4);
@@ -407,7 +407,7 @@ size_t write_l2l3l4(uint8_t* frame, const FrameAddress& a, size_t udp_payload_le
     store_be16(udp, a.src_port);
     store_be16(udp + 2, a.dst_port);
     store_be16(udp + 4, static_cast<uint16_t>(kUdpHeaderLen + udp_payload_len));
-    store_be16(udp + 6, 0);                        // no UDP checksum: CRC32C instead
+    store_be16(udp + 6, 0);  // no UDP checksum: CRC32C instead
     return kL2L3L4Len;
 }
 
@@ -451,7 +451,7 @@ uint32_t crc_pieces(uint32_t reg, const PayloadPiece* pieces, unsigned n)
     return reg;
 }
 
-} // namespace
+}  // namespace
 
 void seal(TransportHeader* th)
 {
@@ -495,5 +495,5 @@ bool payload_crc_ok(ParsedPacket* p)
     return true;
 }
 
-} // namespace wire
-} // namespace dpdk_engine
+}  // namespace wire
+}  // namespace dpdk_engine

@@ -14,8 +14,8 @@
 //  * every packet carries a CRC32C over the UDP ports, transport header (crc
 //    field zero), extension and payload, like RoCE's ICRC;
 //  * the receive parser checks lengths before it looks at a field.
-#ifndef DPDK_ENGINE_WIRE_H
-#define DPDK_ENGINE_WIRE_H
+#ifndef DPDK_ENGINE_WIRE_WIRE_H
+#define DPDK_ENGINE_WIRE_WIRE_H
 
 #include <cstddef>
 #include <cstdint>
@@ -29,8 +29,7 @@ namespace wire {
 // host-order reads. Use get()/set(): one unaligned load or store and a
 // bswap. (A shift-per-byte loop is what we had: GCC 12 -O2 did not fold it,
 // and it cost ~350 instructions per packet sent, a third of building one.)
-template <typename T>
-struct BigEndian {
+template <typename T> struct BigEndian {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "be16/be32/be64 only");
     uint8_t bytes[sizeof(T)];
 
@@ -78,27 +77,27 @@ constexpr uint16_t kMagic = 0xD9D7;
 constexpr uint8_t kVersion = 3;
 
 constexpr size_t kEthHeaderLen = 14;
-constexpr size_t kIpv4HeaderLen = 20;     // as sent; received IHL may be larger
+constexpr size_t kIpv4HeaderLen = 20;  // as sent; received IHL may be larger
 constexpr size_t kUdpHeaderLen = 8;
 constexpr size_t kL2L3L4Len = kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
 
 // Packet types. Frozen: never renumber, never reuse a retired id.
 enum class PacketType : uint8_t {
-    kAck = 1,          // unsequenced: ACK/SACK/credit update only
-    kReset = 2,        // unsequenced: "I hold no state for your stream"
-    kMsgEager = 3,     // MsgExt; a segment of an eager message
-    kMsgRts = 4,       // MsgExt; rendezvous request to send (no payload)
-    kMsgCts = 5,       // RdvExt; rendezvous clear to send
-    kMsgRdvData = 6,   // DataExt; rendezvous data into the receiver's handle
-    kRmaWrite = 7,     // RmaExt; a segment of an RMA write
-    kRmaReadReq = 8,   // RmaExt; read request (no payload)
-    kRmaReadResp = 9,  // RespExt; a segment of read data, or the error
-    kRmaWriteResp = 10,// RespExt; write applied (or refused) at the target
-    kAtomicReq = 11,   // AtomicExt; operands then compare values
-    kAtomicResp = 12,  // RespExt; status, then fetched values
-    kDatagram = 13,    // DgramExt; FI_EP_DGRAM: one whole message, unreliable
-    kConnCtl = 14,     // ConnExt; FI_EP_MSG connection management, sequenced
-    kMsgPacked = 15,   // PackExt; several whole small eager messages (PackedRecord each)
+    kAck = 1,            // unsequenced: ACK/SACK/credit update only
+    kReset = 2,          // unsequenced: "I hold no state for your stream"
+    kMsgEager = 3,       // MsgExt; a segment of an eager message
+    kMsgRts = 4,         // MsgExt; rendezvous request to send (no payload)
+    kMsgCts = 5,         // RdvExt; rendezvous clear to send
+    kMsgRdvData = 6,     // DataExt; rendezvous data into the receiver's handle
+    kRmaWrite = 7,       // RmaExt; a segment of an RMA write
+    kRmaReadReq = 8,     // RmaExt; read request (no payload)
+    kRmaReadResp = 9,    // RespExt; a segment of read data, or the error
+    kRmaWriteResp = 10,  // RespExt; write applied (or refused) at the target
+    kAtomicReq = 11,     // AtomicExt; operands then compare values
+    kAtomicResp = 12,    // RespExt; status, then fetched values
+    kDatagram = 13,      // DgramExt; FI_EP_DGRAM: one whole message, unreliable
+    kConnCtl = 14,       // ConnExt; FI_EP_MSG connection management, sequenced
+    kMsgPacked = 15,     // PackExt; several whole small eager messages (PackedRecord each)
 };
 constexpr uint8_t kMaxPacketType = 15;
 const char* to_string(PacketType t);
@@ -111,13 +110,13 @@ constexpr bool is_sequenced(PacketType t)
 
 // TransportHeader.flags bits.
 enum : uint16_t {
-    kFlagAckRequest = 1u << 0,  // the receiver should acknowledge at once
-    kFlagStreamStart = 1u << 1, // PSN 0 of a new stream (sender's first packet)
-    kFlagLast = 1u << 2,        // last segment of a message / operation
-    kFlagTagged = 1u << 3,      // MsgExt: tagged queue (else untagged queue)
-    kFlagRemoteData = 1u << 4,  // MsgExt / RmaExt: cq_data is valid
-    kFlagHasAck = 1u << 5,      // ack_* fields are valid (piggybacked ACK)
-    kFlagPayloadCrc = 1u << 6,  // the payload has its own CRC: see below
+    kFlagAckRequest = 1u << 0,   // the receiver should acknowledge at once
+    kFlagStreamStart = 1u << 1,  // PSN 0 of a new stream (sender's first packet)
+    kFlagLast = 1u << 2,         // last segment of a message / operation
+    kFlagTagged = 1u << 3,       // MsgExt: tagged queue (else untagged queue)
+    kFlagRemoteData = 1u << 4,   // MsgExt / RmaExt: cq_data is valid
+    kFlagHasAck = 1u << 5,       // ack_* fields are valid (piggybacked ACK)
+    kFlagPayloadCrc = 1u << 6,   // the payload has its own CRC: see below
 };
 
 // kFlagPayloadCrc, on kMsgRdvData and kRmaWrite only (the other types
@@ -136,21 +135,21 @@ constexpr bool may_carry_payload_crc(PacketType t)
 
 // Follows the UDP header. 48 bytes.
 struct TransportHeader {
-    be16 magic;          // kMagic
-    uint8_t version;     // kVersion
-    uint8_t type;        // PacketType
-    be16 flags;          // kFlag*
-    be16 header_len;     // this header + extension: payload starts here
-    be32 stream_id;      // sender's stream id (random per session direction)
-    be32 psn;            // packet sequence number (sequenced types only)
-    be32 ack_stream_id;  // the peer stream acknowledged below
-    be32 ack_psn;        // next PSN expected: everything before it arrived
-    be64 sack;           // bit i set: ack_psn + 1 + i is held out of order
-    be16 window;         // credits: packets beyond ack_psn the receiver takes
-    be16 payload_len;    // bytes after header_len
-    be32 timestamp;      // sender clock in microseconds (RTT sampling)
-    be32 timestamp_echo; // peer timestamp of the first packet past our last ack_psn (0 = none)
-    be32 crc;            // CRC32C of UDP ports + header (crc = 0) + extension + payload
+    be16 magic;           // kMagic
+    uint8_t version;      // kVersion
+    uint8_t type;         // PacketType
+    be16 flags;           // kFlag*
+    be16 header_len;      // this header + extension: payload starts here
+    be32 stream_id;       // sender's stream id (random per session direction)
+    be32 psn;             // packet sequence number (sequenced types only)
+    be32 ack_stream_id;   // the peer stream acknowledged below
+    be32 ack_psn;         // next PSN expected: everything before it arrived
+    be64 sack;            // bit i set: ack_psn + 1 + i is held out of order
+    be16 window;          // credits: packets beyond ack_psn the receiver takes
+    be16 payload_len;     // bytes after header_len
+    be32 timestamp;       // sender clock in microseconds (RTT sampling)
+    be32 timestamp_echo;  // peer timestamp of the first packet past our last ack_psn (0 = none)
+    be32 crc;             // CRC32C of UDP ports + header (crc = 0) + extension + payload
 };
 static_assert(sizeof(TransportHeader) == 48, "TransportHeader is frozen at 48 bytes");
 
@@ -176,9 +175,9 @@ static_assert(sizeof(RdvExt) == 16, "RdvExt is frozen at 16 bytes");
 
 // kMsgRdvData.
 struct DataExt {
-    be32 handle;     // receiver's handle from the CTS
-    be32 reserved;   // kFlagPayloadCrc: the payload's CRC32C, else 0
-    be64 offset;     // offset of this segment in the granted range
+    be32 handle;    // receiver's handle from the CTS
+    be32 reserved;  // kFlagPayloadCrc: the payload's CRC32C, else 0
+    be64 offset;    // offset of this segment in the granted range
 };
 static_assert(sizeof(DataExt) == 16, "DataExt is frozen at 16 bytes");
 
@@ -195,7 +194,11 @@ struct RmaExt {
 static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
 
 // Atomic operation kinds.
-enum class AtomicKind : uint8_t { kPlain = 0, kFetch = 1, kCompare = 2 };
+enum class AtomicKind : uint8_t {
+    kPlain = 0,
+    kFetch = 1,
+    kCompare = 2
+};
 
 // kAtomicReq. Payload: count operands, then (kCompare) count compare values.
 struct AtomicExt {
@@ -206,7 +209,7 @@ struct AtomicExt {
     uint8_t datatype;  // AtomicType (atomic_ops.h)
     uint8_t kind;      // AtomicKind
     uint8_t reserved;
-    be32 count;        // number of elements
+    be32 count;  // number of elements
     be32 reserved2;
 };
 static_assert(sizeof(AtomicExt) == 32, "AtomicExt is frozen at 32 bytes");
@@ -214,19 +217,19 @@ static_assert(sizeof(AtomicExt) == 32, "AtomicExt is frozen at 32 bytes");
 // Result codes carried in responses (RespExt.status). Frozen.
 enum class WireStatus : uint32_t {
     kOk = 0,
-    kInvalidKey = 1,       // no region with that key
-    kOutOfBounds = 2,      // range outside the region
-    kAccessDenied = 3,     // region lacks the needed remote access
-    kBadAtomic = 4,        // op/type combination unsupported, misaligned or bad count
-    kBadRequest = 5,       // malformed request
+    kInvalidKey = 1,    // no region with that key
+    kOutOfBounds = 2,   // range outside the region
+    kAccessDenied = 3,  // region lacks the needed remote access
+    kBadAtomic = 4,     // op/type combination unsupported, misaligned or bad count
+    kBadRequest = 5,    // malformed request
 };
 const char* to_string(WireStatus s);
 
 // kRmaReadResp, kRmaWriteResp, kAtomicResp.
 struct RespExt {
-    be32 op_id;      // initiator's operation id
-    be32 status;     // WireStatus
-    be64 offset;     // read response: offset of this segment
+    be32 op_id;   // initiator's operation id
+    be32 status;  // WireStatus
+    be64 offset;  // read response: offset of this segment
 };
 static_assert(sizeof(RespExt) == 16, "RespExt is frozen at 16 bytes");
 
@@ -237,8 +240,8 @@ static_assert(sizeof(RespExt) == 16, "RespExt is frozen at 16 bytes");
 // acknowledged or retransmitted: a receiver with no matching receive posted
 // drops it and counts it (EndpointStats::dgram_rx_dropped).
 struct DgramExt {
-    be64 tag;        // kFlagTagged
-    be64 cq_data;    // kFlagRemoteData
+    be64 tag;      // kFlagTagged
+    be64 cq_data;  // kFlagRemoteData
 };
 static_assert(sizeof(DgramExt) == 16, "DgramExt is frozen at 16 bytes");
 
@@ -265,9 +268,9 @@ constexpr uint8_t kMaxConnKind = 4;
 const char* to_string(ConnKind k);
 
 struct ConnExt {
-    uint8_t kind;      // ConnKind
+    uint8_t kind;  // ConnKind
     uint8_t reserved[7];
-    be64 conn_id;      // chosen by the client, echoed in every answer
+    be64 conn_id;  // chosen by the client, echoed in every answer
 };
 static_assert(sizeof(ConnExt) == 16, "ConnExt is frozen at 16 bytes");
 constexpr size_t kMaxConnData = 256;  // private data bytes per kConnCtl packet
@@ -290,18 +293,18 @@ constexpr size_t kMaxConnData = 256;  // private data bytes per kConnCtl packet
 // do not exactly fill the payload, count is 0 or above kMaxPackedRecords, or a
 // record has a flag other than kFlagTagged and kFlagRemoteData.
 struct PackExt {
-    be16 count;      // records in the payload, 1..kMaxPackedRecords
+    be16 count;  // records in the payload, 1..kMaxPackedRecords
     be16 reserved;
     be32 reserved2;
 };
 static_assert(sizeof(PackExt) == 8, "PackExt is frozen at 8 bytes");
 
 struct PackedRecord {
-    be16 len;        // message bytes following this record header
-    be16 flags;      // kFlagTagged, kFlagRemoteData (same bits as the header's)
-    be32 msg_id;     // sender's message sequence number in this stream
-    be64 tag;        // kFlagTagged
-    be64 cq_data;    // kFlagRemoteData
+    be16 len;      // message bytes following this record header
+    be16 flags;    // kFlagTagged, kFlagRemoteData (same bits as the header's)
+    be32 msg_id;   // sender's message sequence number in this stream
+    be64 tag;      // kFlagTagged
+    be64 cq_data;  // kFlagRemoteData
 };
 static_assert(sizeof(PackedRecord) == 24, "PackedRecord is frozen at 24 bytes");
 // Bounds the receiver's work per frame; at the default MTU of 1500 a frame
@@ -318,32 +321,32 @@ constexpr size_t kMaxTransportHeaderLen = sizeof(TransportHeader) + 48;
 // Parsing. A frame is hostile until every check below has passed.
 
 enum class ParseResult : uint8_t {
-    kOk,              // a transport packet: see ParsedPacket
-    kArp,             // an ARP frame (netif handles it)
-    kIcmpEcho,        // an ICMP echo request to us (netif handles it)
-    kNotForUs,        // other Ethernet/IP traffic: ignore, count
-    kTruncated,       // shorter than the headers it claims
-    kBadIpHeader,     // version/IHL/length/checksum wrong
-    kFragment,        // IPv4 fragment: we never send them
-    kBadMagic,        // UDP but not our transport
-    kBadVersion,      // our magic, unknown version
-    kBadType,         // unknown packet type
-    kBadLength,       // header_len/payload_len disagree with the datagram
-    kBadCrc,          // CRC32C mismatch
-    kBadRecord,       // kMsgPacked whose records do not fit the frame exactly
+    kOk,           // a transport packet: see ParsedPacket
+    kArp,          // an ARP frame (netif handles it)
+    kIcmpEcho,     // an ICMP echo request to us (netif handles it)
+    kNotForUs,     // other Ethernet/IP traffic: ignore, count
+    kTruncated,    // shorter than the headers it claims
+    kBadIpHeader,  // version/IHL/length/checksum wrong
+    kFragment,     // IPv4 fragment: we never send them
+    kBadMagic,     // UDP but not our transport
+    kBadVersion,   // our magic, unknown version
+    kBadType,      // unknown packet type
+    kBadLength,    // header_len/payload_len disagree with the datagram
+    kBadCrc,       // CRC32C mismatch
+    kBadRecord,    // kMsgPacked whose records do not fit the frame exactly
 };
 const char* to_string(ParseResult r);
 
 struct ParsedPacket {
-    const TransportHeader* th;   // points into the frame
-    const uint8_t* ext;          // extension header (extension_len(type) bytes)
+    const TransportHeader* th;  // points into the frame
+    const uint8_t* ext;         // extension header (extension_len(type) bytes)
     const uint8_t* payload;
     uint32_t payload_len;
     PacketType type;
     uint16_t flags;
-    uint32_t src_ip_be;          // network byte order
+    uint32_t src_ip_be;  // network byte order
     uint32_t dst_ip_be;
-    uint16_t src_port;           // host byte order
+    uint16_t src_port;  // host byte order
     uint16_t dst_port;
     uint8_t src_mac[6];
     // kFlagPayloadCrc: the header has been checked, the payload not yet.
@@ -387,7 +390,6 @@ size_t payload_crc_offset(const uint8_t* frame, size_t len);
 // For a packet with payload_unchecked: is the payload intact? Clears
 // payload_unchecked when it is. Always true for other packets.
 bool payload_crc_ok(ParsedPacket* p);
-
 
 // ---------------------------------------------------------------------------
 // Building. The caller provides a buffer of at least
@@ -463,7 +465,7 @@ uint32_t crc32c(const void* data, size_t len, uint32_t init = 0xffffffffu);
 // field is 0). `sum` is added in first (e.g. a pseudo-header's partial sum).
 uint16_t internet_checksum(const void* data, size_t len, uint32_t sum = 0);
 
-} // namespace wire
-} // namespace dpdk_engine
+}  // namespace wire
+}  // namespace dpdk_engine
 
-#endif
+#endif  // DPDK_ENGINE_WIRE_WIRE_H

@@ -110,60 +110,56 @@ bool on_opt(int c, const char* arg)
 {
     switch (c) {
     case 'k':
-        if (!strcmp(arg, "lat")) choice.kind = kLat;
-        else if (!strcmp(arg, "bw")) choice.kind = kBw;
-        else if (!strcmp(arg, "rate")) choice.kind = kRate;
-        else if (!strcmp(arg, "av")) choice.kind = kAv;
-        else return false;
+        if (!strcmp(arg, "lat"))
+            choice.kind = kLat;
+        else if (!strcmp(arg, "bw"))
+            choice.kind = kBw;
+        else if (!strcmp(arg, "rate"))
+            choice.kind = kRate;
+        else if (!strcmp(arg, "av"))
+            choice.kind = kAv;
+        else
+            return false;
         return true;
     case 'o':
-        if (!strcmp(arg, "msg")) choice.op = kOpMsg;
-        else if (!strcmp(arg, "tagged")) choice.op = kOpTagged;
-        else if (!strcmp(arg, "write")) choice.op = kOpWrite;
-        else if (!strcmp(arg, "read")) choice.op = kOpRead;
-        else return false;
+        if (!strcmp(arg, "msg"))
+            choice.op = kOpMsg;
+        else if (!strcmp(arg, "tagged"))
+            choice.op = kOpTagged;
+        else if (!strcmp(arg, "write"))
+            choice.op = kOpWrite;
+        else if (!strcmp(arg, "read"))
+            choice.op = kOpRead;
+        else
+            return false;
         return true;
-    case 'S':
-        return parse_sizes(arg);
-    case 'I':
-        choice.iters = strtoull(arg, nullptr, 10);
-        return choice.iters > 0;
-    case 'w':
-        choice.warmup = strtoull(arg, nullptr, 10);
-        return true;
-    case 'W':
-        choice.window = strtoull(arg, nullptr, 10);
-        return choice.window > 0 && choice.window <= 4096;
-    case 'j':
-        choice.allow_inject = atoi(arg) != 0;
-        return true;
-    case 'M':
-        choice.more = true;
-        return true;
-    case 'D':
-        choice.budget_s = atof(arg);
-        return choice.budget_s > 0;
+    case 'S': return parse_sizes(arg);
+    case 'I': choice.iters = strtoull(arg, nullptr, 10); return choice.iters > 0;
+    case 'w': choice.warmup = strtoull(arg, nullptr, 10); return true;
+    case 'W': choice.window = strtoull(arg, nullptr, 10); return choice.window > 0 && choice.window <= 4096;
+    case 'j': choice.allow_inject = atoi(arg) != 0; return true;
+    case 'M': choice.more = true; return true;
+    case 'D': choice.budget_s = atof(arg); return choice.budget_s > 0;
     }
     return false;
 }
 
-const char* kUsage =
-    "\nBenchmark options (client side; the server follows the client):\n"
-    " -k lat|bw|rate  what to measure (default lat)\n"
-    " -k av           fi_av_insert of 1000 addresses: one call, and one call each; runs\n"
-    "                 alone (fi_av_insert is local): no server, no address, no -E\n"
-    " -o msg|tagged|write|read  which operation (default tagged)\n"
-    " -S <sizes>      comma list (1,8,4k,1m) or 'all' = 1 B..16 MiB in powers of two\n"
-    "                 (default 8,4k,64k,1m)\n"
-    " -I <n>          timed iterations (lat: round trips; bw/rate: windows); default by size\n"
-    " -w <n>          warm-up iterations (default: a tenth, at least 2 round trips / 1 window)\n"
-    " -W <n>          operations in flight per window (default 64 for bw, 256 for rate)\n"
-    " -D <seconds>    time budget per size: fewer iterations than the default when the\n"
-    "                 warm-up shows they would take longer (default 2; -I overrides)\n"
-    " -j 0            never use the inject calls (default: up to inject_size in lat and rate)\n"
-    " -M              bw/rate msg and tagged: post every send of a window but the last through\n"
-    "                 fi_sendmsg/fi_tsendmsg with FI_MORE (FI_INJECT for inject sizes), so the\n"
-    "                 provider may ring the device once per window\n";
+const char* kUsage = "\nBenchmark options (client side; the server follows the client):\n"
+                     " -k lat|bw|rate  what to measure (default lat)\n"
+                     " -k av           fi_av_insert of 1000 addresses: one call, and one call each; runs\n"
+                     "                 alone (fi_av_insert is local): no server, no address, no -E\n"
+                     " -o msg|tagged|write|read  which operation (default tagged)\n"
+                     " -S <sizes>      comma list (1,8,4k,1m) or 'all' = 1 B..16 MiB in powers of two\n"
+                     "                 (default 8,4k,64k,1m)\n"
+                     " -I <n>          timed iterations (lat: round trips; bw/rate: windows); default by size\n"
+                     " -w <n>          warm-up iterations (default: a tenth, at least 2 round trips / 1 window)\n"
+                     " -W <n>          operations in flight per window (default 64 for bw, 256 for rate)\n"
+                     " -D <seconds>    time budget per size: fewer iterations than the default when the\n"
+                     "                 warm-up shows they would take longer (default 2; -I overrides)\n"
+                     " -j 0            never use the inject calls (default: up to inject_size in lat and rate)\n"
+                     " -M              bw/rate msg and tagged: post every send of a window but the last through\n"
+                     "                 fi_sendmsg/fi_tsendmsg with FI_MORE (FI_INJECT for inject sizes), so the\n"
+                     "                 provider may ring the device once per window\n";
 
 // ------------------------------------------------------------------ client driver
 
@@ -177,8 +173,7 @@ Plan make_plan(size_t size)
     if (choice.kind == kLat) {
         // ~10000 round trips for small sizes, fewer (at least 100) for
         // large ones: about 512 MiB moved per size at most.
-        p.iters = choice.iters ? choice.iters
-                               : std::clamp<uint64_t>((512ull << 20) / (2 * size), 20, 10000);
+        p.iters = choice.iters ? choice.iters : std::clamp<uint64_t>((512ull << 20) / (2 * size), 20, 10000);
         p.warmup = choice.warmup ? choice.warmup : std::max<uint64_t>(2, p.iters / 10);
         p.inject = can_inject;
     } else {
@@ -201,14 +196,12 @@ Plan make_plan(size_t size)
 void print_header()
 {
     printf("# fi_bench -k %s -o %s: provider %s, %s, inject_size %zu, %s\n", kind_name(choice.kind),
-           op_name(choice.op), fab.info->fabric_attr->prov_name, fab.info->domain_attr->name,
-           g->inject_size,
+           op_name(choice.op), fab.info->fabric_attr->prov_name, fab.info->domain_attr->name, g->inject_size,
            choice.kind == kLat
-               ? (choice.op == kOpRead ? "latency = one fi_read round trip"
-                                       : "latency = half a round trip")
+               ? (choice.op == kOpRead ? "latency = one fi_read round trip" : "latency = half a round trip")
                : "bandwidth over the timed windows");
-    printf("# %10s %8s %10s %10s %10s %10s %10s %10s %8s\n", "bytes", "iters", "median_us",
-           "p99_us", "mean_us", "min_us", "max_us", "MB/s", "Mmsg/s");
+    printf("# %10s %8s %10s %10s %10s %10s %10s %10s %8s\n", "bytes", "iters", "median_us", "p99_us", "mean_us",
+           "min_us", "max_us", "MB/s", "Mmsg/s");
 }
 
 // Runs one step on both sides; returns the client's timed ns and, for
@@ -242,8 +235,8 @@ uint64_t run_step(const Plan& p, std::vector<uint64_t>* t)
 void av_insert_cost()
 {
     constexpr size_t kCount = 1000;
-    printf("# fi_bench -k av: provider %s, %s: fi_av_insert of %zu addresses\n",
-           fab.info->fabric_attr->prov_name, fab.info->domain_attr->name, kCount);
+    printf("# fi_bench -k av: provider %s, %s: fi_av_insert of %zu addresses\n", fab.info->fabric_attr->prov_name,
+           fab.info->domain_attr->name, kCount);
     if (opts.dst)
         printf("# -k av runs alone: the address %s is not used\n", opts.dst);
     if (fab.info->addr_format != FI_SOCKADDR_IN || g->ep.name.size() != sizeof(sockaddr_in)) {
@@ -257,7 +250,7 @@ void av_insert_cost()
     }
     std::vector<fi_addr_t> out(kCount);
     for (int batch = 1; batch >= 0; batch--) {
-        fi_av_attr attr{};
+        fi_av_attr attr {};
         attr.type = FI_AV_TABLE;
         attr.count = kCount;
         fid_av* av = nullptr;
@@ -310,16 +303,15 @@ void run_client()
                     return static_cast<double>(t[i]) / div;
                 };
                 double med = pct(0.5);
-                printf("  %10zu %8" PRIu64 " %10.2f %10.2f %10.2f %10.2f %10.2f %10.1f %8.3f\n", size,
-                       p.iters, med, pct(0.99), static_cast<double>(ns) / static_cast<double>(t.size()) / div,
+                printf("  %10zu %8" PRIu64 " %10.2f %10.2f %10.2f %10.2f %10.2f %10.1f %8.3f\n", size, p.iters,
+                       med, pct(0.99), static_cast<double>(ns) / static_cast<double>(t.size()) / div,
                        static_cast<double>(t.front()) / div, static_cast<double>(t.back()) / div,
                        static_cast<double>(size) / med, 1.0 / med);
             } else {
                 double msgs = static_cast<double>(p.iters * p.window);
                 double secs = static_cast<double>(ns) / 1e9;
-                printf("  %10zu %8" PRIu64 " %10s %10s %10s %10s %10s %10.1f %8.3f\n", size, p.iters,
-                       "-", "-", "-", "-", "-", msgs * static_cast<double>(size) / secs / 1e6,
-                       msgs / secs / 1e6);
+                printf("  %10zu %8" PRIu64 " %10s %10s %10s %10s %10s %10.1f %8.3f\n", size, p.iters, "-", "-",
+                       "-", "-", "-", msgs * static_cast<double>(size) / secs / 1e6, msgs / secs / 1e6);
             }
         }
     }
@@ -340,8 +332,7 @@ void run_server()
             return;
         if (p.size == 0 || p.size > kMaxSize || ((p.op == kOpWrite || p.op == kOpRead) && !g->has_rma))
             die("bad plan: %s %s %" PRIu64 " bytes", kind_name(p.kind), op_name(p.op), p.size);
-        vlog("step: %s %s %" PRIu64 " bytes x %" PRIu64, kind_name(p.kind), op_name(p.op), p.size,
-             p.iters);
+        vlog("step: %s %s %" PRIu64 " bytes x %" PRIu64, kind_name(p.kind), op_name(p.op), p.size, p.iters);
         oob.send(kMsgReady, nullptr, 0);
         if (p.kind == kLat) {
             if (p.op == kOpWrite)
@@ -364,8 +355,7 @@ void run_server()
 int main(int argc, char** argv)
 {
     parse_sizes("8,4k,64k,1m");
-    parse_opts(argc, argv,
-               "Latency, bandwidth and message rate over FI_EP_RDM for any provider (a benchmark).",
+    parse_opts(argc, argv, "Latency, bandwidth and message rate over FI_EP_RDM for any provider (a benchmark).",
                "k:o:S:I:w:W:j:D:M", on_opt, kUsage);
     Bench b;
     g = &b;

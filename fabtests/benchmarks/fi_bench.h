@@ -1,7 +1,8 @@
 // fi_bench.h: what the benchmark's driver (fi_bench.cpp) and its timed
 // loops (fi_bench_loops.cpp) share: the step plan, the client's choices and
 // the endpoint with its buffers. See fi_bench.cpp for what is measured.
-#pragma once
+#ifndef FABTESTS_BENCHMARKS_FI_BENCH_H
+#define FABTESTS_BENCHMARKS_FI_BENCH_H
 
 #include <algorithm>
 #include <cinttypes>
@@ -16,26 +17,36 @@
 
 #include "fabtests/common/ft_common.h"
 
-
 namespace fi_bench {
 
 using namespace ft;
 
-constexpr size_t kMaxSize = 16u << 20;   // largest message (16 MiB)
-constexpr uint32_t kMsgPlan = 100;       // OOB: the next step (client -> server)
-constexpr uint32_t kMsgReady = 101;      // OOB: server posted what the step needs
+constexpr size_t kMaxSize = 16u << 20;  // largest message (16 MiB)
+constexpr uint32_t kMsgPlan = 100;      // OOB: the next step (client -> server)
+constexpr uint32_t kMsgReady = 101;     // OOB: server posted what the step needs
 
-enum Kind : uint32_t { kLat = 1, kBw = 2, kRate = 3, kEnd = 4, kAv = 5 };
-enum Op : uint32_t { kOpMsg = 1, kOpTagged = 2, kOpWrite = 3, kOpRead = 4 };
+enum Kind : uint32_t {
+    kLat = 1,
+    kBw = 2,
+    kRate = 3,
+    kEnd = 4,
+    kAv = 5
+};
+enum Op : uint32_t {
+    kOpMsg = 1,
+    kOpTagged = 2,
+    kOpWrite = 3,
+    kOpRead = 4
+};
 
 struct Plan {
     uint32_t kind = kLat;
     uint32_t op = kOpTagged;
     uint64_t size = 0;
-    uint64_t iters = 0;    // lat: round trips; bw/rate: windows
-    uint64_t warmup = 0;   // the same, not timed
-    uint64_t window = 0;   // bw/rate: operations per window
-    uint32_t inject = 0;   // use the inject calls for this size
+    uint64_t iters = 0;   // lat: round trips; bw/rate: windows
+    uint64_t warmup = 0;  // the same, not timed
+    uint64_t window = 0;  // bw/rate: operations per window
+    uint32_t inject = 0;  // use the inject calls for this size
 };
 
 // Command-line choices of the client.
@@ -45,9 +56,9 @@ struct Choice {
     std::vector<size_t> sizes;
     uint64_t iters = 0;  // 0: by size
     uint64_t warmup = 0;
-    uint64_t window = 0; // 0: 64 (bw), 256 (rate)
+    uint64_t window = 0;  // 0: 64 (bw), 256 (rate)
     bool allow_inject = true;
-    bool more = false;   // -M: FI_MORE on all but the last send of a window
+    bool more = false;      // -M: FI_MORE on all but the last send of a window
     double budget_s = 2.0;  // -D: seconds per size (timed part), when -I is not given
 };
 
@@ -62,11 +73,11 @@ struct Bench {
     bool has_rma = false;
     size_t inject_size = 0;
     int mr_mode = 0;
-    Buf buf;                   // [0, kMaxSize): source, [kMaxSize, 2*kMaxSize): target
+    Buf buf;  // [0, kMaxSize): source, [kMaxSize, 2*kMaxSize): target
     MrGuard mr;
     void* desc = nullptr;
-    RemoteMr remote;           // the peer's buffer
-    uint64_t tx_done = 0;      // completions read so far
+    RemoteMr remote;       // the peer's buffer
+    uint64_t tx_done = 0;  // completions read so far
     uint64_t rx_done = 0;
     uint64_t polls = 0;
 
@@ -136,8 +147,7 @@ struct Bench {
     }
 
     // Posts with retries on -FI_EAGAIN (polling meanwhile).
-    template <typename F>
-    void post(F f, const char* what)
+    template <typename F> void post(F f, const char* what)
     {
         Waiter w;
         for (;;) {
@@ -193,17 +203,14 @@ struct Bench {
     {
         void* p = const_cast<void*>(b);
         if (inject)
-            post([&] { return fi_inject_write(ep.ep, p, len, ep.peer, raddr, remote.key); },
-                 "fi_inject_write");
+            post([&] { return fi_inject_write(ep.ep, p, len, ep.peer, raddr, remote.key); }, "fi_inject_write");
         else
-            post([&] { return fi_write(ep.ep, p, len, desc, ep.peer, raddr, remote.key, nullptr); },
-                 "fi_write");
+            post([&] { return fi_write(ep.ep, p, len, desc, ep.peer, raddr, remote.key, nullptr); }, "fi_write");
     }
 
     void post_read(void* b, size_t len, uint64_t raddr)
     {
-        post([&] { return fi_read(ep.ep, b, len, desc, ep.peer, raddr, remote.key, nullptr); },
-             "fi_read");
+        post([&] { return fi_read(ep.ep, b, len, desc, ep.peer, raddr, remote.key, nullptr); }, "fi_read");
     }
 };
 
@@ -223,3 +230,5 @@ uint64_t bw_msg(Bench& b, const Plan& p);
 uint64_t bw_rma(Bench& b, const Plan& p);
 
 }  // namespace fi_bench
+
+#endif  // FABTESTS_BENCHMARKS_FI_BENCH_H

@@ -13,8 +13,7 @@ uint64_t now_ns()
 
 void open_bench(Bench& b, bool alone)
 {
-    const int mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                        FI_MR_PROV_KEY;
+    const int mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED | FI_RMA, mr_mode);
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     // Probe first: a provider without FI_RMA is still measured for messages.

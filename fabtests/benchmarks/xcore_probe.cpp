@@ -33,10 +33,10 @@
 
 namespace {
 
-constexpr size_t kBufferBytes = 1u << 20;   // source and destination, like fi_bench's 1 MiB
-constexpr size_t kSlotBytes = 9088;          // memif's slot at MTU 9000 (frame rounded to 128)
-constexpr size_t kFrameOffset = 90;          // where the PMD's copy lands in its slot
-constexpr size_t kDefaultChunk = 8928;       // a 9000-MTU frame's payload
+constexpr size_t kBufferBytes = 1u << 20;  // source and destination, like fi_bench's 1 MiB
+constexpr size_t kSlotBytes = 9088;        // memif's slot at MTU 9000 (frame rounded to 128)
+constexpr size_t kFrameOffset = 90;        // where the PMD's copy lands in its slot
+constexpr size_t kDefaultChunk = 8928;     // a 9000-MTU frame's payload
 
 struct Options {
     double seconds = 3;
@@ -50,7 +50,7 @@ struct Options {
 // Producer and consumer counters on their own cache lines: the ring's data is
 // what should cross between the cores, not false sharing of the indices.
 struct alignas(64) Counter {
-    std::atomic<uint64_t> value{0};
+    std::atomic<uint64_t> value {0};
 };
 
 struct Ring {
@@ -59,17 +59,19 @@ struct Ring {
     size_t chunk = 0;
     Counter produced;
     Counter consumed;
-    std::atomic<bool> stop{false};
+    std::atomic<bool> stop {false};
     char* slot(uint64_t n) const { return base + (n % slots) * kSlotBytes + kFrameOffset; }
 };
 
-double now_s() {
+double now_s()
+{
     timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
 }
 
-bool pin_to(int cpu) {
+bool pin_to(int cpu)
+{
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
@@ -77,47 +79,58 @@ bool pin_to(int cpu) {
 }
 
 // The first two CPUs this process may run on (what taskset/cgroups allow).
-bool default_cpus(int out[2]) {
+bool default_cpus(int out[2])
+{
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return false;
     int n = 0;
     for (int c = 0; c < CPU_SETSIZE && n < 2; ++c)
-        if (CPU_ISSET(c, &set)) out[n++] = c;
+        if (CPU_ISSET(c, &set))
+            out[n++] = c;
     return n == 2;
 }
 
-char* buffer_filled_with(int byte) {
+char* buffer_filled_with(int byte)
+{
     char* p = static_cast<char*>(aligned_alloc(4096, kBufferBytes));
-    if (p != nullptr) memset(p, byte, kBufferBytes);
+    if (p != nullptr)
+        memset(p, byte, kBufferBytes);
     return p;
 }
 
 // Copies chunk after chunk through the buffer, wrapping before the end.
 struct Cursor {
     size_t offset = 0;
-    size_t next(size_t chunk) {
+    size_t next(size_t chunk)
+    {
         size_t at = offset;
         offset += chunk;
-        if (offset + chunk > kBufferBytes) offset = 0;
+        if (offset + chunk > kBufferBytes)
+            offset = 0;
         return at;
     }
 };
 
-void produce(Ring* ring, int cpu) {
+void produce(Ring* ring, int cpu)
+{
     pin_to(cpu);
     char* src = buffer_filled_with(1);
-    if (src == nullptr) return;
+    if (src == nullptr)
+        return;
     Cursor cur;
     uint64_t n = 0;
     while (!ring->stop.load(std::memory_order_relaxed)) {
-        if (n - ring->consumed.value.load(std::memory_order_acquire) >= ring->slots) continue;
+        if (n - ring->consumed.value.load(std::memory_order_acquire) >= ring->slots)
+            continue;
         memcpy(ring->slot(n), src + cur.next(ring->chunk), ring->chunk);
         ring->produced.value.store(++n, std::memory_order_release);
     }
     free(src);
 }
 
-void usage(const char* prog) {
+void usage(const char* prog)
+{
     fprintf(stderr,
             "usage: %s [-t seconds] [-i interval_ms] [-c cpuA,cpuB] [-s slots] [-b bytes] [-q]\n"
             "  -t  how long to measure (default 3)\n"
@@ -129,46 +142,53 @@ void usage(const char* prog) {
             prog, kSlotBytes, kSlotBytes - kFrameOffset, kDefaultChunk);
 }
 
-int parse(int argc, char** argv, Options* o) {
+int parse(int argc, char** argv, Options* o)
+{
     int c;
     while ((c = getopt(argc, argv, "t:i:c:s:b:qh")) != -1) {
         char* end = nullptr;
         switch (c) {
-            case 't': o->seconds = strtod(optarg, &end); break;
-            case 'i': o->interval_ms = unsigned(strtoul(optarg, &end, 10)); break;
-            case 'c':
-                if (sscanf(optarg, "%d,%d", &o->cpu[0], &o->cpu[1]) != 2) return -EINVAL;
-                break;
-            case 's': o->slots = strtoul(optarg, &end, 10); break;
-            case 'b': o->chunk = strtoul(optarg, &end, 10); break;
-            case 'q': o->quiet = true; break;
-            default: return -EINVAL;
+        case 't': o->seconds = strtod(optarg, &end); break;
+        case 'i': o->interval_ms = unsigned(strtoul(optarg, &end, 10)); break;
+        case 'c':
+            if (sscanf(optarg, "%d,%d", &o->cpu[0], &o->cpu[1]) != 2)
+                return -EINVAL;
+            break;
+        case 's': o->slots = strtoul(optarg, &end, 10); break;
+        case 'b': o->chunk = strtoul(optarg, &end, 10); break;
+        case 'q': o->quiet = true; break;
+        default: return -EINVAL;
         }
-        if (end != nullptr && *end != '\0') return -EINVAL;
+        if (end != nullptr && *end != '\0')
+            return -EINVAL;
     }
-    if (optind != argc) return -EINVAL;
-    if (!(o->seconds > 0 && o->seconds <= 3600) || o->interval_ms == 0 || o->slots < 2 ||
-        o->slots > (1u << 16) || o->chunk == 0 || o->chunk > kSlotBytes - kFrameOffset)
+    if (optind != argc)
+        return -EINVAL;
+    if (!(o->seconds > 0 && o->seconds <= 3600) || o->interval_ms == 0 || o->slots < 2 || o->slots > (1u << 16) ||
+        o->chunk == 0 || o->chunk > kSlotBytes - kFrameOffset)
         return -EINVAL;
     if (o->cpu[0] < 0 && !default_cpus(o->cpu)) {
         fprintf(stderr, "xcore_probe: needs two CPUs (see -c)\n");
         return -EINVAL;
     }
     cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -errno;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return -errno;
     for (int cpu : o->cpu) {
         if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
             fprintf(stderr, "xcore_probe: this process may not run on CPU %d\n", cpu);
             return -EINVAL;
         }
     }
-    if (o->cpu[0] == o->cpu[1]) return -EINVAL;
+    if (o->cpu[0] == o->cpu[1])
+        return -EINVAL;
     return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv)
+{
     Options o;
     if (parse(argc, argv, &o) != 0) {
         usage(argv[0]);
@@ -204,22 +224,26 @@ int main(int argc, char** argv) {
             ring.consumed.value.store(++taken, std::memory_order_release);
         }
         const double t = now_s();
-        if (t - mark < interval) continue;
+        if (t - mark < interval)
+            continue;
         const double gbs = double(taken - at_mark) * double(o.chunk) / (t - mark) / 1e9;
         rates.push_back(gbs);
-        if (!o.quiet) printf("%8.2f GB/s\n", gbs);
+        if (!o.quiet)
+            printf("%8.2f GB/s\n", gbs);
         mark = t;
         at_mark = taken;
-        if (t - start >= o.seconds) break;
+        if (t - start >= o.seconds)
+            break;
     }
     ring.stop = true;
     producer.join();
 
     std::vector<double> sorted = rates;
     std::sort(sorted.begin(), sorted.end());
-    printf("xcore: min %.2f median %.2f max %.2f GB/s over %zu intervals of %u ms, CPUs %d -> %d, %zu-byte copies\n",
-           sorted.front(), sorted[sorted.size() / 2], sorted.back(), sorted.size(), o.interval_ms, o.cpu[0],
-           o.cpu[1], o.chunk);
+    printf(
+        "xcore: min %.2f median %.2f max %.2f GB/s over %zu intervals of %u ms, CPUs %d -> %d, %zu-byte copies\n",
+        sorted.front(), sorted[sorted.size() / 2], sorted.back(), sorted.size(), o.interval_ms, o.cpu[0], o.cpu[1],
+        o.chunk);
     munmap(mem, o.slots * kSlotBytes);
     free(dst);
     return 0;

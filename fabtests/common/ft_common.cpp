@@ -35,7 +35,6 @@ bool g_current_failed = false;
 int g_passed = 0, g_failed = 0;
 std::vector<std::string> g_failed_names;
 
-
 void vprint(FILE* f, const char* fmt, va_list ap)
 {
     fprintf(f, "[%s] ", role());
@@ -85,39 +84,21 @@ void parse_opts(int argc, char** argv, const char* what, const char* extra,
             continue;
         }
         switch (c) {
-        case 'p':
-            opts.prov = optarg;
-            break;
-        case 'd':
-            opts.domain = optarg;
-            break;
+        case 'p': opts.prov = optarg; break;
+        case 'd': opts.domain = optarg; break;
         case 'e':
             if (strcmp(optarg, "rdm") != 0) {
                 fprintf(stderr, "only -e rdm is supported\n");
                 exit(2);
             }
             break;
-        case 'E':
-            opts.oob_port = atoi(optarg);
-            break;
-        case 'O':
-            opts.port_file = optarg;
-            break;
-        case 'T':
-            opts.timeout_ms = atoi(optarg) * 1000;
-            break;
-        case 't':
-            opts.only = optarg;
-            break;
-        case 'v':
-            opts.verbose = true;
-            break;
-        case 'h':
-            usage(argv[0], what, extra_usage);
-            exit(0);
-        default:
-            usage(argv[0], what, extra_usage);
-            exit(2);
+        case 'E': opts.oob_port = atoi(optarg); break;
+        case 'O': opts.port_file = optarg; break;
+        case 'T': opts.timeout_ms = atoi(optarg) * 1000; break;
+        case 't': opts.only = optarg; break;
+        case 'v': opts.verbose = true; break;
+        case 'h': usage(argv[0], what, extra_usage); exit(0);
+        default: usage(argv[0], what, extra_usage); exit(2);
         }
     }
     if (optind < argc)
@@ -163,8 +144,7 @@ void fail(const char* file, int line, const char* fmt, ...)
 {
     g_current_failed = true;
     const char* base = strrchr(file, '/');
-    printf("[%s] %s:%d: %s: ", role(), base ? base + 1 : file, line,
-           g_current ? g_current : "setup");
+    printf("[%s] %s:%d: %s: ", role(), base ? base + 1 : file, line, g_current ? g_current : "setup");
     va_list ap;
     va_start(ap, fmt);
     vprintf(fmt, ap);
@@ -177,8 +157,7 @@ void fail_abort(const char* file, int line, const char* fmt, ...)
 {
     g_current_failed = true;
     const char* base = strrchr(file, '/');
-    printf("[%s] %s:%d: %s: ", role(), base ? base + 1 : file, line,
-           g_current ? g_current : "setup");
+    printf("[%s] %s:%d: %s: ", role(), base ? base + 1 : file, line, g_current ? g_current : "setup");
     va_list ap;
     va_start(ap, fmt);
     vprintf(fmt, ap);
@@ -302,7 +281,7 @@ void Oob::listen_accept(int port)
         die("socket: %s", strerror(errno));
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in sin{};
+    sockaddr_in sin {};
     sin.sin_family = AF_INET;
     sin.sin_addr.s_addr = htonl(INADDR_ANY);
     sin.sin_port = htons(static_cast<uint16_t>(port));
@@ -318,11 +297,10 @@ void Oob::listen_accept(int port)
         // sees half a number.
         std::string tmp = std::string(opts.port_file) + ".tmp";
         FILE* f = fopen(tmp.c_str(), "w");
-        if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 ||
-            rename(tmp.c_str(), opts.port_file) != 0)
+        if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp.c_str(), opts.port_file) != 0)
             die("cannot write the OOB port to %s: %s", opts.port_file, strerror(errno));
     }
-    pollfd p{ls, POLLIN, 0};
+    pollfd p {ls, POLLIN, 0};
     // The client may start a little later (the runner starts it second).
     // Meanwhile the engine keeps running: a restarted server must answer a
     // client that still sends to its previous incarnation (fi_dpdk_soak).
@@ -342,7 +320,7 @@ void Oob::listen_accept(int port)
 
 void Oob::connect_to(const char* host, int port)
 {
-    addrinfo hints{};
+    addrinfo hints {};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
@@ -380,12 +358,11 @@ void Oob::send(uint32_t type, const void* buf, size_t len)
 {
     if (len > (1u << 30))
         die("OOB message of %zu bytes is too large", len);
-    MsgHeader h{type, static_cast<uint32_t>(len)};
+    MsgHeader h {type, static_cast<uint32_t>(len)};
     std::vector<uint8_t> out(reinterpret_cast<const uint8_t*>(&h),
                              reinterpret_cast<const uint8_t*>(&h) + sizeof(h));
     if (len)
-        out.insert(out.end(), static_cast<const uint8_t*>(buf),
-                   static_cast<const uint8_t*>(buf) + len);
+        out.insert(out.end(), static_cast<const uint8_t*>(buf), static_cast<const uint8_t*>(buf) + len);
     size_t off = 0;
     while (off < out.size()) {
         ssize_t n = ::send(fd_, out.data() + off, out.size() - off, MSG_NOSIGNAL);
@@ -408,8 +385,8 @@ bool Oob::read_one(bool block)
             MsgHeader h;
             memcpy(&h, partial_.data(), sizeof(h));
             if (partial_.size() >= sizeof(h) + h.len) {
-                Msg m{h.type, std::vector<uint8_t>(partial_.begin() + sizeof(h),
-                                                   partial_.begin() + sizeof(h) + h.len)};
+                Msg m {h.type,
+                       std::vector<uint8_t>(partial_.begin() + sizeof(h), partial_.begin() + sizeof(h) + h.len)};
                 partial_.erase(partial_.begin(), partial_.begin() + sizeof(h) + h.len);
                 if (m.type == kMsgStatus) {
                     peer_status_valid_ = true;
@@ -433,7 +410,7 @@ bool Oob::read_one(bool block)
             die("OOB recv: %s", strerror(errno));
         if (!block)
             return false;
-        pollfd p{fd_, POLLIN, 0};
+        pollfd p {fd_, POLLIN, 0};
         if (poll(&p, 1, 1) == 0)
             progress();
         if (now_ms() > deadline)
@@ -460,8 +437,7 @@ std::vector<uint8_t> Oob::recv(uint32_t type)
             if (pre_status_)
                 pre_status_--;
             if (m.type != type)
-                die("OOB protocol: expected message type %u, got %u (test out of step)", type,
-                    m.type);
+                die("OOB protocol: expected message type %u, got %u (test out of step)", type, m.type);
             return std::move(m.data);
         }
         if (peer_status_valid_ && g_current)
@@ -537,7 +513,7 @@ void setup_local(fi_info* hints)
     ret = fi_fabric(fab.info->fabric_attr, &fab.fabric, nullptr);
     if (ret)
         die("fi_fabric: %d (%s)", ret, fi_strerror(-ret));
-    fi_eq_attr eq_attr{};
+    fi_eq_attr eq_attr {};
     eq_attr.size = 64;
     eq_attr.wait_obj = FI_WAIT_UNSPEC;
     ret = fi_eq_open(fab.fabric, &eq_attr, &fab.eq, nullptr);
@@ -546,7 +522,7 @@ void setup_local(fi_info* hints)
     ret = fi_domain(fab.fabric, fab.info, &fab.domain, nullptr);
     if (ret)
         die("fi_domain: %d (%s)", ret, fi_strerror(-ret));
-    fi_cq_attr cq_attr{};
+    fi_cq_attr cq_attr {};
     cq_attr.format = FI_CQ_FORMAT_CONTEXT;
     cq_attr.size = 16;
     ret = fi_cq_open(fab.domain, &cq_attr, &fab.progress_cq, nullptr);
@@ -575,7 +551,7 @@ fi_dpdk_ep_stats dpdk_ep_stats(fid_ep* ep)
 {
     fi_dpdk_stats_ops* ops = nullptr;
     FT_CALL(fi_open_ops(&ep->fid, FI_DPDK_STATS_OPS_NAME, 0, reinterpret_cast<void**>(&ops), nullptr));
-    fi_dpdk_ep_stats st{};
+    fi_dpdk_ep_stats st {};
     st.size = sizeof(st);
     FT_CALL(ops->ep_stats(ep, &st));
     return st;

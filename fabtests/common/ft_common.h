@@ -17,8 +17,8 @@
 // passed on both sides, 1 otherwise, 2 on a setup error.
 //
 // Waits never block forever: each has a timeout (-T, default 10 s).
-#ifndef FT_COMMON_H
-#define FT_COMMON_H
+#ifndef FABTESTS_COMMON_FT_COMMON_H
+#define FABTESTS_COMMON_FT_COMMON_H
 
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
@@ -43,14 +43,14 @@ namespace ft {
 // ------------------------------------------------------------------ options
 
 struct Opts {
-    const char* prov = "dpdk";    // -p: provider name
-    const char* domain = nullptr; // -d: domain name
-    const char* dst = nullptr;    // positional: server host (client mode)
-    int oob_port = 47611;         // -E: OOB TCP port (server: 0 = any free one)
+    const char* prov = "dpdk";        // -p: provider name
+    const char* domain = nullptr;     // -d: domain name
+    const char* dst = nullptr;        // positional: server host (client mode)
+    int oob_port = 47611;             // -E: OOB TCP port (server: 0 = any free one)
     const char* port_file = nullptr;  // -O: the server writes its OOB port there
-    int timeout_ms = 10000;       // -T <s>: longest wait for one event
-    const char* only = nullptr;   // -t: run only subtests whose name contains this
-    bool verbose = false;         // -v
+    int timeout_ms = 10000;           // -T <s>: longest wait for one event
+    const char* only = nullptr;       // -t: run only subtests whose name contains this
+    bool verbose = false;             // -v
     bool server() const { return dst == nullptr; }
 };
 extern Opts opts;
@@ -75,8 +75,8 @@ void vlog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // ------------------------------------------------------------------ checks
 
-struct Abort {};      // abandons the current subtest (thrown by FT_REQUIRE)
-struct PeerAbort {};  // the peer abandoned the current subtest
+struct Abort { };      // abandons the current subtest (thrown by FT_REQUIRE)
+struct PeerAbort { };  // the peer abandoned the current subtest
 
 void fail(const char* file, int line, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 [[noreturn]] void fail_abort(const char* file, int line, const char* fmt, ...)
@@ -87,35 +87,35 @@ void fail_check(const char* file, int line, const char* cond, const char* fmt, .
 [[noreturn]] void fail_require(const char* file, int line, const char* cond, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-#define FT_CHECK(cond, ...)                                                \
-    do {                                                                   \
-        if (!(cond))                                                       \
-            ::ft::fail_check(__FILE__, __LINE__, #cond, __VA_ARGS__);      \
+#define FT_CHECK(cond, ...)                                                                                       \
+    do {                                                                                                          \
+        if (!(cond))                                                                                              \
+            ::ft::fail_check(__FILE__, __LINE__, #cond, __VA_ARGS__);                                             \
     } while (0)
 
-#define FT_REQUIRE(cond, ...)                                              \
-    do {                                                                   \
-        if (!(cond))                                                       \
-            ::ft::fail_require(__FILE__, __LINE__, #cond, __VA_ARGS__);    \
+#define FT_REQUIRE(cond, ...)                                                                                     \
+    do {                                                                                                          \
+        if (!(cond))                                                                                              \
+            ::ft::fail_require(__FILE__, __LINE__, #cond, __VA_ARGS__);                                           \
     } while (0)
 
 // A libfabric call that must return 0 (or a non-negative count).
-#define FT_CALL(expr)                                                                      \
-    do {                                                                                   \
-        long ft_ret_ = static_cast<long>(expr);                                            \
-        if (ft_ret_ < 0)                                                                   \
-            ::ft::fail_abort(__FILE__, __LINE__, "%s = %ld (%s)", #expr, ft_ret_,          \
-                             fi_strerror(static_cast<int>(-ft_ret_)));                     \
+#define FT_CALL(expr)                                                                                             \
+    do {                                                                                                          \
+        long ft_ret_ = static_cast<long>(expr);                                                                   \
+        if (ft_ret_ < 0)                                                                                          \
+            ::ft::fail_abort(__FILE__, __LINE__, "%s = %ld (%s)", #expr, ft_ret_,                                 \
+                             fi_strerror(static_cast<int>(-ft_ret_)));                                            \
     } while (0)
 
 // A posting call that may return -FI_EAGAIN while the provider is busy:
 // progresses and retries until the timeout.
-#define FT_POST(expr)                                                                      \
-    do {                                                                                   \
-        long ft_ret_ = ::ft::post_retry([&]() -> long { return static_cast<long>(expr); }); \
-        if (ft_ret_ < 0)                                                                   \
-            ::ft::fail_abort(__FILE__, __LINE__, "%s = %ld (%s)", #expr, ft_ret_,          \
-                             fi_strerror(static_cast<int>(-ft_ret_)));                     \
+#define FT_POST(expr)                                                                                             \
+    do {                                                                                                          \
+        long ft_ret_ = ::ft::post_retry([&]() -> long { return static_cast<long>(expr); });                       \
+        if (ft_ret_ < 0)                                                                                          \
+            ::ft::fail_abort(__FILE__, __LINE__, "%s = %ld (%s)", #expr, ft_ret_,                                 \
+                             fi_strerror(static_cast<int>(-ft_ret_)));                                            \
     } while (0)
 long post_retry(const std::function<long()>& post);
 
@@ -135,7 +135,7 @@ uint64_t now_us();
 // (ft::progress) while it waits, so a target whose memory the peer writes
 // keeps its engine going while it waits for the verdict request.
 class Oob {
-public:
+ public:
     // Listens (port 0: any), writes the port to opts.port_file if set, accepts.
     void listen_accept(int port);
     void connect_to(const char* host, int port);
@@ -162,7 +162,7 @@ public:
     // End of subtest: sends our verdict, returns the peer's.
     bool trade_status(bool ok);
 
-private:
+ private:
     struct Msg {
         uint32_t type;
         std::vector<uint8_t> data;
@@ -178,7 +178,7 @@ private:
 extern Oob oob;
 
 enum : uint32_t {
-    kMsgStatus = 1,   // reserved: subtest verdict
+    kMsgStatus = 1,  // reserved: subtest verdict
     kMsgBarrier = 2,
     kMsgName = 3,     // endpoint name(s)
     kMsgKey = 4,      // remote key / address
@@ -191,11 +191,11 @@ enum : uint32_t {
 // ------------------------------------------------------------------ fabric
 
 struct Fabric {
-    fi_info* info = nullptr;       // the entry everything was opened from
+    fi_info* info = nullptr;  // the entry everything was opened from
     fid_fabric* fabric = nullptr;
     fid_eq* eq = nullptr;
     fid_domain* domain = nullptr;
-    fid_cq* progress_cq = nullptr; // bound to nothing: reading it drives progress
+    fid_cq* progress_cq = nullptr;  // bound to nothing: reading it drives progress
 };
 extern Fabric fab;
 
@@ -243,14 +243,14 @@ std::string flags_str(uint64_t flags);
 
 // A CQ and the completions read from it but not yet consumed by the test.
 class Cq {
-public:
+ public:
     Cq() = default;
     Cq(const Cq&) = delete;
     Cq& operator=(const Cq&) = delete;
     ~Cq();
     // pumped: ft::progress() may read it (off for tests that read raw).
-    void open(fid_domain* domain, fi_cq_format format, fi_wait_obj wait = FI_WAIT_NONE,
-              bool pumped = true, size_t size = 0);
+    void open(fid_domain* domain, fi_cq_format format, fi_wait_obj wait = FI_WAIT_NONE, bool pumped = true,
+              size_t size = 0);
     void close();
     fid_cq* fid() const { return cq_; }
     fi_cq_format format() const { return format_; }
@@ -263,8 +263,7 @@ public:
     Comp expect(void* ctx, const char* what, int timeout_ms = -1);
     // Successes for all of ctxs, in any order (completion order is not
     // message order: FI_ORDER_NONE); returned in the order of ctxs.
-    std::vector<Comp> expect_all(const std::vector<void*>& ctxs, const char* what,
-                                 int timeout_ms = -1);
+    std::vector<Comp> expect_all(const std::vector<void*>& ctxs, const char* what, int timeout_ms = -1);
     // The next completion must be an error of context ctx with error err
     // (0: any error).
     Comp expect_err(void* ctx, int err, const char* what, int timeout_ms = -1);
@@ -273,7 +272,7 @@ public:
     size_t stashed() const { return stash_.size(); }
     bool use_readfrom = false;
 
-private:
+ private:
     fid_cq* cq_ = nullptr;
     fi_cq_format format_ = FI_CQ_FORMAT_TAGGED;
     bool pumped_ = true;
@@ -292,7 +291,7 @@ void unregister_cntr(fid_cntr* c);
 // ------------------------------------------------------------------ endpoints
 
 struct EpCfg {
-    uint64_t caps = 0;          // 0: fab.info's
+    uint64_t caps = 0;  // 0: fab.info's
     bool set_tx_op_flags = false;
     uint64_t tx_op_flags = 0;
     bool set_rx_op_flags = false;
@@ -300,13 +299,13 @@ struct EpCfg {
     fi_cq_format tx_format = FI_CQ_FORMAT_TAGGED;
     fi_cq_format rx_format = FI_CQ_FORMAT_TAGGED;
     fi_wait_obj wait = FI_WAIT_NONE;
-    uint64_t tx_bind = 0;       // extra fi_ep_bind flags (FI_SELECTIVE_COMPLETION)
+    uint64_t tx_bind = 0;  // extra fi_ep_bind flags (FI_SELECTIVE_COMPLETION)
     uint64_t rx_bind = 0;
-    bool cntrs = false;         // send/recv/read/write counters
-    bool pumped = true;         // CQs read by ft::progress()
+    bool cntrs = false;  // send/recv/read/write counters
+    bool pumped = true;  // CQs read by ft::progress()
     fi_av_type av_type = FI_AV_TABLE;
-    fid_domain* domain = nullptr;  // nullptr: fab.domain
-    const fi_info* info = nullptr; // nullptr: fab.info (the domain's entry)
+    fid_domain* domain = nullptr;                // nullptr: fab.domain
+    const fi_info* info = nullptr;               // nullptr: fab.info (the domain's entry)
     std::function<void(fid_ep*)> before_enable;  // e.g. fi_setopt
 };
 
@@ -350,23 +349,27 @@ struct RemoteMr {
 
 // fi_mr_reg; with FI_MR_ENDPOINT in `mr_mode` binds the region to ep and
 // enables it.
-fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access,
-               uint64_t requested_key = 0, int mr_mode = 0, fid_ep* ep = nullptr);
+fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access, uint64_t requested_key = 0,
+               int mr_mode = 0, fid_ep* ep = nullptr);
 RemoteMr describe(fid_mr* mr, void* buf, size_t len, int mr_mode);
 
 // Closes the region when the scope ends, also when a subtest is abandoned
 // (a leaked region keeps the domain busy: fi_close(domain) = -FI_EBUSY).
 class MrGuard {
-public:
-    explicit MrGuard(fid_mr* mr = nullptr) : mr_(mr) {}
+ public:
+    explicit MrGuard(fid_mr* mr = nullptr) : mr_(mr) { }
     MrGuard(const MrGuard&) = delete;
     MrGuard& operator=(const MrGuard&) = delete;
     ~MrGuard() { close(); }
-    void reset(fid_mr* mr) { close(); mr_ = mr; }
+    void reset(fid_mr* mr)
+    {
+        close();
+        mr_ = mr;
+    }
     fid_mr* get() const { return mr_; }
     int close();
 
-private:
+ private:
     fid_mr* mr_;
 };
 void send_mr(const RemoteMr& r);
@@ -405,14 +408,13 @@ void fill(void* buf, size_t len, uint64_t seed, size_t first = 0);
 // Index of the first byte that differs from the pattern, or SIZE_MAX.
 size_t verify(const void* buf, size_t len, uint64_t seed, size_t first = 0);
 // FT_CHECKs the pattern and reports the first bad byte.
-bool check_pattern(const void* buf, size_t len, uint64_t seed, const char* what,
-                   size_t first = 0);
+bool check_pattern(const void* buf, size_t len, uint64_t seed, const char* what, size_t first = 0);
 // FT_CHECKs that every byte equals `value`.
 bool check_bytes(const void* buf, size_t len, uint8_t value, const char* what);
 
 // Page-aligned, zeroed buffer.
 class Buf {
-public:
+ public:
     Buf() = default;
     explicit Buf(size_t len) { alloc(len); }
     Buf(const Buf&) = delete;
@@ -423,7 +425,7 @@ public:
     size_t size() const { return len_; }
     uint8_t& operator[](size_t i) { return p_[i]; }
 
-private:
+ private:
     uint8_t* p_ = nullptr;
     size_t len_ = 0;
 };
@@ -433,4 +435,4 @@ std::string size_str(size_t n);
 
 }  // namespace ft
 
-#endif
+#endif  // FABTESTS_COMMON_FT_COMMON_H

@@ -27,8 +27,8 @@ namespace ft {
 
 namespace {
 
-std::vector<Cq*> g_cqs;         // pumped CQ wrappers
-std::vector<fid_cntr*> g_cntrs; // counters read by progress()
+std::vector<Cq*> g_cqs;          // pumped CQ wrappers
+std::vector<fid_cntr*> g_cntrs;  // counters read by progress()
 bool g_in_progress = false;
 
 }  // namespace
@@ -57,17 +57,28 @@ std::string flags_str(uint64_t flags)
         uint64_t bit;
         const char* name;
     } names[] = {
-        {FI_MSG, "MSG"},         {FI_RMA, "RMA"},
-        {FI_TAGGED, "TAGGED"},   {FI_ATOMIC, "ATOMIC"},
-        {FI_READ, "READ"},       {FI_WRITE, "WRITE"},
-        {FI_RECV, "RECV"},       {FI_SEND, "SEND"},
-        {FI_REMOTE_READ, "REMOTE_READ"}, {FI_REMOTE_WRITE, "REMOTE_WRITE"},
-        {FI_MULTI_RECV, "MULTI_RECV"},   {FI_REMOTE_CQ_DATA, "REMOTE_CQ_DATA"},
-        {FI_COMPLETION, "COMPLETION"},   {FI_MORE, "MORE"},
-        {FI_CLAIM, "CLAIM"},             {FI_PEEK, "PEEK"},
-        {FI_DISCARD, "DISCARD"},         {FI_INJECT, "INJECT"},
-        {FI_INJECT_COMPLETE, "INJECT_COMPLETE"}, {FI_TRANSMIT_COMPLETE, "TRANSMIT_COMPLETE"},
-        {FI_DELIVERY_COMPLETE, "DELIVERY_COMPLETE"}, {FI_SOURCE, "SOURCE"},
+        {FI_MSG, "MSG"},
+        {FI_RMA, "RMA"},
+        {FI_TAGGED, "TAGGED"},
+        {FI_ATOMIC, "ATOMIC"},
+        {FI_READ, "READ"},
+        {FI_WRITE, "WRITE"},
+        {FI_RECV, "RECV"},
+        {FI_SEND, "SEND"},
+        {FI_REMOTE_READ, "REMOTE_READ"},
+        {FI_REMOTE_WRITE, "REMOTE_WRITE"},
+        {FI_MULTI_RECV, "MULTI_RECV"},
+        {FI_REMOTE_CQ_DATA, "REMOTE_CQ_DATA"},
+        {FI_COMPLETION, "COMPLETION"},
+        {FI_MORE, "MORE"},
+        {FI_CLAIM, "CLAIM"},
+        {FI_PEEK, "PEEK"},
+        {FI_DISCARD, "DISCARD"},
+        {FI_INJECT, "INJECT"},
+        {FI_INJECT_COMPLETE, "INJECT_COMPLETE"},
+        {FI_TRANSMIT_COMPLETE, "TRANSMIT_COMPLETE"},
+        {FI_DELIVERY_COMPLETE, "DELIVERY_COMPLETE"},
+        {FI_SOURCE, "SOURCE"},
     };
     std::string s;
     uint64_t rest = flags;
@@ -92,10 +103,9 @@ Cq::~Cq()
     close();
 }
 
-void Cq::open(fid_domain* domain, fi_cq_format format, fi_wait_obj wait, bool pumped,
-              size_t size)
+void Cq::open(fid_domain* domain, fi_cq_format format, fi_wait_obj wait, bool pumped, size_t size)
 {
-    fi_cq_attr attr{};
+    fi_cq_attr attr {};
     attr.format = format;
     attr.wait_obj = wait;
     attr.size = size;
@@ -120,7 +130,7 @@ void Cq::close()
 
 ssize_t read_err(fid_cq* cq, Comp* c)
 {
-    fi_cq_err_entry e{};
+    fi_cq_err_entry e {};
     uint8_t sentinel[64];
     memset(sentinel, 0xa5, sizeof(sentinel));
     e.err_data = sentinel;
@@ -178,8 +188,7 @@ int Cq::pump()
             continue;
         }
         if (n < 0)
-            fail_abort(__FILE__, __LINE__, "fi_cq_read = %zd (%s)", n,
-                       fi_strerror(static_cast<int>(-n)));
+            fail_abort(__FILE__, __LINE__, "fi_cq_read = %zd (%s)", n, fi_strerror(static_cast<int>(-n)));
         if (n == 0 || n > 8)
             fail_abort(__FILE__, __LINE__, "fi_cq_read(count 8) = %zd", n);
         for (ssize_t i = 0; i < n; i++) {
@@ -187,9 +196,7 @@ int Cq::pump()
             c.src = src[i];
             switch (format_) {
             case FI_CQ_FORMAT_UNSPEC:
-            case FI_CQ_FORMAT_CONTEXT:
-                c.ctx = u.ctx[i].op_context;
-                break;
+            case FI_CQ_FORMAT_CONTEXT: c.ctx = u.ctx[i].op_context; break;
             case FI_CQ_FORMAT_MSG:
                 c.ctx = u.msg[i].op_context;
                 c.flags = u.msg[i].flags;
@@ -240,8 +247,7 @@ Comp Cq::wait(const char* what, int timeout_ms)
             next_oob = t + 1000;
         }
         if (t > deadline)
-            fail_abort(__FILE__, __LINE__, "timeout (%d ms) waiting for a completion: %s",
-                       timeout_ms, what);
+            fail_abort(__FILE__, __LINE__, "timeout (%d ms) waiting for a completion: %s", timeout_ms, what);
     }
 }
 
@@ -250,12 +256,12 @@ Comp Cq::expect(void* ctx, const char* what, int timeout_ms)
     Comp c = wait(what, timeout_ms);
     if (c.is_err)
         fail_abort(__FILE__, __LINE__,
-                   "%s: error completion err %d (%s) prov_errno %d (%s), flags %s, len %zu, olen %zu",
-                   what, c.err, fi_strerror(c.err), c.prov_errno, c.strerror.c_str(),
-                   flags_str(c.flags).c_str(), c.len, c.olen);
+                   "%s: error completion err %d (%s) prov_errno %d (%s), flags %s, len %zu, olen %zu", what, c.err,
+                   fi_strerror(c.err), c.prov_errno, c.strerror.c_str(), flags_str(c.flags).c_str(), c.len,
+                   c.olen);
     if (c.ctx != ctx)
-        fail_abort(__FILE__, __LINE__, "%s: completion for context %p, expected %p (flags %s)",
-                   what, c.ctx, ctx, flags_str(c.flags).c_str());
+        fail_abort(__FILE__, __LINE__, "%s: completion for context %p, expected %p (flags %s)", what, c.ctx, ctx,
+                   flags_str(c.flags).c_str());
     return c;
 }
 
@@ -267,15 +273,15 @@ std::vector<Comp> Cq::expect_all(const std::vector<void*>& ctxs, const char* wha
         Comp c = wait(what, timeout_ms);
         if (c.is_err)
             fail_abort(__FILE__, __LINE__,
-                       "%s: error completion err %d (%s) prov_errno %d (%s), flags %s, len %zu, olen %zu",
-                       what, c.err, fi_strerror(c.err), c.prov_errno, c.strerror.c_str(),
-                       flags_str(c.flags).c_str(), c.len, c.olen);
+                       "%s: error completion err %d (%s) prov_errno %d (%s), flags %s, len %zu, olen %zu", what,
+                       c.err, fi_strerror(c.err), c.prov_errno, c.strerror.c_str(), flags_str(c.flags).c_str(),
+                       c.len, c.olen);
         size_t i = 0;
         while (i < ctxs.size() && (ctxs[i] != c.ctx || done[i]))
             i++;
         if (i == ctxs.size())
-            fail_abort(__FILE__, __LINE__, "%s: completion for unexpected context %p (flags %s)",
-                       what, c.ctx, flags_str(c.flags).c_str());
+            fail_abort(__FILE__, __LINE__, "%s: completion for unexpected context %p (flags %s)", what, c.ctx,
+                       flags_str(c.flags).c_str());
         done[i] = true;
         out[i] = c;
     }
@@ -286,21 +292,20 @@ Comp Cq::expect_err(void* ctx, int err, const char* what, int timeout_ms)
 {
     Comp c = wait(what, timeout_ms);
     if (!c.is_err)
-        fail_abort(__FILE__, __LINE__, "%s: expected an error completion, got a success (ctx %p, flags %s, len %zu)",
-                   what, c.ctx, flags_str(c.flags).c_str(), c.len);
+        fail_abort(__FILE__, __LINE__,
+                   "%s: expected an error completion, got a success (ctx %p, flags %s, len %zu)", what, c.ctx,
+                   flags_str(c.flags).c_str(), c.len);
     FT_CHECK(c.ctx == ctx, "%s: error completion for context %p, expected %p", what, c.ctx, ctx);
     if (err)
-        FT_CHECK(c.err == err, "%s: err %d (%s), expected %d (%s)", what, c.err,
-                 fi_strerror(c.err), err, fi_strerror(err));
+        FT_CHECK(c.err == err, "%s: err %d (%s), expected %d (%s)", what, c.err, fi_strerror(c.err), err,
+                 fi_strerror(err));
     else
         FT_CHECK(c.err > 0, "%s: error entry with err %d", what, c.err);
     bool readable = !c.strerror.empty();
     for (char ch : c.strerror)
         readable = readable && (isprint(static_cast<unsigned char>(ch)) || ch == '\n');
-    FT_CHECK(readable, "%s: fi_cq_strerror gave an unreadable text \"%s\"", what,
-             c.strerror.c_str());
-    vlog("%s: err %d (%s), fi_cq_strerror \"%s\"", what, c.err, fi_strerror(c.err),
-         c.strerror.c_str());
+    FT_CHECK(readable, "%s: fi_cq_strerror gave an unreadable text \"%s\"", what, c.strerror.c_str());
+    vlog("%s: err %d (%s), fi_cq_strerror \"%s\"", what, c.err, fi_strerror(c.err), c.strerror.c_str());
     return c;
 }
 
@@ -348,7 +353,7 @@ void Ep::open(const EpCfg& cfg)
 
     tx.open(domain, cfg.tx_format, cfg.wait, cfg.pumped);
     rx.open(domain, cfg.rx_format, cfg.wait, cfg.pumped);
-    fi_av_attr av_attr{};
+    fi_av_attr av_attr {};
     av_attr.type = cfg.av_type;
     av_attr.count = 16;
     FT_CALL(fi_av_open(domain, &av_attr, &av, nullptr));
@@ -357,14 +362,13 @@ void Ep::open(const EpCfg& cfg)
     FT_CALL(fi_ep_bind(ep, &tx.fid()->fid, FI_TRANSMIT | cfg.tx_bind));
     FT_CALL(fi_ep_bind(ep, &rx.fid()->fid, FI_RECV | cfg.rx_bind));
     if (cfg.cntrs) {
-        fi_cntr_attr ca{};
+        fi_cntr_attr ca {};
         ca.events = FI_CNTR_EVENTS_COMP;
         ca.wait_obj = FI_WAIT_UNSPEC;
         struct {
             fid_cntr** c;
             uint64_t flag;
-        } cs[] = {{&send_cntr, FI_SEND}, {&recv_cntr, FI_RECV}, {&read_cntr, FI_READ},
-                  {&write_cntr, FI_WRITE}};
+        } cs[] = {{&send_cntr, FI_SEND}, {&recv_cntr, FI_RECV}, {&read_cntr, FI_READ}, {&write_cntr, FI_WRITE}};
         for (auto& c : cs) {
             FT_CALL(fi_cntr_open(domain, &ca, c.c, nullptr));
             FT_CALL(fi_ep_bind(ep, &(*c.c)->fid, c.flag));
@@ -447,8 +451,8 @@ void connect_many(std::vector<Ep*> eps, std::vector<std::vector<fi_addr_t>>* pee
 
 // ------------------------------------------------------------------ memory regions
 
-fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access, uint64_t requested_key,
-               int mr_mode, fid_ep* ep)
+fid_mr* reg_mr(fid_domain* domain, void* buf, size_t len, uint64_t access, uint64_t requested_key, int mr_mode,
+               fid_ep* ep)
 {
     fid_mr* mr = nullptr;
     FT_CALL(fi_mr_reg(domain, buf, len, access, 0, requested_key, 0, &mr, nullptr));
@@ -498,7 +502,7 @@ RemoteMr recv_mr()
 
 uint64_t cpu_us()
 {
-    rusage ru{};
+    rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     return static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
            static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
@@ -532,8 +536,8 @@ bool check_pattern(const void* buf, size_t len, uint64_t seed, const char* what,
     size_t nbad = 0;
     for (size_t i = bad; i < len; i++)
         nbad += p[i] != pattern_byte(seed, first + i);
-    FT_CHECK(false, "%s: data mismatch at byte %zu of %zu: 0x%02x, expected 0x%02x (%zu bad bytes)",
-             what, bad, len, p[bad], pattern_byte(seed, first + bad), nbad);
+    FT_CHECK(false, "%s: data mismatch at byte %zu of %zu: 0x%02x, expected 0x%02x (%zu bad bytes)", what, bad,
+             len, p[bad], pattern_byte(seed, first + bad), nbad);
     return false;
 }
 
@@ -542,8 +546,7 @@ bool check_bytes(const void* buf, size_t len, uint8_t value, const char* what)
     const auto* p = static_cast<const uint8_t*>(buf);
     for (size_t i = 0; i < len; i++) {
         if (p[i] != value) {
-            FT_CHECK(false, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, len, p[i],
-                     value);
+            FT_CHECK(false, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, len, p[i], value);
             return false;
         }
     }

@@ -55,8 +55,7 @@ inline void count_alloc()
 
 // The real lock functions, looked up at their first use: libraries'
 // constructors may lock before ours would run.
-template <typename F>
-F next_symbol(F* cache, const char* name)
+template <typename F> F next_symbol(F* cache, const char* name)
 {
     if (!*cache) {
         void* p = dlsym(RTLD_NEXT, name);
@@ -69,8 +68,7 @@ F next_symbol(F* cache, const char* name)
     return *cache;
 }
 
-template <typename T>
-int forward_lock(int (**cache)(T*), const char* name, T* lock)
+template <typename T> int forward_lock(int (**cache)(T*), const char* name, T* lock)
 {
     if (t_counting)
         g_locks++;
@@ -217,22 +215,29 @@ struct NamedSyscall {
     bool idle;
 };
 const NamedSyscall kNamed[] = {
-    {"read", SYS_read, false},           {"write", SYS_write, false},
-    {"ioctl", SYS_ioctl, false},         {"poll", SYS_poll, false},
-    {"ppoll", SYS_ppoll, false},         {"epoll_wait", SYS_epoll_wait, false},
-    {"epoll_pwait", SYS_epoll_pwait, false}, {"sendto", SYS_sendto, false},
-    {"recvfrom", SYS_recvfrom, false},   {"sendmsg", SYS_sendmsg, false},
-    {"futex", SYS_futex, false},         {"clock_gettime", SYS_clock_gettime, false},
-    {"sched_yield", SYS_sched_yield, true}, {"nanosleep", SYS_nanosleep, true},
+    {"read", SYS_read, false},
+    {"write", SYS_write, false},
+    {"ioctl", SYS_ioctl, false},
+    {"poll", SYS_poll, false},
+    {"ppoll", SYS_ppoll, false},
+    {"epoll_wait", SYS_epoll_wait, false},
+    {"epoll_pwait", SYS_epoll_pwait, false},
+    {"sendto", SYS_sendto, false},
+    {"recvfrom", SYS_recvfrom, false},
+    {"sendmsg", SYS_sendmsg, false},
+    {"futex", SYS_futex, false},
+    {"clock_gettime", SYS_clock_gettime, false},
+    {"sched_yield", SYS_sched_yield, true},
+    {"nanosleep", SYS_nanosleep, true},
     {"clock_nanosleep", SYS_clock_nanosleep, true},
 };
 constexpr size_t kNamedCount = sizeof(kNamed) / sizeof(kNamed[0]);
 
 struct SyscallCounters {
     bool tried = false;
-    int total = -1;               // group leader: every sys_enter
-    int named[kNamedCount];       // filtered on one id each
-    uint64_t base_total = 0;      // what an empty start/stop counts (the
+    int total = -1;                         // group leader: every sys_enter
+    int named[kNamedCount];                 // filtered on one id each
+    uint64_t base_total = 0;                // what an empty start/stop counts (the
     uint64_t base_named[kNamedCount] = {};  // disabling ioctl itself)
     char why[160] = "not initialised";
 } g_sc;
@@ -286,7 +291,7 @@ bool open_syscall_counters()
         snprintf(g_sc.why, sizeof(g_sc.why), "no raw_syscalls/sys_enter tracepoint in tracefs");
         return false;
     }
-    perf_event_attr a{};
+    perf_event_attr a {};
     a.size = sizeof(a);
     a.type = PERF_TYPE_TRACEPOINT;
     a.config = static_cast<uint64_t>(id);
@@ -374,8 +379,8 @@ DatapathCounts datapath_counting_stop()
         named_sum += n;
         if (kNamed[i].idle)
             c.idle_syscalls += n;
-        snprintf(part, sizeof(part), "%s%s %llu", c.syscall_detail.empty() ? "" : ", ",
-                 kNamed[i].name, static_cast<unsigned long long>(n));
+        snprintf(part, sizeof(part), "%s%s %llu", c.syscall_detail.empty() ? "" : ", ", kNamed[i].name,
+                 static_cast<unsigned long long>(n));
         c.syscall_detail += part;
     }
     if (c.syscalls > named_sum) {

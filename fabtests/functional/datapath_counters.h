@@ -21,8 +21,8 @@
 //
 // Under AddressSanitizer the allocator belongs to ASan: allocation and lock
 // counting is compiled out (counting_available() is false).
-#ifndef FT_DATAPATH_COUNTERS_H
-#define FT_DATAPATH_COUNTERS_H
+#ifndef FABTESTS_FUNCTIONAL_DATAPATH_COUNTERS_H
+#define FABTESTS_FUNCTIONAL_DATAPATH_COUNTERS_H
 
 #include <cstdint>
 #include <string>
@@ -30,10 +30,10 @@
 namespace ft {
 
 struct DatapathCounts {
-    uint64_t allocs = 0;      // malloc, calloc, realloc, memalign family, new
+    uint64_t allocs = 0;  // malloc, calloc, realloc, memalign family, new
     uint64_t frees = 0;
-    uint64_t locks = 0;       // mutex, rwlock and spinlock acquisitions
-    uint64_t syscalls = 0;    // every system call entered
+    uint64_t locks = 0;          // mutex, rwlock and spinlock acquisitions
+    uint64_t syscalls = 0;       // every system call entered
     uint64_t idle_syscalls = 0;  // sched_yield, nanosleep, clock_nanosleep
     std::string syscall_detail;  // "write 3, ioctl 1, other 2"
     // System calls other than the idle backoff's.
@@ -52,4 +52,4 @@ DatapathCounts datapath_counting_stop();
 
 }  // namespace ft
 
-#endif
+#endif  // FABTESTS_FUNCTIONAL_DATAPATH_COUNTERS_H

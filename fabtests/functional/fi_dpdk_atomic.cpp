@@ -26,16 +26,19 @@ namespace {
 constexpr int kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 constexpr size_t kRegion = 64 * 1024;
 
-enum Kind { kBase, kFetch, kCompare };
+enum Kind {
+    kBase,
+    kFetch,
+    kCompare
+};
 
-const fi_datatype kTypes[] = {FI_INT8,  FI_UINT8, FI_INT16, FI_UINT16, FI_INT32,
+const fi_datatype kTypes[] = {FI_INT8,   FI_UINT8, FI_INT16,  FI_UINT16, FI_INT32,
                               FI_UINT32, FI_INT64, FI_UINT64, FI_FLOAT,  FI_DOUBLE};
-const fi_op kBaseOps[] = {FI_MIN,  FI_MAX,  FI_SUM, FI_PROD, FI_LOR,         FI_LAND,
-                          FI_BOR,  FI_BAND, FI_LXOR, FI_BXOR, FI_ATOMIC_WRITE};
-const fi_op kFetchOps[] = {FI_MIN,  FI_MAX,  FI_SUM,  FI_PROD, FI_LOR,          FI_LAND,         FI_BOR,
-                           FI_BAND, FI_LXOR, FI_BXOR, FI_ATOMIC_WRITE, FI_ATOMIC_READ};
-const fi_op kCompareOps[] = {FI_CSWAP,    FI_CSWAP_NE, FI_CSWAP_LE, FI_CSWAP_LT,
-                             FI_CSWAP_GE, FI_CSWAP_GT, FI_MSWAP};
+const fi_op kBaseOps[] = {FI_MIN, FI_MAX,  FI_SUM,  FI_PROD, FI_LOR,         FI_LAND,
+                          FI_BOR, FI_BAND, FI_LXOR, FI_BXOR, FI_ATOMIC_WRITE};
+const fi_op kFetchOps[] = {FI_MIN, FI_MAX,  FI_SUM,  FI_PROD, FI_LOR,          FI_LAND,
+                           FI_BOR, FI_BAND, FI_LXOR, FI_BXOR, FI_ATOMIC_WRITE, FI_ATOMIC_READ};
+const fi_op kCompareOps[] = {FI_CSWAP, FI_CSWAP_NE, FI_CSWAP_LE, FI_CSWAP_LT, FI_CSWAP_GE, FI_CSWAP_GT, FI_MSWAP};
 
 bool is_float(fi_datatype t)
 {
@@ -65,17 +68,13 @@ size_t type_size(fi_datatype t)
 {
     switch (t) {
     case FI_INT8:
-    case FI_UINT8:
-        return 1;
+    case FI_UINT8: return 1;
     case FI_INT16:
-    case FI_UINT16:
-        return 2;
+    case FI_UINT16: return 2;
     case FI_INT32:
     case FI_UINT32:
-    case FI_FLOAT:
-        return 4;
-    default:
-        return 8;
+    case FI_FLOAT: return 4;
+    default: return 8;
     }
 }
 
@@ -90,55 +89,33 @@ const char* op_name(fi_op op)
 }
 
 // fi_atomic(3)'s definitions, on one element.
-template <typename T>
-T apply(fi_op op, T addr, T buf, T cmp)
+template <typename T> T apply(fi_op op, T addr, T buf, T cmp)
 {
     switch (op) {
-    case FI_MIN:
-        return buf < addr ? buf : addr;
-    case FI_MAX:
-        return buf > addr ? buf : addr;
-    case FI_SUM:
-        return static_cast<T>(addr + buf);
-    case FI_PROD:
-        return static_cast<T>(addr * buf);
-    case FI_LOR:
-        return static_cast<T>((addr != 0) || (buf != 0));
-    case FI_LAND:
-        return static_cast<T>((addr != 0) && (buf != 0));
-    case FI_LXOR:
-        return static_cast<T>((addr != 0) != (buf != 0));
-    case FI_ATOMIC_WRITE:
-        return buf;
-    case FI_ATOMIC_READ:
-        return addr;
-    case FI_CSWAP:
-        return cmp == addr ? buf : addr;
-    case FI_CSWAP_NE:
-        return cmp != addr ? buf : addr;
-    case FI_CSWAP_LE:
-        return cmp <= addr ? buf : addr;
-    case FI_CSWAP_LT:
-        return cmp < addr ? buf : addr;
-    case FI_CSWAP_GE:
-        return cmp >= addr ? buf : addr;
-    case FI_CSWAP_GT:
-        return cmp > addr ? buf : addr;
-    default:
-        break;
+    case FI_MIN: return buf < addr ? buf : addr;
+    case FI_MAX: return buf > addr ? buf : addr;
+    case FI_SUM: return static_cast<T>(addr + buf);
+    case FI_PROD: return static_cast<T>(addr * buf);
+    case FI_LOR: return static_cast<T>((addr != 0) || (buf != 0));
+    case FI_LAND: return static_cast<T>((addr != 0) && (buf != 0));
+    case FI_LXOR: return static_cast<T>((addr != 0) != (buf != 0));
+    case FI_ATOMIC_WRITE: return buf;
+    case FI_ATOMIC_READ: return addr;
+    case FI_CSWAP: return cmp == addr ? buf : addr;
+    case FI_CSWAP_NE: return cmp != addr ? buf : addr;
+    case FI_CSWAP_LE: return cmp <= addr ? buf : addr;
+    case FI_CSWAP_LT: return cmp < addr ? buf : addr;
+    case FI_CSWAP_GE: return cmp >= addr ? buf : addr;
+    case FI_CSWAP_GT: return cmp > addr ? buf : addr;
+    default: break;
     }
     if constexpr (std::is_integral_v<T>) {
         switch (op) {
-        case FI_BOR:
-            return static_cast<T>(addr | buf);
-        case FI_BAND:
-            return static_cast<T>(addr & buf);
-        case FI_BXOR:
-            return static_cast<T>(addr ^ buf);
-        case FI_MSWAP:
-            return static_cast<T>((buf & cmp) | (addr & ~cmp));
-        default:
-            break;
+        case FI_BOR: return static_cast<T>(addr | buf);
+        case FI_BAND: return static_cast<T>(addr & buf);
+        case FI_BXOR: return static_cast<T>(addr ^ buf);
+        case FI_MSWAP: return static_cast<T>((buf & cmp) | (addr & ~cmp));
+        default: break;
         }
     }
     return addr;
@@ -199,14 +176,12 @@ uint64_t make(fi_datatype t, double v)
         memcpy(&out, &x, 8);
         break;
     }
-    default:
-        break;
+    default: break;
     }
     return out;
 }
 
-template <typename T>
-uint64_t apply_bytes(fi_op op, uint64_t a, uint64_t b, uint64_t c)
+template <typename T> uint64_t apply_bytes(fi_op op, uint64_t a, uint64_t b, uint64_t c)
 {
     T x, y, z;
     memcpy(&x, &a, sizeof(T));
@@ -221,28 +196,17 @@ uint64_t apply_bytes(fi_op op, uint64_t a, uint64_t b, uint64_t c)
 uint64_t reference(fi_datatype t, fi_op op, uint64_t addr, uint64_t buf, uint64_t cmp)
 {
     switch (t) {
-    case FI_INT8:
-        return apply_bytes<int8_t>(op, addr, buf, cmp);
-    case FI_UINT8:
-        return apply_bytes<uint8_t>(op, addr, buf, cmp);
-    case FI_INT16:
-        return apply_bytes<int16_t>(op, addr, buf, cmp);
-    case FI_UINT16:
-        return apply_bytes<uint16_t>(op, addr, buf, cmp);
-    case FI_INT32:
-        return apply_bytes<int32_t>(op, addr, buf, cmp);
-    case FI_UINT32:
-        return apply_bytes<uint32_t>(op, addr, buf, cmp);
-    case FI_INT64:
-        return apply_bytes<int64_t>(op, addr, buf, cmp);
-    case FI_UINT64:
-        return apply_bytes<uint64_t>(op, addr, buf, cmp);
-    case FI_FLOAT:
-        return apply_bytes<float>(op, addr, buf, cmp);
-    case FI_DOUBLE:
-        return apply_bytes<double>(op, addr, buf, cmp);
-    default:
-        return addr;
+    case FI_INT8: return apply_bytes<int8_t>(op, addr, buf, cmp);
+    case FI_UINT8: return apply_bytes<uint8_t>(op, addr, buf, cmp);
+    case FI_INT16: return apply_bytes<int16_t>(op, addr, buf, cmp);
+    case FI_UINT16: return apply_bytes<uint16_t>(op, addr, buf, cmp);
+    case FI_INT32: return apply_bytes<int32_t>(op, addr, buf, cmp);
+    case FI_UINT32: return apply_bytes<uint32_t>(op, addr, buf, cmp);
+    case FI_INT64: return apply_bytes<int64_t>(op, addr, buf, cmp);
+    case FI_UINT64: return apply_bytes<uint64_t>(op, addr, buf, cmp);
+    case FI_FLOAT: return apply_bytes<float>(op, addr, buf, cmp);
+    case FI_DOUBLE: return apply_bytes<double>(op, addr, buf, cmp);
+    default: return addr;
     }
 }
 
@@ -272,27 +236,21 @@ struct Steps {
 Steps steps_for(fi_op op)
 {
     switch (op) {
-    case FI_PROD:
-        return {{{2, 0}, {3, 0}}, 2};
+    case FI_PROD: return {{{2, 0}, {3, 0}}, 2};
     case FI_BOR:
     case FI_BAND:
-    case FI_BXOR:
-        return {{{0x0b, 0}, {0x36, 0}}, 2};
+    case FI_BXOR: return {{{0x0b, 0}, {0x36, 0}}, 2};
     case FI_LOR:
     case FI_LAND:
-    case FI_LXOR:
-        return {{{0, 0}, {5, 0}, {0, 0}}, 3};
-    case FI_MSWAP:
-        return {{{0x2b, 0x0f}, {0x50, 0x70}}, 2};
+    case FI_LXOR: return {{{0, 0}, {5, 0}, {0, 0}}, 3};
+    case FI_MSWAP: return {{{0x2b, 0x0f}, {0x50, 0x70}}, 2};
     case FI_CSWAP:
     case FI_CSWAP_NE:
     case FI_CSWAP_LE:
     case FI_CSWAP_LT:
     case FI_CSWAP_GE:
-    case FI_CSWAP_GT:
-        return {{{7, 20}, {33, 5}, {2, 40}}, 3};
-    default:
-        return {{{7, 0}, {33, 0}}, 2};
+    case FI_CSWAP_GT: return {{{7, 20}, {33, 5}, {2, 40}}, 3};
+    default: return {{{7, 0}, {33, 0}}, 2};
     }
 }
 
@@ -309,8 +267,7 @@ struct Combo {
 void serve(Ep& ep)
 {
     Buf region(kRegion);
-    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-                      kMrMode, ep.ep));
+    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, kMrMode, ep.ep));
     send_mr(describe(mr.get(), region.data(), kRegion, kMrMode));
     for (;;) {
         std::vector<uint8_t> m = oob.recv(kMsgCheck);
@@ -361,11 +318,12 @@ void valid()
     ep.open();
     for (int k = 0; k < 3; k++) {
         const fi_op* ops = k == kBase ? kBaseOps : k == kFetch ? kFetchOps : kCompareOps;
-        const size_t nops = k == kBase ? sizeof(kBaseOps) / sizeof(fi_op)
+        const size_t nops = k == kBase    ? sizeof(kBaseOps) / sizeof(fi_op)
                             : k == kFetch ? sizeof(kFetchOps) / sizeof(fi_op)
                                           : sizeof(kCompareOps) / sizeof(fi_op);
-        const char* kname = k == kBase ? "fi_atomicvalid" : k == kFetch ? "fi_fetch_atomicvalid"
-                                                                          : "fi_compare_atomicvalid";
+        const char* kname = k == kBase    ? "fi_atomicvalid"
+                            : k == kFetch ? "fi_fetch_atomicvalid"
+                                          : "fi_compare_atomicvalid";
         const uint64_t qflags = k == kBase ? 0 : k == kFetch ? FI_FETCH_ATOMIC : FI_COMPARE_ATOMIC;
         for (size_t i = 0; i < nops; i++) {
             for (fi_datatype t : kTypes) {
@@ -373,7 +331,7 @@ void valid()
                 int r = k == kBase    ? fi_atomicvalid(ep.ep, t, ops[i], &count)
                         : k == kFetch ? fi_fetch_atomicvalid(ep.ep, t, ops[i], &count)
                                       : fi_compare_atomicvalid(ep.ep, t, ops[i], &count);
-                fi_atomic_attr attr{};
+                fi_atomic_attr attr {};
                 int q = fi_query_atomic(fab.domain, t, ops[i], &attr, qflags);
                 const bool must = required(ops[i], t);
                 const bool must_not = is_bitwise(ops[i]) && is_float(t);
@@ -381,19 +339,19 @@ void valid()
                     FT_CHECK(r == 0 && count >= 1, "%s(%s, %s) = %d, count %zu", kname, type_name(t),
                              op_name(ops[i]), r, count);
                 if (must_not)
-                    FT_CHECK(r != 0, "%s(%s, %s) = 0: bit operations on floating point", kname,
-                             type_name(t), op_name(ops[i]));
-                FT_CHECK((r == 0) == (q == 0), "%s(%s, %s) = %d but fi_query_atomic = %d", kname,
-                         type_name(t), op_name(ops[i]), r, q);
+                    FT_CHECK(r != 0, "%s(%s, %s) = 0: bit operations on floating point", kname, type_name(t),
+                             op_name(ops[i]));
+                FT_CHECK((r == 0) == (q == 0), "%s(%s, %s) = %d but fi_query_atomic = %d", kname, type_name(t),
+                         op_name(ops[i]), r, q);
                 if (q == 0) {
-                    FT_CHECK(attr.size == type_size(t), "fi_query_atomic(%s, %s): size %zu",
-                             type_name(t), op_name(ops[i]), attr.size);
-                    FT_CHECK(attr.count == count, "fi_query_atomic(%s, %s): count %zu, %s says %zu",
-                             type_name(t), op_name(ops[i]), attr.count, kname, count);
+                    FT_CHECK(attr.size == type_size(t), "fi_query_atomic(%s, %s): size %zu", type_name(t),
+                             op_name(ops[i]), attr.size);
+                    FT_CHECK(attr.count == count, "fi_query_atomic(%s, %s): count %zu, %s says %zu", type_name(t),
+                             op_name(ops[i]), attr.count, kname, count);
                 }
                 if (r != 0)
-                    FT_CHECK(r == -FI_EOPNOTSUPP, "%s(%s, %s) = %d (%s), expected 0 or -FI_EOPNOTSUPP",
-                             kname, type_name(t), op_name(ops[i]), r, fi_strerror(-r));
+                    FT_CHECK(r == -FI_EOPNOTSUPP, "%s(%s, %s) = %d (%s), expected 0 or -FI_EOPNOTSUPP", kname,
+                             type_name(t), op_name(ops[i]), r, fi_strerror(-r));
             }
         }
     }
@@ -422,7 +380,7 @@ void matrix()
     size_t slot = 0;
     for (int k = 0; k < 3; k++) {
         const fi_op* ops = k == kBase ? kBaseOps : k == kFetch ? kFetchOps : kCompareOps;
-        const size_t nops = k == kBase ? sizeof(kBaseOps) / sizeof(fi_op)
+        const size_t nops = k == kBase    ? sizeof(kBaseOps) / sizeof(fi_op)
                             : k == kFetch ? sizeof(kFetchOps) / sizeof(fi_op)
                                           : sizeof(kCompareOps) / sizeof(fi_op);
         for (size_t i = 0; i < nops; i++) {
@@ -457,29 +415,27 @@ void matrix()
             fi_context2 ctx;
             char what[128];
             snprintf(what, sizeof(what), "%s %s %s step %zu",
-                     c.kind == kBase ? "fi_atomic" : c.kind == kFetch ? "fi_fetch_atomic"
-                                                                      : "fi_compare_atomic",
+                     c.kind == kBase    ? "fi_atomic"
+                     : c.kind == kFetch ? "fi_fetch_atomic"
+                                        : "fi_compare_atomic",
                      op_name(c.op), type_name(c.type), s);
             switch (c.kind) {
             case kBase:
-                FT_POST(fi_atomic(ep.ep, &buf, 1, nullptr, ep.peer, raddr, cl.rm.key, c.type, c.op,
-                                  &ctx));
+                FT_POST(fi_atomic(ep.ep, &buf, 1, nullptr, ep.peer, raddr, cl.rm.key, c.type, c.op, &ctx));
                 break;
             case kFetch:
                 // (FI_ATOMIC_READ with a NULL buf: subtest atomic/read-null-buf)
-                FT_POST(fi_fetch_atomic(ep.ep, &buf, 1, nullptr,
-                                        &result, nullptr, ep.peer, raddr, cl.rm.key, c.type, c.op,
-                                        &ctx));
+                FT_POST(fi_fetch_atomic(ep.ep, &buf, 1, nullptr, &result, nullptr, ep.peer, raddr, cl.rm.key,
+                                        c.type, c.op, &ctx));
                 break;
             case kCompare:
-                FT_POST(fi_compare_atomic(ep.ep, &buf, 1, nullptr, &cmp, nullptr, &result, nullptr,
-                                          ep.peer, raddr, cl.rm.key, c.type, c.op, &ctx));
+                FT_POST(fi_compare_atomic(ep.ep, &buf, 1, nullptr, &cmp, nullptr, &result, nullptr, ep.peer, raddr,
+                                          cl.rm.key, c.type, c.op, &ctx));
                 break;
             }
             Comp comp = ep.tx.expect(&ctx, what);
             const uint64_t want_flags = FI_ATOMIC | (c.kind == kBase ? FI_WRITE : FI_READ);
-            FT_CHECK((comp.flags & (FI_ATOMIC | FI_RMA | FI_READ | FI_WRITE | FI_MSG | FI_SEND)) ==
-                         want_flags,
+            FT_CHECK((comp.flags & (FI_ATOMIC | FI_RMA | FI_READ | FI_WRITE | FI_MSG | FI_SEND)) == want_flags,
                      "%s: flags %s, expected %s", what, flags_str(comp.flags).c_str(),
                      flags_str(want_flags).c_str());
             if (c.kind != kBase) {
@@ -489,8 +445,8 @@ void matrix()
                     const uint64_t tail = result >> (8 * sz) << (8 * sz);
                     uint64_t canary = 0;
                     memset(&canary, 0xa7, sizeof(canary));
-                    FT_CHECK(tail == (canary >> (8 * sz) << (8 * sz)),
-                             "%s: wrote past the %zu-byte result", what, sz);
+                    FT_CHECK(tail == (canary >> (8 * sz) << (8 * sz)), "%s: wrote past the %zu-byte result", what,
+                             sz);
                 }
             }
             cur = reference(c.type, c.op, cur, buf, cmp);
@@ -507,10 +463,10 @@ void matrix()
         memcpy(&want, cl.expect.data() + c.slot * 16, type_size(c.type));
         if (!same(c.type, got, want) && bad++ < 20)
             FT_CHECK(false, "target after %s %s %s: %s, expected %s",
-                     c.kind == kBase ? "fi_atomic" : c.kind == kFetch ? "fi_fetch_atomic"
-                                                                      : "fi_compare_atomic",
-                     op_name(c.op), type_name(c.type), hex(c.type, got).c_str(),
-                     hex(c.type, want).c_str());
+                     c.kind == kBase    ? "fi_atomic"
+                     : c.kind == kFetch ? "fi_fetch_atomic"
+                                        : "fi_compare_atomic",
+                     op_name(c.op), type_name(c.type), hex(c.type, got).c_str(), hex(c.type, want).c_str());
     }
     FT_CHECK(bad == 0, "%u target slots wrong", bad);
     FT_CHECK(memcmp(snap.data(), cl.expect.data(), kRegion) == 0,
@@ -549,24 +505,24 @@ void forms()
 
     // fi_atomic SUM uint64 x4
     size_t max_count = 0;
-    FT_REQUIRE(fi_atomicvalid(ep.ep, FI_UINT64, FI_SUM, &max_count) == 0 && max_count >= 4,
-               "count %zu", max_count);
+    FT_REQUIRE(fi_atomicvalid(ep.ep, FI_UINT64, FI_SUM, &max_count) == 0 && max_count >= 4, "count %zu",
+               max_count);
     uint64_t add[4] = {100, 200, 300, 400};
     FT_POST(fi_atomic(ep.ep, add, 4, nullptr, ep.peer, cl.rm.addr, cl.rm.key, FI_UINT64, FI_SUM, &ctx));
     ep.tx.expect(&ctx, "fi_atomic SUM UINT64 x4");
     // fi_fetch_atomicv MAX int32 x8
     int32_t mx[8] = {0, 0, 0, 0, 50, 50, 50, 50}, res8[8] = {};
-    fi_ioc ioc{mx, 8}, rioc{res8, 8};
-    fi_rma_ioc rma{cl.rm.addr + 64, 8, cl.rm.key};
-    FT_POST(fi_fetch_atomicv(ep.ep, &ioc, nullptr, 1, &rioc, nullptr, 1, ep.peer, rma.addr, rma.key,
-                             FI_INT32, FI_MAX, &ctx));
+    fi_ioc ioc {mx, 8}, rioc {res8, 8};
+    fi_rma_ioc rma {cl.rm.addr + 64, 8, cl.rm.key};
+    FT_POST(fi_fetch_atomicv(ep.ep, &ioc, nullptr, 1, &rioc, nullptr, 1, ep.peer, rma.addr, rma.key, FI_INT32,
+                             FI_MAX, &ctx));
     ep.tx.expect(&ctx, "fi_fetch_atomicv MAX INT32 x8");
     FT_CHECK(memcmp(res8, b, sizeof(b)) == 0, "fi_fetch_atomicv fetched the wrong values");
     // fi_compare_atomicmsg CSWAP uint32 x4, FI_DELIVERY_COMPLETE
     uint32_t nv[4] = {11, 21, 31, 41}, cmpv[4] = {10, 0, 30, 0}, res4[4] = {};
-    fi_ioc nioc{nv, 4}, cioc{cmpv, 4}, r4{res4, 4};
-    fi_rma_ioc rma4{cl.rm.addr + 128, 4, cl.rm.key};
-    fi_msg_atomic m{};
+    fi_ioc nioc {nv, 4}, cioc {cmpv, 4}, r4 {res4, 4};
+    fi_rma_ioc rma4 {cl.rm.addr + 128, 4, cl.rm.key};
+    fi_msg_atomic m {};
     m.msg_iov = &nioc;
     m.iov_count = 1;
     m.addr = ep.peer;
@@ -575,14 +531,14 @@ void forms()
     m.datatype = FI_UINT32;
     m.op = FI_CSWAP;
     m.context = &ctx;
-    FT_POST(fi_compare_atomicmsg(ep.ep, &m, &cioc, nullptr, 1, &r4, nullptr, 1,
-                                 FI_COMPLETION | FI_DELIVERY_COMPLETE));
+    FT_POST(
+        fi_compare_atomicmsg(ep.ep, &m, &cioc, nullptr, 1, &r4, nullptr, 1, FI_COMPLETION | FI_DELIVERY_COMPLETE));
     ep.tx.expect(&ctx, "fi_compare_atomicmsg CSWAP UINT32 x4");
     FT_CHECK(memcmp(res4, c, sizeof(c)) == 0, "fi_compare_atomicmsg fetched the wrong values");
     // fi_atomicmsg SUM double x2 with FI_DELIVERY_COMPLETE
     double dd[2] = {0.25, 4.0};
-    fi_ioc dioc{dd, 2};
-    fi_rma_ioc rmad{cl.rm.addr + 192, 2, cl.rm.key};
+    fi_ioc dioc {dd, 2};
+    fi_rma_ioc rmad {cl.rm.addr + 192, 2, cl.rm.key};
     m.msg_iov = &dioc;
     m.rma_iov = &rmad;
     m.datatype = FI_DOUBLE;
@@ -591,14 +547,13 @@ void forms()
     ep.tx.expect(&ctx, "fi_atomicmsg SUM DOUBLE x2");
     // fi_fetch_atomicmsg ATOMIC_READ double x2
     double rd[2] = {}, ignored[2] = {99, 99};
-    fi_ioc rdioc{rd, 2}, igioc{ignored, 2};
+    fi_ioc rdioc {rd, 2}, igioc {ignored, 2};
     m.msg_iov = &igioc;  // ignored by FI_ATOMIC_READ (NULL: atomic/read-null-buf)
     m.iov_count = 1;
     m.op = FI_ATOMIC_READ;
     FT_POST(fi_fetch_atomicmsg(ep.ep, &m, &rdioc, nullptr, 1, FI_COMPLETION));
     ep.tx.expect(&ctx, "fi_fetch_atomicmsg ATOMIC_READ DOUBLE x2");
-    FT_CHECK(rd[0] == 1.75 && rd[1] == 1.75, "ATOMIC_READ after SUM: %g %g, expected 1.75 1.75", rd[0],
-             rd[1]);
+    FT_CHECK(rd[0] == 1.75 && rd[1] == 1.75, "ATOMIC_READ after SUM: %g %g, expected 1.75 1.75", rd[0], rd[1]);
     // fi_inject_atomic SUM uint64, then a fetch sees it (same peer, in order)
     uint64_t one = 1;
     FT_POST(fi_inject_atomic(ep.ep, &one, 1, ep.peer, cl.rm.addr + 256, cl.rm.key, FI_UINT64, FI_SUM));
@@ -652,8 +607,8 @@ void contended()
     std::vector<fi_context2> ctx(n);
     std::vector<void*> all;
     for (size_t i = 0; i < n; i++) {
-        FT_POST(fi_fetch_atomic(ep.ep, &one[i], 1, nullptr, &res[i], nullptr, ep.peer, cl.rm.addr,
-                                cl.rm.key, FI_UINT64, FI_SUM, &ctx[i]));
+        FT_POST(fi_fetch_atomic(ep.ep, &one[i], 1, nullptr, &res[i], nullptr, ep.peer, cl.rm.addr, cl.rm.key,
+                                FI_UINT64, FI_SUM, &ctx[i]));
         all.push_back(&ctx[i]);
     }
     ep.tx.expect_all(all, "500 fetching sums");
@@ -688,8 +643,8 @@ void read_null_buf()
     cl.load(image);
     uint64_t r = 0;
     fi_context2 ctx;
-    ssize_t ret = fi_fetch_atomic(ep.ep, nullptr, 1, nullptr, &r, nullptr, ep.peer, cl.rm.addr,
-                                  cl.rm.key, FI_UINT64, FI_ATOMIC_READ, &ctx);
+    ssize_t ret = fi_fetch_atomic(ep.ep, nullptr, 1, nullptr, &r, nullptr, ep.peer, cl.rm.addr, cl.rm.key,
+                                  FI_UINT64, FI_ATOMIC_READ, &ctx);
     FT_CHECK(ret == 0, "fi_fetch_atomic(FI_ATOMIC_READ, buf NULL) = %zd (%s)", ret,
              fi_strerror(static_cast<int>(-ret)));
     if (ret == 0) {
@@ -697,9 +652,9 @@ void read_null_buf()
         FT_CHECK(r == v, "read 0x%" PRIx64, r);
     }
     // fi_fetch_atomicmsg with no source iov at all.
-    fi_ioc rioc{&r, 1};
-    fi_rma_ioc rma{cl.rm.addr, 1, cl.rm.key};
-    fi_msg_atomic m{};
+    fi_ioc rioc {&r, 1};
+    fi_rma_ioc rma {cl.rm.addr, 1, cl.rm.key};
+    fi_msg_atomic m {};
     m.msg_iov = nullptr;
     m.iov_count = 0;
     m.addr = ep.peer;
@@ -733,9 +688,9 @@ void inject_complete()
     Buf image(kRegion);
     cl.load(image);
     uint64_t v = 5;
-    fi_ioc ioc{&v, 1};
-    fi_rma_ioc rma{cl.rm.addr, 1, cl.rm.key};
-    fi_msg_atomic m{};
+    fi_ioc ioc {&v, 1};
+    fi_rma_ioc rma {cl.rm.addr, 1, cl.rm.key};
+    fi_msg_atomic m {};
     fi_context2 ctx;
     m.msg_iov = &ioc;
     m.iov_count = 1;
@@ -751,8 +706,8 @@ void inject_complete()
     // The completion says nothing about the target yet: a fetch behind it
     // (atomics to one peer are ordered, FI_ORDER_ATOMIC_RAW) sees the sum.
     uint64_t got = 0, zero = 0;
-    FT_POST(fi_fetch_atomic(ep.ep, &zero, 1, nullptr, &got, nullptr, ep.peer, cl.rm.addr, cl.rm.key,
-                            FI_UINT64, FI_SUM, &ctx));
+    FT_POST(fi_fetch_atomic(ep.ep, &zero, 1, nullptr, &got, nullptr, ep.peer, cl.rm.addr, cl.rm.key, FI_UINT64,
+                            FI_SUM, &ctx));
     ep.tx.expect(&ctx, "fetch after the FI_INJECT_COMPLETE atomic");
     FT_CHECK(got == 5, "target %" PRIu64 " after SUM 5 with FI_INJECT_COMPLETE, expected 5", got);
     cl.done();
@@ -762,11 +717,11 @@ void inject_complete()
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "Atomics: base, fetch and compare operations on every integer and "
-                           "floating point type, query/valid calls, vector/msg/inject forms.");
-    fi_info* hints = make_hints(FI_MSG | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                                    FI_REMOTE_WRITE,
-                                kMrMode);
+    parse_opts(argc, argv,
+               "Atomics: base, fetch and compare operations on every integer and "
+               "floating point type, query/valid calls, vector/msg/inject forms.");
+    fi_info* hints =
+        make_hints(FI_MSG | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, kMrMode);
     setup(hints);
     fi_freeinfo(hints);
 

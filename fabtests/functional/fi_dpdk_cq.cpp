@@ -21,38 +21,28 @@ using namespace ft;
 namespace {
 
 constexpr int kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-constexpr uint64_t kFlagMask = FI_RECV | FI_SEND | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA |
-                               FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+constexpr uint64_t kFlagMask =
+    FI_RECV | FI_SEND | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
 
 size_t entry_size(fi_cq_format f)
 {
     switch (f) {
-    case FI_CQ_FORMAT_CONTEXT:
-        return sizeof(fi_cq_entry);
-    case FI_CQ_FORMAT_MSG:
-        return sizeof(fi_cq_msg_entry);
-    case FI_CQ_FORMAT_DATA:
-        return sizeof(fi_cq_data_entry);
-    case FI_CQ_FORMAT_TAGGED:
-        return sizeof(fi_cq_tagged_entry);
-    default:
-        return 0;
+    case FI_CQ_FORMAT_CONTEXT: return sizeof(fi_cq_entry);
+    case FI_CQ_FORMAT_MSG: return sizeof(fi_cq_msg_entry);
+    case FI_CQ_FORMAT_DATA: return sizeof(fi_cq_data_entry);
+    case FI_CQ_FORMAT_TAGGED: return sizeof(fi_cq_tagged_entry);
+    default: return 0;
     }
 }
 
 const char* format_name(fi_cq_format f)
 {
     switch (f) {
-    case FI_CQ_FORMAT_CONTEXT:
-        return "CONTEXT";
-    case FI_CQ_FORMAT_MSG:
-        return "MSG";
-    case FI_CQ_FORMAT_DATA:
-        return "DATA";
-    case FI_CQ_FORMAT_TAGGED:
-        return "TAGGED";
-    default:
-        return "?";
+    case FI_CQ_FORMAT_CONTEXT: return "CONTEXT";
+    case FI_CQ_FORMAT_MSG: return "MSG";
+    case FI_CQ_FORMAT_DATA: return "DATA";
+    case FI_CQ_FORMAT_TAGGED: return "TAGGED";
+    default: return "?";
     }
 }
 
@@ -69,22 +59,20 @@ std::vector<uint8_t> read_raw(fid_cq* cq, fi_cq_format f, size_t want, const cha
         memset(buf, 0xcd, sizeof(buf));
         ssize_t n = fi_cq_read(cq, buf, 4);
         if (n == -FI_EAGAIN) {
-            FT_REQUIRE(now_ms() < deadline, "%s: timeout, %zu of %zu entries", what,
-                       out.size() / es, want);
+            FT_REQUIRE(now_ms() < deadline, "%s: timeout, %zu of %zu entries", what, out.size() / es, want);
             oob.pump(true);
             continue;
         }
         if (n == -FI_EAVAIL) {
             Comp c;
             read_err(cq, &c);
-            fail_abort(__FILE__, __LINE__, "%s: error entry err %d (%s)", what, c.err,
-                       fi_strerror(c.err));
+            fail_abort(__FILE__, __LINE__, "%s: error entry err %d (%s)", what, c.err, fi_strerror(c.err));
         }
         FT_REQUIRE(n > 0 && n <= 4, "%s: fi_cq_read(4) = %zd", what, n);
         for (size_t i = static_cast<size_t>(n) * es; i < sizeof(buf); i++) {
             if (buf[i] != 0xcd) {
-                FT_CHECK(false, "%s: fi_cq_read returned %zd %s entries (%zu bytes) but wrote byte %zu",
-                         what, n, format_name(f), static_cast<size_t>(n) * es, i);
+                FT_CHECK(false, "%s: fi_cq_read returned %zd %s entries (%zu bytes) but wrote byte %zu", what, n,
+                         format_name(f), static_cast<size_t>(n) * es, i);
                 break;
             }
         }
@@ -119,8 +107,8 @@ void format(fi_cq_format f)
         for (int i = 0; i < 3; i++) {
             b[i].alloc(msgs[i].len);
             if (msgs[i].tagged)
-                FT_POST(fi_trecv(ep.ep, b[i].data(), msgs[i].len, nullptr, FI_ADDR_UNSPEC,
-                                 msgs[i].tag, 0, &ctx[i]));
+                FT_POST(
+                    fi_trecv(ep.ep, b[i].data(), msgs[i].len, nullptr, FI_ADDR_UNSPEC, msgs[i].tag, 0, &ctx[i]));
             else
                 FT_POST(fi_recv(ep.ep, b[i].data(), msgs[i].len, nullptr, FI_ADDR_UNSPEC, &ctx[i]));
         }
@@ -129,10 +117,12 @@ void format(fi_cq_format f)
         bool seen[3] = {};
         for (int k = 0; k < 3; k++) {
             const uint8_t* e = raw.data() + k * es;
-            fi_cq_tagged_entry t{};
+            fi_cq_tagged_entry t {};
             memcpy(&t, e, es);  // the formats share their leading fields
-            const int i = t.op_context == &ctx[0] ? 0 : t.op_context == &ctx[1] ? 1 :
-                          t.op_context == &ctx[2] ? 2 : -1;
+            const int i = t.op_context == &ctx[0]   ? 0
+                          : t.op_context == &ctx[1] ? 1
+                          : t.op_context == &ctx[2] ? 2
+                                                    : -1;
             FT_REQUIRE(i >= 0, "%s: entry %d has op_context %p", format_name(f), k, t.op_context);
             seen[i] = true;
             const Msg& m = msgs[i];
@@ -140,21 +130,19 @@ void format(fi_cq_format f)
             snprintf(what, sizeof(what), "%s receive %d", format_name(f), i);
             if (f == FI_CQ_FORMAT_CONTEXT)
                 continue;
-            const uint64_t want = FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG) |
-                                  (m.data ? FI_REMOTE_CQ_DATA : 0);
-            FT_CHECK((t.flags & kFlagMask) == want, "%s: flags %s, expected %s", what,
-                     flags_str(t.flags).c_str(), flags_str(want).c_str());
+            const uint64_t want = FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG) | (m.data ? FI_REMOTE_CQ_DATA : 0);
+            FT_CHECK((t.flags & kFlagMask) == want, "%s: flags %s, expected %s", what, flags_str(t.flags).c_str(),
+                     flags_str(want).c_str());
             FT_CHECK(t.len == m.len, "%s: len %zu, expected %zu", what, t.len, m.len);
             if (f == FI_CQ_FORMAT_MSG)
                 continue;
             if (m.data)
-                FT_CHECK(t.data == m.cqdata, "%s: data 0x%" PRIx64 ", expected 0x%" PRIx64, what,
-                         t.data, m.cqdata);
+                FT_CHECK(t.data == m.cqdata, "%s: data 0x%" PRIx64 ", expected 0x%" PRIx64, what, t.data,
+                         m.cqdata);
             if (f == FI_CQ_FORMAT_DATA)
                 continue;
             if (m.tagged)
-                FT_CHECK(t.tag == m.tag, "%s: tag 0x%" PRIx64 ", expected 0x%" PRIx64, what, t.tag,
-                         m.tag);
+                FT_CHECK(t.tag == m.tag, "%s: tag 0x%" PRIx64 ", expected 0x%" PRIx64, what, t.tag, m.tag);
         }
         FT_CHECK(seen[0] && seen[1] && seen[2], "%s: a receive is missing", format_name(f));
         for (int i = 0; i < 3; i++)
@@ -167,8 +155,7 @@ void format(fi_cq_format f)
             fill(b[i].data(), msgs[i].len, 10 + i);
             const Msg& m = msgs[i];
             if (m.tagged)
-                FT_POST(fi_tsenddata(ep.ep, b[i].data(), m.len, nullptr, m.cqdata, ep.peer, m.tag,
-                                     &ctx[i]));
+                FT_POST(fi_tsenddata(ep.ep, b[i].data(), m.len, nullptr, m.cqdata, ep.peer, m.tag, &ctx[i]));
             else if (m.data)
                 FT_POST(fi_senddata(ep.ep, b[i].data(), m.len, nullptr, m.cqdata, ep.peer, &ctx[i]));
             else
@@ -176,17 +163,18 @@ void format(fi_cq_format f)
         }
         std::vector<uint8_t> raw = read_raw(ep.tx.fid(), f, 3, format_name(f));
         for (int k = 0; k < 3; k++) {
-            fi_cq_tagged_entry t{};
+            fi_cq_tagged_entry t {};
             memcpy(&t, raw.data() + k * es, es);
-            const int i = t.op_context == &ctx[0] ? 0 : t.op_context == &ctx[1] ? 1 :
-                          t.op_context == &ctx[2] ? 2 : -1;
-            FT_REQUIRE(i >= 0, "%s: send entry %d has op_context %p", format_name(f), k,
-                       t.op_context);
+            const int i = t.op_context == &ctx[0]   ? 0
+                          : t.op_context == &ctx[1] ? 1
+                          : t.op_context == &ctx[2] ? 2
+                                                    : -1;
+            FT_REQUIRE(i >= 0, "%s: send entry %d has op_context %p", format_name(f), k, t.op_context);
             if (f == FI_CQ_FORMAT_CONTEXT)
                 continue;
             const uint64_t want = FI_SEND | (msgs[i].tagged ? FI_TAGGED : FI_MSG);
-            FT_CHECK((t.flags & kFlagMask) == want, "%s send %d: flags %s, expected %s",
-                     format_name(f), i, flags_str(t.flags).c_str(), flags_str(want).c_str());
+            FT_CHECK((t.flags & kFlagMask) == want, "%s send %d: flags %s, expected %s", format_name(f), i,
+                     flags_str(t.flags).c_str(), flags_str(want).c_str());
         }
     }
     oob.barrier("format done");
@@ -216,10 +204,10 @@ void selective_plain()
         iovec iov[5];
         for (int i = 0; i < 5; i++)
             iov[i] = {b[i].data(), len};
-        fi_msg m{};
+        fi_msg m {};
         m.iov_count = 1;
         m.addr = FI_ADDR_UNSPEC;
-        fi_msg_tagged tm{};
+        fi_msg_tagged tm {};
         tm.iov_count = 1;
         tm.addr = FI_ADDR_UNSPEC;
         // m0: fi_recv, no entry
@@ -246,8 +234,7 @@ void selective_plain()
         FT_CHECK(r == 0, "fi_cntr_wait(recv, 5) = %d (%s), counter at %" PRIu64, r, fi_strerror(-r),
                  fi_cntr_read(ep.recv_cntr));
         ep.rx.expect_none(100, "receives without FI_COMPLETION");
-        FT_CHECK(fi_cntr_read(ep.recv_cntr) == 5, "recv counter %" PRIu64,
-                 fi_cntr_read(ep.recv_cntr));
+        FT_CHECK(fi_cntr_read(ep.recv_cntr) == 5, "recv counter %" PRIu64, fi_cntr_read(ep.recv_cntr));
         for (int i = 0; i < 5; i++)
             check_pattern(b[i].data(), len, 20 + i, "selective receive payload");
     } else {
@@ -260,32 +247,31 @@ void selective_plain()
         for (int i = 0; i < 5; i++)
             iov[i] = {b[i].data(), len};
         oob.recv(kMsgGo);
-        fi_msg m{};
+        fi_msg m {};
         m.iov_count = 1;
         m.addr = ep.peer;
-        fi_msg_tagged tm{};
+        fi_msg_tagged tm {};
         tm.iov_count = 1;
         tm.addr = ep.peer;
         FT_POST(fi_send(ep.ep, b[0].data(), len, nullptr, ep.peer, &ctx[0]));  // no entry
         m.msg_iov = &iov[1];
         m.context = &ctx[1];
-        FT_POST(fi_sendmsg(ep.ep, &m, FI_COMPLETION));                          // entry
-        FT_POST(fi_tsend(ep.ep, b[2].data(), len, nullptr, ep.peer, 2, &ctx[2])); // no entry
+        FT_POST(fi_sendmsg(ep.ep, &m, FI_COMPLETION));                             // entry
+        FT_POST(fi_tsend(ep.ep, b[2].data(), len, nullptr, ep.peer, 2, &ctx[2]));  // no entry
         tm.msg_iov = &iov[3];
         tm.tag = 3;
         tm.context = &ctx[3];
-        FT_POST(fi_tsendmsg(ep.ep, &tm, 0));                                   // no entry
+        FT_POST(fi_tsendmsg(ep.ep, &tm, 0));  // no entry
         tm.msg_iov = &iov[4];
         tm.tag = 4;
         tm.context = &ctx[4];
-        FT_POST(fi_tsendmsg(ep.ep, &tm, FI_COMPLETION));                       // entry
+        FT_POST(fi_tsendmsg(ep.ep, &tm, FI_COMPLETION));  // entry
         ep.tx.expect_all({&ctx[1], &ctx[4]}, "selective send entries");
         int r = fi_cntr_wait(ep.send_cntr, 5, opts.timeout_ms);
         FT_CHECK(r == 0, "fi_cntr_wait(send, 5) = %d (%s), counter at %" PRIu64, r, fi_strerror(-r),
                  fi_cntr_read(ep.send_cntr));
         ep.tx.expect_none(100, "sends without FI_COMPLETION");
-        FT_CHECK(fi_cntr_read(ep.send_cntr) == 5, "send counter %" PRIu64,
-                 fi_cntr_read(ep.send_cntr));
+        FT_CHECK(fi_cntr_read(ep.send_cntr) == 5, "send counter %" PRIu64, fi_cntr_read(ep.send_cntr));
     }
     oob.barrier("selective done");
 }
@@ -310,15 +296,15 @@ void selective_ompi()
     fi_context2 ctx[4];
     uint64_t v[4] = {};
     if (opts.server()) {
-        fi_msg_tagged tm{};
-        iovec iov{&v[1], 8};
+        fi_msg_tagged tm {};
+        iovec iov {&v[1], 8};
         tm.msg_iov = &iov;
         tm.iov_count = 1;
         tm.addr = FI_ADDR_UNSPEC;
         tm.tag = 1;
         tm.context = &ctx[1];
         FT_POST(fi_trecv(ep.ep, &v[0], 8, nullptr, FI_ADDR_UNSPEC, 0, 0, &ctx[0]));  // entry
-        FT_POST(fi_trecvmsg(ep.ep, &tm, 0));                                          // none
+        FT_POST(fi_trecvmsg(ep.ep, &tm, 0));                                         // none
         FT_POST(fi_trecv(ep.ep, &v[2], 8, nullptr, FI_ADDR_UNSPEC, 2, 0, &ctx[2]));  // entry
         FT_POST(fi_trecv(ep.ep, &v[3], 8, nullptr, FI_ADDR_UNSPEC, 3, 0, &ctx[3]));  // entry
         oob.send(kMsgGo, nullptr, 0);
@@ -332,21 +318,20 @@ void selective_ompi()
         for (uint64_t i = 0; i < 4; i++)
             v[i] = 1000 + i;
         oob.recv(kMsgGo);
-        fi_msg_tagged tm{};
-        iovec iov{&v[1], 8};
+        fi_msg_tagged tm {};
+        iovec iov {&v[1], 8};
         tm.msg_iov = &iov;
         tm.iov_count = 1;
         tm.addr = ep.peer;
         tm.tag = 1;
         tm.context = &ctx[1];
-        FT_POST(fi_tsend(ep.ep, &v[0], 8, nullptr, ep.peer, 0, &ctx[0]));  // entry
-        FT_POST(fi_tsendmsg(ep.ep, &tm, 0));                                // none (Open MPI)
-        FT_POST(fi_tinject(ep.ep, &v[2], 8, ep.peer, 2));                   // none
+        FT_POST(fi_tsend(ep.ep, &v[0], 8, nullptr, ep.peer, 0, &ctx[0]));         // entry
+        FT_POST(fi_tsendmsg(ep.ep, &tm, 0));                                      // none (Open MPI)
+        FT_POST(fi_tinject(ep.ep, &v[2], 8, ep.peer, 2));                         // none
         FT_POST(fi_tsenddata(ep.ep, &v[3], 8, nullptr, 7, ep.peer, 3, &ctx[3]));  // entry
         ep.tx.expect_all({&ctx[0], &ctx[3]}, "sends with default FI_COMPLETION");
         int r = fi_cntr_wait(ep.send_cntr, 4, opts.timeout_ms);
-        FT_CHECK(r == 0, "fi_cntr_wait(send, 4) = %d, counter %" PRIu64, r,
-                 fi_cntr_read(ep.send_cntr));
+        FT_CHECK(r == 0, "fi_cntr_wait(send, 4) = %d, counter %" PRIu64, r, fi_cntr_read(ep.send_cntr));
         ep.tx.expect_none(100, "fi_tsendmsg with flags 0 / fi_tinject");
     }
     (void)len;
@@ -450,8 +435,7 @@ void counters()
     Buf region(len), local(len);
     if (opts.server()) {
         fill(region.data(), len, 31);
-        MrGuard mr(reg_mr(fab.domain, region.data(), len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-                          kMrMode, ep.ep));
+        MrGuard mr(reg_mr(fab.domain, region.data(), len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, kMrMode, ep.ep));
         send_mr(describe(mr.get(), region.data(), len, kMrMode));
         std::vector<fi_context2> rc(10);
         for (auto& c : rc)
@@ -462,8 +446,7 @@ void counters()
                  fi_cntr_read(ep.recv_cntr));
         FT_CHECK(fi_cntr_read(ep.recv_cntr) == 10, "recv counter %" PRIu64, fi_cntr_read(ep.recv_cntr));
         FT_CHECK(fi_cntr_read(ep.send_cntr) == 0, "send counter %" PRIu64, fi_cntr_read(ep.send_cntr));
-        FT_CHECK(fi_cntr_readerr(ep.recv_cntr) == 0, "recv error counter %" PRIu64,
-                 fi_cntr_readerr(ep.recv_cntr));
+        FT_CHECK(fi_cntr_readerr(ep.recv_cntr) == 0, "recv error counter %" PRIu64, fi_cntr_readerr(ep.recv_cntr));
         oob.recv(kMsgGo);  // the client is done with RMA
         // The target's own read/write counters count only its own initiated
         // operations.
@@ -471,9 +454,9 @@ void counters()
                  "target read/write counters %" PRIu64 "/%" PRIu64, fi_cntr_read(ep.read_cntr),
                  fi_cntr_read(ep.write_cntr));
         check_pattern(region.data(), 3 * 512, 32, "counted writes landed");
-        ep.rx.expect_all(std::vector<void*>{&rc[0], &rc[1], &rc[2], &rc[3], &rc[4], &rc[5], &rc[6],
-                                            &rc[7], &rc[8], &rc[9]},
-                         "receives");
+        ep.rx.expect_all(
+            std::vector<void*> {&rc[0], &rc[1], &rc[2], &rc[3], &rc[4], &rc[5], &rc[6], &rc[7], &rc[8], &rc[9]},
+            "receives");
         oob.barrier("counters done");
     } else {
         RemoteMr rm = recv_mr();
@@ -489,16 +472,16 @@ void counters()
         // 4 reads, 3 writes
         std::vector<fi_context2> oc(7);
         for (int i = 0; i < 4; i++)
-            FT_POST(fi_read(ep.ep, local.data() + i * 512, 512, nullptr, ep.peer, rm.addr + i * 512,
-                            rm.key, &oc[i]));
+            FT_POST(
+                fi_read(ep.ep, local.data() + i * 512, 512, nullptr, ep.peer, rm.addr + i * 512, rm.key, &oc[i]));
         r = fi_cntr_wait(ep.read_cntr, 4, opts.timeout_ms);
         FT_CHECK(r == 0, "fi_cntr_wait(read, 4) = %d (%s), at %" PRIu64, r, fi_strerror(-r),
                  fi_cntr_read(ep.read_cntr));
         check_pattern(local.data(), 4 * 512, 31, "counted reads");
         fill(local.data(), 3 * 512, 32);
         for (int i = 0; i < 3; i++)
-            FT_POST(fi_write(ep.ep, local.data() + i * 512, 512, nullptr, ep.peer, rm.addr + i * 512,
-                             rm.key, &oc[4 + i]));
+            FT_POST(fi_write(ep.ep, local.data() + i * 512, 512, nullptr, ep.peer, rm.addr + i * 512, rm.key,
+                             &oc[4 + i]));
         r = fi_cntr_wait(ep.write_cntr, 3, opts.timeout_ms);
         FT_CHECK(r == 0, "fi_cntr_wait(write, 3) = %d (%s), at %" PRIu64, r, fi_strerror(-r),
                  fi_cntr_read(ep.write_cntr));
@@ -507,9 +490,9 @@ void counters()
                  fi_cntr_read(ep.write_cntr));
         FT_CHECK(fi_cntr_read(ep.send_cntr) == 10, "RMA moved the send counter to %" PRIu64,
                  fi_cntr_read(ep.send_cntr));
-        ep.tx.expect_all(std::vector<void*>{&sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5], &sc[6],
-                                            &sc[7], &sc[8], &sc[9], &oc[0], &oc[1], &oc[2], &oc[3],
-                                            &oc[4], &oc[5], &oc[6]},
+        ep.tx.expect_all(std::vector<void*> {&sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5], &sc[6], &sc[7],
+                                             &sc[8], &sc[9], &oc[0], &oc[1], &oc[2], &oc[3], &oc[4], &oc[5],
+                                             &oc[6]},
                          "counted operations' CQ entries");
         // A failing write: the error counter moves, the success counter not.
         fi_context2 bad;
@@ -553,13 +536,13 @@ void small_cq()
     ep.open(cfg);
     // Reopen the transmit CQ small: Ep::open used the default size.
     fid_cq* small = nullptr;
-    fi_cq_attr ca{};
+    fi_cq_attr ca {};
     ca.format = FI_CQ_FORMAT_CONTEXT;
     ca.size = 16;
     FT_CALL(fi_cq_open(fab.domain, &ca, &small, nullptr));
     fid_ep* e = nullptr;
     fid_av* av = nullptr;
-    fi_av_attr aa{};
+    fi_av_attr aa {};
     aa.type = FI_AV_TABLE;
     FT_CALL(fi_av_open(fab.domain, &aa, &av, nullptr));
     FT_CALL(fi_endpoint(fab.domain, ep.info, &e, nullptr));
@@ -593,8 +576,7 @@ void small_cq()
         ssize_t k = fi_cq_read(small, es, 64);
         if (k == -FI_EAGAIN)
             continue;
-        FT_REQUIRE(k > 0, "fi_cq_read on the small CQ = %zd (%s)", k,
-                   fi_strerror(static_cast<int>(-k)));
+        FT_REQUIRE(k > 0, "fi_cq_read on the small CQ = %zd (%s)", k, fi_strerror(static_cast<int>(-k)));
         for (ssize_t j = 0; j < k; j++) {
             size_t i = static_cast<fi_context2*>(es[j].op_context) - ctx.data();
             FT_REQUIRE(i >= n && i < 2 * n, "unknown context");
@@ -616,8 +598,9 @@ void small_cq()
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "Completion queues and counters: formats, selective completion, "
-                           "sread/FI_WAIT_FD/trywait, readfrom with FI_SOURCE, counters.");
+    parse_opts(argc, argv,
+               "Completion queues and counters: formats, selective completion, "
+               "sread/FI_WAIT_FD/trywait, readfrom with FI_SOURCE, counters.");
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED | FI_RMA | FI_SOURCE, kMrMode);
     setup(hints);
     fi_freeinfo(hints);

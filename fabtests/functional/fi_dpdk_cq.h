@@ -16,4 +16,4 @@ void autocork_waits();
 
 }  // namespace cq_wait
 
-#endif
+#endif  // FABTESTS_FUNCTIONAL_FI_DPDK_CQ_H

@@ -133,16 +133,15 @@ struct Path {
         for (Patience p; *done < target;) {
             poll();
             if (p.exhausted())
-                fail_abort(__FILE__, __LINE__, "timed out waiting for %s (%" PRIu64 " of %" PRIu64 ")",
-                           what, *done, target);
+                fail_abort(__FILE__, __LINE__, "timed out waiting for %s (%" PRIu64 " of %" PRIu64 ")", what,
+                           *done, target);
         }
     }
     void wait_tx(uint64_t target) { wait(&tx_done, target, "send-side completions"); }
     void wait_rx(uint64_t target) { wait(&rx_done, target, "receive completions"); }
 
     // Retries a posting call on -FI_EAGAIN, progressing meanwhile.
-    template <typename F>
-    void post(const char* what, F f)
+    template <typename F> void post(const char* what, F f)
     {
         for (Patience p;;) {
             const ssize_t r = f();
@@ -191,15 +190,26 @@ struct Path {
 
 Path* g_path;
 
-enum class Kind { kPingPong, kSelf, kWindow, kUnexpected, kWrite, kRead, kInjectWrite, kSum, kFetchSum, kCswap };
+enum class Kind {
+    kPingPong,
+    kSelf,
+    kWindow,
+    kUnexpected,
+    kWrite,
+    kRead,
+    kInjectWrite,
+    kSum,
+    kFetchSum,
+    kCswap
+};
 
 struct Case {
     Kind kind;
     bool tagged;
     bool inject;
     size_t size;
-    uint64_t window;  // operations per iteration (1 for ping-pong)
-    uint64_t iters;   // counted iterations (the warm-up runs a quarter, at least 2)
+    uint64_t window;    // operations per iteration (1 for ping-pong)
+    uint64_t iters;     // counted iterations (the warm-up runs a quarter, at least 2)
     bool more = false;  // window: fi_sendmsg with FI_MORE but for the last send
 };
 
@@ -319,16 +329,14 @@ void one_sided(Path& p, const Case& k, uint64_t iters)
             case Kind::kCswap:
                 // Swaps the counter with itself: compare = the value it holds.
                 p.post("fi_compare_atomic", [&] {
-                    return fi_compare_atomic(p.ep.ep, &p.compare, 1, p.desc, &p.compare, p.desc, &p.result,
-                                             p.desc, p.ep.peer, p.remote_counter(), p.remote.key, FI_UINT64,
-                                             FI_CSWAP, cx);
+                    return fi_compare_atomic(p.ep.ep, &p.compare, 1, p.desc, &p.compare, p.desc, &p.result, p.desc,
+                                             p.ep.peer, p.remote_counter(), p.remote.key, FI_UINT64, FI_CSWAP, cx);
                 });
                 break;
             case Kind::kPingPong:
             case Kind::kSelf:
             case Kind::kWindow:
-            case Kind::kUnexpected:
-                fail_abort(__FILE__, __LINE__, "not a one-sided case");
+            case Kind::kUnexpected: fail_abort(__FILE__, __LINE__, "not a one-sided case");
             }
             tx_due++;
             if (k.kind == Kind::kCswap || k.kind == Kind::kFetchSum)
@@ -376,14 +384,16 @@ void check_data(Path& p, const Case& k, uint64_t total_iters)
         // The client tells what the counter must hold: it did every SUM.
         if (opts.server()) {
             const uint64_t expect = oob.recv_u64(kMsgData);
-            FT_CHECK(*p.counter() == expect, "atomic counter %" PRIu64 ", expected %" PRIu64, *p.counter(), expect);
+            FT_CHECK(*p.counter() == expect, "atomic counter %" PRIu64 ", expected %" PRIu64, *p.counter(),
+                     expect);
         } else {
             static uint64_t sums = 0;  // across the atomic subtests
             if (k.kind != Kind::kCswap)
                 sums += total_iters * k.window;
             oob.send_u64(kMsgData, sums);
             if (k.kind == Kind::kCswap)
-                FT_CHECK(p.result == sums, "compare-swap fetched %" PRIu64 ", counter is %" PRIu64, p.result, sums);
+                FT_CHECK(p.result == sums, "compare-swap fetched %" PRIu64 ", counter is %" PRIu64, p.result,
+                         sums);
         }
     }
 }
@@ -409,7 +419,8 @@ void run_case(const Case& k)
 
     const uint64_t ops = iters * k.window;
     log("%" PRIu64 " ops: allocations %" PRIu64 " (frees %" PRIu64 "), locks %" PRIu64 ", syscalls %s%" PRIu64
-        "%s%s%s", ops, c.allocs, c.frees, c.locks, syscalls_available() ? "" : "n/a ", c.syscalls,
+        "%s%s%s",
+        ops, c.allocs, c.frees, c.locks, syscalls_available() ? "" : "n/a ", c.syscalls,
         c.syscall_detail.empty() ? "" : " (", c.syscall_detail.c_str(), c.syscall_detail.empty() ? "" : ")");
     if (counting_available()) {
         FT_CHECK(c.allocs == 0 && c.frees == 0, "%" PRIu64 " allocations, %" PRIu64 " frees on the data path",
@@ -478,7 +489,8 @@ void open_path(Path& p)
     fill(p.src(), kMaxSize, 7);
     const int mr_mode = fab.info->domain_attr->mr_mode;
     p.mr.reset(reg_mr(fab.domain, p.buf.data(), p.buf.size(),
-                      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 1, mr_mode, p.ep.ep));
+                      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 1, mr_mode,
+                      p.ep.ep));
     p.desc = fi_mr_desc(p.mr.get());
     FT_CALL(fi_av_insert(p.ep.av, p.ep.name.data(), 1, &p.self, 0, nullptr));
     send_mr(describe(p.mr.get(), p.buf.data(), p.buf.size(), mr_mode));
@@ -489,8 +501,10 @@ std::string case_name(const Case& k)
 {
     const char* op = "";
     switch (k.kind) {
-    case Kind::kPingPong: op = k.inject ? (k.tagged ? "pingpong/tinject" : "pingpong/inject")
-                                        : (k.tagged ? "pingpong/tagged" : "pingpong/msg"); break;
+    case Kind::kPingPong:
+        op = k.inject ? (k.tagged ? "pingpong/tinject" : "pingpong/inject")
+                      : (k.tagged ? "pingpong/tagged" : "pingpong/msg");
+        break;
     case Kind::kWindow:
         op = k.more ? "window/more" : k.inject ? "window/inject" : k.tagged ? "window/tagged" : "window/msg";
         break;
@@ -544,20 +558,21 @@ const Case kCases[] = {
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv,
-               "No allocation, lock or system call on the data path of an FI_THREAD_DOMAIN endpoint with manual "
-               "progress (counted while msg, tagged, inject, RMA and atomic traffic runs).",
-               "n:",
-               [](int c, const char* arg) {
-                   if (c != 'n')
-                       return false;
-                   g_scale = strtoull(arg, nullptr, 10);
-                   return g_scale > 0;
-               },
-               " -n <k>          multiply every iteration count by k (default 1)\n");
+    parse_opts(
+        argc, argv,
+        "No allocation, lock or system call on the data path of an FI_THREAD_DOMAIN endpoint with manual "
+        "progress (counted while msg, tagged, inject, RMA and atomic traffic runs).",
+        "n:",
+        [](int c, const char* arg) {
+            if (c != 'n')
+                return false;
+            g_scale = strtoull(arg, nullptr, 10);
+            return g_scale > 0;
+        },
+        " -n <k>          multiply every iteration count by k (default 1)\n");
     datapath_counters_init();
-    fi_info* hints = make_hints(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC,
-                                FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED);
+    fi_info* hints =
+        make_hints(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED);
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;

@@ -230,8 +230,9 @@ void no_receive()
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "Unreliable datagram endpoints (FI_EP_DGRAM): send/recv with loss tolerated and "
-                           "counted, tagged, truncation, no receive posted.");
+    parse_opts(argc, argv,
+               "Unreliable datagram endpoints (FI_EP_DGRAM): send/recv with loss tolerated and "
+               "counted, tagged, truncation, no receive posted.");
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED, 0);
     hints->ep_attr->type = FI_EP_DGRAM;
     setup(hints);

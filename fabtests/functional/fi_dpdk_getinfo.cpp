@@ -34,12 +34,10 @@ using namespace ft;
 
 namespace {
 
-constexpr uint64_t kSecondary = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SHARED_AV |
-                                FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
-                                FI_SOURCE_ERR | FI_RMA_PMEM | FI_VARIABLE_MSG;
+constexpr uint64_t kSecondary = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SHARED_AV | FI_TRIGGER | FI_FENCE |
+                                FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR | FI_RMA_PMEM | FI_VARIABLE_MSG;
 // Directions: a bare FI_MSG/FI_TAGGED/FI_RMA/FI_ATOMIC implies them all.
-constexpr uint64_t kDirections = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                                 FI_REMOTE_WRITE;
+constexpr uint64_t kDirections = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 std::string caps_str(uint64_t caps)
 {
@@ -60,13 +58,12 @@ struct Result {
     }
 };
 
-void getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
-             const fi_info* hints, Result* r)
+void getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+             Result* r)
 {
     r->ret = fi_getinfo(version, node, service, flags, hints, &r->list);
     for (fi_info* i = r->ret ? nullptr : r->list; i; i = i->next) {
-        if (i->fabric_attr && i->fabric_attr->prov_name &&
-            strstr(i->fabric_attr->prov_name, opts.prov))
+        if (i->fabric_attr && i->fabric_attr->prov_name && strstr(i->fabric_attr->prov_name, opts.prov))
             r->ours.push_back(i);
     }
 }
@@ -91,49 +88,45 @@ void check_common(const fi_info* i, const fi_info* h, const char* what)
     FT_CHECK((i->caps & h->caps) == h->caps, "%s: caps %s lack some of the requested %s", what,
              caps_str(i->caps).c_str(), caps_str(h->caps).c_str());
     if (h->caps)
-        FT_CHECK((i->caps & ~(h->caps | kSecondary | kDirections)) == 0,
-                 "%s: primary caps not asked for: %s", what,
-                 caps_str(i->caps & ~(h->caps | kSecondary | kDirections)).c_str());
-    FT_CHECK((i->mode & ~h->mode) == 0, "%s: mode %s beyond the hints' %s", what,
-             fi_tostr(&i->mode, FI_TYPE_MODE), fi_tostr(&h->mode, FI_TYPE_MODE));
+        FT_CHECK((i->caps & ~(h->caps | kSecondary | kDirections)) == 0, "%s: primary caps not asked for: %s",
+                 what, caps_str(i->caps & ~(h->caps | kSecondary | kDirections)).c_str());
+    FT_CHECK((i->mode & ~h->mode) == 0, "%s: mode %s beyond the hints' %s", what, fi_tostr(&i->mode, FI_TYPE_MODE),
+             fi_tostr(&h->mode, FI_TYPE_MODE));
     FT_CHECK(i->addr_format == FI_SOCKADDR_IN, "%s: addr_format %u", what, i->addr_format);
-    FT_CHECK(i->fabric_attr->name && strcmp(i->fabric_attr->name, "dpdk") == 0,
-             "%s: fabric name %s", what, i->fabric_attr->name ? i->fabric_attr->name : "(null)");
+    FT_CHECK(i->fabric_attr->name && strcmp(i->fabric_attr->name, "dpdk") == 0, "%s: fabric name %s", what,
+             i->fabric_attr->name ? i->fabric_attr->name : "(null)");
     FT_CHECK(i->domain_attr->name && *i->domain_attr->name, "%s: no domain name", what);
     FT_CHECK(i->ep_attr->mem_tag_format == ~uint64_t(0), "%s: mem_tag_format 0x%" PRIx64, what,
              i->ep_attr->mem_tag_format);
     FT_CHECK(i->tx_attr->inject_size > 0, "%s: inject_size 0", what);
-    FT_CHECK(i->ep_attr->max_msg_size >= (4u << 20), "%s: max_msg_size %zu", what,
-             i->ep_attr->max_msg_size);
+    FT_CHECK(i->ep_attr->max_msg_size >= (4u << 20), "%s: max_msg_size %zu", what, i->ep_attr->max_msg_size);
     if (h->domain_attr->threading)
-        FT_CHECK(i->domain_attr->threading == h->domain_attr->threading,
-                 "%s: threading %s, asked %s", what,
+        FT_CHECK(i->domain_attr->threading == h->domain_attr->threading, "%s: threading %s, asked %s", what,
                  fi_tostr(&i->domain_attr->threading, FI_TYPE_THREADING),
                  fi_tostr(&h->domain_attr->threading, FI_TYPE_THREADING));
     if (h->domain_attr->av_type)
-        FT_CHECK(i->domain_attr->av_type == h->domain_attr->av_type, "%s: av_type %s, asked %s",
-                 what, fi_tostr(&i->domain_attr->av_type, FI_TYPE_AV_TYPE),
+        FT_CHECK(i->domain_attr->av_type == h->domain_attr->av_type, "%s: av_type %s, asked %s", what,
+                 fi_tostr(&i->domain_attr->av_type, FI_TYPE_AV_TYPE),
                  fi_tostr(&h->domain_attr->av_type, FI_TYPE_AV_TYPE));
     if (h->domain_attr->cq_data_size)
-        FT_CHECK(i->domain_attr->cq_data_size >= h->domain_attr->cq_data_size,
-                 "%s: cq_data_size %zu < %zu", what, i->domain_attr->cq_data_size,
-                 h->domain_attr->cq_data_size);
+        FT_CHECK(i->domain_attr->cq_data_size >= h->domain_attr->cq_data_size, "%s: cq_data_size %zu < %zu", what,
+                 i->domain_attr->cq_data_size, h->domain_attr->cq_data_size);
     for (uint64_t o : {h->tx_attr->msg_order})
         FT_CHECK((i->tx_attr->msg_order & o) == o, "%s: tx msg_order %s lacks %s", what,
                  fi_tostr(&i->tx_attr->msg_order, FI_TYPE_MSG_ORDER), fi_tostr(&o, FI_TYPE_MSG_ORDER));
     for (uint64_t o : {h->rx_attr->msg_order})
         FT_CHECK((i->rx_attr->msg_order & o) == o, "%s: rx msg_order %s lacks %s", what,
                  fi_tostr(&i->rx_attr->msg_order, FI_TYPE_MSG_ORDER), fi_tostr(&o, FI_TYPE_MSG_ORDER));
-    FT_CHECK((i->tx_attr->op_flags & h->tx_attr->op_flags) == h->tx_attr->op_flags,
-             "%s: tx op_flags %s, asked %s", what, fi_tostr(&i->tx_attr->op_flags, FI_TYPE_OP_FLAGS),
+    FT_CHECK((i->tx_attr->op_flags & h->tx_attr->op_flags) == h->tx_attr->op_flags, "%s: tx op_flags %s, asked %s",
+             what, fi_tostr(&i->tx_attr->op_flags, FI_TYPE_OP_FLAGS),
              fi_tostr(&h->tx_attr->op_flags, FI_TYPE_OP_FLAGS));
-    FT_CHECK((i->rx_attr->op_flags & h->rx_attr->op_flags) == h->rx_attr->op_flags,
-             "%s: rx op_flags %s, asked %s", what, fi_tostr(&i->rx_attr->op_flags, FI_TYPE_OP_FLAGS),
+    FT_CHECK((i->rx_attr->op_flags & h->rx_attr->op_flags) == h->rx_attr->op_flags, "%s: rx op_flags %s, asked %s",
+             what, fi_tostr(&i->rx_attr->op_flags, FI_TYPE_OP_FLAGS),
              fi_tostr(&h->rx_attr->op_flags, FI_TYPE_OP_FLAGS));
     const int hm = h->domain_attr->mr_mode, im = i->domain_attr->mr_mode;
     if (hm != FI_MR_BASIC && hm != FI_MR_SCALABLE)
-        FT_CHECK((im & ~hm) == 0, "%s: mr_mode %s beyond the hints' %s", what,
-                 fi_tostr(&im, FI_TYPE_MR_MODE), fi_tostr(&hm, FI_TYPE_MR_MODE));
+        FT_CHECK((im & ~hm) == 0, "%s: mr_mode %s beyond the hints' %s", what, fi_tostr(&im, FI_TYPE_MR_MODE),
+                 fi_tostr(&hm, FI_TYPE_MR_MODE));
     FT_CHECK(!(im & FI_MR_LOCAL) || im == FI_MR_BASIC, "%s: mr_mode requires FI_MR_LOCAL", what);
 }
 
@@ -168,12 +161,10 @@ void ompi_mtl(fi_threading threading, fi_av_type av)
     check_native(r, "Open MPI mtl/ofi");
     fi_info* i = r.ours[0];
     check_common(i, h, "Open MPI mtl/ofi");
-    FT_CHECK(i->domain_attr->mr_mode == 0, "mtl/ofi: mr_mode %d, the hints have 0",
-             i->domain_attr->mr_mode);
+    FT_CHECK(i->domain_attr->mr_mode == 0, "mtl/ofi: mr_mode %d, the hints have 0", i->domain_attr->mr_mode);
     FT_CHECK(i->domain_attr->resource_mgmt == FI_RM_ENABLED, "mtl/ofi: resource_mgmt %d",
              i->domain_attr->resource_mgmt);
-    FT_CHECK(i->domain_attr->cq_data_size >= 4, "mtl/ofi: cq_data_size %zu",
-             i->domain_attr->cq_data_size);
+    FT_CHECK(i->domain_attr->cq_data_size >= 4, "mtl/ofi: cq_data_size %zu", i->domain_attr->cq_data_size);
     // The MTL then opens fabric, domain, endpoint, a TAGGED CQ of 100 (or
     // default) entries bound FI_TRANSMIT|FI_RECV|FI_SELECTIVE_COMPLETION,
     // the AV, and enables: all of that must work with this very fi_info.
@@ -185,11 +176,11 @@ void ompi_mtl(fi_threading threading, fi_av_type av)
     FT_CALL(fi_fabric(i->fabric_attr, &fabric, nullptr));
     FT_CALL(fi_domain(fabric, i, &domain, nullptr));
     FT_CALL(fi_endpoint(domain, i, &ep, nullptr));
-    fi_cq_attr ca{};
+    fi_cq_attr ca {};
     ca.format = FI_CQ_FORMAT_TAGGED;
     ca.size = 100;
     FT_CALL(fi_cq_open(domain, &ca, &cq, nullptr));
-    fi_av_attr aa{};
+    fi_av_attr aa {};
     aa.type = av;
     FT_CALL(fi_av_open(domain, &aa, &avp, nullptr));
     FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
@@ -237,8 +228,8 @@ void mpich(bool full)
     h->caps = FI_MSG | FI_MULTI_RECV;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
     if (full) {
-        h->caps |= FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_RECV | FI_SEND |
-                   FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
+        h->caps |= FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ |
+                   FI_REMOTE_WRITE | FI_DIRECTED_RECV;
         h->mode = FI_CONTEXT | FI_ASYNC_IOV | FI_RX_CQ_DATA | FI_CONTEXT2;
         h->addr_format = FI_FORMAT_UNSPEC;
         h->domain_attr->av_type = FI_AV_TABLE;
@@ -255,7 +246,8 @@ void mpich(bool full)
     getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, h, &r);
     check_native(r, "MPICH");
     check_common(r.ours[0], h, "MPICH");
-    FT_CHECK(r.ours[0]->domain_attr->threading == FI_THREAD_DOMAIN, "MPICH: threading must be exactly FI_THREAD_DOMAIN");
+    FT_CHECK(r.ours[0]->domain_attr->threading == FI_THREAD_DOMAIN,
+             "MPICH: threading must be exactly FI_THREAD_DOMAIN");
     FT_CHECK(r.ours[0]->caps & FI_MULTI_RECV, "MPICH: no FI_MULTI_RECV");
     // MPICH then opens counters bound FI_READ|FI_WRITE, tries a named AV
     // (which must fail cleanly) and falls back to an unnamed one.
@@ -263,7 +255,7 @@ void mpich(bool full)
     fid_domain* domain = nullptr;
     FT_CALL(fi_fabric(r.ours[0]->fabric_attr, &fabric, nullptr));
     FT_CALL(fi_domain(fabric, r.ours[0], &domain, nullptr));
-    fi_av_attr aa{};
+    fi_av_attr aa {};
     aa.type = FI_AV_TABLE;
     aa.name = const_cast<char*>("FI_NAMED_AV_0\n");
     aa.flags = FI_READ;
@@ -289,8 +281,7 @@ void fabtests_defaults()
     h->ep_attr->type = FI_EP_RDM;
     h->caps = FI_MSG;
     h->mode = FI_CONTEXT;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                              FI_MR_PROV_KEY;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     h->fabric_attr->prov_name = strdup(opts.prov);
     Result r;
     getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r);
@@ -314,10 +305,10 @@ void ep_types()
     const char* dev = getenv("FI_DPDK_DEVICE");
     const char* iface = getenv("FI_DPDK_IFACE");
     const bool zero_config_lo = (!dev || !*dev) && (!iface || !*iface || !strcmp(iface, "lo"));
-    const size_t mtu = env_mtu                                ? strtoul(env_mtu, nullptr, 0)
+    const size_t mtu = env_mtu                             ? strtoul(env_mtu, nullptr, 0)
                        : dev && !strncmp(dev, "memif:", 6) ? 9000
-                       : zero_config_lo                     ? 8112
-                                                            : 1500;
+                       : zero_config_lo                    ? 8112
+                                                           : 1500;
     for (fi_ep_type t : {FI_EP_MSG, FI_EP_DGRAM}) {
         const char* tn = t == FI_EP_MSG ? "FI_EP_MSG" : "FI_EP_DGRAM";
         fi_info* h = fi_allocinfo();
@@ -334,8 +325,8 @@ void ep_types()
             if (t == FI_EP_DGRAM)
                 FT_CHECK(x->ep_attr->max_msg_size > 1000 && x->ep_attr->max_msg_size < mtu &&
                              x->tx_attr->inject_size <= x->ep_attr->max_msg_size,
-                         "DGRAM max_msg_size %zu inject_size %zu (one %zu-byte packet)",
-                         x->ep_attr->max_msg_size, x->tx_attr->inject_size, mtu);
+                         "DGRAM max_msg_size %zu inject_size %zu (one %zu-byte packet)", x->ep_attr->max_msg_size,
+                         x->tx_attr->inject_size, mtu);
         }
         if (ret == 0)
             fi_freeinfo(i);
@@ -448,8 +439,7 @@ void null_hints_and_versions()
     h->domain_attr->threading = FI_THREAD_SAFE;
     Result rs;
     getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &rs);
-    FT_CHECK(rs.ret == 0 && rs.ours[0]->domain_attr->threading == FI_THREAD_SAFE,
-             "FI_THREAD_SAFE asked");
+    FT_CHECK(rs.ret == 0 && rs.ours[0]->domain_attr->threading == FI_THREAD_SAFE, "FI_THREAD_SAFE asked");
     fi_freeinfo(h);
 }
 
@@ -501,13 +491,13 @@ void measure_cheap()
 void cheap()
 {
     FT_REQUIRE(g_cheap.ret == 0, "fi_getinfo = %d", g_cheap.ret);
-    log("fi_getinfo: %" PRIu64 " us per call; threads %d before, %d after loading the providers, %d after 200 calls",
+    log("fi_getinfo: %" PRIu64
+        " us per call; threads %d before, %d after loading the providers, %d after 200 calls",
         g_cheap.per_call_us, g_cheap.threads_before, g_cheap.threads_loaded, g_cheap.threads_after);
-    FT_CHECK(g_cheap.per_call_us < 1000, "fi_getinfo takes %" PRIu64 " us per call",
-             g_cheap.per_call_us);
+    FT_CHECK(g_cheap.per_call_us < 1000, "fi_getinfo takes %" PRIu64 " us per call", g_cheap.per_call_us);
     FT_CHECK(g_cheap.threads_after == g_cheap.threads_before,
-             "fi_getinfo started threads (%d -> %d): EAL must wait for fi_domain",
-             g_cheap.threads_before, g_cheap.threads_after);
+             "fi_getinfo started threads (%d -> %d): EAL must wait for fi_domain", g_cheap.threads_before,
+             g_cheap.threads_after);
 }
 
 // The FI_DPDK_* variables are registered with fi_param_define.
@@ -516,9 +506,8 @@ void params()
     fi_param* p = nullptr;
     int n = 0;
     FT_CALL(fi_getparams(&p, &n));
-    const char* want[] = {"FI_DPDK_DEVICE", "FI_DPDK_IFACE",     "FI_DPDK_IP",
-                          "FI_DPDK_MTU",    "FI_DPDK_HUGEPAGES", "FI_DPDK_EAL_ARGS",
-                          "FI_DPDK_FAULT",  "FI_DPDK_PCAP",      "FI_DPDK_STATS"};
+    const char* want[] = {"FI_DPDK_DEVICE",   "FI_DPDK_IFACE", "FI_DPDK_IP",   "FI_DPDK_MTU",  "FI_DPDK_HUGEPAGES",
+                          "FI_DPDK_EAL_ARGS", "FI_DPDK_FAULT", "FI_DPDK_PCAP", "FI_DPDK_STATS"};
     for (const char* w : want) {
         bool found = false;
         for (int k = 0; k < n; k++) {
@@ -539,7 +528,7 @@ void params()
 
 sockaddr_in sin_of(const char* ip, uint16_t port)
 {
-    sockaddr_in s{};
+    sockaddr_in s {};
     s.sin_family = AF_INET;
     s.sin_port = htons(port);
     inet_pton(AF_INET, ip, &s.sin_addr);
@@ -549,14 +538,13 @@ sockaddr_in sin_of(const char* ip, uint16_t port)
 void av(fi_av_type type)
 {
     const char* tn = type == FI_AV_MAP ? "FI_AV_MAP" : "FI_AV_TABLE";
-    fi_av_attr aa{};
+    fi_av_attr aa {};
     aa.type = type;
     aa.count = 4;  // a hint: inserting more must work
     fid_av* av = nullptr;
     FT_CALL(fi_av_open(fab.domain, &aa, &av, nullptr));
-    sockaddr_in addrs[6] = {sin_of("127.0.0.1", 1111), sin_of("127.0.0.1", 2222),
-                            sin_of("10.1.2.3", 3333),  sin_of("127.0.0.1", 4444),
-                            sin_of("192.168.7.9", 5555), sin_of("127.0.0.1", 6666)};
+    sockaddr_in addrs[6] = {sin_of("127.0.0.1", 1111), sin_of("127.0.0.1", 2222),   sin_of("10.1.2.3", 3333),
+                            sin_of("127.0.0.1", 4444), sin_of("192.168.7.9", 5555), sin_of("127.0.0.1", 6666)};
     fi_addr_t fa[6];
     int n = fi_av_insert(av, addrs, 6, fa, 0, nullptr);
     FT_REQUIRE(n == 6, "%s: fi_av_insert of 6 = %d", tn, n);
@@ -611,7 +599,7 @@ void av(fi_av_type type)
     n = fi_av_insertsvc(av, "localhost", "4243", &sv, 0, nullptr);
     FT_CHECK(n == 1, "%s: fi_av_insertsvc(localhost) = %d", tn, n);
     // Not an IPv4 address: not inserted, FI_ADDR_NOTAVAIL.
-    sockaddr_in6 bad6{};
+    sockaddr_in6 bad6 {};
     bad6.sin6_family = AF_INET6;
     uint8_t badbuf[sizeof(sockaddr_in6)];
     memcpy(badbuf, &bad6, sizeof(bad6));
@@ -664,7 +652,7 @@ void node_service()
         fi_info* i = nullptr;
         int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, service, FI_SOURCE, h, &i);
         FT_REQUIRE(ret == 0, "server fi_getinfo(NULL, \"%s\", FI_SOURCE) = %d", service, ret);
-        sockaddr_in src{};
+        sockaddr_in src {};
         FT_REQUIRE(i->src_addr && i->src_addrlen == sizeof(src), "no src_addr");
         memcpy(&src, i->src_addr, sizeof(src));
         FT_CHECK(ntohs(src.sin_port) == port, "src_addr port %u, service %u", ntohs(src.sin_port), port);
@@ -697,7 +685,7 @@ void node_service()
         memcpy(&sname, name.data(), sizeof(sname));
         fi_info* chosen = nullptr;
         for (const char* node : {opts.dst, "127.0.0.1", "localhost"}) {
-            for (uint64_t flags : {uint64_t{0}, uint64_t{FI_NUMERICHOST}}) {
+            for (uint64_t flags : {uint64_t {0}, uint64_t {FI_NUMERICHOST}}) {
                 if (flags && strcmp(node, "localhost") == 0)
                     continue;
                 fi_info* i = nullptr;
@@ -706,16 +694,16 @@ void node_service()
                          flags ? "FI_NUMERICHOST" : "0", ret);
                 if (ret)
                     continue;
-                sockaddr_in d{};
+                sockaddr_in d {};
                 FT_CHECK(i->dest_addr && i->dest_addrlen == sizeof(d), "%s: dest_addrlen %zu", node,
                          i->dest_addrlen);
                 if (i->dest_addr) {
                     memcpy(&d, i->dest_addr, sizeof(d));
                     FT_CHECK(d.sin_family == AF_INET && d.sin_port == sname.sin_port &&
                                  d.sin_addr.s_addr == sname.sin_addr.s_addr,
-                             "fi_getinfo(\"%s\", \"%s\"): dest_addr %s:%u, the server's fi_getname %s:%u",
-                             node, service.c_str(), inet_ntoa(d.sin_addr), ntohs(d.sin_port),
-                             inet_ntoa(sname.sin_addr), ntohs(sname.sin_port));
+                             "fi_getinfo(\"%s\", \"%s\"): dest_addr %s:%u, the server's fi_getname %s:%u", node,
+                             service.c_str(), inet_ntoa(d.sin_addr), ntohs(d.sin_port), inet_ntoa(sname.sin_addr),
+                             ntohs(sname.sin_port));
                 }
                 if (!chosen)
                     chosen = i;
@@ -734,8 +722,7 @@ void node_service()
         cfg.info = chosen;
         Ep ep;
         ep.open(cfg);
-        FT_REQUIRE(fi_av_insert(ep.av, chosen->dest_addr, 1, &ep.peer, 0, nullptr) == 1,
-                   "inserting dest_addr");
+        FT_REQUIRE(fi_av_insert(ep.av, chosen->dest_addr, 1, &ep.peer, 0, nullptr) == 1, "inserting dest_addr");
         const uint64_t v = 0x5e41ce;
         fi_context2 sc;
         oob.recv(kMsgGo);
@@ -754,23 +741,23 @@ void getname()
     Ep a, b;
     a.open();
     b.open();
-    FT_CHECK(a.name.size() == b.name.size() && a.name.size() <= 64, "name lengths %zu and %zu",
-             a.name.size(), b.name.size());
+    FT_CHECK(a.name.size() == b.name.size() && a.name.size() <= 64, "name lengths %zu and %zu", a.name.size(),
+             b.name.size());
     FT_CHECK(a.name != b.name, "two endpoints have the same name");
     size_t len = 2;
     char small[2];
     int ret = fi_getname(&a.ep->fid, small, &len);
     FT_CHECK(ret == -FI_ETOOSMALL && len == a.name.size(),
-             "fi_getname into 2 bytes = %d, len %zu (expected -FI_ETOOSMALL and the needed length)",
-             ret, len);
+             "fi_getname into 2 bytes = %d, len %zu (expected -FI_ETOOSMALL and the needed length)", ret, len);
 }
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "fi_getinfo as Open MPI, MPICH and fabtests call it; address vectors; "
-                           "node/service resolution.");
+    parse_opts(argc, argv,
+               "fi_getinfo as Open MPI, MPICH and fabtests call it; address vectors; "
+               "node/service resolution.");
     measure_cheap();
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED, 0);
     setup(hints);

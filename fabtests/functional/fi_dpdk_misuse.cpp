@@ -32,22 +32,24 @@ struct Fx {
     fid_domain* domain = nullptr;
     fid_av* av = nullptr;
     fid_cq* cq = nullptr;
-    fid_ep* ep = nullptr;       // bound to av and cq, enabled in phase kEnabled
-    fid_ep* bare = nullptr;     // bound to the AV only: nothing to report completions to
+    fid_ep* ep = nullptr;    // bound to av and cq, enabled in phase kEnabled
+    fid_ep* bare = nullptr;  // bound to the AV only: nothing to report completions to
     fi_addr_t self = FI_ADDR_UNSPEC;
     char buf[4096];
     fi_context2 ctx;
 };
 Fx fx;
 
-enum Phase { kBeforeEnable, kEnabled };
+enum Phase {
+    kBeforeEnable,
+    kEnabled
+};
 
 // The result of a call that opens an object it should have refused: closes
 // the object if the call succeeded after all, so a wrong row leaks nothing.
 // Takes the object's address: it is read after the call has run (argument
 // evaluation order is unspecified).
-template <typename T>
-long closing(long r, T** obj)
+template <typename T> long closing(long r, T** obj)
 {
     if (r == 0 && *obj)
         fi_close(&(*obj)->fid);
@@ -57,10 +59,9 @@ long closing(long r, T** obj)
 struct Case {
     Phase phase;
     const char* name;
-    long want;                       // exact return value
+    long want;  // exact return value
     std::function<long()> call;
 };
-
 
 const Case kCases[] = {
     // ---- before fi_enable
@@ -73,8 +74,7 @@ const Case kCases[] = {
     {kBeforeEnable, "fi_atomic before fi_enable", -FI_EOPBADSTATE,
      [] { return long(fi_atomic(fx.ep, fx.buf, 1, nullptr, 0, 0, 0, FI_UINT64, FI_SUM, &fx.ctx)); }},
     {kBeforeEnable, "fi_ep_bind NULL fid", -FI_EINVAL, [] { return long(fi_ep_bind(fx.ep, nullptr, 0)); }},
-    {kBeforeEnable, "fi_ep_bind a second AV", -FI_EINVAL,
-     [] { return long(fi_ep_bind(fx.ep, &fx.av->fid, 0)); }},
+    {kBeforeEnable, "fi_ep_bind a second AV", -FI_EINVAL, [] { return long(fi_ep_bind(fx.ep, &fx.av->fid, 0)); }},
     {kBeforeEnable, "fi_ep_bind CQ with unknown flag bits", -FI_EBADFLAGS,
      [] { return long(fi_ep_bind(fx.ep, &fx.cq->fid, FI_TRANSMIT | (1ull << 55))); }},
     {kBeforeEnable, "fi_ep_bind the domain (not bindable)", -FI_ENOSYS,
@@ -100,7 +100,7 @@ const Case kCases[] = {
      [] { return long(fi_mr_reg(fx.domain, fx.buf, 64, FI_REMOTE_WRITE, 0, 3, 0, nullptr, nullptr)); }},
     {kBeforeEnable, "fi_cq_open unknown format", -FI_ENOSYS,
      [] {
-         fi_cq_attr a{};
+         fi_cq_attr a {};
          a.format = static_cast<fi_cq_format>(99);
          fid_cq* cq = nullptr;
          return closing(fi_cq_open(fx.domain, &a, &cq, nullptr), &cq);
@@ -172,7 +172,7 @@ const Case kCases[] = {
      [] {
          iovec iov[64];
          for (auto& v : iov)
-             v = iovec{fx.buf, 1};
+             v = iovec {fx.buf, 1};
          return long(fi_sendv(fx.ep, iov, nullptr, fx.info->tx_attr->iov_limit + 1, fx.self, &fx.ctx));
      }},
     {kEnabled, "fi_sendv NULL iov with a count", -FI_EINVAL,
@@ -181,15 +181,15 @@ const Case kCases[] = {
      [] {
          iovec iov[64];
          for (auto& v : iov)
-             v = iovec{fx.buf, 1};
+             v = iovec {fx.buf, 1};
          return long(fi_recvv(fx.ep, iov, nullptr, fx.info->rx_attr->iov_limit + 1, FI_ADDR_UNSPEC, &fx.ctx));
      }},
     {kEnabled, "fi_sendmsg NULL msg", -FI_EINVAL, [] { return long(fi_sendmsg(fx.ep, nullptr, 0)); }},
     {kEnabled, "fi_recvmsg NULL msg", -FI_EINVAL, [] { return long(fi_recvmsg(fx.ep, nullptr, 0)); }},
     {kEnabled, "fi_trecvmsg FI_CLAIM without a claimed message", -FI_ENOMSG,
      [] {
-         iovec iov{fx.buf, 8};
-         fi_msg_tagged m{};
+         iovec iov {fx.buf, 8};
+         fi_msg_tagged m {};
          m.msg_iov = &iov;
          m.iov_count = 1;
          m.addr = FI_ADDR_UNSPEC;
@@ -198,9 +198,9 @@ const Case kCases[] = {
      }},
     {kEnabled, "fi_writev rma iov count over rma_iov_limit", -FI_EINVAL,
      [] {
-         iovec iov{fx.buf, 8};
+         iovec iov {fx.buf, 8};
          fi_rma_iov r[64] = {};
-         fi_msg_rma m{};
+         fi_msg_rma m {};
          m.msg_iov = &iov;
          m.iov_count = 1;
          m.addr = fx.self;
@@ -212,18 +212,20 @@ const Case kCases[] = {
     {kEnabled, "fi_write NULL buffer with a length", -FI_EINVAL,
      [] { return long(fi_write(fx.ep, nullptr, 8, nullptr, fx.self, 0, 0, &fx.ctx)); }},
     {kEnabled, "fi_read longer than max_msg_size", -FI_EMSGSIZE,
-     [] { return long(fi_read(fx.ep, fx.buf, fx.info->ep_attr->max_msg_size + 1, nullptr, fx.self, 0, 0, &fx.ctx)); }},
+     [] {
+         return long(fi_read(fx.ep, fx.buf, fx.info->ep_attr->max_msg_size + 1, nullptr, fx.self, 0, 0, &fx.ctx));
+     }},
     {kEnabled, "fi_atomic count 0", -FI_EINVAL,
      [] { return long(fi_atomic(fx.ep, fx.buf, 0, nullptr, fx.self, 0, 0, FI_UINT64, FI_SUM, &fx.ctx)); }},
     {kEnabled, "fi_atomic unknown datatype", -FI_EINVAL,
      [] {
-         return long(fi_atomic(fx.ep, fx.buf, 1, nullptr, fx.self, 0, 0, static_cast<fi_datatype>(77), FI_SUM,
-                               &fx.ctx));
+         return long(
+             fi_atomic(fx.ep, fx.buf, 1, nullptr, fx.self, 0, 0, static_cast<fi_datatype>(77), FI_SUM, &fx.ctx));
      }},
     {kEnabled, "fi_atomic unknown op", -FI_EINVAL,
      [] {
-         return long(fi_atomic(fx.ep, fx.buf, 1, nullptr, fx.self, 0, 0, FI_UINT64, static_cast<fi_op>(77),
-                               &fx.ctx));
+         return long(
+             fi_atomic(fx.ep, fx.buf, 1, nullptr, fx.self, 0, 0, FI_UINT64, static_cast<fi_op>(77), &fx.ctx));
      }},
     {kEnabled, "fi_atomic op the datatype does not support (BOR on double)", -FI_EOPNOTSUPP,
      [] { return long(fi_atomic(fx.ep, fx.buf, 1, nullptr, fx.self, 0, 0, FI_DOUBLE, FI_BOR, &fx.ctx)); }},
@@ -233,8 +235,8 @@ const Case kCases[] = {
      [] { return long(fi_atomic(fx.ep, nullptr, 1, nullptr, fx.self, 0, 0, FI_UINT64, FI_SUM, &fx.ctx)); }},
     {kEnabled, "fi_fetch_atomic NULL result buffer", -FI_EINVAL,
      [] {
-         return long(fi_fetch_atomic(fx.ep, fx.buf, 1, nullptr, nullptr, nullptr, fx.self, 0, 0, FI_UINT64,
-                                     FI_SUM, &fx.ctx));
+         return long(fi_fetch_atomic(fx.ep, fx.buf, 1, nullptr, nullptr, nullptr, fx.self, 0, 0, FI_UINT64, FI_SUM,
+                                     &fx.ctx));
      }},
     {kEnabled, "fi_compare_atomic NULL compare buffer", -FI_EINVAL,
      [] {
@@ -277,15 +279,14 @@ int setup()
     if ((r = fi_fabric(fx.info->fabric_attr, &fx.fabric, nullptr)) ||
         (r = fi_domain(fx.fabric, fx.info, &fx.domain, nullptr)))
         return r;
-    fi_av_attr aa{};
+    fi_av_attr aa {};
     aa.type = FI_AV_TABLE;
-    fi_cq_attr ca{};
+    fi_cq_attr ca {};
     ca.format = FI_CQ_FORMAT_TAGGED;
     if ((r = fi_av_open(fx.domain, &aa, &fx.av, nullptr)) || (r = fi_cq_open(fx.domain, &ca, &fx.cq, nullptr)) ||
         (r = fi_endpoint(fx.domain, fx.info, &fx.ep, nullptr)) ||
         (r = fi_endpoint(fx.domain, fx.info, &fx.bare, nullptr)) || (r = fi_ep_bind(fx.ep, &fx.av->fid, 0)) ||
-        (r = fi_ep_bind(fx.bare, &fx.av->fid, 0)) ||
-        (r = fi_ep_bind(fx.ep, &fx.cq->fid, FI_TRANSMIT | FI_RECV)))
+        (r = fi_ep_bind(fx.bare, &fx.av->fid, 0)) || (r = fi_ep_bind(fx.ep, &fx.cq->fid, FI_TRANSMIT | FI_RECV)))
         return r;
     char name[64];
     size_t len = sizeof name;
@@ -296,7 +297,7 @@ int setup()
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {
@@ -327,8 +328,8 @@ int main(int argc, char** argv)
         }
     }
     // Closing in a valid order must work after all of that.
-    const int closes[] = {fi_close(&fx.bare->fid), fi_close(&fx.ep->fid), fi_close(&fx.cq->fid),
-                          fi_close(&fx.av->fid), fi_close(&fx.domain->fid), fi_close(&fx.fabric->fid)};
+    const int closes[] = {fi_close(&fx.bare->fid), fi_close(&fx.ep->fid),     fi_close(&fx.cq->fid),
+                          fi_close(&fx.av->fid),   fi_close(&fx.domain->fid), fi_close(&fx.fabric->fid)};
     for (int c : closes)
         if (c) {
             printf("FAIL teardown: fi_close = %d (%s)\n", c, fi_strerror(-c));

@@ -19,10 +19,9 @@ namespace {
 constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xee;
 
-const size_t kSizes[] = {0,     1,     2,     7,     63,    64,     100,    1000,
-                         1983,  1984,  1985,  2048,  4095,  4096,   8192,   9000,
-                         16383, 16384, 16385, 32768, 65536, 65537,  131072, 262157,
-                         1u << 20, (1u << 20) + 1, 4u << 20};
+const size_t kSizes[] = {0,     1,     2,     7,     63,     64,     100,      1000,           1983,
+                         1984,  1985,  2048,  4095,  4096,   8192,   9000,     16383,          16384,
+                         16385, 32768, 65536, 65537, 131072, 262157, 1u << 20, (1u << 20) + 1, 4u << 20};
 constexpr size_t kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
 
 uint64_t seed_of(size_t i, uint64_t salt)
@@ -30,25 +29,24 @@ uint64_t seed_of(size_t i, uint64_t salt)
     return (salt << 32) ^ (i * 7919u + 1);
 }
 
-constexpr uint64_t kRecvFlagsMask = FI_RECV | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA |
-                                    FI_SEND | FI_RMA | FI_ATOMIC;
+constexpr uint64_t kRecvFlagsMask =
+    FI_RECV | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA | FI_SEND | FI_RMA | FI_ATOMIC;
 
 // Checks a receive completion of an untagged message.
 void check_recv(const Comp& c, size_t len, bool with_data, uint64_t data, const char* what)
 {
     const uint64_t want = FI_RECV | FI_MSG | (with_data ? FI_REMOTE_CQ_DATA : 0);
-    FT_CHECK((c.flags & kRecvFlagsMask) == want, "%s: flags %s, expected %s", what,
-             flags_str(c.flags).c_str(), flags_str(want).c_str());
+    FT_CHECK((c.flags & kRecvFlagsMask) == want, "%s: flags %s, expected %s", what, flags_str(c.flags).c_str(),
+             flags_str(want).c_str());
     FT_CHECK(c.len == len, "%s: len %zu, expected %zu", what, c.len, len);
     if (with_data)
-        FT_CHECK(c.data == data, "%s: data 0x%" PRIx64 ", expected 0x%" PRIx64, what, c.data,
-                 data);
+        FT_CHECK(c.data == data, "%s: data 0x%" PRIx64 ", expected 0x%" PRIx64, what, c.data, data);
 }
 
 void check_send(const Comp& c, const char* what)
 {
-    FT_CHECK((c.flags & kRecvFlagsMask) == (FI_SEND | FI_MSG), "%s: send flags %s, expected SEND|MSG",
-             what, flags_str(c.flags).c_str());
+    FT_CHECK((c.flags & kRecvFlagsMask) == (FI_SEND | FI_MSG), "%s: send flags %s, expected SEND|MSG", what,
+             flags_str(c.flags).c_str());
 }
 
 // One direction, all sizes. `expected`: the receiver posts before the
@@ -78,8 +76,8 @@ void sizes(bool expected, bool reverse, const size_t* list, size_t n, uint64_t s
             pending.insert(&c);
         for (size_t i = 0; i < n; i++) {
             Comp c = ep.tx.wait("send completion");
-            FT_REQUIRE(!c.is_err, "send error completion: err %d (%s), %s", c.err,
-                       fi_strerror(c.err), c.strerror.c_str());
+            FT_REQUIRE(!c.is_err, "send error completion: err %d (%s), %s", c.err, fi_strerror(c.err),
+                       c.strerror.c_str());
             FT_CHECK(pending.erase(c.ctx) == 1, "send completion with unknown context %p", c.ctx);
             check_send(c, "send");
         }
@@ -91,15 +89,14 @@ void sizes(bool expected, bool reverse, const size_t* list, size_t n, uint64_t s
         if (!expected)
             oob.recv(kMsgGo);
         for (size_t i = 0; i < n; i++)
-            FT_POST(fi_recv(ep.ep, bufs[i].data(), list[i], nullptr,
-                            FI_ADDR_UNSPEC, &ctx[i]));
+            FT_POST(fi_recv(ep.ep, bufs[i].data(), list[i], nullptr, FI_ADDR_UNSPEC, &ctx[i]));
         if (expected)
             oob.send(kMsgGo, nullptr, 0);
         std::set<size_t> seen;
         for (size_t k = 0; k < n; k++) {
             Comp c = ep.rx.wait("receive completion");
-            FT_REQUIRE(!c.is_err, "receive error completion: err %d (%s), len %zu olen %zu, %s",
-                       c.err, fi_strerror(c.err), c.len, c.olen, c.strerror.c_str());
+            FT_REQUIRE(!c.is_err, "receive error completion: err %d (%s), len %zu olen %zu, %s", c.err,
+                       fi_strerror(c.err), c.len, c.olen, c.strerror.c_str());
             size_t i = static_cast<fi_context2*>(c.ctx) - ctx.data();
             FT_REQUIRE(i < n, "receive completion with unknown context %p", c.ctx);
             FT_CHECK(seen.insert(i).second, "two completions for receive %zu", i);
@@ -159,8 +156,7 @@ void sendv_recvv()
                 size_t n = std::min(rs[i], total - std::min(total, off));
                 check_pattern(b[i].data(), n, 77 + t, what.c_str(), off);
                 // Bytes of the segment the message did not reach, and the guard.
-                check_bytes(b[i].data() + n, rs[i] - n + kGuard, kGuardByte,
-                            (what + " unused/guard").c_str());
+                check_bytes(b[i].data() + n, rs[i] - n + kGuard, kGuardByte, (what + " unused/guard").c_str());
                 off += n;
             }
         } else {
@@ -213,8 +209,8 @@ void sendmsg_recvmsg()
         if (opts.server()) {
             Buf b(k.len + kGuard);
             memset(b.data(), kGuardByte, k.len + kGuard);
-            iovec iov{b.data(), k.len};
-            fi_msg m{};
+            iovec iov {b.data(), k.len};
+            fi_msg m {};
             m.msg_iov = &iov;
             m.iov_count = 1;
             m.addr = FI_ADDR_UNSPEC;
@@ -229,8 +225,8 @@ void sendmsg_recvmsg()
         } else {
             Buf b(k.len);
             fill(b.data(), k.len, 500 + idx);
-            iovec iov{b.data(), k.len};
-            fi_msg m{};
+            iovec iov {b.data(), k.len};
+            fi_msg m {};
             m.msg_iov = &iov;
             m.iov_count = 1;
             m.addr = ep.peer;
@@ -317,8 +313,8 @@ void senddata()
         std::vector<Comp> comps = ep.rx.expect_all(all, "senddata receive");
         for (size_t i = 0; i < 2 * n; i++) {
             const bool with_data = (i % 2) == 0;
-            std::string what = std::string(with_data ? "senddata " : "send after senddata ") +
-                               size_str(lens[i / 2]);
+            std::string what =
+                std::string(with_data ? "senddata " : "send after senddata ") + size_str(lens[i / 2]);
             const Comp& c = comps[i];
             check_recv(c, lens[i / 2], with_data, ~uint64_t(0) - i, what.c_str());
             check_pattern(b[i].data(), lens[i / 2], 1300 + i, what.c_str());
@@ -331,8 +327,7 @@ void senddata()
             b[i].alloc(lens[i / 2]);
             fill(b[i].data(), lens[i / 2], 1300 + i);
             if (i % 2 == 0)
-                FT_POST(fi_senddata(ep.ep, b[i].data(), lens[i / 2], nullptr, ~uint64_t(0) - i,
-                                    ep.peer, &ctx[i]));
+                FT_POST(fi_senddata(ep.ep, b[i].data(), lens[i / 2], nullptr, ~uint64_t(0) - i, ep.peer, &ctx[i]));
             else
                 FT_POST(fi_send(ep.ep, b[i].data(), lens[i / 2], nullptr, ep.peer, &ctx[i]));
         }
@@ -355,8 +350,7 @@ void multi_recv(size_t min_space, size_t buf_len, const std::vector<size_t>& msg
     cfg.before_enable = [&](fid_ep* e) {
         if (!opts.server())
             return;
-        FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_space,
-                          sizeof(min_space)));
+        FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_space, sizeof(min_space)));
         size_t len = sizeof(got_min);
         FT_CALL(fi_getopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got_min, &len));
         FT_CHECK(got_min == min_space && len == sizeof(size_t),
@@ -372,8 +366,8 @@ void multi_recv(size_t min_space, size_t buf_len, const std::vector<size_t>& msg
         for (int k = 0; k < 2; k++) {
             b[k].alloc(buf_len + kGuard);
             memset(b[k].data(), kGuardByte, buf_len + kGuard);
-            iovec iov{b[k].data(), buf_len};
-            fi_msg m{};
+            iovec iov {b[k].data(), buf_len};
+            fi_msg m {};
             m.msg_iov = &iov;
             m.iov_count = 1;
             m.addr = FI_ADDR_UNSPEC;
@@ -406,26 +400,23 @@ void multi_recv(size_t min_space, size_t buf_len, const std::vector<size_t>& msg
             Comp c = ep.rx.wait("multi-recv completion");
             FT_REQUIRE(!c.is_err, "multi-recv error completion err %d (%s) len %zu olen %zu", c.err,
                        fi_strerror(c.err), c.len, c.olen);
-            FT_REQUIRE(c.ctx == &ctx[0] || c.ctx == &ctx[1], "multi-recv completion with context %p",
-                       c.ctx);
+            FT_REQUIRE(c.ctx == &ctx[0] || c.ctx == &ctx[1], "multi-recv completion with context %p", c.ctx);
             const int k = c.ctx == &ctx[0] ? 0 : 1;
-            vlog("multi-recv completion: buffer %d flags %s buf +%td len %zu", k,
-                 flags_str(c.flags).c_str(),
+            vlog("multi-recv completion: buffer %d flags %s buf +%td len %zu", k, flags_str(c.flags).c_str(),
                  c.buf ? static_cast<uint8_t*>(c.buf) - b[k].data() : -1, c.len);
             if (c.flags & FI_RECV) {
                 char what[96];
                 snprintf(what, sizeof(what), "multi-recv message %zu (%zu bytes)", next,
                          next < n ? msgs[next] : 0);
                 FT_REQUIRE(next < n, "more messages than sent");
-                FT_CHECK(k == where[next], "%s landed in buffer %d, expected %d", what, k,
-                         where[next]);
+                FT_CHECK(k == where[next], "%s landed in buffer %d, expected %d", what, k, where[next]);
                 FT_CHECK((c.flags & kRecvFlagsMask) == (FI_RECV | FI_MSG), "%s: flags %s", what,
                          flags_str(c.flags).c_str());
                 FT_CHECK(c.len == msgs[next], "%s: len %zu", what, c.len);
                 uint8_t* p = static_cast<uint8_t*>(c.buf);
                 FT_REQUIRE(p >= b[k].data() && p + c.len <= b[k].data() + buf_len,
-                           "%s: buf %p len %zu outside the posted buffer [%p, +%zu)", what, c.buf,
-                           c.len, b[k].data(), buf_len);
+                           "%s: buf %p len %zu outside the posted buffer [%p, +%zu)", what, c.buf, c.len,
+                           b[k].data(), buf_len);
                 for (auto& u : used[k])
                     FT_CHECK(p + c.len <= u.first || p >= u.first + u.second || c.len == 0,
                              "%s overlaps an earlier message", what);
@@ -440,16 +431,14 @@ void multi_recv(size_t min_space, size_t buf_len, const std::vector<size_t>& msg
                 size_t consumed = 0;
                 for (auto& u : used[k])
                     consumed = std::max(consumed, static_cast<size_t>(u.first + u.second - b[k].data()));
-                FT_CHECK(buf_len - consumed < min_space,
-                         "buffer %d released with %zu bytes left (min %zu)", k, buf_len - consumed,
-                         min_space);
+                FT_CHECK(buf_len - consumed < min_space, "buffer %d released with %zu bytes left (min %zu)", k,
+                         buf_len - consumed, min_space);
                 released++;
             }
         }
         // Nothing more: in particular no release of a buffer with room left.
         ep.rx.expect_none(100, "multi-recv: after the last message");
-        FT_CHECK(released == expected_releases, "%d buffers released, expected %d", released,
-                 expected_releases);
+        FT_CHECK(released == expected_releases, "%d buffers released, expected %d", released, expected_releases);
         for (int k = 0; k < 2; k++)
             check_bytes(b[k].data() + buf_len, kGuard, kGuardByte, "multi-recv guard");
         oob.barrier("multi-recv checked");
@@ -485,8 +474,7 @@ void multi_recv_selective()
     const size_t min_space = 1024, buf_len = 8192, n = 8, len = 1000;
     cfg.before_enable = [&](fid_ep* e) {
         if (opts.server())
-            FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_space,
-                              sizeof(min_space)));
+            FT_CALL(fi_setopt(&e->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_space, sizeof(min_space)));
     };
     Ep ep;
     ep.open(cfg);
@@ -494,8 +482,8 @@ void multi_recv_selective()
     // 8 x 1000 bytes into 8192: after the 8th, 192 < 1024 are left.
     if (opts.server()) {
         Buf b(buf_len);
-        iovec iov{b.data(), buf_len};
-        fi_msg m{};
+        iovec iov {b.data(), buf_len};
+        fi_msg m {};
         fi_context2 ctx;
         m.msg_iov = &iov;
         m.iov_count = 1;
@@ -504,16 +492,13 @@ void multi_recv_selective()
         FT_POST(fi_recvmsg(ep.ep, &m, FI_MULTI_RECV));
         oob.send(kMsgGo, nullptr, 0);
         int r = fi_cntr_wait(ep.recv_cntr, n, opts.timeout_ms);
-        FT_CHECK(r == 0, "fi_cntr_wait(recv, %zu) = %d, counter %" PRIu64, n, r,
-                 fi_cntr_read(ep.recv_cntr));
+        FT_CHECK(r == 0, "fi_cntr_wait(recv, %zu) = %d, counter %" PRIu64, n, r, fi_cntr_read(ep.recv_cntr));
         for (size_t i = 0; i < n; i++)
             check_pattern(b.data() + i * len, len, 9100 + i, "selective multi-recv payload");
-        Comp c = ep.rx.wait("the release of a multi-receive buffer under selective completion",
-                            2000);
+        Comp c = ep.rx.wait("the release of a multi-receive buffer under selective completion", 2000);
         FT_REQUIRE(!c.is_err, "error completion %d (%s)", c.err, fi_strerror(c.err));
         FT_CHECK(c.ctx == &ctx, "release entry context %p", c.ctx);
-        FT_CHECK(c.flags & FI_MULTI_RECV, "the entry (flags %s) is not the release",
-                 flags_str(c.flags).c_str());
+        FT_CHECK(c.flags & FI_MULTI_RECV, "the entry (flags %s) is not the release", flags_str(c.flags).c_str());
         ep.rx.expect_none(100, "suppressed multi-receive messages");
     } else {
         Buf b(n * len);
@@ -591,8 +576,9 @@ void self_send()
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "Untagged messages: send/sendv/sendmsg/inject/senddata/injectdata, "
-                           "recv/recvv/recvmsg, FI_MULTI_RECV.");
+    parse_opts(argc, argv,
+               "Untagged messages: send/sendv/sendmsg/inject/senddata/injectdata, "
+               "recv/recvv/recvmsg, FI_MULTI_RECV.");
     fi_info* hints = make_hints(FI_MSG | FI_MULTI_RECV, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
     setup(hints);
     fi_freeinfo(hints);
@@ -614,9 +600,7 @@ int main(int argc, char** argv)
             m.push_back(i == 5 ? 0 : 1000 + (i * 37) % 1000);
         multi_recv(2048, 32768, m, 7000);
     });
-    run("msg/multi-recv-rendezvous", [] {
-        multi_recv(65536, 262144, std::vector<size_t>(7, 50000), 8000);
-    });
+    run("msg/multi-recv-rendezvous", [] { multi_recv(65536, 262144, std::vector<size_t>(7, 50000), 8000); });
     run("msg/multi-recv-selective", multi_recv_selective);
     run("msg/many-small", many);
     run("msg/self", self_send);

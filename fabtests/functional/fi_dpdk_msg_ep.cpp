@@ -49,7 +49,7 @@ ssize_t eq_next(fid_eq* eq, uint32_t* event, void* buf, size_t len, fi_eq_err_en
             return ret;
         if (ret == -FI_EAVAIL) {
             static uint8_t data[512];
-            *err = fi_eq_err_entry{};
+            *err = fi_eq_err_entry {};
             err->err_data = data;
             err->err_data_size = sizeof(data);
             ssize_t r = fi_eq_readerr(eq, err, 0);
@@ -74,7 +74,7 @@ struct Conn {
 
     Conn()
     {
-        fi_eq_attr attr{};
+        fi_eq_attr attr {};
         attr.size = 16;
         attr.wait_obj = FI_WAIT_UNSPEC;
         FT_CALL(fi_eq_open(fab.fabric, &attr, &eq, nullptr));
@@ -113,7 +113,7 @@ struct Conn {
         FT_CALL(fi_passive_ep(fab.fabric, fab.info, &pep, nullptr));
         FT_CALL(fi_pep_bind(pep, &eq->fid, 0));
         FT_CALL(fi_listen(pep));
-        sockaddr_in name{};
+        sockaddr_in name {};
         size_t len = sizeof(name);
         FT_CALL(fi_getname(&pep->fid, &name, &len));
         FT_CHECK(len == sizeof(name) && name.sin_port != 0, "pep name: len %zu port %u", len,
@@ -125,7 +125,7 @@ struct Conn {
     {
         std::vector<uint8_t> buf(sizeof(fi_eq_cm_entry) + 512);
         uint32_t event = 0;
-        fi_eq_err_entry err{};
+        fi_eq_err_entry err {};
         std::vector<uint8_t> err_data;
         ssize_t n = eq_next(eq, &event, buf.data(), buf.size(), &err, &err_data, what);
         if (n == -FI_EAVAIL) {
@@ -169,8 +169,7 @@ void establish(Conn& c)
                  "FI_CONNREQ info: handle %p dest_addr %p type %d", static_cast<void*>(info->handle),
                  info->dest_addr, info->ep_attr->type);
         std::vector<uint8_t> client = oob.recv(kMsgName);
-        FT_CHECK(info->dest_addrlen == client.size() &&
-                     memcmp(info->dest_addr, client.data(), client.size()) == 0,
+        FT_CHECK(info->dest_addrlen == client.size() && memcmp(info->dest_addr, client.data(), client.size()) == 0,
                  "FI_CONNREQ dest_addr is not the client's endpoint");
         c.open_ep(info);
         fi_freeinfo(info);
@@ -182,7 +181,7 @@ void establish(Conn& c)
         size_t cm_size = 0, optlen = sizeof(cm_size);
         FT_CALL(fi_getopt(&c.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_size, &optlen));
         FT_CHECK(cm_size >= 64, "FI_OPT_CM_DATA_SIZE %zu", cm_size);
-        sockaddr_in self{};
+        sockaddr_in self {};
         size_t len = sizeof(self);
         FT_CALL(fi_getname(&c.ep->fid, &self, &len));
         FT_CALL(fi_connect(c.ep, name.data(), req.data(), req.size()));
@@ -190,11 +189,11 @@ void establish(Conn& c)
         std::vector<uint8_t> got = c.expect_event(FI_CONNECTED, &c.ep->fid, "client FI_CONNECTED");
         FT_CHECK(got == acc, "ACCEPT private data: %zu bytes, mismatch", got.size());
     }
-    sockaddr_in peer{};
+    sockaddr_in peer {};
     size_t len = sizeof(peer);
     FT_CALL(fi_getpeer(c.ep, &peer, &len));
-    FT_CHECK(peer.sin_family == AF_INET && peer.sin_port != 0, "fi_getpeer: family %d port %u",
-             peer.sin_family, ntohs(peer.sin_port));
+    FT_CHECK(peer.sin_family == AF_INET && peer.sin_port != 0, "fi_getpeer: family %d port %u", peer.sin_family,
+             ntohs(peer.sin_port));
     oob.barrier("established");
 }
 
@@ -243,8 +242,8 @@ void tagged(Conn& c)
         FT_CHECK(a == 0xaaaa && b == 0xbbbb, "tagged payloads %" PRIx64 " %" PRIx64, a, b);
         FT_CHECK(got[0].tag == 0x1111 && got[1].tag == 0x2222, "tags %" PRIx64 " %" PRIx64, got[0].tag,
                  got[1].tag);
-        FT_CHECK((got[1].flags & FI_REMOTE_CQ_DATA) && got[1].data == 0xd00d, "remote CQ data: flags %s data %" PRIx64,
-                 flags_str(got[1].flags).c_str(), got[1].data);
+        FT_CHECK((got[1].flags & FI_REMOTE_CQ_DATA) && got[1].data == 0xd00d,
+                 "remote CQ data: flags %s data %" PRIx64, flags_str(got[1].flags).c_str(), got[1].data);
     } else {
         a = 0xaaaa;
         b = 0xbbbb;
@@ -285,8 +284,8 @@ void rma_and_atomics(Conn& c)
         FT_POST(fi_atomic(c.ep, &add, 1, nullptr, 0, rc.addr, rc.key, FI_UINT64, FI_SUM, &add));
         c.tx.expect(&add, "fi_atomic");
         uint64_t add2 = 7;
-        FT_POST(fi_fetch_atomic(c.ep, &add2, 1, nullptr, &fetched, nullptr, 0, rc.addr, rc.key, FI_UINT64,
-                                FI_SUM, &fetched));
+        FT_POST(fi_fetch_atomic(c.ep, &add2, 1, nullptr, &fetched, nullptr, 0, rc.addr, rc.key, FI_UINT64, FI_SUM,
+                                &fetched));
         c.tx.expect(&fetched, "fi_fetch_atomic");
         FT_CHECK(fetched == 15, "fetched %" PRIu64 ", expected 15", fetched);
         oob.barrier("rma done");
@@ -376,7 +375,7 @@ void cm_reject()
         c.open_ep(fab.info);
         FT_CALL(fi_connect(c.ep, name.data(), "hello", 5));
         uint32_t event = 0;
-        fi_eq_err_entry err{};
+        fi_eq_err_entry err {};
         std::vector<uint8_t> data;
         uint8_t buf[256];
         ssize_t ret = eq_next(c.eq, &event, buf, sizeof(buf), &err, &data, "reject");
@@ -401,7 +400,7 @@ void cm_nobody()
         // A port that was ours a moment ago and is free now.
         Conn gone;
         gone.open_ep(fab.info);
-        sockaddr_in name{};
+        sockaddr_in name {};
         size_t len = sizeof(name);
         FT_CALL(fi_getname(&gone.ep->fid, &name, &len));
         gone.close_ep();
@@ -412,10 +411,10 @@ void cm_nobody()
         const uint64_t t0 = now_ms();
         FT_CALL(fi_connect(c.ep, name.data(), nullptr, 0));
         uint32_t event = 0;
-        fi_eq_err_entry err{};
+        fi_eq_err_entry err {};
         uint8_t buf[256];
-        ssize_t ret = eq_next(c.eq, &event, buf, sizeof(buf), &err, nullptr, "connect to nobody",
-                              opts.timeout_ms + 10000);
+        ssize_t ret =
+            eq_next(c.eq, &event, buf, sizeof(buf), &err, nullptr, "connect to nobody", opts.timeout_ms + 10000);
         FT_REQUIRE(ret == -FI_EAVAIL, "connect to nobody: event %u instead of an error", event);
         FT_CHECK(err.err == FI_ETIMEDOUT || err.err == FI_ECONNREFUSED || err.err == FI_EHOSTUNREACH,
                  "error %d (%s)", err.err, fi_strerror(err.err));
@@ -431,8 +430,9 @@ void cm_nobody()
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "Connected endpoints (FI_EP_MSG): connect/accept/reject/shutdown, CM data, "
-                           "msg/tagged/RMA/atomics, peer close, connect to nobody.");
+    parse_opts(argc, argv,
+               "Connected endpoints (FI_EP_MSG): connect/accept/reject/shutdown, CM data, "
+               "msg/tagged/RMA/atomics, peer close, connect to nobody.");
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC, kMrMode);
     hints->ep_attr->type = FI_EP_MSG;
     setup(hints);

@@ -27,7 +27,13 @@ namespace {
 constexpr size_t kRegionLen = 65536;
 constexpr size_t kGap = 4096;
 // Layout: gap RW gap RO gap WO gap CLOSED gap
-enum { kRw, kRo, kWo, kClosed, kNumRegions };
+enum {
+    kRw,
+    kRo,
+    kWo,
+    kClosed,
+    kNumRegions
+};
 constexpr size_t kMemLen = kGap + kNumRegions * (kRegionLen + kGap);
 
 size_t region_off(int r)
@@ -45,7 +51,7 @@ struct Mode {
 };
 
 struct State {
-    Mode mode{};
+    Mode mode {};
     fi_info* info = nullptr;
     fid_domain* domain = nullptr;
     Ep* ep = nullptr;
@@ -57,8 +63,8 @@ struct State {
 };
 State st;
 
-const uint64_t kAccess[kNumRegions] = {FI_REMOTE_READ | FI_REMOTE_WRITE, FI_REMOTE_READ,
-                                       FI_REMOTE_WRITE, FI_REMOTE_READ | FI_REMOTE_WRITE};
+const uint64_t kAccess[kNumRegions] = {FI_REMOTE_READ | FI_REMOTE_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE,
+                                       FI_REMOTE_READ | FI_REMOTE_WRITE};
 
 // Server: one verification request. The payload lists the ranges the
 // client legitimately wrote since the last one.
@@ -90,10 +96,13 @@ void serve_check()
         const char* where = "a gap or guard";
         for (int r = 0; r < kNumRegions; r++)
             if (i >= region_off(r) && i < region_off(r) + kRegionLen)
-                where = r == kRw ? "the RW region" : r == kRo ? "the read-only region"
-                        : r == kWo ? "the write-only region" : "the closed region";
+                where = r == kRw   ? "the RW region"
+                        : r == kRo ? "the read-only region"
+                        : r == kWo ? "the write-only region"
+                                   : "the closed region";
         char b[200];
-        snprintf(b, sizeof(b), "target memory changed: %zu bytes differ, first at buffer offset %zu in %s (0x%02x, was 0x%02x)",
+        snprintf(b, sizeof(b),
+                 "target memory changed: %zu bytes differ, first at buffer offset %zu in %s (0x%02x, was 0x%02x)",
                  n, i, where, st.mem[i], st.ref[i]);
         verdict = b;
         memcpy(st.ref.data(), st.mem.data(), kMemLen);  // report each corruption once
@@ -138,8 +147,8 @@ void expect_refused(fi_context2* ctx, uint64_t dir_flag, const char* what)
     Comp c = ep.tx.expect_err(ctx, 0, what);
     const uint64_t dt = now_ms() - t0;
     FT_CHECK(c.err != FI_ETIMEDOUT && c.err != FI_ECANCELED && c.err != FI_EIO,
-             "%s: refused with err %d (%s): that is the peer going silent, not a refusal", what,
-             c.err, fi_strerror(c.err));
+             "%s: refused with err %d (%s): that is the peer going silent, not a refusal", what, c.err,
+             fi_strerror(c.err));
     FT_CHECK(dt < 2000, "%s: the refusal took %" PRIu64 " ms (a dropped request, not a NAK?)", what, dt);
     FT_CHECK(c.flags & dir_flag, "%s: error entry flags %s lack %s", what, flags_str(c.flags).c_str(),
              flags_str(dir_flag).c_str());
@@ -180,9 +189,9 @@ void good_write(int region, size_t off, size_t len, uint64_t seed, std::vector<R
     Ep& ep = *st.ep;
     Buf b(len);
     fill(b.data(), len, seed);
-    iovec iov{b.data(), len};
-    fi_rma_iov riov{raddr(region, static_cast<int64_t>(off)), len, st.rm[region].key};
-    fi_msg_rma m{};
+    iovec iov {b.data(), len};
+    fi_rma_iov riov {raddr(region, static_cast<int64_t>(off)), len, st.rm[region].key};
+    fi_msg_rma m {};
     fi_context2 ctx;
     m.msg_iov = &iov;
     m.iov_count = 1;
@@ -248,59 +257,54 @@ void cases()
         bad_read(raddr(kWo, 0), st.rm[kWo].key, 64, "read from a write-only region");
         bad_read(raddr(kWo, 0), st.rm[kWo].key, 30000, "large read from a write-only region");
     });
-    run_case("write-write-only-ok", [](std::vector<Range>* wrote) {
-        good_write(kWo, 300, 5000, 0x600d, wrote);
-    });
+    run_case("write-write-only-ok", [](std::vector<Range>* wrote) { good_write(kWo, 300, 5000, 0x600d, wrote); });
     run_case("atomic-misaligned", [](std::vector<Range>*) {
         Ep& ep = *st.ep;
         fi_context2 ctx;
         uint64_t v = 1, res = 0;
         uint32_t cmp = 0, nv = 1, res32 = 0;
-        FT_POST(fi_atomic(ep.ep, &v, 1, nullptr, ep.peer, raddr(kRw, 1), st.rm[kRw].key, FI_UINT64,
-                          FI_SUM, &ctx));
+        FT_POST(fi_atomic(ep.ep, &v, 1, nullptr, ep.peer, raddr(kRw, 1), st.rm[kRw].key, FI_UINT64, FI_SUM, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "uint64 SUM at an odd address");
-        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kRw, 12),
-                                st.rm[kRw].key, FI_UINT64, FI_SUM, &ctx));
+        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kRw, 12), st.rm[kRw].key,
+                                FI_UINT64, FI_SUM, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "uint64 fetch SUM at a 4-aligned address");
-        FT_POST(fi_compare_atomic(ep.ep, &nv, 1, nullptr, &cmp, nullptr, &res32, nullptr, ep.peer,
-                                  raddr(kRw, 2), st.rm[kRw].key, FI_UINT32, FI_CSWAP, &ctx));
+        FT_POST(fi_compare_atomic(ep.ep, &nv, 1, nullptr, &cmp, nullptr, &res32, nullptr, ep.peer, raddr(kRw, 2),
+                                  st.rm[kRw].key, FI_UINT32, FI_CSWAP, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "uint32 CSWAP at a 2-aligned address");
     });
     run_case("atomic-outside", [len](std::vector<Range>*) {
         Ep& ep = *st.ep;
         fi_context2 ctx;
         uint64_t v[4] = {1, 1, 1, 1};
-        FT_POST(fi_atomic(ep.ep, v, 1, nullptr, ep.peer, raddr(kRw, len), st.rm[kRw].key, FI_UINT64,
-                          FI_SUM, &ctx));
+        FT_POST(
+            fi_atomic(ep.ep, v, 1, nullptr, ep.peer, raddr(kRw, len), st.rm[kRw].key, FI_UINT64, FI_SUM, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "atomic just past the region");
-        FT_POST(fi_atomic(ep.ep, v, 4, nullptr, ep.peer, raddr(kRw, len - 16), st.rm[kRw].key,
-                          FI_UINT64, FI_SUM, &ctx));
+        FT_POST(fi_atomic(ep.ep, v, 4, nullptr, ep.peer, raddr(kRw, len - 16), st.rm[kRw].key, FI_UINT64, FI_SUM,
+                          &ctx));
         expect_refused(&ctx, FI_ATOMIC, "4-element atomic running past the region end");
-        FT_POST(fi_atomic(ep.ep, v, 1, nullptr, ep.peer, raddr(kRw, -8), st.rm[kRw].key, FI_UINT64,
-                          FI_SUM, &ctx));
+        FT_POST(fi_atomic(ep.ep, v, 1, nullptr, ep.peer, raddr(kRw, -8), st.rm[kRw].key, FI_UINT64, FI_SUM, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "atomic just before the region");
-        FT_POST(fi_atomic(ep.ep, v, 1, nullptr, ep.peer, raddr(kRw, 0), st.rm[kRw].key ^ 0x8000,
-                          FI_UINT64, FI_SUM, &ctx));
+        FT_POST(fi_atomic(ep.ep, v, 1, nullptr, ep.peer, raddr(kRw, 0), st.rm[kRw].key ^ 0x8000, FI_UINT64, FI_SUM,
+                          &ctx));
         expect_refused(&ctx, FI_ATOMIC, "atomic with a wrong key");
     });
     run_case("atomic-access", [](std::vector<Range>*) {
         Ep& ep = *st.ep;
         fi_context2 ctx;
         uint64_t v = 5, res = 0, cmp = 0;
-        FT_POST(fi_atomic(ep.ep, &v, 1, nullptr, ep.peer, raddr(kRo, 0), st.rm[kRo].key, FI_UINT64,
-                          FI_SUM, &ctx));
+        FT_POST(fi_atomic(ep.ep, &v, 1, nullptr, ep.peer, raddr(kRo, 0), st.rm[kRo].key, FI_UINT64, FI_SUM, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "atomic SUM on a read-only region");
         FT_POST(fi_atomic(ep.ep, &v, 1, nullptr, ep.peer, raddr(kRo, 0), st.rm[kRo].key, FI_UINT64,
                           FI_ATOMIC_WRITE, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "ATOMIC_WRITE on a read-only region");
-        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kWo, 0),
-                                st.rm[kWo].key, FI_UINT64, FI_ATOMIC_READ, &ctx));
+        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kWo, 0), st.rm[kWo].key,
+                                FI_UINT64, FI_ATOMIC_READ, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "ATOMIC_READ on a write-only region");
-        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kWo, 0),
-                                st.rm[kWo].key, FI_UINT64, FI_SUM, &ctx));
+        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kWo, 0), st.rm[kWo].key,
+                                FI_UINT64, FI_SUM, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "fetching SUM on a write-only region");
-        FT_POST(fi_compare_atomic(ep.ep, &v, 1, nullptr, &cmp, nullptr, &res, nullptr, ep.peer,
-                                  raddr(kRo, 8), st.rm[kRo].key, FI_UINT64, FI_CSWAP, &ctx));
+        FT_POST(fi_compare_atomic(ep.ep, &v, 1, nullptr, &cmp, nullptr, &res, nullptr, ep.peer, raddr(kRo, 8),
+                                  st.rm[kRo].key, FI_UINT64, FI_CSWAP, &ctx));
         expect_refused(&ctx, FI_ATOMIC, "CSWAP on a read-only region");
     });
     run_case("still-works", [](std::vector<Range>* wrote) {
@@ -313,19 +317,19 @@ void cases()
         ep.tx.expect(&ctx, "read after the errors");
         check_pattern(b.data(), 20000, 0x5eed, "read after the errors");
         uint64_t v = 3, res = 1;
-        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kRw, 64),
-                                st.rm[kRw].key, FI_UINT64, FI_SUM, &ctx));
+        FT_POST(fi_fetch_atomic(ep.ep, &v, 1, nullptr, &res, nullptr, ep.peer, raddr(kRw, 64), st.rm[kRw].key,
+                                FI_UINT64, FI_SUM, &ctx));
         ep.tx.expect(&ctx, "aligned atomic after the errors");
         uint64_t before = 0;
         for (int i = 0; i < 8; i++)
-            before |= uint64_t{pattern_byte(10 + kRw, 64 + i)} << (8 * i);
+            before |= uint64_t {pattern_byte(10 + kRw, 64 + i)} << (8 * i);
         FT_CHECK(res == before, "fetched 0x%" PRIx64 ", expected 0x%" PRIx64, res, before);
         // The atomic changed 8 bytes; write the original ones back so the
         // region matches the pattern the server expects again.
         fi_context2 c2;
-        fi_rma_iov riov{raddr(kRw, 64), 8, st.rm[kRw].key};
-        iovec iov{&before, 8};
-        fi_msg_rma m{};
+        fi_rma_iov riov {raddr(kRw, 64), 8, st.rm[kRw].key};
+        iovec iov {&before, 8};
+        fi_msg_rma m {};
         m.msg_iov = &iov;
         m.iov_count = 1;
         m.addr = ep.peer;
@@ -353,11 +357,9 @@ void setup_mode(const Mode& mode, fi_info* hints)
 int main(int argc, char** argv)
 {
     parse_opts(argc, argv, "Protection: refused RMA and atomics leave the target untouched.");
-    const Mode modes[] = {{"prov-key", FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED},
-                          {"mode-0", 0}};
-    fi_info* hints = make_hints(FI_MSG | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                                    FI_REMOTE_WRITE,
-                                modes[0].mr_mode);
+    const Mode modes[] = {{"prov-key", FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED}, {"mode-0", 0}};
+    fi_info* hints = make_hints(
+        FI_MSG | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, modes[0].mr_mode);
     setup(hints);
     for (const Mode& mode : modes) {
         setup_mode(mode, hints);
@@ -378,10 +380,9 @@ int main(int argc, char** argv)
                 memcpy(st.ref.data(), st.mem.data(), kMemLen);
                 for (int r = 0; r < kNumRegions; r++) {
                     const uint64_t key = mr_prov_key(st.mode.mr_mode) ? 0 : 0xabc0 + r;
-                    st.mr[r] = reg_mr(st.domain, st.mem.data() + region_off(r), kRegionLen,
-                                      kAccess[r], key, st.mode.mr_mode, ep.ep);
-                    send_mr(describe(st.mr[r], st.mem.data() + region_off(r), kRegionLen,
-                                     st.mode.mr_mode));
+                    st.mr[r] = reg_mr(st.domain, st.mem.data() + region_off(r), kRegionLen, kAccess[r], key,
+                                      st.mode.mr_mode, ep.ep);
+                    send_mr(describe(st.mr[r], st.mem.data() + region_off(r), kRegionLen, st.mode.mr_mode));
                 }
                 FT_CALL(fi_close(&st.mr[kClosed]->fid));
                 st.mr[kClosed] = nullptr;

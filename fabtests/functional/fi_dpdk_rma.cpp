@@ -23,9 +23,8 @@ namespace {
 constexpr size_t kRegion = 4u << 20;
 constexpr size_t kGuardLen = 4096;
 constexpr uint8_t kGuardByte = 0xee;
-constexpr uint64_t kFlagMask = FI_RECV | FI_SEND | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA |
-                               FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                               FI_REMOTE_WRITE;
+constexpr uint64_t kFlagMask = FI_RECV | FI_SEND | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA | FI_RMA | FI_ATOMIC |
+                               FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 struct Mode {
     const char* name;
@@ -41,7 +40,7 @@ struct Range {
 
 // Everything a mode's subtests share.
 struct Ctx {
-    Mode mode{};
+    Mode mode {};
     fi_info* info = nullptr;
     fid_domain* domain = nullptr;
 };
@@ -64,8 +63,7 @@ void target(Ep& ep, bool expect_remote_data, uint64_t* remote_data_seen)
     Buf shadow(kRegion);
     fill(shadow.data(), kRegion, 1);
     const uint64_t key = mr_prov_key(g.mode.mr_mode) ? 0 : g_key_seq++;
-    MrGuard mr(reg_mr(g.domain, region, kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, key,
-                      g.mode.mr_mode, ep.ep));
+    MrGuard mr(reg_mr(g.domain, region, kRegion, FI_REMOTE_READ | FI_REMOTE_WRITE, key, g.mode.mr_mode, ep.ep));
     RemoteMr rm = describe(mr.get(), region, kRegion, g.mode.mr_mode);
     if (!mr_prov_key(g.mode.mr_mode))
         FT_CHECK(rm.key == key, "fi_mr_key = 0x%" PRIx64 ", requested 0x%" PRIx64, rm.key, key);
@@ -102,8 +100,9 @@ void target(Ep& ep, bool expect_remote_data, uint64_t* remote_data_seen)
                 for (size_t j = first; j < kRegion; j++)
                     bad += region[j] != shadow[j];
                 char b[160];
-                snprintf(b, sizeof(b), "target region differs at offset %zu (0x%02x, expected 0x%02x), %zu bad bytes",
-                         first, region[first], shadow[first], bad);
+                snprintf(b, sizeof(b),
+                         "target region differs at offset %zu (0x%02x, expected 0x%02x), %zu bad bytes", first,
+                         region[first], shadow[first], bad);
                 verdict = b;
             }
             for (size_t i = 0; i < kGuardLen && verdict.empty(); i++) {
@@ -263,8 +262,7 @@ void pipelined()
     std::vector<Range> rs;
     for (size_t i = 0; i < n; i++) {
         fill(b.data() + i * len, len, 7000 + i);
-        FT_POST(fi_write(ep.ep, b.data() + i * len, len, nullptr, ep.peer, in.raddr(i * len),
-                         in.rm.key, &c[i]));
+        FT_POST(fi_write(ep.ep, b.data() + i * len, len, nullptr, ep.peer, in.raddr(i * len), in.rm.key, &c[i]));
         all.push_back(&c[i]);
         rs.push_back({i * len, len, 7000 + i, 0});
     }
@@ -273,8 +271,7 @@ void pipelined()
     // Read it all back in 64 reads, then compare.
     Buf r(n * len);
     for (size_t i = 0; i < n; i++)
-        FT_POST(fi_read(ep.ep, r.data() + i * len, len, nullptr, ep.peer, in.raddr(i * len),
-                        in.rm.key, &c[i]));
+        FT_POST(fi_read(ep.ep, r.data() + i * len, len, nullptr, ep.peer, in.raddr(i * len), in.rm.key, &c[i]));
     ep.tx.expect_all(all, "pipelined reads");
     FT_CHECK(memcmp(r.data(), in.shadow.data(), n * len) == 0, "pipelined reads differ");
     uint64_t k;
@@ -310,8 +307,7 @@ void vectors_and_msgs()
         fill(b.data(), total, 800);
         const uint64_t off = 123457;
         fi_context2 c;
-        FT_POST(fi_writev(ep.ep, iov.data(), nullptr, iov.size(), ep.peer, in.raddr(off), in.rm.key,
-                          &c));
+        FT_POST(fi_writev(ep.ep, iov.data(), nullptr, iov.size(), ep.peer, in.raddr(off), in.rm.key, &c));
         ep.tx.expect(&c, "fi_writev");
         in.check({{off, total, 800, 0}}, false, "fi_writev");
         // readv back into differently split segments
@@ -323,8 +319,7 @@ void vectors_and_msgs()
         if (lim >= 2)
             riov.push_back({r.data() + a, total - a});
         (void)bb;
-        FT_POST(fi_readv(ep.ep, riov.data(), nullptr, riov.size(), ep.peer, in.raddr(off), in.rm.key,
-                         &c));
+        FT_POST(fi_readv(ep.ep, riov.data(), nullptr, riov.size(), ep.peer, in.raddr(off), in.rm.key, &c));
         ep.tx.expect(&c, "fi_readv");
         size_t got = lim >= 2 ? total : a;
         check_pattern(r.data(), got, 800, "fi_readv");
@@ -340,9 +335,9 @@ void vectors_and_msgs()
         Buf b(len);
         const uint64_t off = 2000000 + i * 7, seed = 900 + i;
         fill(b.data(), len, seed);
-        iovec iov{b.data(), len};
-        fi_rma_iov riov{in.raddr(off), len, in.rm.key};
-        fi_msg_rma m{};
+        iovec iov {b.data(), len};
+        fi_rma_iov riov {in.raddr(off), len, in.rm.key};
+        fi_msg_rma m {};
         m.msg_iov = &iov;
         m.iov_count = 1;
         m.addr = ep.peer;
@@ -358,7 +353,7 @@ void vectors_and_msgs()
         in.check({{off, len, seed, 0}}, (f & FI_DELIVERY_COMPLETE) != 0, what.c_str());
         // readmsg of the same range
         Buf r(len);
-        iovec riov2{r.data(), len};
+        iovec riov2 {r.data(), len};
         m.msg_iov = &riov2;
         what = "fi_readmsg after " + what;
         FT_POST(fi_readmsg(ep.ep, &m, FI_COMPLETION));
@@ -391,9 +386,9 @@ void inject_complete()
         Buf b(len);
         const uint64_t off = 1000000 + i * 300000, seed = 1100 + i;
         fill(b.data(), len, seed);
-        iovec iov{b.data(), len};
-        fi_rma_iov riov{in.raddr(off), len, in.rm.key};
-        fi_msg_rma m{};
+        iovec iov {b.data(), len};
+        fi_rma_iov riov {in.raddr(off), len, in.rm.key};
+        fi_msg_rma m {};
         m.msg_iov = &iov;
         m.iov_count = 1;
         m.addr = ep.peer;
@@ -441,8 +436,7 @@ void inject_write()
         i++;
     }
     int r = fi_cntr_wait(ep.write_cntr, i, opts.timeout_ms);
-    FT_CHECK(r == 0, "fi_cntr_wait(write, %zu) = %d, counter %" PRIu64, i, r,
-             fi_cntr_read(ep.write_cntr));
+    FT_CHECK(r == 0, "fi_cntr_wait(write, %zu) = %d, counter %" PRIu64, i, r, fi_cntr_read(ep.write_cntr));
     ep.tx.expect_none(100, "fi_inject_write writes no CQ entry");
     in.check(rs, false, "fi_inject_write");
     uint64_t n;
@@ -464,8 +458,8 @@ void writedata()
         target(ep, true, seen);
         // The order of the target's completions is the order of the writes.
         for (int i = 0; i < 3; i++)
-            FT_CHECK(seen[i] == datas[i], "remote CQ data %d: 0x%" PRIx64 ", expected 0x%" PRIx64, i,
-                     seen[i], datas[i]);
+            FT_CHECK(seen[i] == datas[i], "remote CQ data %d: 0x%" PRIx64 ", expected 0x%" PRIx64, i, seen[i],
+                     datas[i]);
         return;
     }
     Initiator in(ep);
@@ -473,8 +467,7 @@ void writedata()
     fill(b.data(), 100000, 1500);
     fi_context2 c;
     std::vector<Range> rs;
-    FT_POST(fi_writedata(ep.ep, b.data(), 100000, nullptr, datas[0], ep.peer, in.raddr(10), in.rm.key,
-                         &c));
+    FT_POST(fi_writedata(ep.ep, b.data(), 100000, nullptr, datas[0], ep.peer, in.raddr(10), in.rm.key, &c));
     ep.tx.expect(&c, "fi_writedata");
     rs.push_back({10, 100000, 1500, 0});
     Buf s(64);
@@ -483,9 +476,9 @@ void writedata()
     rs.push_back({200000, 64, 1501, 0});
     // fi_writemsg FI_REMOTE_CQ_DATA|FI_DELIVERY_COMPLETE: after it completes,
     // the inject before it has landed too (FI_ORDER_WAW).
-    iovec iov{b.data(), 5000};
-    fi_rma_iov riov{in.raddr(300000), 5000, in.rm.key};
-    fi_msg_rma m{};
+    iovec iov {b.data(), 5000};
+    fi_rma_iov riov {in.raddr(300000), 5000, in.rm.key};
+    fi_msg_rma m {};
     m.msg_iov = &iov;
     m.iov_count = 1;
     m.addr = ep.peer;
@@ -540,17 +533,17 @@ void delivery_complete_default()
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "RMA: write/writev/writemsg/inject_write/writedata/inject_writedata, "
-                           "read/readv/readmsg, in each MR mode, data checked at the target.");
+    parse_opts(argc, argv,
+               "RMA: write/writev/writemsg/inject_write/writedata/inject_writedata, "
+               "read/readv/readmsg, in each MR mode, data checked at the target.");
     const Mode modes[] = {
         {"prov-key", FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED},
         {"mode-0", 0},
         {"basic", FI_MR_BASIC},
-        {"endpoint", FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_ENDPOINT |
-                         FI_MR_LOCAL},
+        {"endpoint", FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_ENDPOINT | FI_MR_LOCAL},
     };
-    fi_info* hints = make_hints(FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
-                                modes[0].mr_mode);
+    fi_info* hints =
+        make_hints(FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, modes[0].mr_mode);
     setup(hints);
 
     for (const Mode& m : modes) {
@@ -564,15 +557,15 @@ int main(int argc, char** argv)
             dret = fi_domain(fab.fabric, g.info, &g.domain, nullptr);
         }
         run((prefix + "getinfo").c_str(), [&] {
-            FT_REQUIRE(ret == 0, "fi_getinfo with mr_mode %s = %d (%s)",
-                       fi_tostr(&m.mr_mode, FI_TYPE_MR_MODE), ret, fi_strerror(-ret));
+            FT_REQUIRE(ret == 0, "fi_getinfo with mr_mode %s = %d (%s)", fi_tostr(&m.mr_mode, FI_TYPE_MR_MODE),
+                       ret, fi_strerror(-ret));
             const int got = g.info->domain_attr->mr_mode;
             if (m.mr_mode == FI_MR_BASIC)
                 FT_CHECK(got == FI_MR_BASIC, "mr_mode FI_MR_BASIC came back as 0x%x", got);
             else
                 FT_CHECK((got & ~m.mr_mode) == 0 && !(got & FI_MR_LOCAL),
-                         "mr_mode 0x%x asked, 0x%x returned (must be a subset, never FI_MR_LOCAL)",
-                         m.mr_mode, got);
+                         "mr_mode 0x%x asked, 0x%x returned (must be a subset, never FI_MR_LOCAL)", m.mr_mode,
+                         got);
             FT_REQUIRE(dret == 0, "fi_domain = %d (%s)", dret, fi_strerror(-dret));
         });
         if (!g.domain) {

@@ -205,7 +205,7 @@ long rss_kib()
 
 Op schedule(uint64_t seq)
 {
-    Op op{};
+    Op op {};
     op.seq = seq;
     uint64_t r = mix64(so.seed ^ mix64(seq + 1));
     unsigned enabled[kNumKinds], n = 0;
@@ -260,16 +260,16 @@ void print_client(const char* what, const ClientResult& r)
         " read %" PRIu64 " atomic %" PRIu64 ") errors %" PRIu64 " corrupted %" PRIu64 " eagain %" PRIu64
         " bytes %" PRIu64 " in %.2f s = %.1f MB/s %.0f ops/s",
         what, r.issued, r.completed, r.per_kind[kMsg], r.per_kind[kTagged], r.per_kind[kWrite], r.per_kind[kRead],
-        r.per_kind[kAtomic], r.errors, r.corrupted, r.eagain, r.bytes, r.seconds, r.seconds > 0 ? mb / r.seconds : 0,
-        r.seconds > 0 ? static_cast<double>(r.completed) / r.seconds : 0);
+        r.per_kind[kAtomic], r.errors, r.corrupted, r.eagain, r.bytes, r.seconds,
+        r.seconds > 0 ? mb / r.seconds : 0, r.seconds > 0 ? static_cast<double>(r.completed) / r.seconds : 0);
 }
 
 void print_server(const RecvReport& r)
 {
     log("receiver: expected %" PRIu64 " delivered %" PRIu64 " lost %" PRIu64 " duplicated %" PRIu64
         " corrupted %" PRIu64 " misdelivered %" PRIu64 " errors %" PRIu64 " bytes %" PRIu64,
-        r.expected, r.delivered, r.expected > r.delivered ? r.expected - r.delivered : 0, r.duplicated, r.corrupted,
-        r.misdelivered, r.errors, r.bytes);
+        r.expected, r.delivered, r.expected > r.delivered ? r.expected - r.delivered : 0, r.duplicated,
+        r.corrupted, r.misdelivered, r.errors, r.bytes);
     if (r.rss_before_kib > 0)
         log("receiver RSS: before %" PRId64 " KiB, peak while stalled %" PRId64 " KiB (+%" PRId64
             " KiB), peak %" PRId64 " KiB, after %" PRId64 " KiB",
@@ -310,7 +310,7 @@ int drive_soak(Ep& ep, uint64_t count, const char* what)
     ClientResult res = cl.run(count);
     oob.send_u64(kMsgGo, 1);
     std::vector<uint8_t> d = oob.recv(kMsgData);
-    RecvReport rep{};
+    RecvReport rep {};
     FT_REQUIRE(d.size() == sizeof(rep), "bad report");
     memcpy(&rep, d.data(), sizeof(rep));
     print_client(what, res);
@@ -418,12 +418,12 @@ int slow_sender(Ep& ep)
 {
     oob.barrier("go");
     const long rss0 = rss_kib();
-    Client cl(ep, RemoteRegions{}, false);
+    Client cl(ep, RemoteRegions {}, false);
     ClientResult r = cl.run(so.count);
     const long rss1 = rss_kib();
     oob.send_u64(kMsgGo, 1);
     std::vector<uint8_t> d = oob.recv(kMsgData);
-    RecvReport rep{};
+    RecvReport rep {};
     FT_REQUIRE(d.size() == sizeof(rep), "bad report");
     memcpy(&rep, d.data(), sizeof(rep));
     print_client("slowrecv sender", r);
@@ -478,8 +478,7 @@ int main(int argc, char** argv)
     argc = take_soak_opts(argc, argv);
     parse_opts(argc, argv, "soak / dead peer / slow receiver through the provider (fabtests/soak)");
     if (so.mode == Mode::kSlowRecv)
-        so.kinds[kTagged] = so.kinds[kWrite] = so.kinds[kRead] = so.kinds[kAtomic] = false,
-        so.kinds[kMsg] = true;
+        so.kinds[kTagged] = so.kinds[kWrite] = so.kinds[kRead] = so.kinds[kAtomic] = false, so.kinds[kMsg] = true;
     try {
         return run_mode();
     } catch (const Abort&) {

@@ -30,8 +30,19 @@ using namespace ft;
 
 // ------------------------------------------------------------------ options
 
-enum class Mode { kSoak, kDeadPeer, kSlowRecv };
-enum OpKind : unsigned { kMsg, kTagged, kWrite, kRead, kAtomic, kNumKinds };
+enum class Mode {
+    kSoak,
+    kDeadPeer,
+    kSlowRecv
+};
+enum OpKind : unsigned {
+    kMsg,
+    kTagged,
+    kWrite,
+    kRead,
+    kAtomic,
+    kNumKinds
+};
 constexpr const char* kKindName[kNumKinds] = {"msg", "tagged", "write", "read", "atomic"};
 
 struct SoakOpts {
@@ -78,7 +89,10 @@ constexpr uint64_t kReadSeed = 0x5eed0001;
 
 Op schedule(uint64_t seq);
 
-inline bool is_message(OpKind k) { return k == kMsg || k == kTagged; }
+inline bool is_message(OpKind k)
+{
+    return k == kMsg || k == kTagged;
+}
 
 // ------------------------------------------------------------------ results
 
@@ -134,14 +148,14 @@ struct Slot {
     bool busy = false;
     bool readback_due = false;  // a write completed, its read-back is not posted yet
     bool readback = false;      // the read-back is in flight
-    Op op{};
+    Op op {};
     uint8_t* buf = nullptr;
     uint64_t atomic_operand[2];  // [0] operand / swap value, [1] compare value
     uint64_t atomic_result;
 };
 
 class Client {
-public:
+ public:
     Client(Ep& ep, const RemoteRegions& rr, bool expect_death);
     ~Client() { munmap(bufs_, so.window * so.max_size); }
 
@@ -151,7 +165,7 @@ public:
 
     static int peer_timeout_ms();
 
-private:
+ private:
     long post(Slot& s);
 
     long post_readback(Slot& s);
@@ -172,18 +186,17 @@ private:
     ClientResult res_;
 };
 
-
 // ------------------------------------------------------------------ server (fi_dpdk_soak_traffic.cpp)
 
 struct RecvSlot {
     fi_context2 ctx;
     bool busy = false;
-    Op op{};
+    Op op {};
     uint8_t* buf = nullptr;
 };
 
 class Server {
-public:
+ public:
     // Two slots more than asked: the catch-all receives of catch_duplicates.
     explicit Server(Ep& ep, unsigned nslots = 32);
     ~Server() { munmap(bufs_, slots_.size() * so.max_size); }
@@ -204,7 +217,7 @@ public:
 
     RecvReport& report() { return rep_; }
 
-private:
+ private:
     int poll(bool catch_all);
 
     void release(RecvSlot& s);
@@ -219,10 +232,9 @@ private:
     std::vector<bool> seen_;
     int cancelled_ = 0;
     uint64_t last_rss_ms_ = 0;
-    RecvReport rep_{};
+    RecvReport rep_ {};
 };
-
 
 }  // namespace soak
 
-#endif
+#endif  // FABTESTS_FUNCTIONAL_FI_DPDK_SOAK_H

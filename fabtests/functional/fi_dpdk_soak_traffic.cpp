@@ -73,8 +73,8 @@ ClientResult Client::run(uint64_t count)
                 break;
             }
             if (ret < 0) {
-                log("op %" PRIu64 " (%s, %zu B): post = %ld (%s)", next, kKindName[s.op.kind], s.op.size,
-                    ret, fi_strerror(static_cast<int>(-ret)));
+                log("op %" PRIu64 " (%s, %zu B): post = %ld (%s)", next, kKindName[s.op.kind], s.op.size, ret,
+                    fi_strerror(static_cast<int>(-ret)));
                 res_.errors++;
                 next = count;  // stop issuing
                 break;
@@ -96,8 +96,8 @@ ClientResult Client::run(uint64_t count)
         const uint64_t limit = res_.peer_died ? static_cast<uint64_t>(peer_timeout_ms()) * 3 + 10000
                                               : static_cast<uint64_t>(opts.timeout_ms);
         if (t - last_event > limit) {
-            log("no completion for %" PRIu64 " ms with %" PRIu64 " operations pending: giving up",
-                t - last_event, inflight);
+            log("no completion for %" PRIu64 " ms with %" PRIu64 " operations pending: giving up", t - last_event,
+                inflight);
             res_.hung = true;
             break;
         }
@@ -129,8 +129,8 @@ long Client::post(Slot& s)
                         rr_.write.key, ctx);
     case kRead:
         memset(s.buf, 0, op.size);
-        return fi_read(ep_.ep, s.buf, op.size, nullptr, ep_.peer, rr_.read.addr + op.read_word * 8,
-                       rr_.read.key, ctx);
+        return fi_read(ep_.ep, s.buf, op.size, nullptr, ep_.peer, rr_.read.addr + op.read_word * 8, rr_.read.key,
+                       ctx);
     case kAtomic: {
         const uint64_t addr = rr_.counters.addr + s.index * 8;
         s.atomic_result = ~0ull;
@@ -138,15 +138,14 @@ long Client::post(Slot& s)
             s.atomic_operand[0] = mix64(op.seq);
             s.atomic_operand[1] = expected_[s.index];
             return fi_compare_atomic(ep_.ep, &s.atomic_operand[0], 1, nullptr, &s.atomic_operand[1], nullptr,
-                                     &s.atomic_result, nullptr, ep_.peer, addr, rr_.counters.key,
-                                     FI_UINT64, FI_CSWAP, ctx);
+                                     &s.atomic_result, nullptr, ep_.peer, addr, rr_.counters.key, FI_UINT64,
+                                     FI_CSWAP, ctx);
         }
         s.atomic_operand[0] = op.seq + 1;
-        return fi_fetch_atomic(ep_.ep, &s.atomic_operand[0], 1, nullptr, &s.atomic_result, nullptr, ep_.peer,
-                               addr, rr_.counters.key, FI_UINT64, FI_SUM, ctx);
+        return fi_fetch_atomic(ep_.ep, &s.atomic_operand[0], 1, nullptr, &s.atomic_result, nullptr, ep_.peer, addr,
+                               rr_.counters.key, FI_UINT64, FI_SUM, ctx);
     }
-    case kNumKinds:
-        break;
+    case kNumKinds: break;
     }
     return -FI_EINVAL;
 }
@@ -162,8 +161,8 @@ void Client::corrupt(const Slot& s, const char* what, size_t at)
 {
     res_.corrupted++;
     if (res_.corrupted <= 5)
-        log("CORRUPT op %" PRIu64 " (%s, %zu B): %s at byte %zu", s.op.seq, kKindName[s.op.kind], s.op.size,
-            what, at);
+        log("CORRUPT op %" PRIu64 " (%s, %zu B): %s at byte %zu", s.op.seq, kKindName[s.op.kind], s.op.size, what,
+            at);
 }
 
 bool Client::complete(Slot& s)
@@ -194,14 +193,12 @@ bool Client::complete(Slot& s)
     case kAtomic: {
         uint64_t& e = expected_[s.index];
         if (s.atomic_result != e)
-            corrupt(s, op.cswap ? "compare-swap fetched a wrong old value" : "fetch-add fetched a wrong value",
-                    0);
+            corrupt(s, op.cswap ? "compare-swap fetched a wrong old value" : "fetch-add fetched a wrong value", 0);
         e = op.cswap ? s.atomic_operand[0] : e + s.atomic_operand[0];
         res_.bytes += 8;
         break;
     }
-    case kNumKinds:
-        break;
+    case kNumKinds: break;
     }
     res_.per_kind[op.kind]++;
     return true;
@@ -245,8 +242,8 @@ int Client::poll(uint64_t* inflight)
     res_.last_error_ms = t;
     if (res_.errors <= 5 || (expect_death_ && res_.errors == res_.pending_at_death))
         log("error completion: op %" PRIu64 " (%s, %zu B): %s (%d) after %" PRIu64 " ms without success",
-            s ? s->op.seq : 0, s ? kKindName[s->op.kind] : "?", s ? s->op.size : 0, c.strerror.c_str(),
-            c.err, t - res_.last_success_ms);
+            s ? s->op.seq : 0, s ? kKindName[s->op.kind] : "?", s ? s->op.size : 0, c.strerror.c_str(), c.err,
+            t - res_.last_success_ms);
     if (s) {
         s->busy = s->readback = s->readback_due = false;
         (*inflight)--;
@@ -316,9 +313,9 @@ void Server::catch_duplicates(int ms)
 {
     RecvSlot& a = slots_[slots_.size() - 2];
     RecvSlot& b = slots_[slots_.size() - 1];
-    a.op = Op{};
+    a.op = Op {};
     a.op.kind = kMsg;
-    b.op = Op{};
+    b.op = Op {};
     b.op.kind = kTagged;
     FT_POST(fi_recv(ep_.ep, a.buf, so.max_size, nullptr, FI_ADDR_UNSPEC, &a.ctx));
     FT_POST(fi_trecv(ep_.ep, b.buf, so.max_size, nullptr, FI_ADDR_UNSPEC, 0, ~0ull, &b.ctx));
@@ -410,8 +407,8 @@ void Server::check(RecvSlot& s, const fi_cq_tagged_entry& e, bool catch_all)
     if (size_t at = pat_check(s.buf, op.size, op.seq); at != SIZE_MAX) {
         rep_.corrupted++;
         if (rep_.corrupted <= 5)
-            log("CORRUPT: seq %" PRIu64 " (%s, %zu B) differs at byte %zu", op.seq, kKindName[op.kind],
-                op.size, at);
+            log("CORRUPT: seq %" PRIu64 " (%s, %zu B) differs at byte %zu", op.seq, kKindName[op.kind], op.size,
+                at);
     }
 }
 

@@ -16,34 +16,31 @@ namespace {
 
 constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xee;
-constexpr uint64_t kFlagMask = FI_RECV | FI_SEND | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA |
-                               FI_RMA | FI_ATOMIC;
+constexpr uint64_t kFlagMask = FI_RECV | FI_SEND | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA | FI_RMA | FI_ATOMIC;
 
-void check_trecv(const Comp& c, size_t len, uint64_t tag, bool with_data, uint64_t data,
-                 const char* what)
+void check_trecv(const Comp& c, size_t len, uint64_t tag, bool with_data, uint64_t data, const char* what)
 {
     const uint64_t want = FI_RECV | FI_TAGGED | (with_data ? FI_REMOTE_CQ_DATA : 0);
-    FT_CHECK((c.flags & kFlagMask) == want, "%s: flags %s, expected %s", what,
-             flags_str(c.flags).c_str(), flags_str(want).c_str());
+    FT_CHECK((c.flags & kFlagMask) == want, "%s: flags %s, expected %s", what, flags_str(c.flags).c_str(),
+             flags_str(want).c_str());
     FT_CHECK(c.len == len, "%s: len %zu, expected %zu", what, c.len, len);
     FT_CHECK(c.tag == tag, "%s: tag 0x%" PRIx64 ", expected 0x%" PRIx64, what, c.tag, tag);
     if (with_data)
-        FT_CHECK(c.data == data, "%s: data 0x%" PRIx64 ", expected 0x%" PRIx64, what, c.data,
-                 data);
+        FT_CHECK(c.data == data, "%s: data 0x%" PRIx64 ", expected 0x%" PRIx64, what, c.data, data);
 }
 
 void check_tsend(const Comp& c, const char* what)
 {
-    FT_CHECK((c.flags & kFlagMask) == (FI_SEND | FI_TAGGED), "%s: flags %s, expected SEND|TAGGED",
-             what, flags_str(c.flags).c_str());
+    FT_CHECK((c.flags & kFlagMask) == (FI_SEND | FI_TAGGED), "%s: flags %s, expected SEND|TAGGED", what,
+             flags_str(c.flags).c_str());
 }
 
 // fi_trecvmsg with explicit flags (FI_PEEK, FI_CLAIM, FI_DISCARD).
-ssize_t trecvmsg(Ep& ep, void* buf, size_t len, fi_addr_t src, uint64_t tag, uint64_t ignore,
-                 void* ctx, uint64_t flags)
+ssize_t trecvmsg(Ep& ep, void* buf, size_t len, fi_addr_t src, uint64_t tag, uint64_t ignore, void* ctx,
+                 uint64_t flags)
 {
-    iovec iov{buf, len};
-    fi_msg_tagged m{};
+    iovec iov {buf, len};
+    fi_msg_tagged m {};
     m.msg_iov = buf ? &iov : nullptr;
     m.iov_count = buf ? 1 : 0;
     m.addr = src;
@@ -60,12 +57,11 @@ Comp peek_until_found(Ep& ep, uint64_t tag, uint64_t flags, fi_context2* ctx, co
     for (;;) {
         FT_POST(trecvmsg(ep, nullptr, 0, FI_ADDR_UNSPEC, tag, 0, ctx, FI_PEEK | flags));
         Comp c = ep.rx.wait(what);
-        FT_CHECK(c.ctx == ctx, "%s: completion for context %p, expected %p", what, c.ctx,
-                 static_cast<void*>(ctx));
+        FT_CHECK(c.ctx == ctx, "%s: completion for context %p, expected %p", what, c.ctx, static_cast<void*>(ctx));
         if (!c.is_err)
             return c;
-        FT_REQUIRE(c.err == FI_ENOMSG, "%s: peek failed with err %d (%s), expected success or FI_ENOMSG",
-                   what, c.err, fi_strerror(c.err));
+        FT_REQUIRE(c.err == FI_ENOMSG, "%s: peek failed with err %d (%s), expected success or FI_ENOMSG", what,
+                   c.err, fi_strerror(c.err));
         FT_REQUIRE(now_ms() < deadline, "%s: the message never showed up", what);
     }
 }
@@ -84,14 +80,13 @@ void sizes()
         for (size_t j = n; j-- > 0;) {
             b[j].alloc(lens[j] + kGuard);
             memset(b[j].data(), kGuardByte, lens[j] + kGuard);
-            FT_POST(fi_trecv(ep.ep, b[j].data(), lens[j], nullptr, FI_ADDR_UNSPEC, 0x1000 + j, 0,
-                             &ctx[j]));
+            FT_POST(fi_trecv(ep.ep, b[j].data(), lens[j], nullptr, FI_ADDR_UNSPEC, 0x1000 + j, 0, &ctx[j]));
         }
         oob.send(kMsgGo, nullptr, 0);
         for (size_t k = 0; k < n; k++) {
             Comp c = ep.rx.wait("trecv");
-            FT_REQUIRE(!c.is_err, "trecv error %d (%s) len %zu olen %zu", c.err, fi_strerror(c.err),
-                       c.len, c.olen);
+            FT_REQUIRE(!c.is_err, "trecv error %d (%s) len %zu olen %zu", c.err, fi_strerror(c.err), c.len,
+                       c.olen);
             size_t j = static_cast<fi_context2*>(c.ctx) - ctx.data();
             FT_REQUIRE(j < n, "unknown context");
             std::string what = "trecv " + size_str(lens[j]);
@@ -128,9 +123,8 @@ void forms()
         bool data;
     };
     const Case cases[] = {
-        {"tsend", 3000, false},          {"tsendv", 70000, false},
-        {"tsendmsg", 500, false},        {"tsendmsg+data", 200000, true},
-        {"tinject", inj, false},         {"tsenddata", 20000, true},
+        {"tsend", 3000, false},          {"tsendv", 70000, false}, {"tsendmsg", 500, false},
+        {"tsendmsg+data", 200000, true}, {"tinject", inj, false},  {"tsenddata", 20000, true},
         {"tinjectdata", 17, true},       {"tsend zero", 0, false},
     };
     const size_t n = sizeof(cases) / sizeof(cases[0]);
@@ -143,8 +137,7 @@ void forms()
             const uint64_t tag = 0xa000000000000000ull | i;
             switch (i % 3) {
             case 0:
-                FT_POST(fi_trecv(ep.ep, b[i].data(), cases[i].len, nullptr, FI_ADDR_UNSPEC, tag, 0,
-                                 &ctx[i]));
+                FT_POST(fi_trecv(ep.ep, b[i].data(), cases[i].len, nullptr, FI_ADDR_UNSPEC, tag, 0, &ctx[i]));
                 break;
             case 1: {
                 // two segments
@@ -154,8 +147,7 @@ void forms()
                 break;
             }
             case 2:
-                FT_POST(trecvmsg(ep, b[i].data(), cases[i].len, FI_ADDR_UNSPEC, tag, 0, &ctx[i],
-                                 FI_COMPLETION));
+                FT_POST(trecvmsg(ep, b[i].data(), cases[i].len, FI_ADDR_UNSPEC, tag, 0, &ctx[i], FI_COMPLETION));
                 break;
             }
         }
@@ -166,8 +158,8 @@ void forms()
         std::vector<Comp> comps = ep.rx.expect_all(all, "forms receive");
         for (size_t i = 0; i < n; i++) {
             const Comp& c = comps[i];
-            check_trecv(c, cases[i].len, 0xa000000000000000ull | i, cases[i].data,
-                        0x0123456789abcdefull ^ i, cases[i].name);
+            check_trecv(c, cases[i].len, 0xa000000000000000ull | i, cases[i].data, 0x0123456789abcdefull ^ i,
+                        cases[i].name);
             check_pattern(b[i].data(), cases[i].len, 60 + i, cases[i].name);
             check_bytes(b[i].data() + cases[i].len, kGuard, kGuardByte, cases[i].name);
         }
@@ -188,8 +180,8 @@ void forms()
                 iovec iov[3] = {{b[i].data(), 1}, {b[i].data() + 1, 40000}, {b[i].data() + 40001, k.len - 40001}};
                 FT_POST(fi_tsendv(ep.ep, iov, nullptr, 3, ep.peer, tag, &ctx[i]));
             } else if (name == "tsendmsg" || name == "tsendmsg+data") {
-                iovec iov{b[i].data(), k.len};
-                fi_msg_tagged m{};
+                iovec iov {b[i].data(), k.len};
+                fi_msg_tagged m {};
                 m.msg_iov = &iov;
                 m.iov_count = 1;
                 m.addr = ep.peer;
@@ -305,8 +297,8 @@ void directed(bool unexpected)
             FT_CHECK(strcmp(va[i], want) == 0, "receive %d (%s) got \"%s\"", i,
                      i == 0 ? "directed at B" : "from anyone", va[i]);
             const fi_addr_t want_src = i == 0 ? bb : a;
-            FT_CHECK(c.src == want_src, "receive %d: fi_cq_readfrom source %" PRIu64 ", expected %" PRIu64,
-                     i, static_cast<uint64_t>(c.src), static_cast<uint64_t>(want_src));
+            FT_CHECK(c.src == want_src, "receive %d: fi_cq_readfrom source %" PRIu64 ", expected %" PRIu64, i,
+                     static_cast<uint64_t>(c.src), static_cast<uint64_t>(want_src));
         }
         oob.barrier("directed done");
     } else {
@@ -411,11 +403,9 @@ void claim(size_t len, bool discard)
             check_pattern(first.data(), len, 201, "FI_CLAIM receive gets the claimed message");
             check_bytes(first.data() + len, kGuard, kGuardByte, "FI_CLAIM receive guard");
         } else {
-            FT_POST(trecvmsg(ep, first.data(), len, FI_ADDR_UNSPEC, tag, 0, &kc,
-                             FI_CLAIM | FI_DISCARD));
+            FT_POST(trecvmsg(ep, first.data(), len, FI_ADDR_UNSPEC, tag, 0, &kc, FI_CLAIM | FI_DISCARD));
             c = ep.rx.expect(&kc, "FI_CLAIM|FI_DISCARD");
-            FT_CHECK(c.flags & FI_RECV, "FI_CLAIM|FI_DISCARD completion flags %s",
-                     flags_str(c.flags).c_str());
+            FT_CHECK(c.flags & FI_RECV, "FI_CLAIM|FI_DISCARD completion flags %s", flags_str(c.flags).c_str());
             check_bytes(first.data(), len + kGuard, kGuardByte, "FI_CLAIM|FI_DISCARD writes no data");
         }
         // Both gone now.
@@ -525,8 +515,8 @@ void truncation(size_t msg_len, size_t buf_len, bool unexpected, bool tagged)
     const uint64_t tag = 0x7bc0000 + msg_len;
     const uint64_t data = 0xdead00000000beefull;
     char what[96];
-    snprintf(what, sizeof(what), "%s %zu bytes into %zu (%s)", tagged ? "tagged" : "untagged",
-             msg_len, buf_len, unexpected ? "unexpected" : "expected");
+    snprintf(what, sizeof(what), "%s %zu bytes into %zu (%s)", tagged ? "tagged" : "untagged", msg_len, buf_len,
+             unexpected ? "unexpected" : "expected");
     if (opts.server()) {
         Buf b(buf_len + kGuard);
         memset(b.data(), kGuardByte, buf_len + kGuard);
@@ -545,10 +535,8 @@ void truncation(size_t msg_len, size_t buf_len, bool unexpected, bool tagged)
             post();
         }
         Comp c = ep.rx.expect_err(&rc, FI_ETRUNC, what);
-        FT_CHECK(c.len == buf_len, "%s: len %zu, expected %zu (the bytes placed)", what, c.len,
-                 buf_len);
-        FT_CHECK(c.olen == msg_len - buf_len, "%s: olen %zu, expected %zu", what, c.olen,
-                 msg_len - buf_len);
+        FT_CHECK(c.len == buf_len, "%s: len %zu, expected %zu (the bytes placed)", what, c.len, buf_len);
+        FT_CHECK(c.olen == msg_len - buf_len, "%s: olen %zu, expected %zu", what, c.olen, msg_len - buf_len);
         if (tagged)
             FT_CHECK(c.tag == tag, "%s: tag 0x%" PRIx64 ", expected 0x%" PRIx64, what, c.tag, tag);
         FT_CHECK(c.flags & FI_RECV, "%s: flags %s", what, flags_str(c.flags).c_str());
@@ -596,8 +584,9 @@ void truncation(size_t msg_len, size_t buf_len, bool unexpected, bool tagged)
 
 int main(int argc, char** argv)
 {
-    parse_opts(argc, argv, "Tagged messages: tsend family, trecv with masks, FI_DIRECTED_RECV, "
-                           "FI_PEEK/FI_CLAIM/FI_DISCARD, fi_cancel, truncation, remote CQ data.");
+    parse_opts(argc, argv,
+               "Tagged messages: tsend family, trecv with masks, FI_DIRECTED_RECV, "
+               "FI_PEEK/FI_CLAIM/FI_DISCARD, fi_cancel, truncation, remote CQ data.");
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE,
                                 FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
     setup(hints);

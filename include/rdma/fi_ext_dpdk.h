@@ -72,134 +72,133 @@
 extern "C" {
 #endif
 
-#define FI_DPDK_STATS_OPS_NAME "dpdk_stats"
-#define FI_DPDK_STATS_VERSION 6
-#define FI_DPDK_EP_STATS_SIZE_V1 208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
-#define FI_DPDK_EP_STATS_SIZE_V2 264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
-#define FI_DPDK_EP_STATS_SIZE_V3 320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
-#define FI_DPDK_EP_STATS_SIZE_V4 328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
-#define FI_DPDK_DOMAIN_STATS_SIZE_V5 56 /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
+#define FI_DPDK_STATS_OPS_NAME       "dpdk_stats"
+#define FI_DPDK_STATS_VERSION        6
+#define FI_DPDK_EP_STATS_SIZE_V1     208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
+#define FI_DPDK_EP_STATS_SIZE_V2     264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
+#define FI_DPDK_EP_STATS_SIZE_V3     320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
+#define FI_DPDK_EP_STATS_SIZE_V4     328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
+#define FI_DPDK_DOMAIN_STATS_SIZE_V5 56  /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
-	uint32_t size;              /* in: sizeof(caller's struct); out: bytes filled */
-	uint32_t version;           /* out: FI_DPDK_STATS_VERSION of the provider */
-	uint32_t addr_ip;           /* endpoint address: IPv4, network byte order */
-	uint16_t addr_port;         /* UDP port, host byte order */
-	uint16_t reserved;
-	uint64_t tx_packets;        /* sequenced packets sent, retransmissions included, and datagrams */
-	uint64_t tx_bytes;          /* their payload (message) bytes */
-	uint64_t rx_packets;        /* sequenced packets accepted, and datagrams received */
-	uint64_t rx_bytes;          /* their payload bytes */
-	uint64_t retransmits;       /* packets sent again */
-	uint64_t rto_fires;         /* retransmission timeouts */
-	uint64_t fast_retransmits;  /* retransmissions of SACK holes */
-	uint64_t duplicates;        /* packets received twice (dropped) */
-	uint64_t out_of_order;      /* packets received ahead of a hole */
-	uint64_t out_of_window;     /* packets beyond the receive window (dropped) */
-	uint64_t stale_stream;      /* packets of a peer's old incarnation (dropped) */
-	uint64_t acks_sent;         /* stand-alone acknowledgements */
-	uint64_t acks_received;
-	uint64_t resets_sent;
-	uint64_t resets_received;
-	uint64_t rnr_stalls;        /* times a peer had to wait for our receives */
-	uint64_t window_stalls;     /* times our send window was full */
-	uint64_t unexpected_msgs;   /* messages that arrived before their receive */
-	uint64_t unexpected_spilled;/* of those, held in heap memory */
-	uint64_t rendezvous;        /* messages sent through the rendezvous */
-	uint64_t rma_refused;       /* RMA/atomic requests refused at this target */
-	uint64_t protocol_errors;
-	uint64_t sessions;          /* sessions set up */
-	uint64_t session_failures;  /* sessions torn down by a timeout or reset */
-	/* Version 2. FI_EP_DGRAM: */
-	uint64_t dgram_tx;          /* datagrams sent */
-	uint64_t dgram_rx;          /* datagrams received */
-	uint64_t dgram_rx_dropped;  /* of those, dropped: no receive posted or matching */
-	uint64_t dgram_truncated;   /* of those, cut to a smaller receive buffer */
-	/* FI_EP_MSG: */
-	uint64_t conn_ctl_rx;       /* connection control packets received (request, accept, ...) */
-	uint64_t conn_peers_lost;   /* connected peers lost: timeout or reset */
-	/* Any endpoint type: */
-	uint64_t no_session;        /* ACKs and resets from peers without a session (dropped) */
-	/* Version 3: */
-	uint64_t spurious_rtos;     /* of rto_fires, those the peer's ACK proved needless
+    uint32_t size;      /* in: sizeof(caller's struct); out: bytes filled */
+    uint32_t version;   /* out: FI_DPDK_STATS_VERSION of the provider */
+    uint32_t addr_ip;   /* endpoint address: IPv4, network byte order */
+    uint16_t addr_port; /* UDP port, host byte order */
+    uint16_t reserved;
+    uint64_t tx_packets;       /* sequenced packets sent, retransmissions included, and datagrams */
+    uint64_t tx_bytes;         /* their payload (message) bytes */
+    uint64_t rx_packets;       /* sequenced packets accepted, and datagrams received */
+    uint64_t rx_bytes;         /* their payload bytes */
+    uint64_t retransmits;      /* packets sent again */
+    uint64_t rto_fires;        /* retransmission timeouts */
+    uint64_t fast_retransmits; /* retransmissions of SACK holes */
+    uint64_t duplicates;       /* packets received twice (dropped) */
+    uint64_t out_of_order;     /* packets received ahead of a hole */
+    uint64_t out_of_window;    /* packets beyond the receive window (dropped) */
+    uint64_t stale_stream;     /* packets of a peer's old incarnation (dropped) */
+    uint64_t acks_sent;        /* stand-alone acknowledgements */
+    uint64_t acks_received;
+    uint64_t resets_sent;
+    uint64_t resets_received;
+    uint64_t rnr_stalls;         /* times a peer had to wait for our receives */
+    uint64_t window_stalls;      /* times our send window was full */
+    uint64_t unexpected_msgs;    /* messages that arrived before their receive */
+    uint64_t unexpected_spilled; /* of those, held in heap memory */
+    uint64_t rendezvous;         /* messages sent through the rendezvous */
+    uint64_t rma_refused;        /* RMA/atomic requests refused at this target */
+    uint64_t protocol_errors;
+    uint64_t sessions;         /* sessions set up */
+    uint64_t session_failures; /* sessions torn down by a timeout or reset */
+    /* Version 2. FI_EP_DGRAM: */
+    uint64_t dgram_tx;         /* datagrams sent */
+    uint64_t dgram_rx;         /* datagrams received */
+    uint64_t dgram_rx_dropped; /* of those, dropped: no receive posted or matching */
+    uint64_t dgram_truncated;  /* of those, cut to a smaller receive buffer */
+    /* FI_EP_MSG: */
+    uint64_t conn_ctl_rx;     /* connection control packets received (request, accept, ...) */
+    uint64_t conn_peers_lost; /* connected peers lost: timeout or reset */
+    /* Any endpoint type: */
+    uint64_t no_session; /* ACKs and resets from peers without a session (dropped) */
+    /* Version 3: */
+    uint64_t spurious_rtos;     /* of rto_fires, those the peer's ACK proved needless
 				       (nothing was lost, the peer was slow): window cut undone */
-	uint64_t tx_window_waits;   /* times a session queued for a send window (pool at its cap) */
-	uint64_t rx_window_drops;   /* out-of-order packets dropped for want of a receive ring
+    uint64_t tx_window_waits;   /* times a session queued for a send window (pool at its cap) */
+    uint64_t rx_window_drops;   /* out-of-order packets dropped for want of a receive ring
 				       (the sender retransmits them) */
-	uint64_t cts_deferred;      /* rendezvous clear-to-sends that waited for a free operation */
-	uint64_t response_timeouts; /* RMA/atomic requests acknowledged but never answered:
+    uint64_t cts_deferred;      /* rendezvous clear-to-sends that waited for a free operation */
+    uint64_t response_timeouts; /* RMA/atomic requests acknowledged but never answered:
 				       failed FI_ETIMEDOUT after FI_DPDK_TIMEOUT_MS */
-	uint64_t tx_packed_frames;  /* frames that carried several small messages (FI_MORE, or
+    uint64_t tx_packed_frames;  /* frames that carried several small messages (FI_MORE, or
 				       queued behind a full send window); not retransmissions */
-	uint64_t tx_packed_msgs;    /* the messages those frames carried */
-	/* Version 4: */
-	uint64_t zero_copy_tx;      /* sequenced packets (retransmissions included) whose
+    uint64_t tx_packed_msgs;    /* the messages those frames carried */
+    /* Version 4: */
+    uint64_t zero_copy_tx; /* sequenced packets (retransmissions included) whose
 				       payload left from the application's buffer in external
 				       mbufs instead of being copied into the frame
 				       (FI_DPDK_ZCOPY_MIN; memif and af_packet devices, never
 				       between endpoints of one process) */
-	/* Version 5: */
-	uint64_t tx_corked;         /* small sends held back by autocork (FI_DPDK_AUTOCORK):
+    /* Version 5: */
+    uint64_t tx_corked; /* small sends held back by autocork (FI_DPDK_AUTOCORK):
 				       posted while frames of their session were in flight,
 				       they left packed at the next progress call */
-	/* Version 7 appends here (version 6 added nothing to this struct): define
+                        /* Version 7 appends here (version 6 added nothing to this struct): define
 	 * FI_DPDK_EP_STATS_SIZE_V6 (336), bump FI_DPDK_STATS_VERSION, add the
 	 * static_asserts in prov/dpdk/dpdk_stats.cpp. */
 };
 
 /* One session: this endpoint and one peer endpoint. */
 struct fi_dpdk_session_stats {
-	uint32_t size;              /* in: sizeof(caller's struct), set in element 0 */
-	uint32_t version;           /* out */
-	uint32_t peer_ip;           /* peer address: IPv4, network byte order */
-	uint16_t peer_port;         /* UDP port, host byte order */
-	uint16_t reserved;
-	uint64_t tx_packets;
-	uint64_t tx_bytes;
-	uint64_t rx_packets;
-	uint64_t rx_bytes;
-	uint64_t retransmits;
-	uint64_t duplicates;
-	uint64_t out_of_order;
-	uint32_t next_psn;          /* next packet sequence number to send */
-	uint32_t una;               /* oldest PSN not yet acknowledged */
-	uint32_t expected_psn;      /* next PSN expected from the peer */
-	uint32_t cwnd;              /* congestion window, packets */
-	uint32_t srtt_us;           /* smoothed round-trip time */
-	uint32_t rto_us;            /* current retransmission timeout */
-	uint32_t ops;               /* operations outstanding */
-	uint32_t held;              /* received packets parked out of order */
+    uint32_t size;      /* in: sizeof(caller's struct), set in element 0 */
+    uint32_t version;   /* out */
+    uint32_t peer_ip;   /* peer address: IPv4, network byte order */
+    uint16_t peer_port; /* UDP port, host byte order */
+    uint16_t reserved;
+    uint64_t tx_packets;
+    uint64_t tx_bytes;
+    uint64_t rx_packets;
+    uint64_t rx_bytes;
+    uint64_t retransmits;
+    uint64_t duplicates;
+    uint64_t out_of_order;
+    uint32_t next_psn;     /* next packet sequence number to send */
+    uint32_t una;          /* oldest PSN not yet acknowledged */
+    uint32_t expected_psn; /* next PSN expected from the peer */
+    uint32_t cwnd;         /* congestion window, packets */
+    uint32_t srtt_us;      /* smoothed round-trip time */
+    uint32_t rto_us;       /* current retransmission timeout */
+    uint32_t ops;          /* operations outstanding */
+    uint32_t held;         /* received packets parked out of order */
 };
 
 /* The device of the process, shared by its domains: frames dropped before
  * they reached an endpoint. */
 struct fi_dpdk_domain_stats {
-	uint32_t size;              /* in/out as above */
-	uint32_t version;
-	uint64_t rx_frames;         /* frames received, device and loopback */
-	uint64_t rx_not_ours;       /* other traffic on the device */
-	uint64_t rx_bad;            /* malformed: truncated, bad header or length */
-	uint64_t rx_bad_crc;        /* CRC32C mismatch */
-	uint64_t rx_no_endpoint;    /* for a UDP port with no open endpoint */
-	uint64_t rx_loopback;       /* frames between endpoints of the process */
-	/* Version 6: */
-	uint64_t rx_in_place;       /* memif: frames whose payload was read in the ring
+    uint32_t size; /* in/out as above */
+    uint32_t version;
+    uint64_t rx_frames;      /* frames received, device and loopback */
+    uint64_t rx_not_ours;    /* other traffic on the device */
+    uint64_t rx_bad;         /* malformed: truncated, bad header or length */
+    uint64_t rx_bad_crc;     /* CRC32C mismatch */
+    uint64_t rx_no_endpoint; /* for a UDP port with no open endpoint */
+    uint64_t rx_loopback;    /* frames between endpoints of the process */
+    /* Version 6: */
+    uint64_t rx_in_place; /* memif: frames whose payload was read in the ring
 				       instead of being copied out first (FI_DPDK_MEMIF_IN_PLACE) */
 };
 
 struct fi_dpdk_stats_ops {
-	size_t size;  /* sizeof(struct fi_dpdk_stats_ops) of the provider */
-	/* Fills *stats for an endpoint. 0 or -FI_EINVAL. */
-	int (*ep_stats)(struct fid_ep *ep, struct fi_dpdk_ep_stats *stats);
-	/* Fills sessions[0 .. min(n, count)), each sessions[0].size bytes
+    size_t size; /* sizeof(struct fi_dpdk_stats_ops) of the provider */
+    /* Fills *stats for an endpoint. 0 or -FI_EINVAL. */
+    int (*ep_stats)(struct fid_ep* ep, struct fi_dpdk_ep_stats* stats);
+    /* Fills sessions[0 .. min(n, count)), each sessions[0].size bytes
 	 * apart (element 0's size is the stride; count may be 0 and sessions
 	 * NULL to ask for n). Returns n, the number of sessions of the endpoint,
 	 * or -FI_EINVAL. */
-	ssize_t (*session_stats)(struct fid_ep *ep, struct fi_dpdk_session_stats *sessions,
-				 size_t count);
-	/* Fills *stats for a domain. 0 or -FI_EINVAL. */
-	int (*domain_stats)(struct fid_domain *domain, struct fi_dpdk_domain_stats *stats);
+    ssize_t (*session_stats)(struct fid_ep* ep, struct fi_dpdk_session_stats* sessions, size_t count);
+    /* Fills *stats for a domain. 0 or -FI_EINVAL. */
+    int (*domain_stats)(struct fid_domain* domain, struct fi_dpdk_domain_stats* stats);
 };
 
 #ifdef __cplusplus

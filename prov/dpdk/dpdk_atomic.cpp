@@ -13,11 +13,10 @@ namespace dpdk_fi {
 // The engine's enums mirror libfabric's value for value.
 using dpdk_engine::AtomicOp;
 using dpdk_engine::AtomicType;
-static_assert(int(AtomicOp::kMin) == FI_MIN && int(AtomicOp::kSum) == FI_SUM &&
-                  int(AtomicOp::kBxor) == FI_BXOR && int(AtomicOp::kRead) == FI_ATOMIC_READ &&
-                  int(AtomicOp::kWrite) == FI_ATOMIC_WRITE && int(AtomicOp::kCswap) == FI_CSWAP &&
-                  int(AtomicOp::kCswapGt) == FI_CSWAP_GT && int(AtomicOp::kMswap) == FI_MSWAP &&
-                  dpdk_engine::kAtomicOpCount == FI_ATOMIC_OP_LAST,
+static_assert(int(AtomicOp::kMin) == FI_MIN && int(AtomicOp::kSum) == FI_SUM && int(AtomicOp::kBxor) == FI_BXOR &&
+                  int(AtomicOp::kRead) == FI_ATOMIC_READ && int(AtomicOp::kWrite) == FI_ATOMIC_WRITE &&
+                  int(AtomicOp::kCswap) == FI_CSWAP && int(AtomicOp::kCswapGt) == FI_CSWAP_GT &&
+                  int(AtomicOp::kMswap) == FI_MSWAP && dpdk_engine::kAtomicOpCount == FI_ATOMIC_OP_LAST,
               "AtomicOp mirrors enum fi_op");
 static_assert(int(AtomicType::kInt8) == FI_INT8 && int(AtomicType::kUint64) == FI_UINT64 &&
                   int(AtomicType::kFloat) == FI_FLOAT && int(AtomicType::kDouble) == FI_DOUBLE &&
@@ -38,8 +37,7 @@ Ep* ep_of(fid_ep* f)
 // 0 and the largest element count of one call, or -FI_E*.
 int atomic_limits(AtomicKind kind, fi_datatype dt, fi_op op, size_t* count, size_t* size)
 {
-    if (unsigned(op) >= dpdk_engine::kAtomicOpCount ||
-        unsigned(dt) >= dpdk_engine::kAtomicTypeCount)
+    if (unsigned(op) >= dpdk_engine::kAtomicOpCount || unsigned(dt) >= dpdk_engine::kAtomicTypeCount)
         return -FI_EINVAL;
     const auto t = static_cast<AtomicType>(dt);
     if (!dpdk_engine::atomic_valid(static_cast<AtomicOp>(op), t, kind))
@@ -139,8 +137,8 @@ bool fill_from_msg(const fi_msg_atomic* msg, AtomicCall* c, size_t result_count 
     return msg->rma_iov[0].count >= c->count;
 }
 
-ssize_t atomic_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest,
-                     uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
+ssize_t atomic_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
+                     fi_datatype dt, fi_op op, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     AtomicCall c;
@@ -152,16 +150,15 @@ ssize_t atomic_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t 
     c.datatype = dt;
     c.op = op;
     c.context = context;
-    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t{FI_INJECT}, false);
+    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t {FI_INJECT}, false);
 }
 
-ssize_t atomic_writev(fid_ep* f, const fi_ioc* iov, void** desc, size_t count, fi_addr_t dest,
-                      uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
+ssize_t atomic_writev(fid_ep* f, const fi_ioc* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr,
+                      uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
 {
     if (!single(iov, count))
         return -FI_EINVAL;
-    return atomic_write(f, iov[0].addr, iov[0].count, desc ? desc[0] : nullptr, dest, addr, key,
-                        dt, op, context);
+    return atomic_write(f, iov[0].addr, iov[0].count, desc ? desc[0] : nullptr, dest, addr, key, dt, op, context);
 }
 
 ssize_t atomic_writemsg(fid_ep* f, const fi_msg_atomic* msg, uint64_t flags) noexcept
@@ -172,8 +169,8 @@ ssize_t atomic_writemsg(fid_ep* f, const fi_msg_atomic* msg, uint64_t flags) noe
     return ep_atomic(ep_of(f), c, flags, false);
 }
 
-ssize_t atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
-                      uint64_t key, fi_datatype dt, fi_op op) noexcept
+ssize_t atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+                      fi_datatype dt, fi_op op) noexcept
 {
     AtomicCall c;
     c.operands = buf;
@@ -186,9 +183,8 @@ ssize_t atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, 
     return ep_atomic(ep_of(f), c, FI_INJECT, true);
 }
 
-ssize_t atomic_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* result, void*,
-                         fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
-                         void* context) noexcept
+ssize_t atomic_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* result, void*, fi_addr_t dest,
+                         uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     AtomicCall c;
@@ -202,35 +198,34 @@ ssize_t atomic_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* 
     c.datatype = dt;
     c.op = op;
     c.context = context;
-    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t{FI_INJECT}, false);
+    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t {FI_INJECT}, false);
 }
 
-ssize_t atomic_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resultv,
-                          void**, size_t result_count, fi_addr_t dest, uint64_t addr,
-                          uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
+ssize_t atomic_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resultv, void**,
+                          size_t result_count, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
+                          fi_op op, void* context) noexcept
 {
     // FI_ATOMIC_READ may come without operands.
     if ((count && !single(iov, count)) || !single(resultv, result_count))
         return -FI_EINVAL;
-    return atomic_readwrite(f, count ? iov[0].addr : nullptr, resultv[0].count, nullptr,
-                            resultv[0].addr, nullptr, dest, addr, key, dt, op, context);
+    return atomic_readwrite(f, count ? iov[0].addr : nullptr, resultv[0].count, nullptr, resultv[0].addr, nullptr,
+                            dest, addr, key, dt, op, context);
 }
 
-ssize_t atomic_readwritemsg(fid_ep* f, const fi_msg_atomic* msg, fi_ioc* resultv, void**,
-                            size_t result_count, uint64_t flags) noexcept
+ssize_t atomic_readwritemsg(fid_ep* f, const fi_msg_atomic* msg, fi_ioc* resultv, void**, size_t result_count,
+                            uint64_t flags) noexcept
 {
     AtomicCall c;
-    if (!single(resultv, result_count) || !fill_from_msg(msg, &c, resultv[0].count) ||
-        resultv[0].count < c.count)
+    if (!single(resultv, result_count) || !fill_from_msg(msg, &c, resultv[0].count) || resultv[0].count < c.count)
         return -FI_EINVAL;
     c.kind = AtomicKind::kFetch;
     c.result = resultv[0].addr;
     return ep_atomic(ep_of(f), c, flags, false);
 }
 
-ssize_t atomic_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare,
-                         void*, void* result, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
-                         fi_datatype dt, fi_op op, void* context) noexcept
+ssize_t atomic_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare, void*, void* result,
+                         void*, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
+                         void* context) noexcept
 {
     Ep* ep = ep_of(f);
     AtomicCall c;
@@ -245,19 +240,17 @@ ssize_t atomic_compwrite(fid_ep* f, const void* buf, size_t count, void*, const 
     c.datatype = dt;
     c.op = op;
     c.context = context;
-    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t{FI_INJECT}, false);
+    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t {FI_INJECT}, false);
 }
 
-ssize_t atomic_compwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count,
-                          const fi_ioc* comparev, void**, size_t compare_count, fi_ioc* resultv,
-                          void**, size_t result_count, fi_addr_t dest, uint64_t addr,
-                          uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
+ssize_t atomic_compwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, const fi_ioc* comparev, void**,
+                          size_t compare_count, fi_ioc* resultv, void**, size_t result_count, fi_addr_t dest,
+                          uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* context) noexcept
 {
-    if (!single(iov, count) || !single(comparev, compare_count) ||
-        !single(resultv, result_count))
+    if (!single(iov, count) || !single(comparev, compare_count) || !single(resultv, result_count))
         return -FI_EINVAL;
-    return atomic_compwrite(f, iov[0].addr, iov[0].count, nullptr, comparev[0].addr, nullptr,
-                            resultv[0].addr, nullptr, dest, addr, key, dt, op, context);
+    return atomic_compwrite(f, iov[0].addr, iov[0].count, nullptr, comparev[0].addr, nullptr, resultv[0].addr,
+                            nullptr, dest, addr, key, dt, op, context);
 }
 
 ssize_t atomic_compwritemsg(fid_ep* f, const fi_msg_atomic* msg, const fi_ioc* comparev, void**,
@@ -265,9 +258,8 @@ ssize_t atomic_compwritemsg(fid_ep* f, const fi_msg_atomic* msg, const fi_ioc* c
                             uint64_t flags) noexcept
 {
     AtomicCall c;
-    if (!fill_from_msg(msg, &c) || !single(comparev, compare_count) ||
-        !single(resultv, result_count) || comparev[0].count < c.count ||
-        resultv[0].count < c.count)
+    if (!fill_from_msg(msg, &c) || !single(comparev, compare_count) || !single(resultv, result_count) ||
+        comparev[0].count < c.count || resultv[0].count < c.count)
         return -FI_EINVAL;
     c.kind = AtomicKind::kCompare;
     c.compare = comparev[0].addr;
@@ -292,8 +284,7 @@ int atomic_compwritevalid(fid_ep*, fi_datatype dt, fi_op op, size_t* count) noex
 
 }  // namespace
 
-int dpdk_query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr,
-                      uint64_t flags) noexcept
+int dpdk_query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) noexcept
 {
     if (!attr)
         return -FI_EINVAL;

@@ -38,8 +38,7 @@ bool valid_threading(fi_threading t)
     case FI_THREAD_FID:
     case FI_THREAD_DOMAIN:
     case FI_THREAD_COMPLETION:
-    case FI_THREAD_ENDPOINT:
-        return true;
+    case FI_THREAD_ENDPOINT: return true;
     }
     return false;
 }
@@ -67,11 +66,8 @@ int pick_mr_mode(uint32_t version, int hint, int* out)
             *out = FI_MR_SCALABLE;  // we place no constraint
             return 0;
         case FI_MR_BASIC:
-        case FI_MR_SCALABLE:
-            *out = hint;
-            return 0;
-        default:
-            return reject("mr_mode is not a pre-1.5 value");
+        case FI_MR_SCALABLE: *out = hint; return 0;
+        default: return reject("mr_mode is not a pre-1.5 value");
         }
     }
     if (hint & (FI_MR_BASIC | FI_MR_SCALABLE)) {
@@ -206,8 +202,7 @@ int check_hints(uint32_t version, const fi_info* h, fi_ep_type type, int* mr_mod
         return ret;
     if (h->caps & ~ep_type_caps(type))
         return reject("capabilities");
-    if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
-        h->addr_format != FI_SOCKADDR_IN)
+    if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR && h->addr_format != FI_SOCKADDR_IN)
         return reject("address format (FI_SOCKADDR_IN only)");
     if (h->fabric_attr && (ret = check_fabric_attr(h->fabric_attr)))
         return ret;
@@ -303,15 +298,12 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ea->max_msg_size = dgram ? dgram_max_msg() : dpdk_engine::kMaxMessageSize;
     ea->msg_prefix_size = 0;
     // Every packet of a session is applied in order, whatever its size.
-    ea->max_order_raw_size = he && he->max_order_raw_size ? he->max_order_raw_size
-                                                          : dpdk_engine::kMaxMessageSize;
-    ea->max_order_war_size = he && he->max_order_war_size ? he->max_order_war_size
-                                                          : dpdk_engine::kMaxMessageSize;
-    ea->max_order_waw_size = he && he->max_order_waw_size ? he->max_order_waw_size
-                                                          : dpdk_engine::kMaxMessageSize;
+    ea->max_order_raw_size = he && he->max_order_raw_size ? he->max_order_raw_size : dpdk_engine::kMaxMessageSize;
+    ea->max_order_war_size = he && he->max_order_war_size ? he->max_order_war_size : dpdk_engine::kMaxMessageSize;
+    ea->max_order_waw_size = he && he->max_order_waw_size ? he->max_order_waw_size : dpdk_engine::kMaxMessageSize;
     if (dgram)  // nothing is ordered between unreliable datagrams
         ea->max_order_raw_size = ea->max_order_war_size = ea->max_order_waw_size = 0;
-    ea->mem_tag_format = ~uint64_t{0};  // all 64 tag bits are matched
+    ea->mem_tag_format = ~uint64_t {0};  // all 64 tag bits are matched
     ea->tx_ctx_cnt = 1;
     ea->rx_ctx_cnt = 1;
     ea->auth_key_size = 0;
@@ -323,8 +315,8 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ta->op_flags = ht ? ht->op_flags : 0;
     ta->msg_order = dgram ? FI_ORDER_NONE : kMsgOrder;
     ta->comp_order = FI_ORDER_NONE;
-    const size_t inject_max = dgram ? std::min(dgram_max_msg(), dpdk_engine::kInjectSize)
-                                    : dpdk_engine::kInjectSize;
+    const size_t inject_max =
+        dgram ? std::min(dgram_max_msg(), dpdk_engine::kInjectSize) : dpdk_engine::kInjectSize;
     ta->inject_size = ht && ht->inject_size ? ht->inject_size : inject_max;
     ta->size = ht && ht->size ? ht->size : kEngineDefaults.max_ops;
     ta->iov_limit = ht && ht->iov_limit ? ht->iov_limit : dpdk_engine::kMaxIov;
@@ -353,12 +345,11 @@ bool ipv4_sockaddr(const void* addr, size_t len, sockaddr_in* out)
 }
 
 // src_addr/dest_addr from node, service, FI_SOURCE and the hints' addresses.
-int fill_addresses(fi_info* fi, const char* node, const char* service, uint64_t flags,
-                   const fi_info* h)
+int fill_addresses(fi_info* fi, const char* node, const char* service, uint64_t flags, const fi_info* h)
 {
     const uint32_t our_ip = device_desc().ip_be;
     sockaddr_in src = to_sockaddr({our_ip, 0});
-    sockaddr_in dest{};
+    sockaddr_in dest {};
     bool have_dest = false;
     const bool numeric = flags & FI_NUMERICHOST;
 
@@ -402,8 +393,8 @@ int fill_addresses(fi_info* fi, const char* node, const char* service, uint64_t 
     return 0;
 }
 
-int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
-            const fi_info* hints, fi_info** info)
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+            fi_info** info)
 {
     *info = nullptr;
     if (!device_desc().error.empty())
@@ -424,8 +415,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     // the two apart: the choice is the user's, once, by the variable.
     const bool refuse_utility = (flags & kOfiCoreProvOnly) && !params().layering;
     for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
-        if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
-            hints->ep_attr->type != type)
+        if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != type)
             continue;
         if (type != FI_EP_RDM && refuse_utility)
             continue;
@@ -461,14 +451,14 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_in* out) noexcept
 {
-    addrinfo hints{};
+    addrinfo hints {};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_DGRAM;
     hints.ai_flags = numeric ? AI_NUMERICHOST : 0;
     char ip[INET_ADDRSTRLEN];
     if (!node) {
         // No node: our own device (getaddrinfo would say loopback).
-        in_addr a{};
+        in_addr a {};
         a.s_addr = device_desc().ip_be;
         inet_ntop(AF_INET, &a, ip, sizeof(ip));
         node = ip;
@@ -476,8 +466,7 @@ int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_i
     addrinfo* res = nullptr;
     int ret = getaddrinfo(node, service, &hints, &res);
     if (ret != 0 || !res) {
-        DPDK_INFO(FI_LOG_CORE, "cannot resolve %s:%s: %s\n", node, service ? service : "0",
-                  gai_strerror(ret));
+        DPDK_INFO(FI_LOG_CORE, "cannot resolve %s:%s: %s\n", node, service ? service : "0", gai_strerror(ret));
         return -FI_ENODATA;
     }
     memcpy(out, res->ai_addr, sizeof(*out));
@@ -487,7 +476,7 @@ int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_i
 
 sockaddr_in to_sockaddr(const dpdk_engine::Address& a) noexcept
 {
-    sockaddr_in s{};
+    sockaddr_in s {};
     s.sin_family = AF_INET;
     s.sin_addr.s_addr = a.ip_be;
     s.sin_port = htons(a.port);
@@ -536,7 +525,7 @@ bool parse_addr_str(const char* s, sockaddr_in* out) noexcept
     if (iplen == 0 || iplen >= sizeof(ip))
         return false;
     memcpy(ip, s, iplen);
-    *out = sockaddr_in{};
+    *out = sockaddr_in {};
     out->sin_family = AF_INET;
     if (inet_pton(AF_INET, ip, &out->sin_addr) != 1)
         return false;
@@ -550,8 +539,8 @@ bool parse_addr_str(const char* s, sockaddr_in* out) noexcept
     return true;
 }
 
-int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
-                 const fi_info* hints, fi_info** info) noexcept
+int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+                 fi_info** info) noexcept
 {
     return no_throw([&] { return getinfo(version, node, service, flags, hints, info); });
 }

@@ -25,7 +25,7 @@ Av* av_of(fid_av* f)
 
 fi_addr_t map_addr(const dpdk_engine::Address& a)
 {
-    return (uint64_t{ntohl(a.ip_be)} << 16) | a.port;
+    return (uint64_t {ntohl(a.ip_be)} << 16) | a.port;
 }
 
 // Inserts one address (under the lock). Returns its fi_addr_t.
@@ -54,7 +54,7 @@ int finish_insert(Av* av, size_t inserted, const std::vector<size_t>& failed, vo
     if (!av->eq)
         return static_cast<int>(inserted);
     for (size_t index : failed) {
-        fi_eq_err_entry err{};
+        fi_eq_err_entry err {};
         err.fid = &av->fid.fid;
         err.context = context;
         err.data = index;
@@ -62,7 +62,7 @@ int finish_insert(Av* av, size_t inserted, const std::vector<size_t>& failed, vo
         err.prov_errno = -FI_EINVAL;
         av->eq->post(FI_AV_COMPLETE, &err, sizeof(err), 0, true);
     }
-    fi_eq_entry done{};
+    fi_eq_entry done {};
     done.fid = &av->fid.fid;
     done.context = context;
     done.data = inserted;
@@ -119,13 +119,12 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
             valid[i] = s.sin_family == AF_INET && s.sin_port != 0;
             addrs[i] = from_sockaddr(s);
         }
-        return insert_addresses(av_of(f), addrs.data(), valid.get(), count, fi_addr, flags,
-                                context);
+        return insert_addresses(av_of(f), addrs.data(), valid.get(), count, fi_addr, flags, context);
     });
 }
 
-int av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* fi_addr,
-                 uint64_t flags, void* context) noexcept
+int av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* fi_addr, uint64_t flags,
+                 void* context) noexcept
 {
     if (!node || !service)
         return -FI_EINVAL;
@@ -213,7 +212,7 @@ const char* av_straddr(fid_av*, const void* addr, char* buf, size_t* len) noexce
     char ip[INET_ADDRSTRLEN] = "?";
     inet_ntop(AF_INET, &s.sin_addr, ip, sizeof(ip));
     char text[64];
-    int n = snprintf(text, sizeof(text), "fi_sockaddr_in://%s:%u", ip, unsigned{ntohs(s.sin_port)});
+    int n = snprintf(text, sizeof(text), "fi_sockaddr_in://%s:%u", ip, unsigned {ntohs(s.sin_port)});
     if (buf && *len)
         snprintf(buf, *len, "%s", text);
     *len = static_cast<size_t>(n) + 1;

@@ -57,9 +57,9 @@ Pep* pep_of(fid_t f)
 // Connection ids only need to be unlikely to repeat between two endpoints.
 uint64_t new_conn_id(const Ep* ep)
 {
-    static std::atomic<uint64_t> counter{0};
+    static std::atomic<uint64_t> counter {0};
     uint64_t x = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-                 (uint64_t{ep->addr.ip_be} << 16 | ep->addr.port) ^ (counter.fetch_add(1) << 48);
+                 (uint64_t {ep->addr.ip_be} << 16 | ep->addr.port) ^ (counter.fetch_add(1) << 48);
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -76,7 +76,7 @@ void post_cm_event(Eq* eq, uint32_t event, fid_t fid, fi_info* info, const void*
     }
     no_throw([&] {
         std::vector<uint8_t> buf(sizeof(fi_eq_cm_entry) + len);
-        fi_eq_cm_entry e{};
+        fi_eq_cm_entry e {};
         e.fid = fid;
         e.info = info;
         memcpy(buf.data(), &e, sizeof(e));
@@ -110,7 +110,7 @@ void on_received(Ep* ep, const ConnEvent& ev)
     switch (ev.kind) {
     case ConnKind::kAccept:
         if (ep->conn_state != ConnState::kConnecting || !ours)
-            return;  // a late or foreign answer
+            return;          // a late or foreign answer
         ep->peer = ev.peer;  // from now on the accepting endpoint, not the listener
         ep->conn_state = ConnState::kConnected;
         ep->engine_ep->set_connected(ep->peer, true);
@@ -126,8 +126,7 @@ void on_received(Ep* ep, const ConnEvent& ev)
         if (ep->conn_state == ConnState::kConnected && ours && ev.peer == ep->peer)
             connection_ended(ep);
         return;
-    case ConnKind::kConnReq:
-        return;  // only passive endpoints take connection requests
+    case ConnKind::kConnReq: return;  // only passive endpoints take connection requests
     }
 }
 
@@ -289,7 +288,7 @@ int open_pep_engine_endpoint(Pep* pep, uint16_t port, dpdk_engine::Endpoint** ou
     cfg.owner = pep;
     int ret = pep->shared->engine().open_endpoint(cfg, out);
     if (ret)
-        DPDK_WARN(FI_LOG_EP_CTRL, "cannot listen on UDP port %u: %s\n", unsigned{port}, strerror(-ret));
+        DPDK_WARN(FI_LOG_EP_CTRL, "cannot listen on UDP port %u: %s\n", unsigned {port}, strerror(-ret));
     return fi_errno(ret);
 }
 
@@ -437,16 +436,13 @@ const char* to_string(ConnState s) noexcept
 const char* cm_strerror(int prov_errno) noexcept
 {
     switch (prov_errno) {
-    case kCmRefused:
-        return "connection refused: the listener rejected it (fi_reject) or does not listen";
+    case kCmRefused: return "connection refused: the listener rejected it (fi_reject) or does not listen";
     case kCmTimedOut:
         return "connection timed out: no answer within FI_DPDK_TIMEOUT_MS (nobody at that address and port?)";
     case kCmUnreachable:
         return "peer unreachable: its MAC address was never resolved (ARP); check the address and FI_DPDK_IP";
-    case kCmAborted:
-        return "connection aborted: the peer restarted or dropped the connection";
-    default:
-        return nullptr;
+    case kCmAborted: return "connection aborted: the peer restarted or dropped the connection";
+    default: return nullptr;
     }
 }
 
@@ -454,20 +450,15 @@ void ep_on_conn(void* owner, const ConnEvent& ev) noexcept
 {
     Ep* ep = static_cast<Ep*>(owner);
     switch (ev.what) {
-    case ConnEvent::What::kReceived:
-        on_received(ep, ev);
-        return;
+    case ConnEvent::What::kReceived: on_received(ep, ev); return;
     case ConnEvent::What::kSent:
-        if (ev.kind == ConnKind::kAccept && ep->conn_state == ConnState::kAccepting &&
-            ev.conn_id == ep->conn_id) {
+        if (ev.kind == ConnKind::kAccept && ep->conn_state == ConnState::kAccepting && ev.conn_id == ep->conn_id) {
             ep->conn_state = ConnState::kConnected;
             ep->engine_ep->set_connected(ep->peer, true);
             post_cm_event(ep->eq, FI_CONNECTED, &ep->fid.fid, nullptr, nullptr, 0);
         }
         return;
-    case ConnEvent::What::kFailed:
-        on_failed(ep, ev);
-        return;
+    case ConnEvent::What::kFailed: on_failed(ep, ev); return;
     case ConnEvent::What::kPeerLost:
         if (ep->conn_state == ConnState::kConnected && ev.peer == ep->peer)
             connection_ended(ep);
@@ -499,7 +490,6 @@ int cm_data_size_opt(void* optval, size_t* optlen) noexcept
     *optlen = sizeof(size_t);
     return 0;
 }
-
 
 int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) noexcept
 {

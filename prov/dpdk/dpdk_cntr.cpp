@@ -68,8 +68,8 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) noexcept
     const uint64_t errors_before = c->errors.load(std::memory_order_acquire);
     // fi_cntr(3) calls this invalid without a wait object; we allow it and
     // block on our internal one rather than fail the caller.
-    ssize_t r = block_until(c->domain->shared, c->waiter, c->domain->auto_progress,
-                            deadline_from_ms(timeout), [&]() -> ssize_t {
+    ssize_t r = block_until(c->domain->shared, c->waiter, c->domain->auto_progress, deadline_from_ms(timeout),
+                            [&]() -> ssize_t {
                                 if (c->value.load(std::memory_order_acquire) >= threshold)
                                     return 1;
                                 if (c->errors.load(std::memory_order_acquire) != errors_before)
@@ -171,7 +171,7 @@ int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void*
 {
     if (!domain || !out)
         return -FI_EINVAL;
-    fi_cntr_attr defaults{};
+    fi_cntr_attr defaults {};
     if (!attr)
         attr = &defaults;
     if (attr->events != FI_CNTR_EVENTS_COMP || attr->flags)
@@ -180,10 +180,8 @@ int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void*
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
     case FI_WAIT_FD:
-    case FI_WAIT_YIELD:
-        break;
-    default:
-        return -FI_ENOSYS;
+    case FI_WAIT_YIELD: break;
+    default: return -FI_ENOSYS;
     }
     return no_throw([&] {
         Domain* d = reinterpret_cast<Domain*>(domain);

@@ -143,8 +143,7 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t) noexcept
     return 1;
 }
 
-ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void*,
-                     int timeout) noexcept
+ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void*, int timeout) noexcept
 {
     Cq* cq = cq_of(f);
     if (cq->wait_obj == FI_WAIT_NONE)
@@ -152,8 +151,8 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
     if (!buf && count)
         return -FI_EINVAL;
     // The threshold condition is a hint; returning with fewer is allowed.
-    ssize_t r = block_until(cq->domain->shared, cq->waiter, cq->domain->auto_progress,
-                            deadline_from_ms(timeout), [&]() -> ssize_t {
+    ssize_t r = block_until(cq->domain->shared, cq->waiter, cq->domain->auto_progress, deadline_from_ms(timeout),
+                            [&]() -> ssize_t {
                                 ssize_t n = pop_entries(cq, buf, count, src);
                                 if (n != -FI_EAGAIN)
                                     return n;
@@ -183,8 +182,7 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
 {
     // prov_errno carries the engine's OpStatus of the failed operation.
     const auto status = static_cast<dpdk_engine::OpStatus>(prov_errno);
-    const bool ours = prov_errno > 0 &&
-                      prov_errno <= static_cast<int>(dpdk_engine::OpStatus::kResponseTimeout);
+    const bool ours = prov_errno > 0 && prov_errno <= static_cast<int>(dpdk_engine::OpStatus::kResponseTimeout);
     const char* text = ours ? dpdk_engine::to_string(status) : fi_strerror(prov_errno);
     if (!buf || !len)
         return text;
@@ -311,17 +309,14 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
     case FI_CQ_FORMAT_CONTEXT:
     case FI_CQ_FORMAT_MSG:
     case FI_CQ_FORMAT_DATA:
-    case FI_CQ_FORMAT_TAGGED:
-        break;
-    default:
-        return -FI_ENOSYS;
+    case FI_CQ_FORMAT_TAGGED: break;
+    default: return -FI_ENOSYS;
     }
     switch (attr->wait_obj) {
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
     case FI_WAIT_FD:
-    case FI_WAIT_YIELD:
-        break;
+    case FI_WAIT_YIELD: break;
     default:  // wait sets, mutex/cond: not offered
         return -FI_ENOSYS;
     }

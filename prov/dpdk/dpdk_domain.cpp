@@ -21,8 +21,7 @@ int domain_close(fid* f) noexcept
     return 0;
 }
 
-int domain_endpoint2(fid_domain* domain, fi_info* info, fid_ep** ep, uint64_t flags,
-                     void* context) noexcept
+int domain_endpoint2(fid_domain* domain, fi_info* info, fid_ep** ep, uint64_t flags, void* context) noexcept
 {
     if (flags)  // FI_PEER and friends: not a peer provider
         return -FI_EBADFLAGS;
@@ -96,8 +95,7 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
         // With FI_THREAD_DOMAIN the application serialises every call on
         // this domain; if it is the engine's only user we need no lock.
         const bool lockless_ok = d->threading == FI_THREAD_DOMAIN && !d->auto_progress;
-        int ret = SharedEngine::acquire(device_desc().domain_name, lockless_ok, d->auto_progress,
-                                        &d->shared);
+        int ret = SharedEngine::acquire(device_desc().domain_name, lockless_ok, d->auto_progress, &d->shared);
         if (ret)
             return ret;
 
@@ -116,9 +114,8 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
         char threading[32];
         fi_tostr_r(threading, sizeof(threading), &d->threading, FI_TYPE_THREADING);
         DPDK_INFO(FI_LOG_DOMAIN, "domain %s: %s, %s progress, %s keys, remote %s\n",
-                  device_desc().domain_name.c_str(), threading,
-                  d->auto_progress ? "auto" : "manual", d->mr_prov_key ? "provider" : "user",
-                  d->mr_virt_addr ? "virtual addresses" : "offsets");
+                  device_desc().domain_name.c_str(), threading, d->auto_progress ? "auto" : "manual",
+                  d->mr_prov_key ? "provider" : "user", d->mr_virt_addr ? "virtual addresses" : "offsets");
     }
     return ret;
 }

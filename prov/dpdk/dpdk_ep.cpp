@@ -54,18 +54,12 @@ uint64_t word_from_completion(const Completion& c)
 {
     const uint64_t msg = c.tagged ? FI_TAGGED : FI_MSG;
     switch (c.type) {
-    case CompletionType::kSend:
-        return FI_SEND | msg | FI_COMPLETION;
-    case CompletionType::kRecv:
-        return FI_RECV | msg | FI_COMPLETION;
-    case CompletionType::kWrite:
-        return FI_RMA | FI_WRITE | FI_COMPLETION;
-    case CompletionType::kRead:
-        return FI_RMA | FI_READ | FI_COMPLETION;
-    case CompletionType::kAtomic:
-        return FI_ATOMIC | FI_WRITE | FI_COMPLETION;
-    case CompletionType::kRemoteWrite:
-        return FI_RMA | FI_REMOTE_WRITE | FI_COMPLETION;
+    case CompletionType::kSend: return FI_SEND | msg | FI_COMPLETION;
+    case CompletionType::kRecv: return FI_RECV | msg | FI_COMPLETION;
+    case CompletionType::kWrite: return FI_RMA | FI_WRITE | FI_COMPLETION;
+    case CompletionType::kRead: return FI_RMA | FI_READ | FI_COMPLETION;
+    case CompletionType::kAtomic: return FI_ATOMIC | FI_WRITE | FI_COMPLETION;
+    case CompletionType::kRemoteWrite: return FI_RMA | FI_REMOTE_WRITE | FI_COMPLETION;
     }
     return FI_COMPLETION;
 }
@@ -82,9 +76,9 @@ void on_engine_completion(void* owner, const Completion& c) noexcept
         word = word_from_completion(c);
 
     const bool rx_side = word & (FI_RECV | FI_REMOTE_WRITE);
-    CqEntry e{};
+    CqEntry e {};
     e.op_context = c.context;
-    e.flags = word & ~uint64_t{FI_COMPLETION};
+    e.flags = word & ~uint64_t {FI_COMPLETION};
     if (c.has_data && rx_side) {  // the sender's completion does not carry it
         e.flags |= FI_REMOTE_CQ_DATA;
         e.data = c.data;
@@ -141,8 +135,8 @@ int ep_close(fid* f) noexcept
     for (Cq* cq : {ep->tx_cq, ep->rx_cq})
         if (cq)
             cq->refs.put();
-    for (Cntr* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr,
-                    ep->remote_read_cntr, ep->remote_write_cntr})
+    for (Cntr* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr, ep->remote_read_cntr,
+                    ep->remote_write_cntr})
         if (c)
             c->refs.put();
     if (ep->av)
@@ -176,9 +170,12 @@ int bind_cq(Ep* ep, Cq* cq, uint64_t flags)
 int bind_cntr(Ep* ep, Cntr* c, uint64_t flags)
 {
     const std::pair<uint64_t, Cntr**> slots[] = {
-        {FI_SEND, &ep->send_cntr},        {FI_RECV, &ep->recv_cntr},
-        {FI_READ, &ep->read_cntr},        {FI_WRITE, &ep->write_cntr},
-        {FI_REMOTE_READ, &ep->remote_read_cntr}, {FI_REMOTE_WRITE, &ep->remote_write_cntr},
+        {FI_SEND, &ep->send_cntr},
+        {FI_RECV, &ep->recv_cntr},
+        {FI_READ, &ep->read_cntr},
+        {FI_WRITE, &ep->write_cntr},
+        {FI_REMOTE_READ, &ep->remote_read_cntr},
+        {FI_REMOTE_WRITE, &ep->remote_write_cntr},
     };
     uint64_t known = 0;
     for (const auto& s : slots)
@@ -236,8 +233,7 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept
             ep->eq->attach(ep->domain->shared);
         return 0;
     }
-    default:
-        return -FI_ENOSYS;  // shared contexts, wait sets: not offered
+    default: return -FI_ENOSYS;  // shared contexts, wait sets: not offered
     }
 }
 
@@ -249,8 +245,8 @@ int ep_enable(Ep* ep)
         return -FI_ENOAV;  // RDM and DGRAM endpoints cannot address anyone without one
     // fi_endpoint(3) -FI_ENOCQ: nothing could ever report a completion or an
     // error (MSG endpoints are left alone: their EQ reports connection events).
-    if (ep->type != FI_EP_MSG && !ep->tx_cq && !ep->rx_cq && !ep->send_cntr && !ep->recv_cntr &&
-        !ep->read_cntr && !ep->write_cntr && !ep->remote_read_cntr && !ep->remote_write_cntr)
+    if (ep->type != FI_EP_MSG && !ep->tx_cq && !ep->rx_cq && !ep->send_cntr && !ep->recv_cntr && !ep->read_cntr &&
+        !ep->write_cntr && !ep->remote_read_cntr && !ep->remote_write_cntr)
         return -FI_ENOCQ;
     ep->enabled = true;
     return 0;
@@ -260,8 +256,7 @@ int ep_control(fid* f, int command, void* arg) noexcept
 {
     Ep* ep = ep_of(f);
     switch (command) {
-    case FI_ENABLE:
-        return ep_enable(ep);
+    case FI_ENABLE: return ep_enable(ep);
     case FI_GETOPSFLAG: {
         auto* flags = static_cast<uint64_t*>(arg);
         if (!flags)
@@ -293,8 +288,7 @@ int ep_control(fid* f, int command, void* arg) noexcept
         }
         return (*flags & (FI_TRANSMIT | FI_RECV)) ? 0 : -FI_EINVAL;
     }
-    default:
-        return -FI_ENOSYS;
+    default: return -FI_ENOSYS;
     }
 }
 
@@ -383,8 +377,7 @@ int open_engine_endpoint(Ep* ep, uint16_t port, dpdk_engine::Endpoint** out)
     cfg.min_multi_recv = ep->min_multi_recv;
     int ret = ep->domain->shared->engine().open_endpoint(cfg, out);
     if (ret)
-        DPDK_WARN(FI_LOG_EP_CTRL, "cannot open an endpoint on UDP port %u: %s\n", unsigned{port},
-                  strerror(-ret));
+        DPDK_WARN(FI_LOG_EP_CTRL, "cannot open an endpoint on UDP port %u: %s\n", unsigned {port}, strerror(-ret));
     return fi_errno(ret);
 }
 
@@ -477,24 +470,12 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool neve
     OpPlan p;
     const bool tx = kind != OpKind::kRecv;
     switch (kind) {
-    case OpKind::kSend:
-        p.word = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-        break;
-    case OpKind::kRecv:
-        p.word = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
-        break;
-    case OpKind::kWrite:
-        p.word = FI_RMA | FI_WRITE;
-        break;
-    case OpKind::kRead:
-        p.word = FI_RMA | FI_READ;
-        break;
-    case OpKind::kAtomicWrite:
-        p.word = FI_ATOMIC | FI_WRITE;
-        break;
-    case OpKind::kAtomicRead:
-        p.word = FI_ATOMIC | FI_READ;
-        break;
+    case OpKind::kSend: p.word = FI_SEND | (tagged ? FI_TAGGED : FI_MSG); break;
+    case OpKind::kRecv: p.word = FI_RECV | (tagged ? FI_TAGGED : FI_MSG); break;
+    case OpKind::kWrite: p.word = FI_RMA | FI_WRITE; break;
+    case OpKind::kRead: p.word = FI_RMA | FI_READ; break;
+    case OpKind::kAtomicWrite: p.word = FI_ATOMIC | FI_WRITE; break;
+    case OpKind::kAtomicRead: p.word = FI_ATOMIC | FI_READ; break;
     }
     const Cq* cq = tx ? ep->tx_cq : ep->rx_cq;
     const bool selective = tx ? ep->tx_selective : ep->rx_selective;
@@ -507,8 +488,8 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool neve
         if (tagged)
             p.engine_flags |= dpdk_engine::kOpTagged;
         // Completion level: the operation's own, else the endpoint default.
-        constexpr uint64_t levels = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
-                                    FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_COMMIT_COMPLETE;
+        constexpr uint64_t levels = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE |
+                                    FI_MATCH_COMPLETE | FI_COMMIT_COMPLETE;
         uint64_t level = flags & levels;
         if (!level)
             level = ep->tx_op_flags & levels;
@@ -624,10 +605,10 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
     if (ret == 0) {
         const Ep* ep = reinterpret_cast<const Ep*>(*out);
         char ip[INET_ADDRSTRLEN] = {};
-        in_addr a{};
+        in_addr a {};
         a.s_addr = ep->addr.ip_be;
         inet_ntop(AF_INET, &a, ip, sizeof(ip));
-        DPDK_INFO(FI_LOG_EP_CTRL, "endpoint %s:%u opened\n", ip, unsigned{ep->addr.port});
+        DPDK_INFO(FI_LOG_EP_CTRL, "endpoint %s:%u opened\n", ip, unsigned {ep->addr.port});
     }
     return ret;
 }

@@ -28,7 +28,7 @@ uint32_t api_version(const Eq* eq)
 size_t err_entry_size(uint32_t version)
 {
     return FI_VERSION_LT(version, FI_VERSION(1, 5)) ? offsetof(fi_eq_err_entry, err_data_size)
-                                                     : sizeof(fi_eq_err_entry);
+                                                    : sizeof(fi_eq_err_entry);
 }
 
 ssize_t eq_read_locked(Eq* eq, uint32_t* event, void* buf, size_t len, uint64_t flags)
@@ -132,8 +132,7 @@ ssize_t eq_write(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_
     return ret ? ret : static_cast<ssize_t>(len);
 }
 
-ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
-                 uint64_t flags) noexcept
+ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout, uint64_t flags) noexcept
 {
     Eq* eq = eq_of(f);
     if (eq->wait_obj == FI_WAIT_NONE)
@@ -235,10 +234,9 @@ int Eq::post(uint32_t event, const void* buf, size_t len, uint64_t flags, bool i
     });
 }
 
-int Eq::post_error(fid_t f, void* context, int err, int prov_errno, const void* data,
-                   size_t len) noexcept
+int Eq::post_error(fid_t f, void* context, int err, int prov_errno, const void* data, size_t len) noexcept
 {
-    fi_eq_err_entry e{};
+    fi_eq_err_entry e {};
     e.fid = f;
     e.context = context;
     e.err = err;
@@ -296,8 +294,7 @@ int dpdk_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* conte
     switch (attr->wait_obj) {
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
-    case FI_WAIT_FD:
-        break;
+    case FI_WAIT_FD: break;
     default:  // wait sets, mutex/cond and yield objects are not offered
         return -FI_ENOSYS;
     }

@@ -12,8 +12,7 @@ int fi_errno(int negative_errno) noexcept
     // libfabric defines these FI_E* as the errno of the same name, so the
     // engine's value passes through untouched.
     switch (-negative_errno) {
-    case 0:
-        return 0;
+    case 0: return 0;
     case EPERM:
     case ENOENT:
     case EINTR:
@@ -54,15 +53,11 @@ int fi_errno(int negative_errno) noexcept
     case EINPROGRESS:
     case EREMOTEIO:
     case ECANCELED:
-    case EKEYREJECTED:
-        return negative_errno;
+    case EKEYREJECTED: return negative_errno;
     // No FI_EEXIST: the engine uses it for a memory key already taken.
-    case EEXIST:
-        return -FI_ENOKEY;
-    case EPROTO:
-        return -FI_EIO;
-    default:
-        return -FI_EOTHER;
+    case EEXIST: return -FI_ENOKEY;
+    case EPROTO: return -FI_EIO;
+    default: return -FI_EOTHER;
     }
 }
 
@@ -71,29 +66,20 @@ int op_status_errno(dpdk_engine::OpStatus s) noexcept
     using dpdk_engine::OpStatus;
     // No default: a new OpStatus must be mapped here (-Wswitch).
     switch (s) {
-    case OpStatus::kOk:
-        return 0;
-    case OpStatus::kTruncated:
-        return FI_ETRUNC;
-    case OpStatus::kCanceled:
-        return FI_ECANCELED;
+    case OpStatus::kOk: return 0;
+    case OpStatus::kTruncated: return FI_ETRUNC;
+    case OpStatus::kCanceled: return FI_ECANCELED;
     case OpStatus::kPeerTimeout:
-    case OpStatus::kResponseTimeout:
-        return FI_ETIMEDOUT;
-    case OpStatus::kPeerReset:
-        return FI_EIO;
+    case OpStatus::kResponseTimeout: return FI_ETIMEDOUT;
+    case OpStatus::kPeerReset: return FI_EIO;
     // A remote protection fault, like an InfiniBand remote access error:
     // wrong key, outside the region, or a region without that right.
     case OpStatus::kRemoteInvalidKey:
     case OpStatus::kRemoteOutOfBounds:
-    case OpStatus::kRemoteAccess:
-        return FI_EACCES;
-    case OpStatus::kRemoteBadAtomic:
-        return FI_EINVAL;
-    case OpStatus::kNoMatch:
-        return FI_ENOMSG;
-    case OpStatus::kProtocolError:
-        return FI_EIO;
+    case OpStatus::kRemoteAccess: return FI_EACCES;
+    case OpStatus::kRemoteBadAtomic: return FI_EINVAL;
+    case OpStatus::kNoMatch: return FI_ENOMSG;
+    case OpStatus::kProtocolError: return FI_EIO;
     }
     return FI_EOTHER;
 }

@@ -53,12 +53,9 @@ fi_param_type param_type(dpdk_engine::KnobKind kind, uint64_t max)
 {
     switch (kind) {
     case dpdk_engine::KnobKind::kText:
-    case dpdk_engine::KnobKind::kFault:
-        return FI_PARAM_STRING;
-    case dpdk_engine::KnobKind::kBool:
-        return FI_PARAM_BOOL;
-    case dpdk_engine::KnobKind::kUnsigned:
-        break;
+    case dpdk_engine::KnobKind::kFault: return FI_PARAM_STRING;
+    case dpdk_engine::KnobKind::kBool: return FI_PARAM_BOOL;
+    case dpdk_engine::KnobKind::kUnsigned: break;
     }
     return max > INT_MAX ? FI_PARAM_SIZE_T : FI_PARAM_INT;
 }
@@ -117,10 +114,11 @@ void read_params()
             continue;
         uint64_t n = 0;
         bool b = false;
-        const bool ok = k.kind == dpdk_engine::KnobKind::kBool ? dpdk_engine::parse_knob_bool(v, &b)
-                                                                : dpdk_engine::parse_knob_unsigned(v, k.min, k.max, &n);
+        const bool ok = k.kind == dpdk_engine::KnobKind::kBool
+                            ? dpdk_engine::parse_knob_bool(v, &b)
+                            : dpdk_engine::parse_knob_unsigned(v, k.min, k.max, &n);
         if (ok)
-            p.*k.field = k.kind == dpdk_engine::KnobKind::kBool ? int{b} : static_cast<int>(n);
+            p.*k.field = k.kind == dpdk_engine::KnobKind::kBool ? int {b} : static_cast<int>(n);
         else if (p.error.empty())
             p.error = dpdk_engine::knob_variable(k.name) + "=" + v + " is not valid (see fi_info -e -p dpdk)";
     }
@@ -175,7 +173,7 @@ void describe_device()
     const dpdk_engine::PortConfig& p = g_params.engine.port;
     DeviceDesc& d = g_device;
     d.domain_name = p.device.empty() ? p.iface : p.device;
-    in_addr a{};
+    in_addr a {};
     const std::string iface = address_iface(p);
     if (!p.ip.empty()) {
         if (inet_pton(AF_INET, p.ip.c_str(), &a) == 1)
@@ -190,14 +188,12 @@ void describe_device()
             d.error = "interface " + iface + " has no IPv4 address; set FI_DPDK_IP";
     } else {
         // 127.0.0.1 on a wire would make every host claim the same address.
-        d.error = "FI_DPDK_DEVICE=" + p.device +
-                  " needs FI_DPDK_IP (our IPv4 address on that network)";
+        d.error = "FI_DPDK_DEVICE=" + p.device + " needs FI_DPDK_IP (our IPv4 address on that network)";
     }
     if (p.device.empty() && if_nametoindex(p.iface.c_str()) == 0 && d.error.empty())
         d.error = "no network interface named " + p.iface + " (FI_DPDK_IFACE)";
     if (!d.error.empty())
-        DPDK_WARN(FI_LOG_CORE, "device %s unusable: %s\n", d.domain_name.c_str(),
-                  d.error.c_str());
+        DPDK_WARN(FI_LOG_CORE, "device %s unusable: %s\n", d.domain_name.c_str(), d.error.c_str());
 }
 
 }  // namespace
@@ -226,23 +222,21 @@ int make_engine_config(dpdk_engine::EngineConfig* cfg)
 {
     const Params& p = g_params;
     if (!p.error.empty() || !g_device.error.empty()) {
-        DPDK_WARN(FI_LOG_DOMAIN, "%s\n", p.error.empty() ? g_device.error.c_str()
-                                                         : p.error.c_str());
+        DPDK_WARN(FI_LOG_DOMAIN, "%s\n", p.error.empty() ? g_device.error.c_str() : p.error.c_str());
         return -FI_EINVAL;
     }
     *cfg = p.engine;
     char ip[INET_ADDRSTRLEN] = {};
-    in_addr a{};
+    in_addr a {};
     a.s_addr = g_device.ip_be;
     inet_ntop(AF_INET, &a, ip, sizeof(ip));
     cfg->port.ip = ip;  // explicit, so endpoints get what fi_getinfo announced
     // EAL banners only when the user asked for them or for our logs (section 5).
-    cfg->port.verbose =
-        p.engine.port.verbose || fi_log_enabled(&g_prov, FI_LOG_INFO, FI_LOG_CORE) != 0;
+    cfg->port.verbose = p.engine.port.verbose || fi_log_enabled(&g_prov, FI_LOG_INFO, FI_LOG_CORE) != 0;
     // What the defaults came to for this device (they differ by device).
     DPDK_INFO(FI_LOG_DOMAIN, "device %s ip %s mtu %u window %u eager_limit %zu autocork %d\n",
-              g_device.domain_name.c_str(), ip, unsigned{cfg->port.mtu}, unsigned{cfg->window},
-              size_t(cfg->eager_limit), int{cfg->autocork});
+              g_device.domain_name.c_str(), ip, unsigned {cfg->port.mtu}, unsigned {cfg->window},
+              size_t(cfg->eager_limit), int {cfg->autocork});
     return 0;
 }
 

@@ -29,7 +29,8 @@ bool EngineLock::membarrier_ready() noexcept
     return ok;
 }
 
-EngineLock::EngineLock(bool lockless) noexcept : mode_(lockless && membarrier_ready() ? 0 : kShared) {}
+EngineLock::EngineLock(bool lockless) noexcept : mode_(lockless && membarrier_ready() ? 0 : kShared)
+{ }
 
 bool EngineLock::enter() noexcept
 {

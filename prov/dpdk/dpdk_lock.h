@@ -17,8 +17,8 @@
 // (and takes the mutex) or its busy flag is now visible: share() waits for
 // it to clear, borrow() backs off (the application is inside, it progresses
 // itself). Without membarrier support the lock never runs lockless.
-#ifndef DPDK_FI_LOCK_H
-#define DPDK_FI_LOCK_H
+#ifndef PROV_DPDK_DPDK_LOCK_H
+#define PROV_DPDK_DPDK_LOCK_H
 
 #include <atomic>
 #include <cstdint>
@@ -27,7 +27,7 @@
 namespace dpdk_fi {
 
 class EngineLock {
-public:
+ public:
     // lockless: start without taking the mutex (one FI_THREAD_DOMAIN domain
     // with manual progress); ignored when membarrier(2) is missing.
     explicit EngineLock(bool lockless) noexcept;
@@ -52,17 +52,17 @@ public:
     // membarrier(2) registered for this process (lockless is possible).
     static bool membarrier_ready() noexcept;
 
-private:
+ private:
     static constexpr uint32_t kShared = 1;    // for good
     static constexpr uint32_t kBorrowed = 2;  // while the standby thread holds it
 
     std::mutex mutex_;
     // 0 only while lockless: then enter() takes no mutex at all.
     std::atomic<uint32_t> mode_;
-    std::atomic<bool> busy_{false};         // a lockless call is inside
-    std::atomic<bool> app_touched_{false};  // enter() since the last app_came()
+    std::atomic<bool> busy_ {false};         // a lockless call is inside
+    std::atomic<bool> app_touched_ {false};  // enter() since the last app_came()
 };
 
 }  // namespace dpdk_fi
 
-#endif
+#endif  // PROV_DPDK_DPDK_LOCK_H

@@ -32,8 +32,7 @@ int make_live(Mr* mr)
     int ret;
     {
         LockScope scope(d->shared);
-        ret = d->regions->add(mr->base, mr->len, mr->remote_access, mr->requested_key, &key,
-                              mr->remote_start);
+        ret = d->regions->add(mr->base, mr->len, mr->remote_access, mr->requested_key, &key, mr->remote_start);
     }
     if (ret == -EEXIST)
         return -FI_ENOKEY;  // libfabric's code for a requested key in use
@@ -82,10 +81,8 @@ int mr_control(fid* f, int command, void*) noexcept
         if (!mr->bound_ep)
             return -FI_EOPBADSTATE;
         return mr->registered ? 0 : make_live(mr);
-    case FI_REFRESH:
-        return 0;  // we do not cache translations: nothing to refresh
-    default:
-        return -FI_ENOSYS;
+    case FI_REFRESH: return 0;  // we do not cache translations: nothing to refresh
+    default: return -FI_ENOSYS;
     }
 }
 
@@ -100,8 +97,7 @@ fi_ops g_mr_fi_ops = {
 };
 
 int mr_register(fid* domain_fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
-                uint64_t requested_key, uint64_t flags, fi_hmem_iface iface, void* context,
-                fid_mr** out)
+                uint64_t requested_key, uint64_t flags, fi_hmem_iface iface, void* context, fid_mr** out)
 {
     if (!domain_fid || domain_fid->fclass != FI_CLASS_DOMAIN || !out)
         return -FI_EINVAL;
@@ -142,22 +138,20 @@ int mr_register(fid* domain_fid, const iovec* iov, size_t count, uint64_t access
     return 0;
 }
 
-int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset,
-           uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept
+int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
+           uint64_t flags, fid_mr** mr, void* context) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
     return no_throw([&] {
-        return mr_register(f, &iov, 1, access, offset, requested_key, flags, FI_HMEM_SYSTEM,
-                           context, mr);
+        return mr_register(f, &iov, 1, access, offset, requested_key, flags, FI_HMEM_SYSTEM, context, mr);
     });
 }
 
-int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
-            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept
+int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset, uint64_t requested_key,
+            uint64_t flags, fid_mr** mr, void* context) noexcept
 {
     return no_throw([&] {
-        return mr_register(f, iov, count, access, offset, requested_key, flags, FI_HMEM_SYSTEM,
-                           context, mr);
+        return mr_register(f, iov, count, access, offset, requested_key, flags, FI_HMEM_SYSTEM, context, mr);
     });
 }
 
@@ -169,11 +163,10 @@ int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr) noex
         return -FI_ENOSYS;
     // iface arrived with API 1.10: older applications have no such field.
     const Domain* d = reinterpret_cast<const Domain*>(f);
-    fi_hmem_iface iface = FI_VERSION_LT(d->api_version, FI_VERSION(1, 10)) ? FI_HMEM_SYSTEM
-                                                                           : attr->iface;
+    fi_hmem_iface iface = FI_VERSION_LT(d->api_version, FI_VERSION(1, 10)) ? FI_HMEM_SYSTEM : attr->iface;
     return no_throw([&] {
-        return mr_register(f, attr->mr_iov, attr->iov_count, attr->access, attr->offset,
-                           attr->requested_key, flags, iface, attr->context, mr);
+        return mr_register(f, attr->mr_iov, attr->iov_count, attr->access, attr->offset, attr->requested_key,
+                           flags, iface, attr->context, mr);
     });
 }
 

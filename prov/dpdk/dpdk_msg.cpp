@@ -23,7 +23,7 @@ size_t iov_bytes(const iovec* iov, size_t count)
 // default cannot know the payload fits (fi_inject itself always does).
 uint64_t tx_defaults(const Ep* ep)
 {
-    return ep->tx_op_flags & ~uint64_t{FI_INJECT};
+    return ep->tx_op_flags & ~uint64_t {FI_INJECT};
 }
 
 ssize_t msg_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, void* context) noexcept
@@ -33,8 +33,7 @@ ssize_t msg_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, void* c
     return ep_recv(ep, &iov, 1, src, false, 0, 0, ep->rx_op_flags, context);
 }
 
-ssize_t msg_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src,
-                  void* context) noexcept
+ssize_t msg_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     return ep_recv(ep, iov, count, src, false, 0, 0, ep->rx_op_flags, context);
@@ -44,20 +43,17 @@ ssize_t msg_recvmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept
 {
     if (!msg)
         return -FI_EINVAL;
-    return ep_recv(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, false, 0, 0, flags,
-                   msg->context);
+    return ep_recv(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, false, 0, 0, flags, msg->context);
 }
 
-ssize_t msg_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest,
-                 void* context) noexcept
+ssize_t msg_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
     return ep_send(ep, &iov, 1, dest, false, 0, false, 0, tx_defaults(ep), false, context);
 }
 
-ssize_t msg_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                  void* context) noexcept
+ssize_t msg_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     return ep_send(ep, iov, count, dest, false, 0, false, 0, tx_defaults(ep), false, context);
@@ -67,8 +63,8 @@ ssize_t msg_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept
 {
     if (!msg)
         return -FI_EINVAL;
-    return ep_send(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, false, 0,
-                   flags & FI_REMOTE_CQ_DATA, msg->data, flags, false, msg->context);
+    return ep_send(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, false, 0, flags & FI_REMOTE_CQ_DATA,
+                   msg->data, flags, false, msg->context);
 }
 
 ssize_t msg_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexcept
@@ -77,16 +73,15 @@ ssize_t msg_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexc
     return ep_send(ep_of(f), &iov, 1, dest, false, 0, false, 0, FI_INJECT, true, nullptr);
 }
 
-ssize_t msg_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data,
-                     fi_addr_t dest, void* context) noexcept
+ssize_t msg_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
+                     void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
     return ep_send(ep, &iov, 1, dest, false, 0, true, data, tx_defaults(ep), false, context);
 }
 
-ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data,
-                       fi_addr_t dest) noexcept
+ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
     return ep_send(ep_of(f), &iov, 1, dest, false, 0, true, data, FI_INJECT, true, nullptr);
@@ -94,9 +89,8 @@ ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data,
 
 }  // namespace
 
-ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag,
-                bool has_data, uint64_t data, uint64_t flags, bool inject_call,
-                void* context) noexcept
+ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag, bool has_data,
+                uint64_t data, uint64_t flags, bool inject_call, void* context) noexcept
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
@@ -104,8 +98,8 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
         return -FI_EINVAL;
     if ((flags & FI_INJECT) && iov_bytes(iov, count) > dpdk_engine::kInjectSize)
         return -FI_EINVAL;
-    const OpPlan plan = inject_call ? plan_inject(ep, OpKind::kSend, tagged)
-                                    : plan_op(ep, OpKind::kSend, tagged, flags);
+    const OpPlan plan =
+        inject_call ? plan_inject(ep, OpKind::kSend, tagged) : plan_op(ep, OpKind::kSend, tagged, flags);
     dpdk_engine::SendArgs a;
     a.iov = iov;
     a.iov_count = count;
@@ -124,8 +118,8 @@ ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tag
     return post_send_result(ep, ep->engine_ep->send(a));
 }
 
-ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag,
-                uint64_t ignore, uint64_t flags, void* context) noexcept
+ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag, uint64_t ignore,
+                uint64_t flags, void* context) noexcept
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;

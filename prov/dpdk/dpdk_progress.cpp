@@ -93,7 +93,7 @@ int Waiter::open(int engine_fd) noexcept
     for (int fd : {evfd_, tfd_, engine_fd}) {
         if (fd < 0)
             continue;
-        epoll_event ev{};
+        epoll_event ev {};
         ev.events = EPOLLIN;
         ev.data.fd = fd;
         if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -154,7 +154,7 @@ void Waiter::release_engine(dpdk_engine::Engine& e) noexcept
 
 void Waiter::set_timer_us(uint64_t us) noexcept
 {
-    itimerspec its{};
+    itimerspec its {};
     if (us != UINT64_MAX) {
         us = std::max<uint64_t>(us, 1);
         its.it_value.tv_sec = time_t(us / 1000000u);
@@ -187,7 +187,7 @@ namespace {
 void pin_library() noexcept
 {
     static bool pinned = false;
-    Dl_info info{};
+    Dl_info info {};
     if (pinned || !dladdr(reinterpret_cast<void*>(&pin_library), &info) || !info.dli_fname)
         return;
     pinned = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
@@ -214,8 +214,8 @@ int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool
     return no_throw([&] { return join_or_create(domain_name, lockless_ok, auto_progress, out); });
 }
 
-int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_ok,
-                                 bool auto_progress, SharedEngine** out)
+int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_ok, bool auto_progress,
+                                 SharedEngine** out)
 {
     std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
     auto& engines = SharedEngineRegistry::engines();
@@ -229,8 +229,7 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         std::unique_ptr<dpdk_engine::Engine> engine;
         ret = dpdk_engine::Engine::create(cfg, &engine);
         if (ret) {
-            DPDK_WARN(FI_LOG_DOMAIN, "cannot open DPDK device %s: %s\n", domain_name.c_str(),
-                      strerror(-ret));
+            DPDK_WARN(FI_LOG_DOMAIN, "cannot open DPDK device %s: %s\n", domain_name.c_str(), strerror(-ret));
             return fi_errno(ret);
         }
         DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());
@@ -267,8 +266,10 @@ void SharedEngine::release(bool auto_progress) noexcept
         stop_thread();
         SharedEngineRegistry::engines().erase(name_);
         if (standby_rounds_)
-            DPDK_INFO(FI_LOG_DOMAIN, "device %s: the standby thread progressed %" PRIu64
-                      " rounds while the application was away\n", name_.c_str(), standby_rounds_);
+            DPDK_INFO(FI_LOG_DOMAIN,
+                      "device %s: the standby thread progressed %" PRIu64
+                      " rounds while the application was away\n",
+                      name_.c_str(), standby_rounds_);
         DPDK_INFO(FI_LOG_DOMAIN, "closing DPDK device %s\n", name_.c_str());
         delete this;
         return;
@@ -278,7 +279,7 @@ void SharedEngine::release(bool auto_progress) noexcept
 
 void SharedEngine::update_thread() noexcept
 {
-    ThreadRole want = auto_users_ ? ThreadRole::kAuto
+    ThreadRole want = auto_users_          ? ThreadRole::kAuto
                       : standby_period_us_ ? ThreadRole::kStandby
                                            : ThreadRole::kNone;
     if (want == role_)
@@ -403,8 +404,7 @@ void SharedEngine::thread_main() noexcept
             if (armed)
                 engine_->disarm_wait();
             armed = false;
-            const bool others_busy =
-                arm_costs && engine_->port().stats().rx_pkts != rx_at_sleep;
+            const bool others_busy = arm_costs && engine_->port().stats().rx_pkts != rx_at_sleep;
             events = engine_->progress(false);
             next = engine_->next_timeout_us();
             fd = engine_->wait_fd();

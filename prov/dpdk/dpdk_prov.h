@@ -17,8 +17,8 @@
 //    happens inside a LockScope on the domain's SharedEngine (section 5:
 //    the engine is single-threaded; FI_THREAD_DOMAIN users skip the mutex);
 //  * engine errors are negative errnos, turned into -FI_E* by fi_errno().
-#ifndef DPDK_PROV_H
-#define DPDK_PROV_H
+#ifndef PROV_DPDK_DPDK_PROV_H
+#define PROV_DPDK_DPDK_PROV_H
 
 #include <netinet/in.h>
 
@@ -59,7 +59,7 @@ extern fi_provider g_prov;  // also the log handle of FI_WARN/FI_INFO
 
 #define DPDK_WARN(subsys, ...) FI_WARN(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
 #define DPDK_INFO(subsys, ...) FI_INFO(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
-#define DPDK_DBG(subsys, ...) FI_DBG(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
+#define DPDK_DBG(subsys, ...)  FI_DBG(&dpdk_fi::g_prov, subsys, __VA_ARGS__)
 
 constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
 constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
@@ -75,8 +75,8 @@ constexpr int kDefaultIdleProgressUs = 1000;
 // provider's own beside it (dpdk_init.cpp).
 struct Params {
     dpdk_engine::EngineConfig engine;  // no IP yet: make_engine_config() adds it
-    int layering = 0;          // FI_DPDK_LAYERING: MSG/DGRAM offered to ofi_rxm/ofi_rxd
-    int idle_progress_us = 0;  // FI_DPDK_IDLE_PROGRESS_US
+    int layering = 0;                  // FI_DPDK_LAYERING: MSG/DGRAM offered to ofi_rxm/ofi_rxd
+    int idle_progress_us = 0;          // FI_DPDK_IDLE_PROGRESS_US
     // First problem found in the values above ("" when all are valid): a
     // domain then refuses to open, naming it, instead of guessing.
     std::string error;
@@ -105,8 +105,8 @@ int fi_errno(int negative_errno) noexcept;
 int op_status_errno(dpdk_engine::OpStatus s) noexcept;
 
 // ---------------------------------------------------------------- fi_getinfo
-int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
-                 const fi_info* hints, fi_info** info) noexcept;
+int dpdk_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+                 fi_info** info) noexcept;
 // IPv4 sockaddr helpers shared by getinfo, the AV and endpoints.
 int resolve_ipv4(const char* node, const char* service, bool numeric, sockaddr_in* out) noexcept;
 sockaddr_in to_sockaddr(const dpdk_engine::Address& a) noexcept;
@@ -121,34 +121,32 @@ int local_port_of(const void* addr, size_t addrlen, uint32_t our_ip, uint16_t* p
 bool parse_addr_str(const char* s, sockaddr_in* out) noexcept;
 
 // Capabilities (design.md section 8 lists who needs which).
-constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
-                                  FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                                  FI_DIRECTED_RECV;
+constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_RECV |
+                                  FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
 constexpr uint64_t kSecondaryCaps = FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps;
 // FI_EP_MSG: one peer, so no directed receives and no FI_SOURCE lookups.
-constexpr uint64_t kMsgEpCaps = kCaps & ~uint64_t{FI_DIRECTED_RECV | FI_SOURCE};
+constexpr uint64_t kMsgEpCaps = kCaps & ~uint64_t {FI_DIRECTED_RECV | FI_SOURCE};
 // FI_EP_DGRAM: messages only (no RMA, no atomics), one packet each.
-constexpr uint64_t kDgramCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
-                                FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kDgramCaps =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t ep_type_caps(fi_ep_type t)
 {
     return t == FI_EP_MSG ? kMsgEpCaps : t == FI_EP_DGRAM ? kDgramCaps : kCaps;
 }
-constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
-                             FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
-constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
-                             FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
-                             FI_LOCAL_COMM | FI_REMOTE_COMM;
-constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |
-                                FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
+constexpr uint64_t kTxCaps =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kTxOpFlags =
+    FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
 constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 // The engine delivers every packet of a session exactly once and in order
 // and executes RMA and atomics at the target in that order, so every
 // ordering between sends, reads and writes to one peer holds.
-constexpr uint64_t kMsgOrder = FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW |
-                               FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
-                               FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+constexpr uint64_t kMsgOrder = FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR |
+                               FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR |
+                               FI_ORDER_ATOMIC_WAW;
 // MR modes fi_getinfo returns when hinted; none is ever required. These two
 // change what keys and addresses mean, so the application's choice is kept.
 // FI_MR_ALLOCATED and FI_MR_ENDPOINT would only add duties (allocate before
@@ -160,10 +158,8 @@ constexpr uint64_t kMrModeOptional = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 // (dpdk_fid.cpp) A slot we do not implement: DPDK_NOSYS(fi_ops_xxx, slot) is
 // a noexcept function of exactly the slot's type that returns -FI_ENOSYS, so
 // every table sets every slot and the compiler checks each signature.
-template <typename F>
-struct Nosys;
-template <typename R, typename... A>
-struct Nosys<R (*)(A...)> {
+template <typename F> struct Nosys;
+template <typename R, typename... A> struct Nosys<R (*)(A...)> {
     static R fn(A...) noexcept { return static_cast<R>(-FI_ENOSYS); }
 };
 #define DPDK_NOSYS(table, slot) (&::dpdk_fi::Nosys<decltype(table::slot)>::fn)
@@ -172,12 +168,11 @@ extern fi_ops_collective g_no_collective_ops;
 
 // (dpdk_stats.cpp) fi_open_ops of endpoints and domains: the statistics
 // extension of include/rdma/fi_ext_dpdk.h.
-int dpdk_stats_ops_open(fid_t fid, const char* name, uint64_t flags, void** ops,
-                        void* context) noexcept;
+int dpdk_stats_ops_open(fid_t fid, const char* name, uint64_t flags, void** ops, void* context) noexcept;
 
 // Object reference counts: a fid that others are bound to refuses to close.
 struct RefCount {
-    std::atomic<int> n{0};
+    std::atomic<int> n {0};
     void get() noexcept { n.fetch_add(1, std::memory_order_relaxed); }
     void put() noexcept { n.fetch_sub(1, std::memory_order_release); }
     bool busy() const noexcept { return n.load(std::memory_order_acquire) != 0; }
@@ -185,8 +180,7 @@ struct RefCount {
 
 // Runs fn and turns any exception into a libfabric error code, so that
 // allocation failures on control paths never unwind into libfabric.
-template <typename Fn>
-auto no_throw(Fn&& fn) noexcept -> decltype(fn())
+template <typename Fn> auto no_throw(Fn&& fn) noexcept -> decltype(fn())
 {
     try {
         return fn();
@@ -201,7 +195,7 @@ auto no_throw(Fn&& fn) noexcept -> decltype(fn())
 // (dpdk_progress.cpp) One Engine per process per device, shared by every
 // domain on it and reference-counted.
 class SharedEngine {
-public:
+ public:
     // Returns the engine of `domain_name`, creating it (EAL, port) on first
     // use. `lockless_ok`: the caller is an FI_THREAD_DOMAIN domain with manual
     // progress, which may skip the mutex while it is the engine's only user.
@@ -236,16 +230,16 @@ public:
     // packet (FI_PROGRESS_AUTO promises progress without calls).
     void wake_thread_for_tx() noexcept;
 
-private:
+ private:
     // Which thread, if any, progresses the engine besides the application.
     enum class ThreadRole : uint8_t {
         kNone,
-        kAuto,       // FI_PROGRESS_AUTO: progresses whenever there is work
-        kStandby,    // manual progress: steps in only while the application is away
+        kAuto,     // FI_PROGRESS_AUTO: progresses whenever there is work
+        kStandby,  // manual progress: steps in only while the application is away
     };
-    explicit SharedEngine(bool lockless) noexcept : lock_(lockless) {}
-    static int join_or_create(const std::string& domain_name, bool lockless_ok,
-                              bool auto_progress, SharedEngine** out);
+    explicit SharedEngine(bool lockless) noexcept : lock_(lockless) { }
+    static int join_or_create(const std::string& domain_name, bool lockless_ok, bool auto_progress,
+                              SharedEngine** out);
     void switch_to_locking() noexcept;
     // Starts or stops the thread so that it plays the role the users need
     // (under the registry mutex).
@@ -263,29 +257,29 @@ private:
     // Lockless while one lockless-eligible domain is the sole user and no
     // thread holds the engine (dpdk_lock.h).
     EngineLock lock_;
-    uint32_t standby_period_us_ = 0;   // FI_DPDK_IDLE_PROGRESS_US; 0 = no standby thread
-    uint64_t standby_rounds_ = 0;      // progress rounds the standby thread ran
+    uint32_t standby_period_us_ = 0;  // FI_DPDK_IDLE_PROGRESS_US; 0 = no standby thread
+    uint64_t standby_rounds_ = 0;     // progress rounds the standby thread ran
     ThreadRole role_ = ThreadRole::kNone;
     std::thread thread_;
-    std::atomic<bool> stop_{false};
+    std::atomic<bool> stop_ {false};
     int wake_fd_ = -1;  // eventfd that interrupts the thread's sleep
     // The thread found nothing to do and is going to sleep (or sleeps):
     // set and cleared under the lock (wake_thread_for_tx).
     bool thread_sleeping_ = false;
-    std::atomic<uint64_t> idle_since_us_{0};  // 0: not idle
-    std::atomic<uint32_t> idle_polls_{0};
+    std::atomic<uint64_t> idle_since_us_ {0};  // 0: not idle
+    std::atomic<uint32_t> idle_polls_ {0};
     uint32_t yield_after_us_ = 0, sleep_after_us_ = 0, sleep_us_ = 0;
 };
 
 // RAII scope of SharedEngine::enter/leave.
 class LockScope {
-public:
-    explicit LockScope(SharedEngine* s) noexcept : s_(s), locked_(s->enter()) {}
+ public:
+    explicit LockScope(SharedEngine* s) noexcept : s_(s), locked_(s->enter()) { }
     ~LockScope() { s_->leave(locked_); }
     LockScope(const LockScope&) = delete;
     LockScope& operator=(const LockScope&) = delete;
 
-private:
+ private:
     SharedEngine* s_;
     bool locked_;
 };
@@ -296,7 +290,7 @@ private:
 // progress only) and a timerfd armed with the engine's next timer, so the
 // application can poll() it as an FI_WAIT_FD object too.
 class Waiter {
-public:
+ public:
     Waiter() = default;
     ~Waiter();
     Waiter(const Waiter&) = delete;
@@ -321,10 +315,7 @@ public:
     // fi_trywait calls since the last notify(): an application that waits on
     // fd() without a packet fd behind it (memif) then gets a timer that
     // backs off like fi_cq_sread's loop instead of firing every 20 us.
-    unsigned next_quiet_round() noexcept
-    {
-        return quiet_rounds_.fetch_add(1, std::memory_order_relaxed);
-    }
+    unsigned next_quiet_round() noexcept { return quiet_rounds_.fetch_add(1, std::memory_order_relaxed); }
     // fi_trywait's hold on Engine::arm_wait(): taken by arm_engine(), kept
     // while the application sleeps on fd(), dropped by the next call that
     // reads or waits on the object (release_engine()). Under the engine lock;
@@ -333,12 +324,12 @@ public:
     void release_engine(dpdk_engine::Engine& e) noexcept;
     bool engine_armed() const noexcept { return engine_armed_.load(std::memory_order_relaxed); }
 
-private:
+ private:
     int epfd_ = -1, evfd_ = -1, tfd_ = -1;
     bool has_engine_fd_ = false;
-    std::atomic<bool> armed_{false};
-    std::atomic<bool> engine_armed_{false};
-    std::atomic<unsigned> quiet_rounds_{0};
+    std::atomic<bool> armed_ {false};
+    std::atomic<bool> engine_armed_ {false};
+    std::atomic<unsigned> quiet_rounds_ {0};
 };
 
 // Microseconds of a monotonic clock.
@@ -350,16 +341,14 @@ int64_t remaining_us(int64_t deadline) noexcept;
 // How long a blocked waiter may sleep before it must progress the engine
 // again: the engine's next timer, capped by a growing poll interval when no
 // fd tells us about arriving packets. -1 = as long as it likes.
-int64_t sleep_budget_us(uint32_t next_timeout_us, bool has_engine_fd,
-                        unsigned idle_rounds) noexcept;
+int64_t sleep_budget_us(uint32_t next_timeout_us, bool has_engine_fd, unsigned idle_rounds) noexcept;
 
 // The blocking loop of fi_cq_sread, fi_cntr_wait and friends: progress,
 // ask ready() (under the lock; non-zero = done, returned), otherwise arm the
 // waiter and sleep on its fds. Returns 0 once the deadline has passed.
 // thread_progress: a progress thread works for us; sleep until notified.
 template <typename Ready>
-ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t deadline,
-                    Ready&& ready) noexcept
+ssize_t block_until(SharedEngine* s, Waiter& w, bool thread_progress, int64_t deadline, Ready&& ready) noexcept
 {
     // Our own Engine::arm_wait() around each sleep (fi_trywait's, if any,
     // is dropped: this call reads the object).
@@ -415,13 +404,12 @@ struct Av;
 struct Mr;
 
 struct Fabric {
-    fid_fabric fid{};
+    fid_fabric fid {};
     RefCount refs;  // domains and EQs
 };
 int dpdk_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept;
 int dpdk_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept;
-int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain,
-                     void* context) noexcept;
+int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;
 // fi_trywait for each waitable class: 0 = safe to block on the fd,
 // -FI_EAGAIN = something is already there.
 int cq_trywait(Cq* cq) noexcept;
@@ -429,7 +417,7 @@ int cntr_trywait(Cntr* cntr) noexcept;
 int eq_trywait(Eq* eq) noexcept;
 
 struct Domain {
-    fid_domain fid{};
+    fid_domain fid {};
     Fabric* fabric = nullptr;
     SharedEngine* shared = nullptr;
     uint32_t api_version = 0;
@@ -446,8 +434,7 @@ int dpdk_query_atomic(fid_domain* domain, fi_datatype datatype, fi_op op, fi_ato
                       uint64_t flags) noexcept;
 int dpdk_av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) noexcept;
 int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
-int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr,
-                   void* context) noexcept;
+int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context) noexcept;
 int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
 extern fi_ops_mr g_mr_ops;
 
@@ -467,14 +454,14 @@ struct CqEntry {
 };
 
 struct Cq {
-    fid_cq fid{};
+    fid_cq fid {};
     Domain* domain = nullptr;
     fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
     fi_wait_obj wait_obj = FI_WAIT_NONE;
     // Ring of entries, power-of-two capacity, grown (never dropped) when full.
     std::vector<CqEntry> ring;
     size_t head = 0, count = 0;
-    std::atomic<bool> signaled{false};
+    std::atomic<bool> signaled {false};
     bool overrun = false;  // an entry could not be stored (out of memory)
     Waiter waiter;
     char err_text[96] = {};  // provider-owned err_data of the last readerr
@@ -486,11 +473,11 @@ struct Cq {
 
 // ---- counter
 struct Cntr {
-    fid_cntr fid{};
+    fid_cntr fid {};
     Domain* domain = nullptr;
     fi_wait_obj wait_obj = FI_WAIT_NONE;
-    std::atomic<uint64_t> value{0};
-    std::atomic<uint64_t> errors{0};
+    std::atomic<uint64_t> value {0};
+    std::atomic<uint64_t> errors {0};
     Waiter waiter;
     RefCount refs;
 
@@ -507,7 +494,7 @@ struct EqEvent {
 };
 
 struct Eq {
-    fid_eq fid{};
+    fid_eq fid {};
     Fabric* fabric = nullptr;
     fi_wait_obj wait_obj = FI_WAIT_NONE;
     std::mutex mutex;
@@ -526,8 +513,7 @@ struct Eq {
     int post(uint32_t event, const void* buf, size_t len, uint64_t flags, bool is_error) noexcept;
     // Queues an error event for `fid` with positive FI_E* `err` and the
     // peer's private data (fi_reject) as err_data.
-    int post_error(fid_t fid, void* context, int err, int prov_errno, const void* data,
-                   size_t len) noexcept;
+    int post_error(fid_t fid, void* context, int err, int prov_errno, const void* data, size_t len) noexcept;
     void attach(SharedEngine* s) noexcept;
     void detach(SharedEngine* s) noexcept;
 };
@@ -536,7 +522,7 @@ struct Eq {
 // FI_AV_MAP addresses encode the peer directly (ip << 16 | port), so the
 // data path needs no table. FI_AV_TABLE addresses index `table`.
 struct Av {
-    fid_av fid{};
+    fid_av fid {};
     Domain* domain = nullptr;
     fi_av_type type = FI_AV_TABLE;
     uint64_t flags = 0;
@@ -552,20 +538,20 @@ struct Av {
 };
 inline uint64_t address_key(const dpdk_engine::Address& a) noexcept
 {
-    return (uint64_t{a.ip_be} << 16) | a.port;
+    return (uint64_t {a.ip_be} << 16) | a.port;
 }
 
 // ---- memory region
 struct Mr {
-    fid_mr fid{};
+    fid_mr fid {};
     Domain* domain = nullptr;
     void* base = nullptr;
     size_t len = 0;
     uint32_t remote_access = 0;  // dpdk_engine::MrAccess bits
     uint64_t requested_key = 0;
-    uint64_t remote_start = 0;   // offset mode: remote address of `base`
-    bool registered = false;     // present in the domain's MemoryRegistry
-    Ep* bound_ep = nullptr;      // FI_MR_ENDPOINT
+    uint64_t remote_start = 0;  // offset mode: remote address of `base`
+    bool registered = false;    // present in the domain's MemoryRegistry
+    Ep* bound_ep = nullptr;     // FI_MR_ENDPOINT
 };
 
 // ---- connection management (dpdk_cm.cpp)
@@ -578,7 +564,7 @@ enum class ConnState : uint8_t {
     kConnecting,  // fi_connect: CONNREQ sent, waiting for ACCEPT/REJECT
     kAccepting,   // fi_accept: ACCEPT sent, waiting for its acknowledgement
     kConnected,
-    kShutdown,    // fi_shutdown, the peer's SHUTDOWN, or the peer lost
+    kShutdown,  // fi_shutdown, the peer's SHUTDOWN, or the peer lost
 };
 const char* to_string(ConnState s) noexcept;
 
@@ -586,7 +572,7 @@ const char* to_string(ConnState s) noexcept;
 // connection id to echo. Freed by fi_reject, or by the endpoint opened
 // with it (at fi_accept or close).
 struct ConnReq {
-    struct fid fid{};  // FI_CLASS_CONNREQ
+    struct fid fid { };  // FI_CLASS_CONNREQ
     dpdk_engine::Address peer;
     uint64_t conn_id = 0;
 };
@@ -594,7 +580,7 @@ struct ConnReq {
 // A passive endpoint: an engine endpoint on its own UDP port that only
 // takes CONNREQs and hands them to its EQ (fi_passive_ep(3)).
 struct Pep {
-    fid_pep fid{};
+    fid_pep fid {};
     Fabric* fabric = nullptr;
     SharedEngine* shared = nullptr;
     dpdk_engine::Endpoint* engine_ep = nullptr;
@@ -607,7 +593,7 @@ int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* cont
 
 // ---- endpoint
 struct Ep {
-    fid_ep fid{};
+    fid_ep fid {};
     Domain* domain = nullptr;
     fi_ep_type type = FI_EP_RDM;
     dpdk_engine::Endpoint* engine_ep = nullptr;
@@ -660,11 +646,17 @@ struct OpPlan {
                                 // entry is wanted (stripped before writing)
 };
 
-enum class OpKind { kSend, kRecv, kWrite, kRead, kAtomicWrite, kAtomicRead };
+enum class OpKind {
+    kSend,
+    kRecv,
+    kWrite,
+    kRead,
+    kAtomicWrite,
+    kAtomicRead
+};
 // flags: the operation's flags (msg forms) or the endpoint's defaults.
 // never_cq: fi_inject and friends, which complete into counters only.
-OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags,
-               bool never_cq = false) noexcept;
+OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool never_cq = false) noexcept;
 // The plan of fi_inject and friends: like FI_INJECT, but never a CQ entry.
 OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept;
 // Finishes a posting call under the lock: one progress step (posting is a
@@ -678,11 +670,10 @@ ssize_t post_send_result(Ep* ep, int engine_ret) noexcept;
 // The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp. `flags`
 // are the operation's flags (msg forms) or the endpoint's defaults;
 // `inject_call`: fi_inject/fi_tinject and friends, which never complete.
-ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag,
-                bool has_data, uint64_t data, uint64_t flags, bool inject_call,
-                void* context) noexcept;
-ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag,
-                uint64_t ignore, uint64_t flags, void* context) noexcept;
+ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag, bool has_data,
+                uint64_t data, uint64_t flags, bool inject_call, void* context) noexcept;
+ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag, uint64_t ignore,
+                uint64_t flags, void* context) noexcept;
 
 // Resolves a destination fi_addr_t through the bound AV; a connected
 // FI_EP_MSG endpoint ignores it and talks to its peer.
@@ -712,4 +703,4 @@ int cm_data_size_opt(void* optval, size_t* optlen) noexcept;
 
 }  // namespace dpdk_fi
 
-#endif
+#endif  // PROV_DPDK_DPDK_PROV_H

@@ -13,12 +13,11 @@ Ep* ep_of(fid_ep* f)
 
 uint64_t tx_defaults(const Ep* ep)
 {
-    return ep->tx_op_flags & ~uint64_t{FI_INJECT};
+    return ep->tx_op_flags & ~uint64_t {FI_INJECT};
 }
 
-ssize_t ep_rma(Ep* ep, bool write, const iovec* iov, size_t count, fi_addr_t peer, uint64_t addr,
-               uint64_t key, bool has_data, uint64_t data, uint64_t flags, bool inject_call,
-               void* context)
+ssize_t ep_rma(Ep* ep, bool write, const iovec* iov, size_t count, fi_addr_t peer, uint64_t addr, uint64_t key,
+               bool has_data, uint64_t data, uint64_t flags, bool inject_call, void* context)
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
@@ -62,25 +61,23 @@ ssize_t ep_rma_msg(Ep* ep, bool write, const fi_msg_rma* msg, uint64_t flags)
         bytes += msg->msg_iov[i].iov_len;
     if (msg->rma_iov[0].len < bytes)
         return -FI_EINVAL;
-    return ep_rma(ep, write, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov[0].addr,
-                  msg->rma_iov[0].key, write && (flags & FI_REMOTE_CQ_DATA), msg->data, flags,
-                  false, msg->context);
+    return ep_rma(ep, write, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
+                  write && (flags & FI_REMOTE_CQ_DATA), msg->data, flags, false, msg->context);
 }
 
-ssize_t rma_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr,
-                 uint64_t key, void* context) noexcept
+ssize_t rma_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
+                 void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {buf, len};
     return ep_rma(ep, false, &iov, 1, src, addr, key, false, 0, tx_defaults(ep), false, context);
 }
 
-ssize_t rma_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src,
-                  uint64_t addr, uint64_t key, void* context) noexcept
+ssize_t rma_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
+                  void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_rma(ep, false, iov, count, src, addr, key, false, 0, tx_defaults(ep), false,
-                  context);
+    return ep_rma(ep, false, iov, count, src, addr, key, false, 0, tx_defaults(ep), false, context);
 }
 
 ssize_t rma_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
@@ -88,20 +85,19 @@ ssize_t rma_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
     return ep_rma_msg(ep_of(f), false, msg, flags);
 }
 
-ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
-                  uint64_t key, void* context) noexcept
+ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
+                  void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
     return ep_rma(ep, true, &iov, 1, dest, addr, key, false, 0, tx_defaults(ep), false, context);
 }
 
-ssize_t rma_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                   uint64_t addr, uint64_t key, void* context) noexcept
+ssize_t rma_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+                   void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_rma(ep, true, iov, count, dest, addr, key, false, 0, tx_defaults(ep), false,
-                  context);
+    return ep_rma(ep, true, iov, count, dest, addr, key, false, 0, tx_defaults(ep), false, context);
 }
 
 ssize_t rma_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
@@ -109,24 +105,22 @@ ssize_t rma_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
     return ep_rma_msg(ep_of(f), true, msg, flags);
 }
 
-ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
-                   uint64_t key) noexcept
+ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
     return ep_rma(ep_of(f), true, &iov, 1, dest, addr, key, false, 0, FI_INJECT, true, nullptr);
 }
 
-ssize_t rma_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data,
-                      fi_addr_t dest, uint64_t addr, uint64_t key, void* context) noexcept
+ssize_t rma_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t addr,
+                      uint64_t key, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_rma(ep, true, &iov, 1, dest, addr, key, true, data, tx_defaults(ep), false,
-                  context);
+    return ep_rma(ep, true, &iov, 1, dest, addr, key, true, data, tx_defaults(ep), false, context);
 }
 
-ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
-                       uint64_t addr, uint64_t key) noexcept
+ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
+                       uint64_t key) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
     return ep_rma(ep_of(f), true, &iov, 1, dest, addr, key, true, data, FI_INJECT, true, nullptr);

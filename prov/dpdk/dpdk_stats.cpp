@@ -37,8 +37,7 @@ static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) == FI_DPDK_DOMAIN_STAT
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.
-template <typename T>
-int copy_out(const T& full, T* dst) noexcept
+template <typename T> int copy_out(const T& full, T* dst) noexcept
 {
     if (!dst || dst->size < kPrefix)
         return -FI_EINVAL;
@@ -61,7 +60,7 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
     if (!fep || !ours(&fep->fid, FI_CLASS_EP))
         return -FI_EINVAL;
     Ep* ep = reinterpret_cast<Ep*>(fep);
-    fi_dpdk_ep_stats r{};
+    fi_dpdk_ep_stats r {};
     {
         LockScope scope(ep->domain->shared);
         if (!ep->engine_ep)
@@ -137,7 +136,7 @@ ssize_t session_stats(fid_ep* fep, fi_dpdk_session_stats* out, size_t count) noe
         auto* bytes = reinterpret_cast<uint8_t*>(out);
         for (size_t i = 0; i < n && i < count; i++) {
             const dpdk_engine::SessionStats& s = ss[i];
-            fi_dpdk_session_stats r{};
+            fi_dpdk_session_stats r {};
             r.peer_ip = s.peer.ip_be;
             r.peer_port = s.peer.port;
             r.tx_packets = s.tx_packets;
@@ -171,7 +170,7 @@ int domain_stats(fid_domain* fdom, fi_dpdk_domain_stats* out) noexcept
     if (!fdom || !ours(&fdom->fid, FI_CLASS_DOMAIN))
         return -FI_EINVAL;
     Domain* d = reinterpret_cast<Domain*>(fdom);
-    fi_dpdk_domain_stats r{};
+    fi_dpdk_domain_stats r {};
     {
         LockScope scope(d->shared);
         const dpdk_engine::EngineStats& s = d->shared->engine().stats();
@@ -196,8 +195,7 @@ fi_dpdk_stats_ops g_stats_ops = {
 
 }  // namespace
 
-int dpdk_stats_ops_open(fid_t fid, const char* name, uint64_t flags, void** ops,
-                        void* context) noexcept
+int dpdk_stats_ops_open(fid_t fid, const char* name, uint64_t flags, void** ops, void* context) noexcept
 {
     (void)fid;
     (void)context;

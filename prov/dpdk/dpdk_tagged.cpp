@@ -14,19 +14,19 @@ Ep* ep_of(fid_ep* f)
 
 uint64_t tx_defaults(const Ep* ep)
 {
-    return ep->tx_op_flags & ~uint64_t{FI_INJECT};
+    return ep->tx_op_flags & ~uint64_t {FI_INJECT};
 }
 
-ssize_t tagged_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
-                    uint64_t ignore, void* context) noexcept
+ssize_t tagged_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag, uint64_t ignore,
+                    void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {buf, len};
     return ep_recv(ep, &iov, 1, src, true, tag, ignore, ep->rx_op_flags, context);
 }
 
-ssize_t tagged_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src,
-                     uint64_t tag, uint64_t ignore, void* context) noexcept
+ssize_t tagged_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag,
+                     uint64_t ignore, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     return ep_recv(ep, iov, count, src, true, tag, ignore, ep->rx_op_flags, context);
@@ -36,8 +36,8 @@ ssize_t tagged_recvmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noex
 {
     if (!msg)
         return -FI_EINVAL;
-    return ep_recv(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, true, msg->tag,
-                   msg->ignore, flags, msg->context);
+    return ep_recv(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, true, msg->tag, msg->ignore, flags,
+                   msg->context);
 }
 
 ssize_t tagged_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
@@ -48,8 +48,8 @@ ssize_t tagged_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t des
     return ep_send(ep, &iov, 1, dest, true, tag, false, 0, tx_defaults(ep), false, context);
 }
 
-ssize_t tagged_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                     uint64_t tag, void* context) noexcept
+ssize_t tagged_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
+                     void* context) noexcept
 {
     Ep* ep = ep_of(f);
     return ep_send(ep, iov, count, dest, true, tag, false, 0, tx_defaults(ep), false, context);
@@ -61,19 +61,18 @@ ssize_t tagged_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noex
         return -FI_EINVAL;
     // Exactly the given flags: on a FI_SELECTIVE_COMPLETION CQ, flags 0
     // means no completion (Open MPI relies on it).
-    return ep_send(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, true, msg->tag,
-                   flags & FI_REMOTE_CQ_DATA, msg->data, flags, false, msg->context);
+    return ep_send(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, true, msg->tag, flags & FI_REMOTE_CQ_DATA,
+                   msg->data, flags, false, msg->context);
 }
 
-ssize_t tagged_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest,
-                      uint64_t tag) noexcept
+ssize_t tagged_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
     return ep_send(ep_of(f), &iov, 1, dest, true, tag, false, 0, FI_INJECT, true, nullptr);
 }
 
-ssize_t tagged_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data,
-                        fi_addr_t dest, uint64_t tag, void* context) noexcept
+ssize_t tagged_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t tag,
+                        void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};

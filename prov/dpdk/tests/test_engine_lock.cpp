@@ -35,8 +35,8 @@ namespace {
 constexpr int kWork = 256;
 
 struct Guarded {
-    std::atomic<int> inside{0};
-    std::atomic<uint64_t> overlaps{0};
+    std::atomic<int> inside {0};
+    std::atomic<uint64_t> overlaps {0};
     volatile uint64_t work = 0;
     void visit()
     {
@@ -61,7 +61,7 @@ void test_lockless_exclusion(void**)
         skip();
     EngineLock lock(true);
     Guarded g;
-    std::atomic<bool> done{false};
+    std::atomic<bool> done {false};
     const uint64_t kCalls = 400000;
     uint64_t lockless = 0, borrowed = 0, refused = 0;
     std::thread standby([&] {
@@ -104,8 +104,8 @@ void test_share_then_locked(void**)
         skip();
     EngineLock lock(true);
     Guarded g;
-    std::atomic<bool> shared{false}, done{false};
-    std::atomic<uint64_t> lockless_after{0}, calls{0};
+    std::atomic<bool> shared {false}, done {false};
+    std::atomic<uint64_t> lockless_after {0}, calls {0};
     std::thread app([&] {
         while (!done.load(std::memory_order_acquire)) {
             const bool was_shared = shared.load(std::memory_order_acquire);
