@@ -1,0 +1,180 @@
+// An endpoint inside the engine: its pools of operations, receives and
+// messages, its sessions, matching and in-order delivery.
+#ifndef DPDK_ENGINE_OPS_ENDPOINT_IMPL_H
+#define DPDK_ENGINE_OPS_ENDPOINT_IMPL_H
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/ops/list.h"
+#include "dpdk_engine/ops/rx_msg.h"
+#include "dpdk_engine/ops/tx_op.h"
+#include "dpdk_engine/session/session.h"
+#include "dpdk_engine/wire/wire.h"
+
+namespace dpdk_engine {
+
+class EngineImpl;
+
+class EndpointImpl : public Endpoint {
+ public:
+    EndpointImpl(EngineImpl* engine, const EndpointConfig& cfg, Address addr);
+    ~EndpointImpl();
+
+    EngineImpl* engine;
+    EndpointConfig cfg;
+    Address addr;
+    EndpointStats st {};
+    bool closing = false;
+    // Closed, but still answering its peers' retransmissions of what it
+    // received (EngineImpl::close_endpoint) until then; 0 = not lingering.
+    uint64_t time_wait_until_us = 0;
+    // Time-wait repeats its final ACKs unasked, a few times at growing
+    // intervals (EngineImpl::serve_time_wait): the next one is due then.
+    uint64_t time_wait_next_ack_us = 0;
+    uint32_t time_wait_acks = 0;
+
+    std::unordered_map<uint64_t, Session*> sessions;
+    Session* last_session = nullptr;
+
+    // Fixed pools: no allocation on the data path.
+    std::vector<TxOp> op_pool;
+    std::vector<uint8_t> bounce_slab;
+    TxOp* free_ops = nullptr;
+    uint32_t ops_in_use = 0;
+    std::vector<PostedRecv> recv_pool;
+    PostedRecv* free_recvs = nullptr;
+    // Messages being received or waiting unexpected. Grows in chunks (the
+    // slow path of an unexpected flood) up to unexpected_max + max_recvs;
+    // chunks never move, so handles and pointers stay valid.
+    static constexpr uint32_t kMsgChunk = 1024;
+    std::vector<std::unique_ptr<RxMsg[]>> msg_chunks;
+    uint32_t msg_capacity = 0;
+    RxMsg* free_msgs = nullptr;
+    RxMsg* msg_at(uint32_t index) { return &msg_chunks[index / kMsgChunk][index % kMsgChunk]; }
+    bool grow_msgs();
+    // Frees an unexpected message's hidden buffers (held mbufs or heap copy)
+    // and gives back what it reserved.
+    void release_hidden(RxMsg* m);
+    uint32_t unexpected_count = 0;
+
+    List<PostedRecv> posted[2];  // [0] untagged, [1] tagged
+    List<RxMsg> unexpected[2];
+    // Matched rendezvous messages whose CTS could not be sent (no free
+    // operation: a multi-receive buffer matching several RTSs at once can
+    // take more than the one post_recv keeps in reserve). Their sessions
+    // stay active (session_expecting) and session_timers sends the CTSs
+    // once operations come back (retry_cts).
+    List<RxMsg> cts_waiting;
+
+    // ---- sessions (session.cpp)
+    Session* session_for(Address peer, bool create);
+    Session* find_session(Address peer);
+
+    // ---- operations (endpoint.cpp)
+    TxOp* alloc_op(TxOp::Kind kind, Session* s);
+    void free_op(TxOp* op);
+    TxOp* op_by_id(uint32_t id);
+    void complete(const Completion& c);
+    void complete_op(TxOp* op, OpStatus status);
+    // Reports op's completion with `status` (no checks of its flags).
+    void report(const TxOp* op, OpStatus status);
+    // Takes the payload of a send or write: copied into the op's bounce
+    // buffer when the caller may reuse its buffer at once (kOpInject, or
+    // kOpInjectComplete while it fits, which is then reported at once), else
+    // referenced, and kOpInjectComplete falls back to completion on ACK.
+    void take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len);
+    void maybe_finish_op(TxOp* op);
+
+    // ---- in-order delivery (message.cpp / rma.cpp)
+    Delivery deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    Delivery deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    // The first packet of an eager message (or its record in a packed
+    // frame) arrived: the message bound to a matching posted receive, or
+    // queued unexpected with hidden buffers reserved. nullptr when the
+    // receiver is not ready (no message slot, unexpected limits reached).
+    struct EagerStart {
+        bool tagged, has_data;
+        uint64_t tag, data, total_len;
+        uint32_t msg_id;
+    };
+    RxMsg* start_eager(Session* s, const EagerStart& e);
+    Delivery deliver_rts(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_cts(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_rdv_data(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_write(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_read_resp(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_atomic_req(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_atomic_resp(Session* s, const wire::ParsedPacket& p);
+    Delivery deliver_conn(Session* s, const wire::ParsedPacket& p);
+    // A kConnCtl operation finished (acknowledged, or failed with `status`).
+    void conn_op_done(const TxOp* op, OpStatus status);
+    // Tells the owner that a connected session failed (connection.cpp).
+    void conn_peer_lost(Session* s, OpStatus why);
+    // A kDatagram packet for this endpoint (datagram.cpp).
+    void deliver_datagram(const wire::ParsedPacket& p);
+    TxOp* waiting_request(Session* s, const wire::RespExt* x, TxOp::Kind kind);
+    // Receive messages from a stream that ended (peer reset or timeout).
+    void abandon_rx(Session* s, OpStatus why);
+
+    // ---- matching (message.cpp)
+    int post_recv(const RecvArgs& a);
+    int peek(const RecvArgs& a);
+    int cancel_recv(void* context);
+    bool try_match_unexpected(PostedRecv* r);
+    PostedRecv* match_posted(bool tagged, Address src, uint64_t tag);
+    void bind_slice(RxMsg* m, PostedRecv* r);
+    void finish_recv(RxMsg* m, OpStatus status);
+    void release_recv(PostedRecv* r);
+    // Sends m's CTS; without a free operation m waits in cts_waiting and
+    // false is returned (the CTS goes later, from retry_cts).
+    bool send_cts(RxMsg* m);
+    // Sends the waiting CTSs of session s while operations are free.
+    void retry_cts(Session* s);
+    // Fails with kResponseTimeout the kWrite/kRead/kAtomic operations of s
+    // that, all packets acknowledged, have waited a peer timeout for their
+    // response (rma.cpp). Called by progress() a few times per peer timeout.
+    void fail_overdue_responses(Session* s, uint64_t now);
+    RxMsg* alloc_msg();
+    void free_msg(RxMsg* m);
+    RxMsg* msg_by_handle(uint32_t handle);
+};
+
+// ---- iov helpers (endpoint.cpp)
+// -EINVAL when n > kMaxIov, or a null array or buffer with a length.
+int check_iov(const iovec* iov, size_t n);
+uint64_t iov_total(const iovec* iov, size_t n);
+// Copies len bytes from src into the iov range starting at offset, clipped
+// to the iov capacity. Returns bytes copied.
+uint64_t copy_to_iov(const iovec* iov, size_t n, uint64_t offset, const void* src, uint64_t len);
+uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, uint64_t len);
+// copy_to_iov of p's payload; for a payload_unchecked packet (wire.h,
+// kFlagPayloadCrc) its CRC is checked in the same pass. false: it did not
+// match; the iov holds damaged bytes where the payload belongs, and the
+// packet must count as never received (its retransmission rewrites them).
+bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p);
+
+inline EndpointImpl* impl(Endpoint* e)
+{
+    return static_cast<EndpointImpl*>(e);
+}
+inline const EndpointImpl* impl(const Endpoint* e)
+{
+    return static_cast<const EndpointImpl*>(e);
+}
+inline uint64_t address_key(Address a)
+{
+    return (uint64_t(a.ip_be) << 16) | a.port;
+}
+
+}  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_OPS_ENDPOINT_IMPL_H

@@ -1,0 +1,77 @@
+// The receive side of messages: posted receives and the messages being
+// received or waiting unexpected.
+#ifndef DPDK_ENGINE_OPS_RX_MSG_H
+#define DPDK_ENGINE_OPS_RX_MSG_H
+
+#include <rte_mbuf.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+
+#include "dpdk_engine/engine.h"
+
+namespace dpdk_engine {
+
+struct Session;
+
+// A posted receive.
+struct PostedRecv {
+    iovec iov[kMaxIov];
+    uint32_t iov_count = 0;
+    uint64_t capacity = 0;  // sum of iov lengths
+    bool any_source = true;
+    Address src;
+    uint64_t tag = 0, ignore = 0;
+    uint32_t flags = 0;
+    void* context = nullptr;
+    uint64_t user_data = 0;
+    // Multi-receive: slices are cut from the front of iov[0].
+    uint64_t used = 0;
+    uint32_t slices_open = 0;  // messages still landing in this buffer
+    bool retired = false;      // removed from the posted list
+    PostedRecv* next = nullptr;
+    PostedRecv* prev = nullptr;
+};
+
+// A message being received, or received and not yet matched (unexpected).
+struct RxMsg {
+    enum class State : uint8_t {
+        kFree,
+        kUnexpected,
+        kMatched
+    };
+    State state = State::kFree;
+    bool tagged = false;
+    bool has_data = false;
+    bool rendezvous = false;  // arrived as an RTS
+    bool complete = false;    // every byte arrived (unexpected eager)
+    bool cts_sent = false;
+    bool cts_waiting = false;  // matched rendezvous whose CTS found no free op (EndpointImpl::cts_waiting)
+    Session* session = nullptr;
+    Address src;
+    uint64_t tag = 0, data = 0;
+    uint64_t total_len = 0;
+    uint64_t received = 0;  // bytes that arrived (eager) / landed (rdv)
+    uint32_t msg_id = 0;
+    uint32_t sender_op = 0;  // RTS: sender's op id for the CTS
+    uint32_t handle = 0;     // rendezvous handle (index | generation)
+    uint32_t generation = 0;
+    void* claimed_by = nullptr;  // FI_CLAIM context
+    rte_mbuf* held = nullptr;    // unexpected eager data: chain of payloads
+    uint8_t* spill = nullptr;    // ... or a heap copy when mbufs ran short
+    uint32_t reserved_segs = 0;  // mbufs reserved against held_limit
+    // Destination once matched.
+    PostedRecv* recv = nullptr;
+    iovec dest[kMaxIov];
+    uint32_t dest_count = 0;
+    uint64_t capacity = 0;
+    void* context = nullptr;
+    uint64_t user_data = 0;
+    uint32_t recv_flags = 0;
+    RxMsg* next = nullptr;
+    RxMsg* prev = nullptr;
+};
+
+}  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_OPS_RX_MSG_H

@@ -1,0 +1,109 @@
+// A send-side operation (a message, an RMA or atomic request, or the
+// engine's own answer to the peer) as the endpoint's pool holds it.
+#ifndef DPDK_ENGINE_OPS_TX_OP_H
+#define DPDK_ENGINE_OPS_TX_OP_H
+
+#include <rte_mbuf.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/wire/wire.h"
+
+namespace dpdk_engine {
+
+struct Session;
+
+// Bytes of bounce storage per operation: inject payloads, atomic operands
+// and fetched values are copied here so the caller's buffer is free at once.
+constexpr size_t kBounceSize = 2048;
+static_assert(kInjectSize <= kBounceSize, "inject payload fits the bounce buffer");
+static_assert(2 * kMaxAtomicBytes <= kBounceSize, "atomic operands + compare fit the bounce buffer");
+
+// One send-side operation. Lives in the endpoint's fixed pool; its id on the
+// wire is index | generation << 20 so a late response to a recycled slot is
+// recognised and dropped.
+struct TxOp {
+    enum class Kind : uint8_t {
+        kFree,
+        kEager,       // message, eager protocol
+        kRts,         // message, rendezvous: RTS sent, waiting for the CTS
+        kRdvData,     // message, rendezvous: data phase after the CTS
+        kWrite,       // RMA write (waits for kRmaWriteResp)
+        kRead,        // RMA read request (waits for read response data)
+        kAtomic,      // atomic request (waits for kAtomicResp)
+        kCts,         // receiver's control packet, internal
+        kReadResp,    // target side of a read, internal
+        kWriteResp,   // target side of a write, internal
+        kAtomicResp,  // target side of an atomic, internal
+        kConn,        // FI_EP_MSG connection control packet (connection.cpp)
+    };
+
+    Kind kind = Kind::kFree;
+    bool queued = false;         // in the session's transmit FIFO
+    bool response_done = false;  // the response (or CTS) it waits for arrived
+    OpStatus status = OpStatus::kOk;
+    uint32_t id = 0;  // wire id
+    uint32_t generation = 0;
+    uint32_t flags = 0;  // OpFlags
+    Session* session = nullptr;
+    void* context = nullptr;
+    uint64_t user_data = 0;
+
+    // Payload source: user buffers, the bounce buffer, or target memory.
+    iovec iov[kMaxIov];
+    uint32_t iov_count = 0;
+    uint64_t total_len = 0;    // bytes this op puts on the wire
+    uint64_t next_offset = 0;  // bytes already cut into packets
+    uint64_t message_len = 0;  // kRts/kRdvData: the whole message
+    uint32_t inflight = 0;     // packets sent and not yet acknowledged
+    bool header_sent = false;  // a zero-payload op has sent its packet
+
+    // Message fields.
+    uint64_t tag = 0;
+    uint64_t data = 0;
+    uint32_t msg_id = 0;
+    uint32_t rdv_handle = 0;  // kRdvData: receiver's handle from the CTS
+
+    // RMA / atomic fields.
+    uint64_t remote_addr = 0;
+    uint64_t key = 0;
+    uint8_t atomic_op = 0, atomic_type = 0, atomic_kind = 0;
+    uint32_t atomic_count = 0;
+    uint8_t conn_kind = 0;   // kConn: wire::ConnKind (conn_id in `tag`)
+    void* result = nullptr;  // atomic fetch destination
+    uint64_t received = 0;   // kRead: bytes of response data placed
+
+    // kWrite/kRead/kAtomic whose packets are all acknowledged: since when
+    // (0 = not yet seen so) the response is awaited with no sign of it, and
+    // `received` then (a read's response data arriving restarts the clock).
+    // Checked a few times per peer timeout (EndpointImpl::fail_overdue_responses).
+    uint64_t response_wait_since_us = 0;
+    uint64_t response_wait_received = 0;
+
+    // Responses and CTS (internal ops).
+    uint32_t peer_op_id = 0;
+    wire::WireStatus wire_status = wire::WireStatus::kOk;
+
+    uint8_t* bounce = nullptr;  // kBounceSize bytes owned by this slot
+
+    // Zero-copy send (zero_copy.cpp): its refcnt counts the external mbufs
+    // alive that point into this op's payload. They live at most until the
+    // port's next flush (Port::tx_copies_at_send), and complete_op flushes
+    // before the op completes, so the payload's owner never gets its buffer
+    // back while a frame still reads from it.
+    rte_mbuf_ext_shared_info zc_shinfo {};
+
+    TxOp* fifo_next = nullptr;  // session transmit FIFO
+    // kEager op packed into a kMsgPacked frame: the next op of that frame
+    // (InflightPacket::offset says how many). Set when the frame is cut, kept
+    // until it is acknowledged: retransmissions rebuild it from this chain.
+    TxOp* pack_next = nullptr;
+    TxOp* next = nullptr;  // free list / session op list
+    TxOp* prev = nullptr;
+};
+
+}  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_OPS_TX_OP_H

@@ -1,0 +1,157 @@
+// The reliability layer: one Session per (local endpoint x remote
+// endpoint), and what the rest of the engine calls it through.
+#ifndef DPDK_ENGINE_SESSION_SESSION_H
+#define DPDK_ENGINE_SESSION_SESSION_H
+
+#include <cstdint>
+
+#include "dpdk_engine/engine.h"
+#include "dpdk_engine/ops/list.h"
+#include "dpdk_engine/ops/tx_op.h"
+#include "dpdk_engine/session/rtt.h"
+#include "dpdk_engine/session/window_pool.h"
+#include "dpdk_engine/wire/wire.h"
+
+namespace dpdk_engine {
+
+class EndpointImpl;
+class EngineImpl;
+struct RxMsg;
+
+// Local endpoint x remote endpoint. Two independent directions: our tx
+// stream (PSNs we assign) and the peer's stream that we receive.
+//
+// Kept small because a process has one per peer (issue 5: <= 4 KiB per peer
+// session; test_window checks it): the send window and the receive ring are
+// borrowed from the engine's WindowPool only while packets are in flight or
+// parked (window_pool.h), and the fields are ordered by size so that there
+// is no padding between them.
+struct Session {
+    EndpointImpl* ep = nullptr;
+    // Send window: a pool block while packets are unacknowledged, else null.
+    // Indexed psn & mask.
+    InflightPacket* inflight = nullptr;
+    // Receive ring: a pool block while packets are parked (out of order, or
+    // the receiver is not ready), else null. Indexed psn & mask.
+    RxSlot* ring = nullptr;
+    Session* active_next = nullptr;  // EngineImpl::active
+    Session* window_next = nullptr;  // line for a send window (WindowPool)
+    TxOp* fifo_head = nullptr;       // ops with packets still to cut
+    TxOp* fifo_tail = nullptr;
+    List<TxOp> ops;              // every op bound to this session
+    RxMsg* cur_eager = nullptr;  // eager message being reassembled
+    RttEstimator rtt;
+    uint64_t rto_deadline = 0;   // 0 = not armed
+    uint64_t last_heard_us = 0;  // any valid packet from the peer
+    uint64_t last_data_us = 0;   // a packet with a sequence number (not a pure ACK)
+    uint64_t last_probe_us = 0;  // keepalive sent while waiting on the peer
+    uint64_t ack_deadline = 0;
+    // Counters of this session alone (the endpoint's EndpointStats sums all).
+    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+    uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
+    Address peer;
+
+    // ---- transmit direction
+    uint32_t tx_stream = 0;    // random, new after every failure
+    uint32_t next_psn = 0;     // next PSN to assign
+    uint32_t una = 0;          // oldest PSN not cumulatively acknowledged
+    uint32_t cwnd = 0;         // congestion window (packets)
+    uint32_t cwnd_acc = 0;     // additive-increase accumulator
+    uint32_t peer_window = 0;  // credits granted by the peer
+    uint32_t recover_psn = 0;  // one window reduction per loss episode
+    // Spurious timeout detection (Eifel, RFC 3522): at the first RTO of an
+    // episode, the window before it was cut and the timestamp of the
+    // retransmission. An ACK past rto_psn that echoes an older timestamp was
+    // sent for the original: the peer was only slow (descheduled), so the
+    // cut is undone (RFC 4015). Armed: rto_undo_armed.
+    uint32_t rto_psn = 0;
+    uint32_t rto_ts = 0;
+    uint32_t rto_prior_cwnd = 0;
+    uint32_t rdv_waiting = 0;  // CTSs we sent whose data has not all come
+    uint32_t next_msg_id = 0;
+
+    // ---- receive direction
+    uint32_t rx_stream = 0;  // 0 = none adopted yet
+    uint32_t expected_psn = 0;
+    uint32_t held = 0;         // packets parked in ring
+    uint32_t retired[4] = {};  // streams we will not accept again
+    uint32_t retired_next = 0;
+    uint32_t unacked = 0;
+    // Timestamp we echo (RFC 7323 TS.Recent): that of the first packet past
+    // the left edge our last ACK announced (ack_sent_psn), so the peer's RTT
+    // sample covers the time its packet waited for us, and an ACK provoked
+    // by a duplicate still echoes the original (Eifel detection).
+    uint32_t peer_ts = 0;
+    uint32_t ack_sent_psn = 0;  // expected_psn in the last ACK we sent
+    // RMA write refused at one segment: its later segments are skipped. A
+    // flag of its own, since any wire id (0 too) can be a real operation's.
+    uint32_t refused_write_op = 0;
+    uint32_t mask = 0;  // window - 1
+    // Records of the kMsgPacked frame at expected_psn already delivered when
+    // the receiver ran out of resources part way (Delivery::kBlocked): the
+    // next attempt, with that frame or its retransmission, starts after them.
+    uint32_t packed_done = 0;
+    // Small messages waiting in the FIFO by choice (tx_deferred): how many,
+    // and the bytes of their kMsgPacked records, so that a frame's worth
+    // leaves without waiting (EngineImpl::kick_send).
+    uint32_t deferred_msgs = 0;
+    uint32_t deferred_bytes = 0;
+
+    uint8_t peer_mac[6] = {};
+    bool mac_known = false;
+    bool stream_acked = false;  // peer has acknowledged our stream
+    bool in_recovery = false;
+    bool window_stalled = false;  // counts stalls once, not once per round
+    bool window_waiting = false;  // in line for a send window
+    bool blocked = false;         // in-order delivery waits for resources
+    bool ack_pending = false;
+    bool ack_now = false;
+    bool write_refused = false;   // refused_write_op is set
+    bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
+    bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
+    bool cts_waiting = false;     // messages of this session wait in EndpointImpl::cts_waiting
+    // Ops in the FIFO wait by choice to be packed (kOpMore, or autocork while
+    // frames are in flight: EngineImpl::kick_send), not for the window: the
+    // next post that cannot wait sends them, else progress().
+    bool tx_deferred = false;
+    bool active = false;  // in EngineImpl::active_
+
+    explicit Session(uint32_t window, const EngineConfig& cfg);
+};
+static_assert(sizeof(Session) <= 4096, "issue 5: state per peer session <= 4 KiB");
+
+// Result of delivering an in-order packet to the upper layer.
+enum class Delivery : uint8_t {
+    kDone,     // processed; the caller frees the mbuf
+    kKept,     // processed; the upper layer kept the mbuf
+    kBlocked,  // cannot be processed now (no resources): retry later
+    kCorrupt,  // the payload failed its CRC (kFlagPayloadCrc): drop it, as never received
+};
+
+// ---- session.cpp: reliability
+void session_enqueue(Session* s, TxOp* op);
+void session_pump(Session* s, uint64_t now);
+void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now);
+void session_drain(Session* s, uint64_t now);
+void session_timers(Session* s, uint64_t now);
+void session_send_ack(Session* s, uint64_t now, uint16_t flags = 0);
+// A pure ACK that asks for an answer (keepalive while waiting on the peer).
+void session_send_probe(Session* s, uint64_t now);
+// True when the session waits for the peer: operations not finished, CTSs
+// whose data is due, an eager message half received.
+bool session_expecting(const Session* s);
+// Fails every operation of the session with `why` and starts a new tx
+// stream. With rx_too the peer's stream is retired as well (the peer is
+// presumed dead: what it was sending us is abandoned).
+void session_fail(Session* s, OpStatus why, bool rx_too);
+bool session_busy(const Session* s);
+size_t max_payload(const EngineImpl* e, wire::PacketType t);
+
+inline bool psn_before(uint32_t a, uint32_t b)
+{
+    return int32_t(a - b) < 0;
+}
+
+}  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_SESSION_SESSION_H
