@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
 
 namespace dpdk_engine {
 
@@ -108,5 +109,17 @@ Delivery EndpointImpl::deliver_conn(Session* s, const wire::ParsedPacket& p)
     cfg.on_conn(cfg.owner, ev);
     return Delivery::kDone;
 }
+
+namespace conn_family {
+
+void build(const InflightPacket& ip, wire::TransportHeader* th)
+{
+    auto* x = reinterpret_cast<wire::ConnExt*>(th + 1);
+    x->kind = ip.op->conn_kind;
+    memset(x->reserved, 0, sizeof(x->reserved));
+    x->conn_id.set(ip.op->tag);
+}
+
+}  // namespace conn_family
 
 }  // namespace dpdk_engine

@@ -91,8 +91,9 @@ class EndpointImpl : public Endpoint {
     void take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len);
     void maybe_finish_op(TxOp* op);
 
-    // ---- in-order delivery (message.cpp / rma.cpp)
-    Delivery deliver(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    // ---- in-order delivery: the packet families (packet_family.h) call
+    // these (msg_eager.cpp, rendezvous.cpp, rma.cpp, atomic.cpp,
+    // connection.cpp)
     Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
     Delivery deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
     // The first packet of an eager message (or its record in a packed
@@ -147,6 +148,14 @@ class EndpointImpl : public Endpoint {
     void free_msg(RxMsg* m);
     RxMsg* msg_by_handle(uint32_t handle);
 };
+
+// ---- the target side of one-sided operations (rma.cpp; atomic.cpp too)
+OpStatus op_status(wire::WireStatus s);
+// Queues a response; the caller has made sure an op slot is free.
+TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status);
+// Where [addr, addr + len) of region `key` is, if `access` is allowed there.
+wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uint64_t len, uint32_t access,
+                              uint8_t** out);
 
 // ---- iov helpers (endpoint.cpp)
 // -EINVAL when n > kMaxIov, or a null array or buffer with a length.

@@ -1,17 +1,18 @@
-// One-sided operations: RMA write (with optional remote CQ data), RMA read
-// and atomics. Initiator side posts request operations; the target executes
-// them inside the engine against its MemoryRegistry and answers with a
-// response packet carrying a WireStatus. Every request is checked (key,
-// bounds, access, atomic alignment) before a byte is touched: a violation
-// is refused and reported to the initiator, never applied (design.md 4).
+// The RMA family: write (with optional remote CQ data) and read. The
+// initiator posts request operations (kRmaWrite, kRmaReadReq); the target
+// executes them inside the engine against its MemoryRegistry and answers
+// with a response packet carrying a WireStatus (kRmaWriteResp,
+// kRmaReadResp; atomic.cpp's kAtomicResp has the same RespExt). Every
+// request is checked (key, bounds, access) before a byte is touched: a
+// violation is refused and reported to the initiator, never applied
+// (design.md 4).
 #include <algorithm>
 #include <cstring>
 
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
 
 namespace dpdk_engine {
-
-namespace {
 
 OpStatus op_status(wire::WireStatus s)
 {
@@ -25,18 +26,6 @@ OpStatus op_status(wire::WireStatus s)
     }
     return OpStatus::kProtocolError;
 }
-
-// Access a remote atomic needs at the target.
-uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
-{
-    if (op == AtomicOp::kRead)
-        return kMrRemoteRead;
-    if (kind == wire::AtomicKind::kPlain)
-        return kMrRemoteWrite;
-    return kMrRemoteRead | kMrRemoteWrite;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Initiator: posting.
@@ -101,66 +90,9 @@ int Endpoint::read(const RmaArgs& a)
     return 0;
 }
 
-int Endpoint::atomic(const AtomicArgs& a)
-{
-    EndpointImpl* ep = impl(this);
-    size_t size = atomic_type_size(a.type);
-    if (a.count == 0 || size == 0 || !atomic_valid(a.op, a.type, a.kind) || !a.operands)
-        return -EINVAL;
-    if (a.count > kMaxAtomicBytes / size)
-        return -EINVAL;
-    bool compare = a.kind == wire::AtomicKind::kCompare;
-    if ((compare && !a.compare) || (a.kind != wire::AtomicKind::kPlain && !a.result))
-        return -EINVAL;
-    // The target executes a request from one packet (AtomicExt has no
-    // offset): operands + compare values must fit one, as must the fetched
-    // values of the response. A compare atomic of kMaxAtomicBytes would be
-    // cut in two and refused by the target as a bad request.
-    if ((compare ? 2 : 1) * a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicReq) ||
-        a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicResp))
-        return -EINVAL;
-    Session* s = ep->session_for(a.dest, true);
-    if (!s)
-        return -ENOMEM;
-    TxOp* op = ep->alloc_op(TxOp::Kind::kAtomic, s);
-    if (!op)
-        return -EAGAIN;
-    uint64_t bytes = a.count * size;
-    // Operands are copied: the caller may reuse its buffers at once.
-    memcpy(op->bounce, a.operands, bytes);
-    if (compare)
-        memcpy(op->bounce + bytes, a.compare, bytes);
-    // Operands are copied, so inject-complete is met at once for a plain
-    // atomic; fetching kinds complete when the result is here.
-    op->flags = a.flags & ~(kOpTagged | kOpRemoteData);
-    if (a.kind != wire::AtomicKind::kPlain)
-        op->flags &= ~kOpInjectComplete;
-    op->context = a.context;
-    op->user_data = a.user_data;
-    op->remote_addr = a.addr;
-    op->key = a.key;
-    op->atomic_op = static_cast<uint8_t>(a.op);
-    op->atomic_type = static_cast<uint8_t>(a.type);
-    op->atomic_kind = static_cast<uint8_t>(a.kind);
-    op->atomic_count = static_cast<uint32_t>(a.count);
-    op->result = a.result;
-    op->message_len = bytes;
-    op->total_len = compare ? 2 * bytes : bytes;
-    op->iov[0] = {op->bounce, op->total_len};
-    op->iov_count = 1;
-    if ((op->flags & kOpInjectComplete) && (op->flags & kOpCompletion))
-        ep->report(op, OpStatus::kOk);
-    session_enqueue(s, op);
-    ep->engine->kick(s);
-    return 0;
-}
-
 // ---------------------------------------------------------------------------
 // Target side.
 
-namespace {
-
-// Queues a response; the caller has made sure an op slot is free.
 TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status)
 {
     TxOp* op = ep->alloc_op(kind, s);
@@ -178,8 +110,6 @@ wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uin
         return wire::WireStatus::kInvalidKey;
     return ep->cfg.regions->check(key, addr, len, access, out);
 }
-
-}  // namespace
 
 Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
 {
@@ -334,64 +264,30 @@ Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& 
     return Delivery::kDone;
 }
 
-Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& p)
+namespace rma_family {
+
+void build_request(const InflightPacket& ip, wire::TransportHeader* th)
 {
-    const auto* x = reinterpret_cast<const wire::AtomicExt*>(p.ext);
-    if (!free_ops)
-        return Delivery::kBlocked;
-    auto op = static_cast<AtomicOp>(x->op);
-    auto type = static_cast<AtomicType>(x->datatype);
-    auto kind = static_cast<wire::AtomicKind>(x->kind);
-    uint32_t count = x->count.get();
-    size_t size = x->datatype <= static_cast<uint8_t>(AtomicType::kLongDoubleComplex) ? atomic_type_size(type) : 0;
-    bool kind_ok = x->kind <= static_cast<uint8_t>(wire::AtomicKind::kCompare);
-    bool op_ok = x->op <= static_cast<uint8_t>(AtomicOp::kMswap);
-    uint64_t bytes = uint64_t(count) * size;
-    wire::WireStatus status = wire::WireStatus::kOk;
-    if (!kind_ok || !op_ok || size == 0 || count == 0 || bytes > kMaxAtomicBytes || !atomic_valid(op, type, kind))
-        status = wire::WireStatus::kBadAtomic;
-    else if (p.payload_len != (kind == wire::AtomicKind::kCompare ? 2 * bytes : bytes))
-        status = wire::WireStatus::kBadRequest;
-    uint8_t* target = nullptr;
-    if (status == wire::WireStatus::kOk)
-        status = check_region(this, x->key.get(), x->addr.get(), bytes, atomic_access(op, kind), &target);
-    TxOp* resp = respond(this, s, TxOp::Kind::kAtomicResp, x->op_id.get(), status);
-    if (status == wire::WireStatus::kOk) {
-        bool fetch = kind != wire::AtomicKind::kPlain;
-        const uint8_t* compare = kind == wire::AtomicKind::kCompare ? p.payload + bytes : nullptr;
-        status = atomic_execute(op, type, kind, target, p.payload, compare, fetch ? resp->bounce : nullptr, count);
-        resp->wire_status = status;
-        if (status != wire::WireStatus::kOk)
-            st.rma_refused++;
-        if (status == wire::WireStatus::kOk && fetch) {
-            resp->iov[0] = {resp->bounce, bytes};
-            resp->iov_count = 1;
-            resp->total_len = bytes;
-        }
-    }
-    session_enqueue(s, resp);
-    return Delivery::kDone;
+    const TxOp* op = ip.op;
+    auto* x = reinterpret_cast<wire::RmaExt*>(th + 1);
+    x->addr.set(op->remote_addr);
+    x->key.set(op->key);
+    x->total_len.set(op->message_len);
+    x->offset.set(ip.offset);
+    x->op_id.set(op->id);
+    x->reserved.set(0);
+    x->cq_data.set(op->data);
 }
 
-Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket& p)
+void build_response(const InflightPacket& ip, wire::TransportHeader* th)
 {
-    const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
-    TxOp* op = waiting_request(s, x, TxOp::Kind::kAtomic);
-    if (!op) {
-        st.protocol_errors++;
-        return Delivery::kDone;
-    }
-    auto status = static_cast<wire::WireStatus>(x->status.get());
-    op->status = op_status(status);
-    if (status == wire::WireStatus::kOk && op->atomic_kind != static_cast<uint8_t>(wire::AtomicKind::kPlain)) {
-        if (p.payload_len != op->message_len)
-            op->status = OpStatus::kProtocolError;
-        else
-            memcpy(op->result, p.payload, p.payload_len);
-    }
-    op->response_done = true;
-    maybe_finish_op(op);
-    return Delivery::kDone;
+    const TxOp* op = ip.op;
+    auto* x = reinterpret_cast<wire::RespExt*>(th + 1);
+    x->op_id.set(op->peer_op_id);
+    x->status.set(static_cast<uint32_t>(op->wire_status));
+    x->offset.set(ip.offset);
 }
+
+}  // namespace rma_family
 
 }  // namespace dpdk_engine

@@ -104,6 +104,61 @@ struct TxOp {
     TxOp* prev = nullptr;
 };
 
+// The packet type of op's packets (its family row: packet_family.h).
+inline wire::PacketType packet_type(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kEager: return wire::PacketType::kMsgEager;
+    case TxOp::Kind::kRts: return wire::PacketType::kMsgRts;
+    case TxOp::Kind::kRdvData: return wire::PacketType::kMsgRdvData;
+    case TxOp::Kind::kWrite: return wire::PacketType::kRmaWrite;
+    case TxOp::Kind::kRead: return wire::PacketType::kRmaReadReq;
+    case TxOp::Kind::kAtomic: return wire::PacketType::kAtomicReq;
+    case TxOp::Kind::kCts: return wire::PacketType::kMsgCts;
+    case TxOp::Kind::kReadResp: return wire::PacketType::kRmaReadResp;
+    case TxOp::Kind::kWriteResp: return wire::PacketType::kRmaWriteResp;
+    case TxOp::Kind::kAtomicResp: return wire::PacketType::kAtomicResp;
+    case TxOp::Kind::kConn: return wire::PacketType::kConnCtl;
+    case TxOp::Kind::kFree: break;
+    }
+    return wire::PacketType::kAck;
+}
+
+// TransportHeader flags that op's packets carry for the receiver's matching.
+inline uint16_t op_wire_flags(const TxOp* op)
+{
+    uint16_t flags = 0;
+    if (op->flags & kOpTagged)
+        flags |= wire::kFlagTagged;
+    if (op->flags & kOpRemoteData)
+        flags |= wire::kFlagRemoteData;
+    return flags;
+}
+
+// Whether the ACK of op's last packet completes anything at the sender
+// (complete_op(): a success report), so it should be asked for at once.
+// An eager message sent as an inject without a completion or counter, or
+// one whose inject-complete success was reported at post time, waits for
+// nothing: its ACK may ride on the peer's next packet (a ping-pong's reply)
+// or leave after ack_delay_us like any other.  Asking anyway costs a
+// standalone ACK frame per message; on af_packet each frame is one pass
+// through the kernel on the path to the reply (docs/design.md).  Other
+// kinds always ask (their responses and completions hang on it).
+inline bool ack_completes_op(const TxOp* op)
+{
+    if (op->kind != TxOp::Kind::kEager)
+        return true;
+    return (op->flags & kOpCompletion) && !(op->flags & kOpInjectComplete);
+}
+
+// Our answers to the peer's requests (a CTS, RMA and atomic responses): when
+// only our stream restarts they go again, whole, on the new one (session_fail).
+inline bool answers_peer(const TxOp* op)
+{
+    return op->kind == TxOp::Kind::kCts || op->kind == TxOp::Kind::kReadResp ||
+           op->kind == TxOp::Kind::kWriteResp || op->kind == TxOp::Kind::kAtomicResp;
+}
+
 }  // namespace dpdk_engine
 
 #endif  // DPDK_ENGINE_OPS_TX_OP_H

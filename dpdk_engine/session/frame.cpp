@@ -1,12 +1,14 @@
 // Building the frames of a session (session.cpp sequences them, and
-// session_recovery.cpp resends them): the ACK fields every packet carries,
-// each packet type's extension, packed small messages, and the payload,
-// copied or attached from the operation's memory (zero_copy.cpp), sealed
-// here or, on memif in place, where the port copies it (seals_at_send).
+// recovery.cpp resends them): the ACK fields every packet carries, the
+// extension header its packet family writes (ops/packet_family.h), and the
+// payload, copied or attached from the operation's memory (zero_copy.cpp),
+// sealed here or, on memif in place, where the port copies it
+// (seals_at_send).
 // Packets are rebuilt from their operation on every (re)transmission.
 #include <cstring>
 
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
 #include "dpdk_engine/session/session_internal.h"
 
 namespace dpdk_engine {
@@ -27,110 +29,6 @@ uint64_t sack_bits(const Session* s)
             bits |= 1ull << i;
     }
     return bits;
-}
-
-void fill_extension(const TxOp* op, const InflightPacket& ip, uint8_t* ext)
-{
-    switch (static_cast<wire::PacketType>(ip.type)) {
-    case wire::PacketType::kMsgEager:
-    case wire::PacketType::kMsgRts: {
-        auto* x = reinterpret_cast<wire::MsgExt*>(ext);
-        x->msg_id.set(op->msg_id);
-        x->sender_op.set(op->id);
-        x->offset.set(ip.offset);
-        x->total_len.set(op->message_len);
-        x->tag.set(op->tag);
-        x->cq_data.set(op->data);
-        return;
-    }
-    case wire::PacketType::kMsgCts: {
-        auto* x = reinterpret_cast<wire::RdvExt*>(ext);
-        x->sender_op.set(op->peer_op_id);
-        x->handle.set(op->rdv_handle);
-        x->len.set(op->message_len);
-        return;
-    }
-    case wire::PacketType::kMsgRdvData: {
-        auto* x = reinterpret_cast<wire::DataExt*>(ext);
-        x->handle.set(op->rdv_handle);
-        x->reserved.set(0);
-        x->offset.set(ip.offset);
-        return;
-    }
-    case wire::PacketType::kRmaWrite:
-    case wire::PacketType::kRmaReadReq: {
-        auto* x = reinterpret_cast<wire::RmaExt*>(ext);
-        x->addr.set(op->remote_addr);
-        x->key.set(op->key);
-        x->total_len.set(op->message_len);
-        x->offset.set(ip.offset);
-        x->op_id.set(op->id);
-        x->reserved.set(0);
-        x->cq_data.set(op->data);
-        return;
-    }
-    case wire::PacketType::kAtomicReq: {
-        auto* x = reinterpret_cast<wire::AtomicExt*>(ext);
-        x->addr.set(op->remote_addr);
-        x->key.set(op->key);
-        x->op_id.set(op->id);
-        x->op = op->atomic_op;
-        x->datatype = op->atomic_type;
-        x->kind = op->atomic_kind;
-        x->reserved = 0;
-        x->count.set(op->atomic_count);
-        x->reserved2.set(0);
-        return;
-    }
-    case wire::PacketType::kRmaReadResp:
-    case wire::PacketType::kRmaWriteResp:
-    case wire::PacketType::kAtomicResp: {
-        auto* x = reinterpret_cast<wire::RespExt*>(ext);
-        x->op_id.set(op->peer_op_id);
-        x->status.set(static_cast<uint32_t>(op->wire_status));
-        x->offset.set(ip.offset);
-        return;
-    }
-    case wire::PacketType::kConnCtl: {
-        auto* x = reinterpret_cast<wire::ConnExt*>(ext);
-        x->kind = op->conn_kind;
-        memset(x->reserved, 0, sizeof(x->reserved));
-        x->conn_id.set(op->tag);
-        return;
-    }
-    case wire::PacketType::kMsgPacked:  // records, not an extension of one op: write_packed
-    case wire::PacketType::kAck:
-    case wire::PacketType::kReset:
-    case wire::PacketType::kDatagram:  // never in a session (datagram.cpp)
-        return;
-    }
-}
-
-// Writes the PackExt and the records of a kMsgPacked slot (cut_packed).
-void write_packed(const InflightPacket& ip, wire::TransportHeader* th)
-{
-    auto* x = reinterpret_cast<wire::PackExt*>(th + 1);
-    x->count.set(static_cast<uint16_t>(ip.offset));
-    x->reserved.set(0);
-    x->reserved2.set(0);
-    uint8_t* at = reinterpret_cast<uint8_t*>(th) + th->header_len.get();
-    const TxOp* op = ip.op;
-    for (uint64_t i = 0; i < ip.offset; i++, op = op->pack_next) {
-        auto* r = reinterpret_cast<wire::PackedRecord*>(at);
-        uint16_t flags = 0;
-        if (op->flags & kOpTagged)
-            flags |= wire::kFlagTagged;
-        if (op->flags & kOpRemoteData)
-            flags |= wire::kFlagRemoteData;
-        r->len.set(static_cast<uint16_t>(op->total_len));
-        r->flags.set(flags);
-        r->msg_id.set(op->msg_id);
-        r->tag.set(op->tag);
-        r->cq_data.set(op->data);
-        at += sizeof(*r);
-        copy_from_iov(op->iov, op->iov_count, 0, at, op->total_len);
-        at += op->total_len;
-    }
 }
 
 }  // namespace
@@ -154,13 +52,6 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
     th->sack.set(sack_bits(s));
     // Credits: the receive ring takes any PSN below expected + window.
     th->window.set(static_cast<uint16_t>(s->mask + 1 > 65535 ? 65535 : s->mask + 1));
-}
-
-// Payload bytes of a packet that are the application's: a packed frame's
-// record headers are not (so tx_bytes/rx_bytes add up to what was sent).
-uint64_t message_bytes(wire::PacketType type, uint64_t payload_len, uint64_t records)
-{
-    return type == wire::PacketType::kMsgPacked ? payload_len - records * sizeof(wire::PackedRecord) : payload_len;
 }
 
 // Builds the frame for window slot `psn` from its operation and sends it.
@@ -192,11 +83,11 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     th->stream_id.set(s->tx_stream);
     th->psn.set(psn);
     fill_ack_fields(s, th, now);
-    if (type == wire::PacketType::kMsgPacked) {
-        write_packed(ip, th);  // small messages: always copied
-        wire::seal(th);
+    const PacketFamily& family = packet_family(type);
+    family.build(ip, th);
+    if (family.writes_payload) {
+        wire::seal(th);  // packed small messages: always copied
     } else {
-        fill_extension(ip.op, ip, reinterpret_cast<uint8_t*>(th + 1));
         if (ip.len && e->zero_copy_ok(s, ip.len)) {
             // Payload straight from the op's memory; seals the frame too.
             if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th, !seal_later))
@@ -215,9 +106,9 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     ip.sends++;
     EndpointStats& st = s->ep->st;
     st.tx_packets++;
-    st.tx_bytes += message_bytes(type, ip.len, ip.offset);
+    st.tx_bytes += message_bytes(ip);
     s->tx_packets++;
-    s->tx_bytes += message_bytes(type, ip.len, ip.offset);
+    s->tx_bytes += message_bytes(ip);
     if (retransmit) {
         st.retransmits++;
         s->retransmits++;

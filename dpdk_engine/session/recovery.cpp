@@ -4,6 +4,7 @@
 // keepalive probe, peer timeout, delayed ACK). Sequencing, transmit and
 // receive are in session.cpp.
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
 #include "dpdk_engine/session/session_internal.h"
 
 namespace dpdk_engine {
@@ -51,8 +52,7 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
         while (s->una != ack) {
             InflightPacket& ip = s->inflight[s->una & s->mask];
             TxOp* op = ip.op;
-            // A packed frame carries ip.offset operations (cut_packed).
-            uint64_t ops = ip.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked) ? ip.offset : 1;
+            uint64_t ops = ops_in_packet(ip);  // a packed frame: op and its pack_next chain
             ip = InflightPacket();
             s->una++;
             for (; op && ops; ops--) {

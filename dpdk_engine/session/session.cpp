@@ -13,6 +13,7 @@
 
 #include "dpdk_engine/wire/crc32c.h"
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
 #include "dpdk_engine/random.h"
 #include "dpdk_engine/session/session_internal.h"
 
@@ -22,98 +23,14 @@ using namespace session_detail;
 
 namespace {
 
-wire::PacketType packet_type(TxOp::Kind k)
-{
-    switch (k) {
-    case TxOp::Kind::kEager: return wire::PacketType::kMsgEager;
-    case TxOp::Kind::kRts: return wire::PacketType::kMsgRts;
-    case TxOp::Kind::kRdvData: return wire::PacketType::kMsgRdvData;
-    case TxOp::Kind::kWrite: return wire::PacketType::kRmaWrite;
-    case TxOp::Kind::kRead: return wire::PacketType::kRmaReadReq;
-    case TxOp::Kind::kAtomic: return wire::PacketType::kAtomicReq;
-    case TxOp::Kind::kCts: return wire::PacketType::kMsgCts;
-    case TxOp::Kind::kReadResp: return wire::PacketType::kRmaReadResp;
-    case TxOp::Kind::kWriteResp: return wire::PacketType::kRmaWriteResp;
-    case TxOp::Kind::kAtomicResp: return wire::PacketType::kAtomicResp;
-    case TxOp::Kind::kConn: return wire::PacketType::kConnCtl;
-    case TxOp::Kind::kFree: break;
-    }
-    return wire::PacketType::kAck;
-}
-
 bool op_has_more(const TxOp* op)
 {
     return op->next_offset < op->total_len || !op->header_sent;
 }
 
-// Whether the ACK of op's last packet completes anything at the sender
-// (complete_op(): a success report), so it should be asked for at once.
-// An eager message sent as an inject without a completion or counter, or
-// one whose inject-complete success was reported at post time, waits for
-// nothing: its ACK may ride on the peer's next packet (a ping-pong's reply)
-// or leave after ack_delay_us like any other.  Asking anyway costs a
-// standalone ACK frame per message; on af_packet each frame is one pass
-// through the kernel (~2-3 us) on the path to the reply: fi_bench 8 B
-// tagged latency over af_packet on lo halved without it.  Other kinds
-// always ask (their responses and completions hang on it).
-bool ack_completes_something(const TxOp* op)
-{
-    if (op->kind != TxOp::Kind::kEager)
-        return true;
-    return (op->flags & kOpCompletion) && !(op->flags & kOpInjectComplete);
-}
-
 uint32_t inflight_count(const Session* s)
 {
     return s->next_psn - s->una;
-}
-
-// A whole eager message not yet started whose record fits in `room` bytes.
-bool packable(const TxOp* op, size_t room)
-{
-    return op && op->kind == TxOp::Kind::kEager && op->next_offset == 0 && !op->header_sent &&
-           sizeof(wire::PackedRecord) + op->total_len <= room;
-}
-
-// Cuts a kMsgPacked frame from the head of the FIFO when at least two whole
-// small eager messages wait there: as many as fit the frame, chained through
-// pack_next. False (nothing cut) otherwise.
-bool cut_packed(Session* s, InflightPacket& ip, size_t room)
-{
-    TxOp* first = s->fifo_head;
-    if (!packable(first, room) ||
-        !packable(first->fifo_next, room - sizeof(wire::PackedRecord) - first->total_len))
-        return false;
-    size_t used = 0;
-    uint32_t n = 0;
-    TxOp* last = nullptr;
-    TxOp* op = first;
-    while (n < wire::kMaxPackedRecords && packable(op, room - used)) {
-        used += sizeof(wire::PackedRecord) + op->total_len;
-        op->next_offset = op->total_len;
-        op->header_sent = true;
-        op->queued = false;
-        op->inflight++;
-        if (last) {
-            last->pack_next = op;
-            last->fifo_next = nullptr;
-        }
-        last = op;
-        n++;
-        op = op->fifo_next;
-    }
-    last->pack_next = nullptr;
-    last->fifo_next = nullptr;
-    s->fifo_head = op;
-    if (!op)
-        s->fifo_tail = nullptr;
-    ip.op = first;
-    ip.type = static_cast<uint8_t>(wire::PacketType::kMsgPacked);
-    ip.offset = n;  // records; a packed frame has no offset of its own
-    ip.len = static_cast<uint16_t>(used);
-    s->ep->st.packed_frames++;
-    s->ep->st.packed_msgs += n;
-    return true;
 }
 
 // A packet whose payload turned out damaged (kFlagPayloadCrc, checked
@@ -129,7 +46,7 @@ void drop_corrupt(Session* s, rte_mbuf* m)
 // kCorrupt: its payload failed its CRC, dropped, not consumed either.
 Delivery deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
 {
-    Delivery d = s->ep->deliver(s, p, m);
+    Delivery d = packet_family(p.type).deliver(s->ep, s, p, m);
     if (d == Delivery::kBlocked)
         return d;
     if (d == Delivery::kCorrupt) {
@@ -201,9 +118,7 @@ bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
 
 void count_rx(Session* s, const wire::ParsedPacket& p)
 {
-    const uint64_t records =
-        p.type == wire::PacketType::kMsgPacked ? reinterpret_cast<const wire::PackExt*>(p.ext)->count.get() : 0;
-    const uint64_t bytes = message_bytes(p.type, p.payload_len, records);
+    const uint64_t bytes = message_bytes(p);
     EndpointStats& st = s->ep->st;
     st.rx_packets++;
     st.rx_bytes += bytes;
@@ -276,11 +191,9 @@ void session_pump(Session* s, uint64_t now)
         bool awaited = false;  // does the ACK complete anything here?
         // Packing needs two messages waiting: one alone (the common case
         // without FI_MORE) costs only this test.
-        if (s->fifo_head->fifo_next && cut_packed(s, ip, max_payload(e, wire::PacketType::kMsgPacked))) {
+        if (s->fifo_head->fifo_next && cut_packed(s, ip, &awaited)) {
             flags = wire::kFlagLast;
             last_of_fifo = !s->fifo_head;
-            for (const TxOp* op = ip.op; op && !awaited; op = op->pack_next)
-                awaited = ack_completes_something(op);
         } else {
             TxOp* op = s->fifo_head;
             auto type = packet_type(op->kind);
@@ -294,13 +207,10 @@ void session_pump(Session* s, uint64_t now)
             op->header_sent = true;
             if (op->next_offset == op->total_len)
                 flags |= wire::kFlagLast;
-            if (op->flags & kOpTagged)
-                flags |= wire::kFlagTagged;
-            if (op->flags & kOpRemoteData)
-                flags |= wire::kFlagRemoteData;
+            flags |= op_wire_flags(op);
             bool done_cutting = !op_has_more(op);
             last_of_fifo = done_cutting && !op->fifo_next;
-            awaited = ack_completes_something(op);
+            awaited = ack_completes_op(op);
             op->inflight++;
             if (done_cutting) {
                 s->fifo_head = op->fifo_next;
@@ -542,9 +452,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
         op->inflight = 0;
         op->queued = false;
         op->fifo_next = nullptr;
-        bool answer = op->kind == TxOp::Kind::kCts || op->kind == TxOp::Kind::kReadResp ||
-                      op->kind == TxOp::Kind::kWriteResp || op->kind == TxOp::Kind::kAtomicResp;
-        if (answer && !rx_too) {
+        if (answers_peer(op) && !rx_too) {
             s->ops.remove(op);
             op->next_offset = 0;
             op->header_sent = false;

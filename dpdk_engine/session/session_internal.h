@@ -38,9 +38,6 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit);
 // The ACK fields of a packet to the peer (timestamps, cumulative ACK, SACK,
 // credits); whatever ACK was owed counts as sent.
 void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now);
-// Payload bytes of a packet that are the application's: a packed frame's
-// record headers are not (so tx_bytes/rx_bytes add up to what was sent).
-uint64_t message_bytes(wire::PacketType type, uint64_t payload_len, uint64_t records);
 
 // The ACK fields of any packet from the peer: frees acknowledged slots,
 // samples the RTT, undoes a spurious RTO, retransmits SACK holes.

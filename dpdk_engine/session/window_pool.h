@@ -37,7 +37,10 @@ struct TxOp;
 // A packet sent and not yet cumulatively acknowledged.
 struct InflightPacket {
     TxOp* op = nullptr;
-    uint64_t offset = 0;
+    union {
+        uint64_t offset = 0;  // where this packet's payload starts in the op's
+        uint64_t records;     // kMsgPacked: ops in the frame, op then its pack_next chain
+    };
     uint64_t sent_us = 0;
     uint16_t len = 0;  // payload bytes, at most the MTU (kMaxMtu 9000)
     uint16_t flags = 0;

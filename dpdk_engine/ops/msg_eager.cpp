@@ -1,0 +1,307 @@
+// The eager message family: kMsgEager, a message cut into segments that
+// are reassembled straight into the posted buffer or, for an unexpected
+// message, into held mbufs (or a heap copy); and kMsgPacked, several whole
+// small messages in one frame, one PackedRecord each, cut here from the
+// head of a session's FIFO.
+//
+// Everything here runs on packets already delivered in order and exactly
+// once by the session layer, so a stream's eager segments arrive contiguous
+// and in offset order; anything else is a protocol error from the peer.
+#include <cstring>
+
+#include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+// A whole eager message not yet started whose record fits in `room` bytes.
+bool packable(const TxOp* op, size_t room)
+{
+    return op && op->kind == TxOp::Kind::kEager && op->next_offset == 0 && !op->header_sent &&
+           sizeof(wire::PackedRecord) + op->total_len <= room;
+}
+
+}  // namespace
+
+// As many whole small eager messages as fit the frame, chained through
+// pack_next.
+bool cut_packed(Session* s, InflightPacket& ip, bool* awaited)
+{
+    const size_t room = max_payload(s->ep->engine, wire::PacketType::kMsgPacked);
+    TxOp* first = s->fifo_head;
+    if (!packable(first, room) ||
+        !packable(first->fifo_next, room - sizeof(wire::PackedRecord) - first->total_len))
+        return false;
+    size_t used = 0;
+    uint32_t n = 0;
+    TxOp* last = nullptr;
+    TxOp* op = first;
+    while (n < wire::kMaxPackedRecords && packable(op, room - used)) {
+        used += sizeof(wire::PackedRecord) + op->total_len;
+        op->next_offset = op->total_len;
+        op->header_sent = true;
+        op->queued = false;
+        op->inflight++;
+        if (last) {
+            last->pack_next = op;
+            last->fifo_next = nullptr;
+        }
+        last = op;
+        n++;
+        op = op->fifo_next;
+    }
+    last->pack_next = nullptr;
+    last->fifo_next = nullptr;
+    s->fifo_head = op;
+    if (!op)
+        s->fifo_tail = nullptr;
+    ip.op = first;
+    ip.type = static_cast<uint8_t>(wire::PacketType::kMsgPacked);
+    ip.records = n;
+    ip.len = static_cast<uint16_t>(used);
+    s->ep->st.packed_frames++;
+    s->ep->st.packed_msgs += n;
+    *awaited = false;
+    for (const TxOp* o = first; o && !*awaited; o = o->pack_next)
+        *awaited = ack_completes_op(o);
+    return true;
+}
+
+RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
+{
+    PostedRecv* r = match_posted(e.tagged, s->peer, e.tag);
+    // Hidden buffers for an unexpected message: its own mbufs while
+    // the share set aside for that lasts (zero copy), else a heap
+    // copy within FI_DPDK_UNEXPECTED_BYTES. Past both the receiver is
+    // not ready and the session waits (RNR) for receives to be posted.
+    uint32_t segs = 0;
+    bool spill = false;
+    if (!r) {
+        if (unexpected_count >= engine->cfg.unexpected_max)
+            return nullptr;
+        uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
+        segs = static_cast<uint32_t>(e.total_len ? (e.total_len + room - 1) / room : 0);
+        if (engine->held_unexpected + segs > engine->held_limit) {
+            if (engine->spilled_bytes + e.total_len > engine->cfg.unexpected_bytes)
+                return nullptr;
+            spill = true;
+            segs = 0;
+        }
+    }
+    RxMsg* m = alloc_msg();
+    if (!m)
+        return nullptr;
+    if (spill) {
+        m->spill = engine->spill_get(e.total_len);
+        if (!m->spill) {
+            free_msg(m);
+            return nullptr;
+        }
+        engine->spilled_bytes += e.total_len;
+        st.unexpected_spilled++;
+    }
+    m->reserved_segs = segs;
+    engine->held_unexpected += segs;
+    m->session = s;
+    m->src = s->peer;
+    m->tagged = e.tagged;
+    m->tag = e.tag;
+    m->has_data = e.has_data;
+    m->data = e.has_data ? e.data : 0;
+    m->total_len = e.total_len;
+    m->msg_id = e.msg_id;
+    if (r) {
+        bind_slice(m, r);
+    } else {
+        m->state = RxMsg::State::kUnexpected;
+        unexpected[e.tagged].push_back(m);
+        unexpected_count++;
+        st.unexpected_msgs++;
+    }
+    return m;
+}
+
+Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* mbuf)
+{
+    const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
+    uint64_t offset = x->offset.get();
+    uint64_t total = x->total_len.get();
+    RxMsg* m;
+    if (offset == 0) {
+        if (p.payload_len > total || (s->cur_eager && s->cur_eager->msg_id != x->msg_id.get())) {
+            st.protocol_errors++;
+            if (s->cur_eager) {
+                RxMsg* old = s->cur_eager;
+                s->cur_eager = nullptr;
+                if (old->state == RxMsg::State::kMatched) {
+                    finish_recv(old, OpStatus::kProtocolError);
+                } else {
+                    unexpected[old->tagged].remove(old);
+                    unexpected_count--;
+                    free_msg(old);
+                }
+            }
+            if (p.payload_len > total)
+                return Delivery::kDone;
+        }
+        if (!s->cur_eager) {
+            EagerStart e;
+            e.tagged = p.flags & wire::kFlagTagged;
+            e.has_data = p.flags & wire::kFlagRemoteData;
+            e.tag = x->tag.get();
+            e.data = x->cq_data.get();
+            e.total_len = total;
+            e.msg_id = x->msg_id.get();
+            m = start_eager(s, e);
+            if (!m)
+                return Delivery::kBlocked;
+            s->cur_eager = m;
+        }
+    }
+    m = s->cur_eager;
+    if (!m || m->msg_id != x->msg_id.get() || m->received != offset || offset + p.payload_len > m->total_len) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    Delivery result = Delivery::kDone;
+    if (m->state == RxMsg::State::kMatched) {
+        if (offset < m->capacity)
+            copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
+    } else if (m->spill) {
+        memcpy(m->spill + offset, p.payload, p.payload_len);
+    } else if (p.payload_len) {
+        // Zero copy: the mbuf itself becomes the hidden buffer (reserved
+        // against held_limit when the message began).
+        rte_pktmbuf_adj(mbuf, static_cast<uint16_t>(p.payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
+        rte_pktmbuf_trim(mbuf, static_cast<uint16_t>(mbuf->data_len - p.payload_len));
+        if (!m->held) {
+            m->held = mbuf;
+        } else if (rte_pktmbuf_chain(m->held, mbuf) != 0) {
+            st.protocol_errors++;  // more segments than an mbuf chain holds
+            return Delivery::kDone;
+        }
+        result = Delivery::kKept;
+    }
+    m->received += p.payload_len;
+    if (m->received == m->total_len) {
+        s->cur_eager = nullptr;
+        if (m->state == RxMsg::State::kMatched)
+            finish_recv(m, OpStatus::kOk);
+        else
+            m->complete = true;
+    }
+    return result;
+}
+
+// The records of a kMsgPacked frame, each a whole eager message, in order.
+// parse_frame has checked that they fill the payload exactly. A record whose
+// message the receiver cannot take now stops the frame (kBlocked): the ones
+// before it are delivered and counted in packed_done, so the next attempt
+// (this frame from the ring, or its retransmission: the same records) goes
+// on after them and every message is delivered once.
+Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* mbuf)
+{
+    if (s->cur_eager) {
+        // Only whole messages are packed, after every earlier one was cut:
+        // nothing can be half received here.
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    const auto* x = reinterpret_cast<const wire::PackExt*>(p.ext);
+    const uint32_t count = x->count.get();
+    const uint8_t* at = p.payload;
+    for (uint32_t i = 0; i < count; i++) {
+        const auto* r = reinterpret_cast<const wire::PackedRecord*>(at);
+        const uint8_t* payload = at + sizeof(*r);
+        const uint16_t len = r->len.get();
+        at = payload + len;
+        if (i < s->packed_done)
+            continue;
+        const uint16_t flags = r->flags.get();
+        EagerStart e;
+        e.tagged = flags & wire::kFlagTagged;
+        e.has_data = flags & wire::kFlagRemoteData;
+        e.tag = r->tag.get();
+        e.data = r->cq_data.get();
+        e.total_len = len;
+        e.msg_id = r->msg_id.get();
+        RxMsg* m = start_eager(s, e);
+        rte_mbuf* clone = nullptr;
+        if (m && m->state == RxMsg::State::kUnexpected && !m->spill && len) {
+            // Unexpected and held in an mbuf, as deliver_eager holds a
+            // segment: here a clone of the frame (indirect, no copy) trimmed
+            // to this record, since the frame carries other messages too.
+            clone = rte_pktmbuf_clone(mbuf, engine->port->pool());
+            if (!clone) {
+                unexpected[m->tagged].remove(m);
+                unexpected_count--;
+                st.unexpected_msgs--;
+                free_msg(m);
+                m = nullptr;
+            }
+        }
+        if (!m) {
+            s->packed_done = i;
+            return Delivery::kBlocked;
+        }
+        m->received = len;
+        if (m->state == RxMsg::State::kMatched) {
+            copy_to_iov(m->dest, m->dest_count, 0, payload, len);  // clipped to the receive's capacity
+            finish_recv(m, OpStatus::kOk);
+            continue;
+        }
+        if (m->spill) {
+            memcpy(m->spill, payload, len);
+        } else if (clone) {
+            rte_pktmbuf_adj(clone, static_cast<uint16_t>(payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
+            rte_pktmbuf_trim(clone, static_cast<uint16_t>(clone->data_len - len));
+            m->held = clone;
+        }
+        m->complete = true;
+    }
+    s->packed_done = 0;
+    return Delivery::kDone;
+}
+
+namespace eager_family {
+
+void build(const InflightPacket& ip, wire::TransportHeader* th)
+{
+    const TxOp* op = ip.op;
+    auto* x = reinterpret_cast<wire::MsgExt*>(th + 1);
+    x->msg_id.set(op->msg_id);
+    x->sender_op.set(op->id);
+    x->offset.set(ip.offset);
+    x->total_len.set(op->message_len);
+    x->tag.set(op->tag);
+    x->cq_data.set(op->data);
+}
+
+// The PackExt and the records of a kMsgPacked slot (cut_packed), each
+// message's payload copied after its record.
+void build_packed(const InflightPacket& ip, wire::TransportHeader* th)
+{
+    auto* x = reinterpret_cast<wire::PackExt*>(th + 1);
+    x->count.set(static_cast<uint16_t>(ip.records));
+    x->reserved.set(0);
+    x->reserved2.set(0);
+    uint8_t* at = reinterpret_cast<uint8_t*>(th) + th->header_len.get();
+    const TxOp* op = ip.op;
+    for (uint64_t i = 0; i < ip.records; i++, op = op->pack_next) {
+        auto* r = reinterpret_cast<wire::PackedRecord*>(at);
+        r->len.set(static_cast<uint16_t>(op->total_len));
+        r->flags.set(op_wire_flags(op));
+        r->msg_id.set(op->msg_id);
+        r->tag.set(op->tag);
+        r->cq_data.set(op->data);
+        at += sizeof(*r);
+        copy_from_iov(op->iov, op->iov_count, 0, at, op->total_len);
+        at += op->total_len;
+    }
+}
+
+}  // namespace eager_family
+
+}  // namespace dpdk_engine

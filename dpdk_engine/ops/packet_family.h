@@ -1,0 +1,107 @@
+// The packet families: what each sequenced packet type means. The session
+// layer (session/) sequences, acknowledges and retransmits frames without
+// knowing what they carry; it builds a frame's extension header and hands an
+// in-order packet up through one row of kPacketFamilies, indexed by
+// wire::PacketType (the ids are frozen: wire.h).
+//
+// One file per family fills its rows' functions:
+//   msg_eager.cpp   kMsgEager, kMsgPacked (and the packing of small messages)
+//   rendezvous.cpp  kMsgRts, kMsgCts, kMsgRdvData
+//   rma.cpp         kRmaWrite, kRmaReadReq, kRmaReadResp, kRmaWriteResp
+//   atomic.cpp      kAtomicReq, kAtomicResp
+//   connection.cpp  kConnCtl
+//   datagram.cpp    kDatagram (unsequenced: EngineImpl::handle_frame hands
+//                   it to EndpointImpl::deliver_datagram, no session)
+// A new family is one file and its rows in packet_family.cpp.
+#ifndef DPDK_ENGINE_OPS_PACKET_FAMILY_H
+#define DPDK_ENGINE_OPS_PACKET_FAMILY_H
+
+#include <rte_mbuf.h>
+
+#include <cstdint>
+
+#include "dpdk_engine/ops/tx_op.h"
+#include "dpdk_engine/session/session.h"
+#include "dpdk_engine/session/window_pool.h"
+#include "dpdk_engine/wire/wire.h"
+
+namespace dpdk_engine {
+
+class EndpointImpl;
+
+// Writes the extension header of window slot `ip` (its op, offset and
+// length are set) into the frame after th; with writes_payload it writes the
+// payload too (th->header_len says where it starts).
+using BuildFn = void (*)(const InflightPacket& ip, wire::TransportHeader* th);
+// Takes a packet of session s delivered in order, exactly once.
+using DeliverFn = Delivery (*)(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+
+struct PacketFamily {
+    wire::PacketType type;  // the row's own index, checked at compile time
+    BuildFn build;          // nullptr: never built from a session's window
+    DeliverFn deliver;      // nullptr: never delivered by a session
+    bool writes_payload;    // build copies the payload (kMsgPacked's records)
+};
+
+extern const PacketFamily kPacketFamilies[wire::kMaxPacketType + 1];
+
+inline const PacketFamily& packet_family(wire::PacketType t)
+{
+    return kPacketFamilies[static_cast<uint8_t>(t)];
+}
+
+// Operations a window slot carries: a kMsgPacked frame one per record.
+inline uint64_t ops_in_packet(const InflightPacket& ip)
+{
+    return ip.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked) ? ip.records : 1;
+}
+
+// Payload bytes of a packet that are the application's: a packed frame's
+// record headers are not (so tx_bytes/rx_bytes add up to what was sent).
+inline uint64_t message_bytes(const InflightPacket& ip)
+{
+    return ip.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked)
+               ? ip.len - ip.records * sizeof(wire::PackedRecord)
+               : ip.len;
+}
+inline uint64_t message_bytes(const wire::ParsedPacket& p)
+{
+    if (p.type != wire::PacketType::kMsgPacked)
+        return p.payload_len;
+    return p.payload_len - reinterpret_cast<const wire::PackExt*>(p.ext)->count.get() * sizeof(wire::PackedRecord);
+}
+
+// Cuts a kMsgPacked frame into window slot ip from the head of s's FIFO when
+// at least two whole small eager messages wait there (msg_eager.cpp); false
+// (nothing cut) otherwise. *awaited: the ACK of the frame completes one of
+// its messages (ack_completes_op).
+bool cut_packed(Session* s, InflightPacket& ip, bool* awaited);
+
+// The rows' build functions, by family file; their delivery functions are
+// EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
+namespace eager_family {  // msg_eager.cpp
+void build(const InflightPacket& ip, wire::TransportHeader* th);  // MsgExt: kMsgEager and kMsgRts
+void build_packed(const InflightPacket& ip, wire::TransportHeader* th);
+}  // namespace eager_family
+
+namespace rendezvous_family {  // rendezvous.cpp
+void build_cts(const InflightPacket& ip, wire::TransportHeader* th);
+void build_data(const InflightPacket& ip, wire::TransportHeader* th);
+}  // namespace rendezvous_family
+
+namespace rma_family {  // rma.cpp
+void build_request(const InflightPacket& ip, wire::TransportHeader* th);  // RmaExt: write and read request
+void build_response(const InflightPacket& ip, wire::TransportHeader* th);  // RespExt: every response
+}  // namespace rma_family
+
+namespace atomic_family {  // atomic.cpp
+void build_request(const InflightPacket& ip, wire::TransportHeader* th);
+}  // namespace atomic_family
+
+namespace conn_family {  // connection.cpp
+void build(const InflightPacket& ip, wire::TransportHeader* th);
+}  // namespace conn_family
+
+}  // namespace dpdk_engine
+
+#endif  // DPDK_ENGINE_OPS_PACKET_FAMILY_H

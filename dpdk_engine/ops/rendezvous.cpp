@@ -1,0 +1,153 @@
+// The rendezvous family, for large messages and FI_DELIVERY_COMPLETE
+// sends: the sender's kMsgRts (the eager MsgExt without payload), the
+// receiver's kMsgCts once the message is matched (the bytes it takes and
+// the handle of its destination), and the sender's kMsgRdvData into that
+// handle. A receiver short of operations for its CTS keeps the message in
+// EndpointImpl::cts_waiting until one is free (retry_cts).
+#include <cstring>
+
+#include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/ops/packet_family.h"
+
+namespace dpdk_engine {
+
+bool EndpointImpl::send_cts(RxMsg* m)
+{
+    TxOp* op = alloc_op(TxOp::Kind::kCts, m->session);
+    if (!op) {
+        // Issue 6: never a receive waiting for a CTS nothing sends. It goes
+        // from session_timers once an operation is free again.
+        if (!m->cts_waiting) {
+            st.cts_deferred++;
+            m->cts_waiting = true;
+            cts_waiting.push_back(m);
+            m->session->cts_waiting = true;
+            engine->activate(m->session);
+        }
+        return false;
+    }
+    uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
+    op->peer_op_id = m->sender_op;
+    op->rdv_handle = m->handle;
+    op->message_len = granted;
+    m->cts_sent = true;
+    m->session->rdv_waiting++;
+    session_enqueue(m->session, op);
+    if (granted == 0)
+        finish_recv(m, OpStatus::kOk);
+    return true;
+}
+
+void EndpointImpl::retry_cts(Session* s)
+{
+    // From the head each time: send_cts may complete a receive (0 bytes
+    // granted), and the callback may post or cancel, changing the list.
+    while (free_ops) {
+        RxMsg* m = cts_waiting.head;
+        while (m && m->session != s)
+            m = m->next;
+        if (!m)
+            break;
+        cts_waiting.remove(m);
+        m->cts_waiting = false;
+        send_cts(m);
+    }
+    bool left = false;
+    for (RxMsg* m = cts_waiting.head; m && !left; m = m->next)
+        left = m->session == s;
+    s->cts_waiting = left;
+}
+
+Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
+    bool tagged = p.flags & wire::kFlagTagged;
+    PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
+    if (r ? !free_ops : unexpected_count >= engine->cfg.unexpected_max)
+        return Delivery::kBlocked;
+    RxMsg* m = alloc_msg();
+    if (!m)
+        return Delivery::kBlocked;
+    m->session = s;
+    m->src = s->peer;
+    m->tagged = tagged;
+    m->rendezvous = true;
+    m->tag = x->tag.get();
+    m->has_data = p.flags & wire::kFlagRemoteData;
+    m->data = m->has_data ? x->cq_data.get() : 0;
+    m->total_len = x->total_len.get();
+    m->msg_id = x->msg_id.get();
+    m->sender_op = x->sender_op.get();
+    if (r) {
+        bind_slice(m, r);
+        send_cts(m);
+    } else {
+        m->state = RxMsg::State::kUnexpected;
+        unexpected[tagged].push_back(m);
+        unexpected_count++;
+        st.unexpected_msgs++;
+    }
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_cts(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RdvExt*>(p.ext);
+    TxOp* op = op_by_id(x->sender_op.get());
+    uint64_t granted = x->len.get();
+    if (!op || op->kind != TxOp::Kind::kRts || op->session != s || granted > op->message_len) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    op->kind = TxOp::Kind::kRdvData;
+    op->rdv_handle = x->handle.get();
+    op->total_len = granted;
+    op->next_offset = 0;
+    op->header_sent = granted == 0;  // nothing to send when the receiver took 0 bytes
+    if (granted == 0)
+        maybe_finish_op(op);
+    else
+        session_enqueue(s, op);
+    return Delivery::kDone;
+}
+
+Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::DataExt*>(p.ext);
+    RxMsg* m = msg_by_handle(x->handle.get());
+    uint64_t offset = x->offset.get();
+    uint64_t granted = m ? (m->total_len < m->capacity ? m->total_len : m->capacity) : 0;
+    if (!m || m->session != s || !m->rendezvous || offset > granted || p.payload_len > granted - offset) {
+        st.protocol_errors++;
+        return Delivery::kDone;
+    }
+    if (!copy_payload_to_iov(m->dest, m->dest_count, offset, p))
+        return Delivery::kCorrupt;
+    m->received += p.payload_len;
+    if (m->received == granted)
+        finish_recv(m, OpStatus::kOk);
+    return Delivery::kDone;
+}
+
+namespace rendezvous_family {
+
+void build_cts(const InflightPacket& ip, wire::TransportHeader* th)
+{
+    const TxOp* op = ip.op;
+    auto* x = reinterpret_cast<wire::RdvExt*>(th + 1);
+    x->sender_op.set(op->peer_op_id);
+    x->handle.set(op->rdv_handle);
+    x->len.set(op->message_len);
+}
+
+void build_data(const InflightPacket& ip, wire::TransportHeader* th)
+{
+    auto* x = reinterpret_cast<wire::DataExt*>(th + 1);
+    x->handle.set(ip.op->rdv_handle);
+    x->reserved.set(0);
+    x->offset.set(ip.offset);
+}
+
+}  // namespace rendezvous_family
+
+}  // namespace dpdk_engine
