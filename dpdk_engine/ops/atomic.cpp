@@ -61,13 +61,13 @@ int Endpoint::atomic(const AtomicArgs& a)
         op->flags &= ~kOpInjectComplete;
     op->context = a.context;
     op->user_data = a.user_data;
-    op->remote_addr = a.addr;
-    op->key = a.key;
-    op->atomic_op = static_cast<uint8_t>(a.op);
-    op->atomic_type = static_cast<uint8_t>(a.type);
-    op->atomic_kind = static_cast<uint8_t>(a.kind);
-    op->atomic_count = static_cast<uint32_t>(a.count);
-    op->result = a.result;
+    op->req.remote_addr = a.addr;
+    op->req.key = a.key;
+    op->req.atomic_op = static_cast<uint8_t>(a.op);
+    op->req.atomic_type = static_cast<uint8_t>(a.type);
+    op->req.atomic_kind = static_cast<uint8_t>(a.kind);
+    op->req.atomic_count = static_cast<uint32_t>(a.count);
+    op->req.result = a.result;
     op->message_len = bytes;
     op->total_len = compare ? 2 * bytes : bytes;
     op->iov[0] = {op->bounce, op->total_len};
@@ -105,7 +105,7 @@ Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& 
         bool fetch = kind != wire::AtomicKind::kPlain;
         const uint8_t* compare = kind == wire::AtomicKind::kCompare ? p.payload + bytes : nullptr;
         status = atomic_execute(op, type, kind, target, p.payload, compare, fetch ? resp->bounce : nullptr, count);
-        resp->wire_status = status;
+        resp->answer.wire_status = status;
         if (status != wire::WireStatus::kOk)
             st.rma_refused++;
         if (status == wire::WireStatus::kOk && fetch) {
@@ -128,11 +128,11 @@ Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket&
     }
     auto status = static_cast<wire::WireStatus>(x->status.get());
     op->status = op_status(status);
-    if (status == wire::WireStatus::kOk && op->atomic_kind != static_cast<uint8_t>(wire::AtomicKind::kPlain)) {
+    if (status == wire::WireStatus::kOk && op->req.atomic_kind != static_cast<uint8_t>(wire::AtomicKind::kPlain)) {
         if (p.payload_len != op->message_len)
             op->status = OpStatus::kProtocolError;
         else
-            memcpy(op->result, p.payload, p.payload_len);
+            memcpy(op->req.result, p.payload, p.payload_len);
     }
     op->response_done = true;
     maybe_finish_op(op);
@@ -145,14 +145,14 @@ void build_request(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::AtomicExt*>(th + 1);
-    x->addr.set(op->remote_addr);
-    x->key.set(op->key);
+    x->addr.set(op->req.remote_addr);
+    x->key.set(op->req.key);
     x->op_id.set(op->id);
-    x->op = op->atomic_op;
-    x->datatype = op->atomic_type;
-    x->kind = op->atomic_kind;
+    x->op = op->req.atomic_op;
+    x->datatype = op->req.atomic_type;
+    x->kind = op->req.atomic_kind;
     x->reserved = 0;
-    x->count.set(op->atomic_count);
+    x->count.set(op->req.atomic_count);
     x->reserved2.set(0);
 }
 

@@ -25,8 +25,8 @@ int Endpoint::send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, con
     if (!op)
         return -EAGAIN;
     op->flags = kOpInject | kOpCompletion;
-    op->conn_kind = static_cast<uint8_t>(kind);
-    op->tag = conn_id;
+    op->conn.kind = static_cast<uint8_t>(kind);
+    op->conn.conn_id = conn_id;
     op->message_len = len;
     const iovec iov {const_cast<void*>(data), len};
     ep->take_payload(op, &iov, len ? 1 : 0, len);  // copied: kMaxConnData fits the bounce buffer
@@ -68,9 +68,9 @@ void EndpointImpl::conn_op_done(const TxOp* op, OpStatus status)
         return;
     ConnEvent ev;
     ev.what = status == OpStatus::kOk ? ConnEvent::What::kSent : ConnEvent::What::kFailed;
-    ev.kind = static_cast<wire::ConnKind>(op->conn_kind);
+    ev.kind = static_cast<wire::ConnKind>(op->conn.kind);
     ev.peer = op->session->peer;
-    ev.conn_id = op->tag;
+    ev.conn_id = op->conn.conn_id;
     ev.status = status;
     ev.unreachable = status != OpStatus::kOk && !op->session->mac_known;
     cfg.on_conn(cfg.owner, ev);
@@ -115,9 +115,9 @@ namespace conn_family {
 void build(const InflightPacket& ip, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::ConnExt*>(th + 1);
-    x->kind = ip.op->conn_kind;
+    x->kind = ip.op->conn.kind;
     memset(x->reserved, 0, sizeof(x->reserved));
-    x->conn_id.set(ip.op->tag);
+    x->conn_id.set(ip.op->conn.conn_id);
 }
 
 }  // namespace conn_family

@@ -2,6 +2,7 @@
 // (send/recv/write/read/atomic/cancel), completions, sessions by peer.
 #include <cinttypes>
 #include <cstring>
+#include <new>
 
 #include "dpdk_engine/wire/crc32c.h"
 #include "dpdk_engine/engine_impl.h"
@@ -29,6 +30,25 @@ bool user_kind(TxOp::Kind k)
     case TxOp::Kind::kAtomicResp:
     case TxOp::Kind::kConn:  // reported through on_conn (conn_op_done)
         return false;
+    }
+    return false;
+}
+
+bool is_message(TxOp::Kind k)
+{
+    switch (k) {
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRts:
+    case TxOp::Kind::kRdvData: return true;
+    case TxOp::Kind::kWrite:
+    case TxOp::Kind::kRead:
+    case TxOp::Kind::kAtomic:
+    case TxOp::Kind::kFree:
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp:
+    case TxOp::Kind::kConn: return false;
     }
     return false;
 }
@@ -201,10 +221,24 @@ TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
     free_ops = op->next;
     uint8_t* bounce = op->bounce;
     uint32_t generation = op->generation + 1;
-    *op = TxOp();
+    *op = TxOp();  // the message part: started by TxOp()
     op->bounce = bounce;
     op->generation = generation;
     op->kind = kind;
+    switch (kind) {
+    case TxOp::Kind::kEager:
+    case TxOp::Kind::kRts:
+    case TxOp::Kind::kRdvData:
+    case TxOp::Kind::kFree: break;
+    case TxOp::Kind::kWrite:
+    case TxOp::Kind::kRead:
+    case TxOp::Kind::kAtomic: new (&op->req) TxOp::RequestPart(); break;
+    case TxOp::Kind::kCts:
+    case TxOp::Kind::kReadResp:
+    case TxOp::Kind::kWriteResp:
+    case TxOp::Kind::kAtomicResp: new (&op->answer) TxOp::AnswerPart(); break;
+    case TxOp::Kind::kConn: new (&op->conn) TxOp::ConnPart(); break;
+    }
     op->session = s;
     uint32_t index = static_cast<uint32_t>(op - op_pool.data());
     op->id = index | ((generation & ((1u << (32 - kOpIndexBits)) - 1)) << kOpIndexBits);
@@ -247,7 +281,7 @@ void EndpointImpl::report(const TxOp* op, OpStatus status)
     c.status = status;
     c.tagged = op->flags & kOpTagged;
     c.len = op->message_len;
-    c.tag = op->tag;
+    c.tag = is_message(op->kind) ? op->msg.tag : 0;
     c.data = op->data;
     c.has_data = op->flags & kOpRemoteData;
     c.src = op->session->peer;
@@ -359,9 +393,9 @@ int Endpoint::send(const SendArgs& a)
     op->flags = a.flags;
     op->context = a.context;
     op->user_data = a.user_data;
-    op->tag = a.tag;
+    op->msg.tag = a.tag;
     op->data = a.data;
-    op->msg_id = s->next_msg_id++;
+    op->msg.msg_id = s->next_msg_id++;
     op->message_len = len;
     ep->take_payload(op, a.iov, a.iov_count, len);
     op->total_len = rendezvous ? 0 : len;

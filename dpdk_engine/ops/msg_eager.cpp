@@ -271,11 +271,11 @@ void build(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::MsgExt*>(th + 1);
-    x->msg_id.set(op->msg_id);
+    x->msg_id.set(op->msg.msg_id);
     x->sender_op.set(op->id);
     x->offset.set(ip.offset);
     x->total_len.set(op->message_len);
-    x->tag.set(op->tag);
+    x->tag.set(op->msg.tag);
     x->cq_data.set(op->data);
 }
 
@@ -293,8 +293,8 @@ void build_packed(const InflightPacket& ip, wire::TransportHeader* th)
         auto* r = reinterpret_cast<wire::PackedRecord*>(at);
         r->len.set(static_cast<uint16_t>(op->total_len));
         r->flags.set(op_wire_flags(op));
-        r->msg_id.set(op->msg_id);
-        r->tag.set(op->tag);
+        r->msg_id.set(op->msg.msg_id);
+        r->tag.set(op->msg.tag);
         r->cq_data.set(op->data);
         at += sizeof(*r);
         copy_from_iov(op->iov, op->iov_count, 0, at, op->total_len);

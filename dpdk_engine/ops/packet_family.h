@@ -79,7 +79,7 @@ bool cut_packed(Session* s, InflightPacket& ip, bool* awaited);
 
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
-namespace eager_family {  // msg_eager.cpp
+namespace eager_family {                                          // msg_eager.cpp
 void build(const InflightPacket& ip, wire::TransportHeader* th);  // MsgExt: kMsgEager and kMsgRts
 void build_packed(const InflightPacket& ip, wire::TransportHeader* th);
 }  // namespace eager_family
@@ -89,8 +89,8 @@ void build_cts(const InflightPacket& ip, wire::TransportHeader* th);
 void build_data(const InflightPacket& ip, wire::TransportHeader* th);
 }  // namespace rendezvous_family
 
-namespace rma_family {  // rma.cpp
-void build_request(const InflightPacket& ip, wire::TransportHeader* th);  // RmaExt: write and read request
+namespace rma_family {                                                     // rma.cpp
+void build_request(const InflightPacket& ip, wire::TransportHeader* th);   // RmaExt: write and read request
 void build_response(const InflightPacket& ip, wire::TransportHeader* th);  // RespExt: every response
 }  // namespace rma_family
 

@@ -27,8 +27,8 @@ bool EndpointImpl::send_cts(RxMsg* m)
         return false;
     }
     uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
-    op->peer_op_id = m->sender_op;
-    op->rdv_handle = m->handle;
+    op->answer.peer_op_id = m->sender_op;
+    op->answer.rdv_handle = m->handle;
     op->message_len = granted;
     m->cts_sent = true;
     m->session->rdv_waiting++;
@@ -100,7 +100,7 @@ Delivery EndpointImpl::deliver_cts(Session* s, const wire::ParsedPacket& p)
         return Delivery::kDone;
     }
     op->kind = TxOp::Kind::kRdvData;
-    op->rdv_handle = x->handle.get();
+    op->msg.rdv_handle = x->handle.get();
     op->total_len = granted;
     op->next_offset = 0;
     op->header_sent = granted == 0;  // nothing to send when the receiver took 0 bytes
@@ -135,15 +135,15 @@ void build_cts(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::RdvExt*>(th + 1);
-    x->sender_op.set(op->peer_op_id);
-    x->handle.set(op->rdv_handle);
+    x->sender_op.set(op->answer.peer_op_id);
+    x->handle.set(op->answer.rdv_handle);
     x->len.set(op->message_len);
 }
 
 void build_data(const InflightPacket& ip, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::DataExt*>(th + 1);
-    x->handle.set(ip.op->rdv_handle);
+    x->handle.set(ip.op->msg.rdv_handle);
     x->reserved.set(0);
     x->offset.set(ip.offset);
 }

@@ -49,8 +49,8 @@ int Endpoint::write(const RmaArgs& a)
     op->flags = a.flags & ~kOpTagged;
     op->context = a.context;
     op->user_data = a.user_data;
-    op->remote_addr = a.addr;
-    op->key = a.key;
+    op->req.remote_addr = a.addr;
+    op->req.key = a.key;
     op->data = a.data;
     op->message_len = op->total_len = len;
     ep->take_payload(op, a.iov, a.iov_count, len);
@@ -78,8 +78,8 @@ int Endpoint::read(const RmaArgs& a)
     op->flags = a.flags & ~(kOpTagged | kOpInjectComplete);  // completes when the data is here
     op->context = a.context;
     op->user_data = a.user_data;
-    op->remote_addr = a.addr;
-    op->key = a.key;
+    op->req.remote_addr = a.addr;
+    op->req.key = a.key;
     op->message_len = len;  // bytes to read
     op->total_len = 0;      // the request itself carries no payload
     if (a.iov_count)        // a.iov may be null then: memcpy forbids null even for 0 bytes
@@ -96,8 +96,8 @@ int Endpoint::read(const RmaArgs& a)
 TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status)
 {
     TxOp* op = ep->alloc_op(kind, s);
-    op->peer_op_id = peer_op;
-    op->wire_status = status;
+    op->answer.peer_op_id = peer_op;
+    op->answer.wire_status = status;
     if (status != wire::WireStatus::kOk)
         ep->st.rma_refused++;
     return op;
@@ -204,12 +204,12 @@ void EndpointImpl::fail_overdue_responses(Session* s, uint64_t now)
             continue;
         }
         if (op->queued || op->inflight || op->next_offset < op->total_len || !op->header_sent) {
-            op->response_wait_since_us = 0;  // still ours to deliver: the RTO and retry limit watch it
-        } else if (!op->response_wait_since_us || op->received != op->response_wait_received) {
-            op->response_wait_since_us = now;
-            op->response_wait_received = op->received;
+            op->req.response_wait_since_us = 0;  // still ours to deliver: the RTO and retry limit watch it
+        } else if (!op->req.response_wait_since_us || op->req.received != op->req.response_wait_received) {
+            op->req.response_wait_since_us = now;
+            op->req.response_wait_received = op->req.received;
         } else if (!peer_silent &&
-                   now - std::max(op->response_wait_since_us, std::min(s->last_data_us, now)) >= timeout) {
+                   now - std::max(op->req.response_wait_since_us, std::min(s->last_data_us, now)) >= timeout) {
             st.response_timeouts++;
             complete_op(op, OpStatus::kResponseTimeout);
             // The completion callback may have posted or completed others.
@@ -232,7 +232,7 @@ Delivery EndpointImpl::deliver_read_resp(Session* s, const wire::ParsedPacket& p
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
     TxOp* op = waiting_request(s, x, TxOp::Kind::kRead);
     uint64_t offset = x->offset.get();
-    if (!op || offset != op->received || p.payload_len > op->message_len - offset) {
+    if (!op || offset != op->req.received || p.payload_len > op->message_len - offset) {
         st.protocol_errors++;
         return Delivery::kDone;
     }
@@ -242,8 +242,8 @@ Delivery EndpointImpl::deliver_read_resp(Session* s, const wire::ParsedPacket& p
         op->response_done = true;
     } else {
         copy_to_iov(op->iov, op->iov_count, offset, p.payload, p.payload_len);
-        op->received += p.payload_len;
-        if (op->received == op->message_len)
+        op->req.received += p.payload_len;
+        if (op->req.received == op->message_len)
             op->response_done = true;
     }
     maybe_finish_op(op);
@@ -270,8 +270,8 @@ void build_request(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::RmaExt*>(th + 1);
-    x->addr.set(op->remote_addr);
-    x->key.set(op->key);
+    x->addr.set(op->req.remote_addr);
+    x->key.set(op->req.key);
     x->total_len.set(op->message_len);
     x->offset.set(ip.offset);
     x->op_id.set(op->id);
@@ -283,8 +283,8 @@ void build_response(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::RespExt*>(th + 1);
-    x->op_id.set(op->peer_op_id);
-    x->status.set(static_cast<uint32_t>(op->wire_status));
+    x->op_id.set(op->answer.peer_op_id);
+    x->status.set(static_cast<uint32_t>(op->answer.wire_status));
     x->offset.set(ip.offset);
 }
 

@@ -40,6 +40,7 @@ struct TxOp {
         kConn,        // FI_EP_MSG connection control packet (connection.cpp)
     };
 
+    // ---- common to every kind
     Kind kind = Kind::kFree;
     bool queued = false;         // in the session's transmit FIFO
     bool response_done = false;  // the response (or CTS) it waits for arrived
@@ -56,35 +57,55 @@ struct TxOp {
     uint32_t iov_count = 0;
     uint64_t total_len = 0;    // bytes this op puts on the wire
     uint64_t next_offset = 0;  // bytes already cut into packets
-    uint64_t message_len = 0;  // kRts/kRdvData: the whole message
+    // Bytes the operation is about: a message's whole length (kRts and
+    // kRdvData too), the bytes a write puts or a read fetches, an atomic's
+    // operand bytes, the bytes a CTS grants, a connection packet's data.
+    uint64_t message_len = 0;
     uint32_t inflight = 0;     // packets sent and not yet acknowledged
     bool header_sent = false;  // a zero-payload op has sent its packet
+    uint64_t data = 0;         // remote CQ data (kOpRemoteData) of a message or a write
 
-    // Message fields.
-    uint64_t tag = 0;
-    uint64_t data = 0;
-    uint32_t msg_id = 0;
-    uint32_t rdv_handle = 0;  // kRdvData: receiver's handle from the CTS
-
-    // RMA / atomic fields.
-    uint64_t remote_addr = 0;
-    uint64_t key = 0;
-    uint8_t atomic_op = 0, atomic_type = 0, atomic_kind = 0;
-    uint32_t atomic_count = 0;
-    uint8_t conn_kind = 0;   // kConn: wire::ConnKind (conn_id in `tag`)
-    void* result = nullptr;  // atomic fetch destination
-    uint64_t received = 0;   // kRead: bytes of response data placed
-
-    // kWrite/kRead/kAtomic whose packets are all acknowledged: since when
-    // (0 = not yet seen so) the response is awaited with no sign of it, and
-    // `received` then (a read's response data arriving restarts the clock).
-    // Checked a few times per peer timeout (EndpointImpl::fail_overdue_responses).
-    uint64_t response_wait_since_us = 0;
-    uint64_t response_wait_received = 0;
-
-    // Responses and CTS (internal ops).
-    uint32_t peer_op_id = 0;
-    wire::WireStatus wire_status = wire::WireStatus::kOk;
+    // ---- the part of its kind: alloc_op starts the right one, zeroed
+    // (value-initialised; zero is kOk for wire_status). Plain structs, so
+    // that the union of them is trivial.
+    // kEager, kRts, kRdvData: a message.
+    struct MessagePart {
+        uint64_t tag;
+        uint32_t msg_id;
+        uint32_t rdv_handle;  // kRdvData: receiver's handle from the CTS
+    };
+    // kWrite, kRead, kAtomic: a request the target answers.
+    struct RequestPart {
+        uint64_t remote_addr;
+        uint64_t key;
+        uint64_t received;  // kRead: bytes of response data placed
+        // Packets all acknowledged: since when (0 = not yet seen so) the
+        // response is awaited with no sign of it, and `received` then (a
+        // read's response data arriving restarts the clock). Checked a few
+        // times per peer timeout (EndpointImpl::fail_overdue_responses).
+        uint64_t response_wait_since_us;
+        uint64_t response_wait_received;
+        void* result;  // kAtomic: fetch destination
+        uint32_t atomic_count;
+        uint8_t atomic_op, atomic_type, atomic_kind;  // kAtomic
+    };
+    // kCts, kReadResp, kWriteResp, kAtomicResp: our answer to a peer's op.
+    struct AnswerPart {
+        uint32_t peer_op_id;
+        uint32_t rdv_handle;  // kCts: our handle for the message's data
+        wire::WireStatus wire_status;
+    };
+    // kConn: a connection control packet.
+    struct ConnPart {
+        uint64_t conn_id;
+        uint8_t kind;  // wire::ConnKind
+    };
+    union {
+        MessagePart msg {};
+        RequestPart req;
+        AnswerPart answer;
+        ConnPart conn;
+    };
 
     uint8_t* bounce = nullptr;  // kBounceSize bytes owned by this slot
 
@@ -97,7 +118,7 @@ struct TxOp {
 
     TxOp* fifo_next = nullptr;  // session transmit FIFO
     // kEager op packed into a kMsgPacked frame: the next op of that frame
-    // (InflightPacket::offset says how many). Set when the frame is cut, kept
+    // (InflightPacket::records says how many). Set when the frame is cut, kept
     // until it is acknowledged: retransmissions rebuild it from this chain.
     TxOp* pack_next = nullptr;
     TxOp* next = nullptr;  // free list / session op list
