@@ -55,7 +55,7 @@ PostedRecv* EndpointImpl::match_posted(bool tagged, Address src, uint64_t tag)
 // FI_OPT_MIN_MULTI_RECV threshold remains).
 void EndpointImpl::bind_slice(RxMsg* m, PostedRecv* r)
 {
-    m->state = RxMsg::State::kMatched;
+    m->state = m->state == RxMsg::State::kUnexpectedRts ? RxMsg::State::kMatchedRts : RxMsg::State::kMatchedEager;
     m->recv = r;
     m->context = r->context;
     m->user_data = r->user_data;
@@ -120,29 +120,37 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
     }
     if (m->session && m->session->cur_eager == m)
         m->session->cur_eager = nullptr;
-    if (m->session && m->rendezvous && m->cts_sent)
+    if (m->session && m->state == RxMsg::State::kCtsSent)
         m->session->rdv_waiting--;
-    if (m->cts_waiting) {
+    if (m->state == RxMsg::State::kCtsWaiting)
         cts_waiting.remove(m);
-        m->cts_waiting = false;
-    }
     free_msg(m);
     if (report)
         complete(c);
 }
 
-// Hands a bound unexpected message its data: held payloads are copied now,
-// the rest (eager still arriving, or rendezvous data) lands directly.
-static void deliver_bound_unexpected(EndpointImpl* ep, RxMsg* m)
+// Hands an unexpected message just bound (in state `was` before) its data:
+// held payloads are copied now, the rest (eager still arriving, or
+// rendezvous data) lands directly.
+static void deliver_bound_unexpected(EndpointImpl* ep, RxMsg* m, RxMsg::State was)
 {
-    if (m->rendezvous) {
-        ep->send_cts(m);
+    switch (was) {
+    case RxMsg::State::kUnexpectedRts: ep->send_cts(m); return;
+    case RxMsg::State::kUnexpectedEager:
+        copy_held(m);
+        ep->release_hidden(m);
         return;
-    }
-    copy_held(m);
-    ep->release_hidden(m);
-    if (m->complete)
+    case RxMsg::State::kUnexpectedComplete:
+        copy_held(m);
+        ep->release_hidden(m);
         ep->finish_recv(m, OpStatus::kOk);
+        return;
+    case RxMsg::State::kFree:  // never in the unexpected lists
+    case RxMsg::State::kMatchedEager:
+    case RxMsg::State::kMatchedRts:
+    case RxMsg::State::kCtsWaiting:
+    case RxMsg::State::kCtsSent: return;
+    }
 }
 
 bool EndpointImpl::try_match_unexpected(PostedRecv* r)
@@ -156,8 +164,9 @@ bool EndpointImpl::try_match_unexpected(PostedRecv* r)
             continue;
         unexpected[tagged].remove(m);
         unexpected_count--;
+        const RxMsg::State was = m->state;
         bind_slice(m, r);
-        deliver_bound_unexpected(this, m);
+        deliver_bound_unexpected(this, m, was);
         matched = true;
         if (!(r->flags & kOpMultiRecv))
             break;
@@ -190,14 +199,14 @@ int EndpointImpl::post_recv(const RecvArgs& a)
             m->recv_flags = a.flags | kOpCompletion;
             m->capacity = 0;
             m->dest_count = 0;
-            if (m->rendezvous) {
-                m->state = RxMsg::State::kMatched;
+            if (m->state == RxMsg::State::kUnexpectedRts) {
+                m->state = RxMsg::State::kMatchedRts;
                 send_cts(m);  // grants 0 bytes, completes the receive
                 return 0;
             }
-            if (!m->complete && m->session->cur_eager == m) {
+            if (m->state == RxMsg::State::kUnexpectedEager && m->session->cur_eager == m) {
                 // Still arriving: the rest is dropped as it lands.
-                m->state = RxMsg::State::kMatched;
+                m->state = RxMsg::State::kMatchedEager;
                 release_hidden(m);
                 return 0;
             }
@@ -215,8 +224,9 @@ int EndpointImpl::post_recv(const RecvArgs& a)
         r->context = a.context;
         r->user_data = a.user_data;
         r->retired = true;
+        const RxMsg::State was = m->state;
         bind_slice(m, r);
-        deliver_bound_unexpected(this, m);
+        deliver_bound_unexpected(this, m, was);
         return 0;
     }
     PostedRecv* r = free_recvs;
@@ -276,13 +286,13 @@ int EndpointImpl::peek(const RecvArgs& a)
     if (a.flags & kOpDiscard) {
         unexpected[tagged].remove(found);
         unexpected_count--;
-        if (found->rendezvous) {
-            found->state = RxMsg::State::kMatched;
+        if (found->state == RxMsg::State::kUnexpectedRts) {
+            found->state = RxMsg::State::kMatchedRts;
             found->capacity = 0;
             found->recv_flags = kOpDiscard;  // peek already reported it
             send_cts(found);                 // or later, when no operation is free (retry_cts)
-        } else if (!found->complete) {
-            found->state = RxMsg::State::kMatched;  // rest dropped as it lands
+        } else if (found->state == RxMsg::State::kUnexpectedEager) {
+            found->state = RxMsg::State::kMatchedEager;  // rest dropped as it lands
             found->capacity = 0;
             found->recv_flags = kOpDiscard;
             release_hidden(found);
@@ -328,7 +338,7 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
     s->packed_done = 0;  // the frame it counted will never be delivered
     if (RxMsg* m = s->cur_eager) {
         s->cur_eager = nullptr;
-        if (m->state == RxMsg::State::kMatched) {
+        if (is_matched(m->state)) {
             finish_recv(m, why);
         } else {
             unexpected[m->tagged].remove(m);
@@ -342,14 +352,21 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
     // that is gone.
     for (uint32_t i = 0; i < msg_capacity; i++) {
         RxMsg& m = *msg_at(i);
-        if (m.session != s || !m.rendezvous)
+        if (m.session != s)
             continue;
-        if (m.state == RxMsg::State::kMatched) {
-            finish_recv(&m, why);
-        } else if (m.state == RxMsg::State::kUnexpected) {
+        switch (m.state) {
+        case RxMsg::State::kMatchedRts:
+        case RxMsg::State::kCtsWaiting:
+        case RxMsg::State::kCtsSent: finish_recv(&m, why); break;
+        case RxMsg::State::kUnexpectedRts:
             unexpected[m.tagged].remove(&m);
             unexpected_count--;
             free_msg(&m);
+            break;
+        case RxMsg::State::kFree:
+        case RxMsg::State::kUnexpectedEager:  // the eager message being received: cur_eager, above
+        case RxMsg::State::kUnexpectedComplete:
+        case RxMsg::State::kMatchedEager: break;
         }
     }
 }

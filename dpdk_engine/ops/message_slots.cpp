@@ -85,7 +85,7 @@ RxMsg* EndpointImpl::alloc_msg()
     *m = RxMsg();
     m->generation = generation;
     m->handle = index | ((generation & ((1u << (32 - kMsgIndexBits)) - 1)) << kMsgIndexBits);
-    m->state = RxMsg::State::kMatched;
+    m->state = RxMsg::State::kMatchedEager;  // bound at once, or moved to its own state by the caller
     return m;
 }
 
@@ -119,9 +119,24 @@ RxMsg* EndpointImpl::msg_by_handle(uint32_t handle)
     if (index >= msg_capacity)
         return nullptr;
     RxMsg* m = msg_at(index);
-    if (m->state != RxMsg::State::kMatched || m->handle != handle)
+    if (!is_matched(m->state) || m->handle != handle)
         return nullptr;
     return m;
+}
+
+const char* to_string(RxMsg::State s)
+{
+    switch (s) {
+    case RxMsg::State::kFree: return "free";
+    case RxMsg::State::kUnexpectedEager: return "unexpected eager";
+    case RxMsg::State::kUnexpectedComplete: return "unexpected complete";
+    case RxMsg::State::kUnexpectedRts: return "unexpected rts";
+    case RxMsg::State::kMatchedEager: return "matched eager";
+    case RxMsg::State::kMatchedRts: return "matched rts";
+    case RxMsg::State::kCtsWaiting: return "cts waiting";
+    case RxMsg::State::kCtsSent: return "cts sent";
+    }
+    return "?";
 }
 
 }  // namespace dpdk_engine

@@ -115,7 +115,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
     if (r) {
         bind_slice(m, r);
     } else {
-        m->state = RxMsg::State::kUnexpected;
+        m->state = RxMsg::State::kUnexpectedEager;
         unexpected[e.tagged].push_back(m);
         unexpected_count++;
         st.unexpected_msgs++;
@@ -135,7 +135,7 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
             if (s->cur_eager) {
                 RxMsg* old = s->cur_eager;
                 s->cur_eager = nullptr;
-                if (old->state == RxMsg::State::kMatched) {
+                if (is_matched(old->state)) {
                     finish_recv(old, OpStatus::kProtocolError);
                 } else {
                     unexpected[old->tagged].remove(old);
@@ -166,7 +166,7 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
         return Delivery::kDone;
     }
     Delivery result = Delivery::kDone;
-    if (m->state == RxMsg::State::kMatched) {
+    if (is_matched(m->state)) {
         if (offset < m->capacity)
             copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
     } else if (m->spill) {
@@ -187,10 +187,10 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
     m->received += p.payload_len;
     if (m->received == m->total_len) {
         s->cur_eager = nullptr;
-        if (m->state == RxMsg::State::kMatched)
+        if (is_matched(m->state))
             finish_recv(m, OpStatus::kOk);
         else
-            m->complete = true;
+            m->state = RxMsg::State::kUnexpectedComplete;
     }
     return result;
 }
@@ -229,7 +229,7 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
         e.msg_id = r->msg_id.get();
         RxMsg* m = start_eager(s, e);
         rte_mbuf* clone = nullptr;
-        if (m && m->state == RxMsg::State::kUnexpected && !m->spill && len) {
+        if (m && m->state == RxMsg::State::kUnexpectedEager && !m->spill && len) {
             // Unexpected and held in an mbuf, as deliver_eager holds a
             // segment: here a clone of the frame (indirect, no copy) trimmed
             // to this record, since the frame carries other messages too.
@@ -247,7 +247,7 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
             return Delivery::kBlocked;
         }
         m->received = len;
-        if (m->state == RxMsg::State::kMatched) {
+        if (is_matched(m->state)) {
             copy_to_iov(m->dest, m->dest_count, 0, payload, len);  // clipped to the receive's capacity
             finish_recv(m, OpStatus::kOk);
             continue;
@@ -259,7 +259,7 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
             rte_pktmbuf_trim(clone, static_cast<uint16_t>(clone->data_len - len));
             m->held = clone;
         }
-        m->complete = true;
+        m->state = RxMsg::State::kUnexpectedComplete;
     }
     s->packed_done = 0;
     return Delivery::kDone;

@@ -17,9 +17,9 @@ bool EndpointImpl::send_cts(RxMsg* m)
     if (!op) {
         // Issue 6: never a receive waiting for a CTS nothing sends. It goes
         // from session_timers once an operation is free again.
-        if (!m->cts_waiting) {
+        if (m->state != RxMsg::State::kCtsWaiting) {
             st.cts_deferred++;
-            m->cts_waiting = true;
+            m->state = RxMsg::State::kCtsWaiting;
             cts_waiting.push_back(m);
             m->session->cts_waiting = true;
             engine->activate(m->session);
@@ -30,7 +30,7 @@ bool EndpointImpl::send_cts(RxMsg* m)
     op->answer.peer_op_id = m->sender_op;
     op->answer.rdv_handle = m->handle;
     op->message_len = granted;
-    m->cts_sent = true;
+    m->state = RxMsg::State::kCtsSent;
     m->session->rdv_waiting++;
     session_enqueue(m->session, op);
     if (granted == 0)
@@ -49,7 +49,7 @@ void EndpointImpl::retry_cts(Session* s)
         if (!m)
             break;
         cts_waiting.remove(m);
-        m->cts_waiting = false;
+        m->state = RxMsg::State::kMatchedRts;
         send_cts(m);
     }
     bool left = false;
@@ -71,7 +71,7 @@ Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
     m->session = s;
     m->src = s->peer;
     m->tagged = tagged;
-    m->rendezvous = true;
+    m->state = RxMsg::State::kUnexpectedRts;  // an RTS: bind_slice makes it kMatchedRts
     m->tag = x->tag.get();
     m->has_data = p.flags & wire::kFlagRemoteData;
     m->data = m->has_data ? x->cq_data.get() : 0;
@@ -82,7 +82,6 @@ Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
         bind_slice(m, r);
         send_cts(m);
     } else {
-        m->state = RxMsg::State::kUnexpected;
         unexpected[tagged].push_back(m);
         unexpected_count++;
         st.unexpected_msgs++;
@@ -117,7 +116,8 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
     RxMsg* m = msg_by_handle(x->handle.get());
     uint64_t offset = x->offset.get();
     uint64_t granted = m ? (m->total_len < m->capacity ? m->total_len : m->capacity) : 0;
-    if (!m || m->session != s || !m->rendezvous || offset > granted || p.payload_len > granted - offset) {
+    if (!m || m->session != s || !is_rendezvous(m->state) || offset > granted ||
+        p.payload_len > granted - offset) {
         st.protocol_errors++;
         return Delivery::kDone;
     }

@@ -37,16 +37,19 @@ struct PostedRecv {
 struct RxMsg {
     enum class State : uint8_t {
         kFree,
-        kUnexpected,
-        kMatched
+        // Unexpected: in EndpointImpl::unexpected, no receive yet.
+        kUnexpectedEager,     // eager, its bytes arriving into hidden buffers
+        kUnexpectedComplete,  // eager, every byte held
+        kUnexpectedRts,       // rendezvous: the RTS (also an RTS not bound yet)
+        // Matched: bound to a receive (or discarded: capacity 0).
+        kMatchedEager,  // eager (or a datagram): its bytes land in the receive
+        kMatchedRts,    // rendezvous, its CTS not sent yet
+        kCtsWaiting,    // rendezvous, its CTS waits for a free op (EndpointImpl::cts_waiting)
+        kCtsSent,       // rendezvous, CTS sent: its data lands in the receive
     };
     State state = State::kFree;
     bool tagged = false;
     bool has_data = false;
-    bool rendezvous = false;  // arrived as an RTS
-    bool complete = false;    // every byte arrived (unexpected eager)
-    bool cts_sent = false;
-    bool cts_waiting = false;  // matched rendezvous whose CTS found no free op (EndpointImpl::cts_waiting)
     Session* session = nullptr;
     Address src;
     uint64_t tag = 0, data = 0;
@@ -71,6 +74,39 @@ struct RxMsg {
     RxMsg* next = nullptr;
     RxMsg* prev = nullptr;
 };
+
+const char* to_string(RxMsg::State s);
+
+inline bool is_matched(RxMsg::State s)
+{
+    switch (s) {
+    case RxMsg::State::kMatchedEager:
+    case RxMsg::State::kMatchedRts:
+    case RxMsg::State::kCtsWaiting:
+    case RxMsg::State::kCtsSent: return true;
+    case RxMsg::State::kFree:
+    case RxMsg::State::kUnexpectedEager:
+    case RxMsg::State::kUnexpectedComplete:
+    case RxMsg::State::kUnexpectedRts: return false;
+    }
+    return false;
+}
+
+// Arrived as an RTS (a rendezvous message), matched or not.
+inline bool is_rendezvous(RxMsg::State s)
+{
+    switch (s) {
+    case RxMsg::State::kUnexpectedRts:
+    case RxMsg::State::kMatchedRts:
+    case RxMsg::State::kCtsWaiting:
+    case RxMsg::State::kCtsSent: return true;
+    case RxMsg::State::kFree:
+    case RxMsg::State::kUnexpectedEager:
+    case RxMsg::State::kUnexpectedComplete:
+    case RxMsg::State::kMatchedEager: return false;
+    }
+    return false;
+}
 
 }  // namespace dpdk_engine
 
