@@ -43,12 +43,10 @@ int Endpoint::atomic(const AtomicArgs& a)
     if ((compare ? 2 : 1) * a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicReq) ||
         a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicResp))
         return -EINVAL;
-    Session* s = ep->session_for(a.dest, true);
-    if (!s)
-        return -ENOMEM;
-    TxOp* op = ep->alloc_op(TxOp::Kind::kAtomic, s);
-    if (!op)
-        return -EAGAIN;
+    TxOp* op;
+    if (int rc = ep->start_op(a.dest, TxOp::Kind::kAtomic, &op))
+        return rc;
+    Session* s = op->session;
     uint64_t bytes = a.count * size;
     // Operands are copied: the caller may reuse its buffers at once.
     memcpy(op->bounce, a.operands, bytes);

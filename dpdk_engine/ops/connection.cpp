@@ -18,12 +18,10 @@ int Endpoint::send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, con
     EndpointImpl* ep = impl(this);
     if (!ep->cfg.on_conn || len > wire::kMaxConnData || (len && !data))
         return -EINVAL;
-    Session* s = ep->session_for(dest, true);
-    if (!s)
-        return -ENOMEM;
-    TxOp* op = ep->alloc_op(TxOp::Kind::kConn, s);
-    if (!op)
-        return -EAGAIN;
+    TxOp* op;
+    if (int rc = ep->start_op(dest, TxOp::Kind::kConn, &op))
+        return rc;
+    Session* s = op->session;
     op->flags = kOpInject | kOpCompletion;
     op->conn.kind = static_cast<uint8_t>(kind);
     op->conn.conn_id = conn_id;

@@ -14,64 +14,6 @@ namespace {
 constexpr uint32_t kOpIndexBits = 20;
 constexpr uint32_t kOpIndexMask = (1u << kOpIndexBits) - 1;
 
-bool user_kind(TxOp::Kind k)
-{
-    switch (k) {
-    case TxOp::Kind::kEager:
-    case TxOp::Kind::kRts:
-    case TxOp::Kind::kRdvData:
-    case TxOp::Kind::kWrite:
-    case TxOp::Kind::kRead:
-    case TxOp::Kind::kAtomic: return true;
-    case TxOp::Kind::kFree:
-    case TxOp::Kind::kCts:
-    case TxOp::Kind::kReadResp:
-    case TxOp::Kind::kWriteResp:
-    case TxOp::Kind::kAtomicResp:
-    case TxOp::Kind::kConn:  // reported through on_conn (conn_op_done)
-        return false;
-    }
-    return false;
-}
-
-bool is_message(TxOp::Kind k)
-{
-    switch (k) {
-    case TxOp::Kind::kEager:
-    case TxOp::Kind::kRts:
-    case TxOp::Kind::kRdvData: return true;
-    case TxOp::Kind::kWrite:
-    case TxOp::Kind::kRead:
-    case TxOp::Kind::kAtomic:
-    case TxOp::Kind::kFree:
-    case TxOp::Kind::kCts:
-    case TxOp::Kind::kReadResp:
-    case TxOp::Kind::kWriteResp:
-    case TxOp::Kind::kAtomicResp:
-    case TxOp::Kind::kConn: return false;
-    }
-    return false;
-}
-
-CompletionType completion_type(TxOp::Kind k)
-{
-    switch (k) {
-    case TxOp::Kind::kWrite: return CompletionType::kWrite;
-    case TxOp::Kind::kRead: return CompletionType::kRead;
-    case TxOp::Kind::kAtomic: return CompletionType::kAtomic;
-    case TxOp::Kind::kEager:
-    case TxOp::Kind::kRts:
-    case TxOp::Kind::kRdvData:
-    case TxOp::Kind::kFree:
-    case TxOp::Kind::kCts:
-    case TxOp::Kind::kReadResp:
-    case TxOp::Kind::kWriteResp:
-    case TxOp::Kind::kAtomicResp:
-    case TxOp::Kind::kConn: break;
-    }
-    return CompletionType::kSend;
-}
-
 // Walks the iov range [offset, offset + len), clipped to the iov capacity,
 // calling fn(iov byte pointer, bytes done so far, chunk). Returns bytes done.
 template <typename Fn> uint64_t walk_iov(const iovec* iov, size_t n, uint64_t offset, uint64_t len, Fn fn)
@@ -225,19 +167,12 @@ TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
     op->bounce = bounce;
     op->generation = generation;
     op->kind = kind;
-    switch (kind) {
-    case TxOp::Kind::kEager:
-    case TxOp::Kind::kRts:
-    case TxOp::Kind::kRdvData:
-    case TxOp::Kind::kFree: break;
-    case TxOp::Kind::kWrite:
-    case TxOp::Kind::kRead:
-    case TxOp::Kind::kAtomic: new (&op->req) TxOp::RequestPart(); break;
-    case TxOp::Kind::kCts:
-    case TxOp::Kind::kReadResp:
-    case TxOp::Kind::kWriteResp:
-    case TxOp::Kind::kAtomicResp: new (&op->answer) TxOp::AnswerPart(); break;
-    case TxOp::Kind::kConn: new (&op->conn) TxOp::ConnPart(); break;
+    switch (kind_info(kind).part) {
+    case TxOp::Part::kNone:
+    case TxOp::Part::kMessage: break;
+    case TxOp::Part::kRequest: new (&op->req) TxOp::RequestPart(); break;
+    case TxOp::Part::kAnswer: new (&op->answer) TxOp::AnswerPart(); break;
+    case TxOp::Part::kConn: new (&op->conn) TxOp::ConnPart(); break;
     }
     op->session = s;
     uint32_t index = static_cast<uint32_t>(op - op_pool.data());
@@ -277,11 +212,12 @@ void EndpointImpl::report(const TxOp* op, OpStatus status)
 {
     Completion c;
     c.context = op->context;
-    c.type = completion_type(op->kind);
+    const KindInfo info = kind_info(op->kind);
+    c.type = info.completion;
     c.status = status;
     c.tagged = op->flags & kOpTagged;
     c.len = op->message_len;
-    c.tag = is_message(op->kind) ? op->msg.tag : 0;
+    c.tag = info.part == TxOp::Part::kMessage ? op->msg.tag : 0;
     c.data = op->data;
     c.has_data = op->flags & kOpRemoteData;
     c.src = op->session->peer;
@@ -313,7 +249,7 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
     // (and before the slot, and with it zc_shinfo, is reused).
     if (rte_mbuf_ext_refcnt_read(&op->zc_shinfo) != 0)
         engine->port->flush();
-    if (user_kind(op->kind)) {
+    if (kind_info(op->kind).user) {
         bool already = op->flags & kOpInjectComplete;  // reported at post time
         bool wanted = status != OpStatus::kOk || (op->flags & kOpCompletion);
         if (wanted && !(already && status == OpStatus::kOk))
@@ -372,24 +308,17 @@ void EndpointImpl::maybe_finish_op(TxOp* op)
 int Endpoint::send(const SendArgs& a)
 {
     EndpointImpl* ep = impl(this);
-    int rc = check_iov(a.iov, a.iov_count);
-    if (rc)
+    uint64_t len;
+    if (int rc = check_payload(a.iov, a.iov_count, a.flags, &len))
         return rc;
-    uint64_t len = iov_total(a.iov, a.iov_count);
-    if (len > kMaxMessageSize)
-        return -EMSGSIZE;
-    if ((a.flags & kOpInject) && len > kInjectSize)
-        return -EINVAL;
-    Session* s = ep->session_for(a.dest, true);
-    if (!s)
-        return -ENOMEM;
     // Delivery complete goes through the rendezvous whatever the size (an
     // empty message too): only the CTS tells that the receive has matched.
     bool rendezvous =
         (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) && !(a.flags & kOpInject);
-    TxOp* op = ep->alloc_op(rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, s);
-    if (!op)
-        return -EAGAIN;
+    TxOp* op;
+    if (int rc = ep->start_op(a.dest, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
+        return rc;
+    Session* s = op->session;
     op->flags = a.flags;
     op->context = a.context;
     op->user_data = a.user_data;

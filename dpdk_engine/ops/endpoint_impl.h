@@ -78,6 +78,17 @@ class EndpointImpl : public Endpoint {
 
     // ---- operations (endpoint.cpp)
     TxOp* alloc_op(TxOp::Kind kind, Session* s);
+    // The start of a posting: the session to `dest` (made if new) and an
+    // operation of `kind` on it in *out; -ENOMEM (no session) or -EAGAIN
+    // (no free operation) else.
+    int start_op(Address dest, TxOp::Kind kind, TxOp** out)
+    {
+        Session* s = session_for(dest, true);
+        if (!s)
+            return -ENOMEM;
+        *out = alloc_op(kind, s);
+        return *out ? 0 : -EAGAIN;
+    }
     void free_op(TxOp* op);
     TxOp* op_by_id(uint32_t id);
     void complete(const Completion& c);
@@ -134,6 +145,9 @@ class EndpointImpl : public Endpoint {
     PostedRecv* match_posted(bool tagged, Address src, uint64_t tag);
     void bind_slice(RxMsg* m, PostedRecv* r);
     void finish_recv(RxMsg* m, OpStatus status);
+    // A receive from the free list (the caller made sure there is one) with
+    // a's buffers, flags and context; matching fields left to the caller.
+    PostedRecv* take_recv(const RecvArgs& a);
     void release_recv(PostedRecv* r);
     // Sends m's CTS; without a free operation m waits in cts_waiting and
     // false is returned (the CTS goes later, from retry_cts).
@@ -170,6 +184,20 @@ uint64_t copy_from_iov(const iovec* iov, size_t n, uint64_t offset, void* dst, u
 // match; the iov holds damaged bytes where the payload belongs, and the
 // packet must count as never received (its retransmission rewrites them).
 bool copy_payload_to_iov(const iovec* iov, size_t n, uint64_t offset, const wire::ParsedPacket& p);
+// The payload of a send or RMA posting: 0 and its total in *len, or
+// -EINVAL (a bad iov, or an inject over kInjectSize) or -EMSGSIZE (over
+// kMaxMessageSize).
+inline int check_payload(const iovec* iov, size_t n, uint32_t flags, uint64_t* len)
+{
+    if (int rc = check_iov(iov, n))
+        return rc;
+    *len = iov_total(iov, n);
+    if (*len > kMaxMessageSize)
+        return -EMSGSIZE;
+    if ((flags & kOpInject) && *len > kInjectSize)
+        return -EINVAL;
+    return 0;
+}
 
 inline EndpointImpl* impl(Endpoint* e)
 {

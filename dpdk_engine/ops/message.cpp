@@ -83,6 +83,21 @@ void EndpointImpl::bind_slice(RxMsg* m, PostedRecv* r)
     r->retired = true;
 }
 
+PostedRecv* EndpointImpl::take_recv(const RecvArgs& a)
+{
+    PostedRecv* r = free_recvs;
+    free_recvs = r->next;
+    *r = PostedRecv();
+    if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
+        memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
+    r->iov_count = static_cast<uint32_t>(a.iov_count);
+    r->capacity = iov_total(a.iov, a.iov_count);
+    r->flags = a.flags;
+    r->context = a.context;
+    r->user_data = a.user_data;
+    return r;
+}
+
 void EndpointImpl::release_recv(PostedRecv* r)
 {
     r->next = free_recvs;
@@ -213,36 +228,19 @@ int EndpointImpl::post_recv(const RecvArgs& a)
             finish_recv(m, OpStatus::kOk);
             return 0;
         }
-        PostedRecv* r = free_recvs;
-        free_recvs = r->next;
-        *r = PostedRecv();
-        if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
-            memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
-        r->iov_count = static_cast<uint32_t>(a.iov_count);
-        r->capacity = iov_total(a.iov, a.iov_count);
-        r->flags = a.flags & ~kOpMultiRecv;
-        r->context = a.context;
-        r->user_data = a.user_data;
-        r->retired = true;
+        PostedRecv* r = take_recv(a);
+        r->flags &= ~kOpMultiRecv;
+        r->retired = true;  // never posted: bound to the claimed message alone
         const RxMsg::State was = m->state;
         bind_slice(m, r);
         deliver_bound_unexpected(this, m, was);
         return 0;
     }
-    PostedRecv* r = free_recvs;
-    free_recvs = r->next;
-    *r = PostedRecv();
-    if (a.iov_count)  // a.iov may be null then: memcpy forbids null even for 0 bytes
-        memcpy(r->iov, a.iov, sizeof(iovec) * a.iov_count);
-    r->iov_count = static_cast<uint32_t>(a.iov_count);
-    r->capacity = iov_total(a.iov, a.iov_count);
+    PostedRecv* r = take_recv(a);
     r->any_source = a.any_source;
     r->src = a.src;
     r->tag = a.tag;
     r->ignore = a.ignore;
-    r->flags = a.flags;
-    r->context = a.context;
-    r->user_data = a.user_data;
     // Queue first so bind_slice can unlink it; matching unexpected messages
     // in arrival order keeps MPI's ordering rule.
     posted[tagged].push_back(r);

@@ -33,19 +33,13 @@ OpStatus op_status(wire::WireStatus s)
 int Endpoint::write(const RmaArgs& a)
 {
     EndpointImpl* ep = impl(this);
-    if (int rc = check_iov(a.iov, a.iov_count))
+    uint64_t len;
+    if (int rc = check_payload(a.iov, a.iov_count, a.flags, &len))
         return rc;
-    uint64_t len = iov_total(a.iov, a.iov_count);
-    if (len > kMaxMessageSize)
-        return -EMSGSIZE;
-    if ((a.flags & kOpInject) && len > kInjectSize)
-        return -EINVAL;
-    Session* s = ep->session_for(a.dest, true);
-    if (!s)
-        return -ENOMEM;
-    TxOp* op = ep->alloc_op(TxOp::Kind::kWrite, s);
-    if (!op)
-        return -EAGAIN;
+    TxOp* op;
+    if (int rc = ep->start_op(a.dest, TxOp::Kind::kWrite, &op))
+        return rc;
+    Session* s = op->session;
     op->flags = a.flags & ~kOpTagged;
     op->context = a.context;
     op->user_data = a.user_data;
@@ -62,19 +56,15 @@ int Endpoint::write(const RmaArgs& a)
 int Endpoint::read(const RmaArgs& a)
 {
     EndpointImpl* ep = impl(this);
-    if (int rc = check_iov(a.iov, a.iov_count))
+    uint64_t len;
+    if (int rc = check_payload(a.iov, a.iov_count, a.flags, &len))
         return rc;
-    uint64_t len = iov_total(a.iov, a.iov_count);
-    if (len > kMaxMessageSize)
-        return -EMSGSIZE;
     if (a.flags & (kOpInject | kOpRemoteData))
         return -EINVAL;
-    Session* s = ep->session_for(a.dest, true);
-    if (!s)
-        return -ENOMEM;
-    TxOp* op = ep->alloc_op(TxOp::Kind::kRead, s);
-    if (!op)
-        return -EAGAIN;
+    TxOp* op;
+    if (int rc = ep->start_op(a.dest, TxOp::Kind::kRead, &op))
+        return rc;
+    Session* s = op->session;
     op->flags = a.flags & ~(kOpTagged | kOpInjectComplete);  // completes when the data is here
     op->context = a.context;
     op->user_data = a.user_data;

@@ -77,35 +77,32 @@ struct RxMsg {
 
 const char* to_string(RxMsg::State s);
 
+// What a state says of its message: bound to a receive, arrived as an RTS.
+struct RxMsgClass {
+    bool matched;
+    bool rendezvous;
+};
+inline RxMsgClass classify(RxMsg::State s)
+{
+    switch (s) {
+    case RxMsg::State::kFree: return {false, false};
+    case RxMsg::State::kUnexpectedEager: return {false, false};
+    case RxMsg::State::kUnexpectedComplete: return {false, false};
+    case RxMsg::State::kUnexpectedRts: return {false, true};
+    case RxMsg::State::kMatchedEager: return {true, false};
+    case RxMsg::State::kMatchedRts: return {true, true};
+    case RxMsg::State::kCtsWaiting: return {true, true};
+    case RxMsg::State::kCtsSent: return {true, true};
+    }
+    return {false, false};
+}
 inline bool is_matched(RxMsg::State s)
 {
-    switch (s) {
-    case RxMsg::State::kMatchedEager:
-    case RxMsg::State::kMatchedRts:
-    case RxMsg::State::kCtsWaiting:
-    case RxMsg::State::kCtsSent: return true;
-    case RxMsg::State::kFree:
-    case RxMsg::State::kUnexpectedEager:
-    case RxMsg::State::kUnexpectedComplete:
-    case RxMsg::State::kUnexpectedRts: return false;
-    }
-    return false;
+    return classify(s).matched;
 }
-
-// Arrived as an RTS (a rendezvous message), matched or not.
 inline bool is_rendezvous(RxMsg::State s)
 {
-    switch (s) {
-    case RxMsg::State::kUnexpectedRts:
-    case RxMsg::State::kMatchedRts:
-    case RxMsg::State::kCtsWaiting:
-    case RxMsg::State::kCtsSent: return true;
-    case RxMsg::State::kFree:
-    case RxMsg::State::kUnexpectedEager:
-    case RxMsg::State::kUnexpectedComplete:
-    case RxMsg::State::kMatchedEager: return false;
-    }
-    return false;
+    return classify(s).rendezvous;
 }
 
 }  // namespace dpdk_engine

@@ -65,7 +65,7 @@ struct TxOp {
     bool header_sent = false;  // a zero-payload op has sent its packet
     uint64_t data = 0;         // remote CQ data (kOpRemoteData) of a message or a write
 
-    // ---- the part of its kind: alloc_op starts the right one, zeroed
+    // ---- the part of its kind (kind_info): alloc_op starts it, zeroed
     // (value-initialised; zero is kOk for wire_status). Plain structs, so
     // that the union of them is trivial.
     // kEager, kRts, kRdvData: a message.
@@ -100,6 +100,13 @@ struct TxOp {
         uint64_t conn_id;
         uint8_t kind;  // wire::ConnKind
     };
+    enum class Part : uint8_t {
+        kNone,  // kFree
+        kMessage,
+        kRequest,
+        kAnswer,
+        kConn,
+    };
     union {
         MessagePart msg {};
         RequestPart req;
@@ -124,6 +131,35 @@ struct TxOp {
     TxOp* next = nullptr;  // free list / session op list
     TxOp* prev = nullptr;
 };
+
+// What a kind of operation is: the part of TxOp it uses, whether the
+// application posted it (and is told of its end: EndpointImpl::complete_op;
+// kConn is told through on_conn), and the type of that completion.
+struct KindInfo {
+    TxOp::Part part;
+    bool user;
+    CompletionType completion;
+};
+inline KindInfo kind_info(TxOp::Kind k)
+{
+    using P = TxOp::Part;
+    using C = CompletionType;
+    switch (k) {
+    case TxOp::Kind::kFree: return {P::kNone, false, C::kSend};
+    case TxOp::Kind::kEager: return {P::kMessage, true, C::kSend};
+    case TxOp::Kind::kRts: return {P::kMessage, true, C::kSend};
+    case TxOp::Kind::kRdvData: return {P::kMessage, true, C::kSend};
+    case TxOp::Kind::kWrite: return {P::kRequest, true, C::kWrite};
+    case TxOp::Kind::kRead: return {P::kRequest, true, C::kRead};
+    case TxOp::Kind::kAtomic: return {P::kRequest, true, C::kAtomic};
+    case TxOp::Kind::kCts: return {P::kAnswer, false, C::kSend};
+    case TxOp::Kind::kReadResp: return {P::kAnswer, false, C::kSend};
+    case TxOp::Kind::kWriteResp: return {P::kAnswer, false, C::kSend};
+    case TxOp::Kind::kAtomicResp: return {P::kAnswer, false, C::kSend};
+    case TxOp::Kind::kConn: return {P::kConn, false, C::kSend};
+    }
+    return {P::kNone, false, C::kSend};
+}
 
 // The packet type of op's packets (its family row: packet_family.h).
 inline wire::PacketType packet_type(TxOp::Kind k)
@@ -176,8 +212,7 @@ inline bool ack_completes_op(const TxOp* op)
 // only our stream restarts they go again, whole, on the new one (session_fail).
 inline bool answers_peer(const TxOp* op)
 {
-    return op->kind == TxOp::Kind::kCts || op->kind == TxOp::Kind::kReadResp ||
-           op->kind == TxOp::Kind::kWriteResp || op->kind == TxOp::Kind::kAtomicResp;
+    return kind_info(op->kind).part == TxOp::Part::kAnswer;
 }
 
 }  // namespace dpdk_engine
