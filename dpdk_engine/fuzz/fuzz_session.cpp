@@ -1,8 +1,8 @@
 // libFuzzer entry for the engine's whole receive path: hostile frames are
 // sent through a real DPDK port (one side of a "ringpair") into a real
 // Engine on the other side, whose progress() then runs the receive dispatch
-// of engine.cpp, the reliability of session.cpp, matching and reassembly of
-// message.cpp and the RMA/atomic target of rma.cpp on them. No test hook:
+// of engine.cpp, the reliability of session.cpp, and the packet families of
+// ops/ (matching, reassembly, the rendezvous, the RMA/atomic target) on them. No test hook:
 // the frames arrive exactly as a peer's would.
 //
 // Built once (LLVMFuzzerInitialize): the engine, the ringpair port, two

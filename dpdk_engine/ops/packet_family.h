@@ -79,8 +79,9 @@ bool cut_packed(Session* s, InflightPacket& ip, bool* awaited);
 
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
-namespace eager_family {                                          // msg_eager.cpp
-void build(const InflightPacket& ip, wire::TransportHeader* th);  // MsgExt: kMsgEager and kMsgRts
+namespace eager_family {  // msg_eager.cpp
+// MsgExt: kMsgEager and kMsgRts.
+void build(const InflightPacket& ip, wire::TransportHeader* th);
 void build_packed(const InflightPacket& ip, wire::TransportHeader* th);
 }  // namespace eager_family
 
@@ -89,9 +90,11 @@ void build_cts(const InflightPacket& ip, wire::TransportHeader* th);
 void build_data(const InflightPacket& ip, wire::TransportHeader* th);
 }  // namespace rendezvous_family
 
-namespace rma_family {                                                     // rma.cpp
-void build_request(const InflightPacket& ip, wire::TransportHeader* th);   // RmaExt: write and read request
-void build_response(const InflightPacket& ip, wire::TransportHeader* th);  // RespExt: every response
+namespace rma_family {  // rma.cpp
+// RmaExt: a write and a read request.
+void build_request(const InflightPacket& ip, wire::TransportHeader* th);
+// RespExt: every response (the atomic's too).
+void build_response(const InflightPacket& ip, wire::TransportHeader* th);
 }  // namespace rma_family
 
 namespace atomic_family {  // atomic.cpp
