@@ -137,9 +137,9 @@ Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket&
     return Delivery::kDone;
 }
 
-namespace atomic_family {
+// ---- the family's build functions (packet_family.h)
 
-void build_request(const InflightPacket& ip, wire::TransportHeader* th)
+void build_atomic_request(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::AtomicExt*>(th + 1);
@@ -153,7 +153,5 @@ void build_request(const InflightPacket& ip, wire::TransportHeader* th)
     x->count.set(op->req.atomic_count);
     x->reserved2.set(0);
 }
-
-}  // namespace atomic_family
 
 }  // namespace dpdk_engine

@@ -108,16 +108,14 @@ Delivery EndpointImpl::deliver_conn(Session* s, const wire::ParsedPacket& p)
     return Delivery::kDone;
 }
 
-namespace conn_family {
+// ---- the family's build functions (packet_family.h)
 
-void build(const InflightPacket& ip, wire::TransportHeader* th)
+void build_conn_ctl(const InflightPacket& ip, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::ConnExt*>(th + 1);
     x->kind = ip.op->conn.kind;
     memset(x->reserved, 0, sizeof(x->reserved));
     x->conn_id.set(ip.op->conn.conn_id);
 }
-
-}  // namespace conn_family
 
 }  // namespace dpdk_engine

@@ -265,9 +265,9 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
     return Delivery::kDone;
 }
 
-namespace eager_family {
+// ---- the family's build functions (packet_family.h)
 
-void build(const InflightPacket& ip, wire::TransportHeader* th)
+void build_msg_ext(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::MsgExt*>(th + 1);
@@ -301,7 +301,5 @@ void build_packed(const InflightPacket& ip, wire::TransportHeader* th)
         at += op->total_len;
     }
 }
-
-}  // namespace eager_family
 
 }  // namespace dpdk_engine

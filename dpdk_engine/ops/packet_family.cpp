@@ -32,20 +32,20 @@ constexpr PacketFamily kPacketFamilies[wire::kMaxPacketType + 1] = {
     // The session layer's own: no extension, never delivered upward.
     {T::kAck, nullptr, nullptr, false},
     {T::kReset, nullptr, nullptr, false},
-    {T::kMsgEager, eager_family::build, by<&E::deliver_eager>, false},
-    {T::kMsgRts, eager_family::build, by<&E::deliver_rts>, false},  // the eager MsgExt, no payload
-    {T::kMsgCts, rendezvous_family::build_cts, by<&E::deliver_cts>, false},
-    {T::kMsgRdvData, rendezvous_family::build_data, by<&E::deliver_rdv_data>, false},
-    {T::kRmaWrite, rma_family::build_request, by<&E::deliver_write>, false},
-    {T::kRmaReadReq, rma_family::build_request, by<&E::deliver_read_req>, false},
-    {T::kRmaReadResp, rma_family::build_response, by<&E::deliver_read_resp>, false},
-    {T::kRmaWriteResp, rma_family::build_response, by<&E::deliver_write_resp>, false},
-    {T::kAtomicReq, atomic_family::build_request, by<&E::deliver_atomic_req>, false},
-    {T::kAtomicResp, rma_family::build_response, by<&E::deliver_atomic_resp>, false},
+    {T::kMsgEager, build_msg_ext, by<&E::deliver_eager>, false},
+    {T::kMsgRts, build_msg_ext, by<&E::deliver_rts>, false},  // the eager MsgExt, no payload
+    {T::kMsgCts, build_cts, by<&E::deliver_cts>, false},
+    {T::kMsgRdvData, build_rdv_data, by<&E::deliver_rdv_data>, false},
+    {T::kRmaWrite, build_rma_request, by<&E::deliver_write>, false},
+    {T::kRmaReadReq, build_rma_request, by<&E::deliver_read_req>, false},
+    {T::kRmaReadResp, build_response, by<&E::deliver_read_resp>, false},
+    {T::kRmaWriteResp, build_response, by<&E::deliver_write_resp>, false},
+    {T::kAtomicReq, build_atomic_request, by<&E::deliver_atomic_req>, false},
+    {T::kAtomicResp, build_response, by<&E::deliver_atomic_resp>, false},
     // Unsequenced: Endpoint::send_datagram builds it, EndpointImpl::deliver_datagram takes it.
     {T::kDatagram, nullptr, nullptr, false},
-    {T::kConnCtl, conn_family::build, by<&E::deliver_conn>, false},
-    {T::kMsgPacked, eager_family::build_packed, by<&E::deliver_packed>, true},
+    {T::kConnCtl, build_conn_ctl, by<&E::deliver_conn>, false},
+    {T::kMsgPacked, build_packed, by<&E::deliver_packed>, true},
 };
 
 namespace {

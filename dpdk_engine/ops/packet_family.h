@@ -79,31 +79,14 @@ bool cut_packed(Session* s, InflightPacket& ip, bool* awaited);
 
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
-namespace eager_family {  // msg_eager.cpp
-// MsgExt: kMsgEager and kMsgRts.
-void build(const InflightPacket& ip, wire::TransportHeader* th);
-void build_packed(const InflightPacket& ip, wire::TransportHeader* th);
-}  // namespace eager_family
-
-namespace rendezvous_family {  // rendezvous.cpp
-void build_cts(const InflightPacket& ip, wire::TransportHeader* th);
-void build_data(const InflightPacket& ip, wire::TransportHeader* th);
-}  // namespace rendezvous_family
-
-namespace rma_family {  // rma.cpp
-// RmaExt: a write and a read request.
-void build_request(const InflightPacket& ip, wire::TransportHeader* th);
-// RespExt: every response (the atomic's too).
-void build_response(const InflightPacket& ip, wire::TransportHeader* th);
-}  // namespace rma_family
-
-namespace atomic_family {  // atomic.cpp
-void build_request(const InflightPacket& ip, wire::TransportHeader* th);
-}  // namespace atomic_family
-
-namespace conn_family {  // connection.cpp
-void build(const InflightPacket& ip, wire::TransportHeader* th);
-}  // namespace conn_family
+void build_msg_ext(const InflightPacket& ip, wire::TransportHeader* th);      // msg_eager.cpp: kMsgEager, kMsgRts
+void build_packed(const InflightPacket& ip, wire::TransportHeader* th);       // msg_eager.cpp
+void build_cts(const InflightPacket& ip, wire::TransportHeader* th);          // rendezvous.cpp
+void build_rdv_data(const InflightPacket& ip, wire::TransportHeader* th);     // rendezvous.cpp
+void build_rma_request(const InflightPacket& ip, wire::TransportHeader* th);  // rma.cpp: write, read request
+void build_response(const InflightPacket& ip, wire::TransportHeader* th);     // rma.cpp: every RespExt
+void build_atomic_request(const InflightPacket& ip, wire::TransportHeader* th);  // atomic.cpp
+void build_conn_ctl(const InflightPacket& ip, wire::TransportHeader* th);        // connection.cpp
 
 }  // namespace dpdk_engine
 

@@ -129,7 +129,7 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
     return Delivery::kDone;
 }
 
-namespace rendezvous_family {
+// ---- the family's build functions (packet_family.h)
 
 void build_cts(const InflightPacket& ip, wire::TransportHeader* th)
 {
@@ -140,14 +140,12 @@ void build_cts(const InflightPacket& ip, wire::TransportHeader* th)
     x->len.set(op->message_len);
 }
 
-void build_data(const InflightPacket& ip, wire::TransportHeader* th)
+void build_rdv_data(const InflightPacket& ip, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::DataExt*>(th + 1);
     x->handle.set(ip.op->msg.rdv_handle);
     x->reserved.set(0);
     x->offset.set(ip.offset);
 }
-
-}  // namespace rendezvous_family
 
 }  // namespace dpdk_engine

@@ -254,9 +254,9 @@ Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& 
     return Delivery::kDone;
 }
 
-namespace rma_family {
+// ---- the family's build functions (packet_family.h)
 
-void build_request(const InflightPacket& ip, wire::TransportHeader* th)
+void build_rma_request(const InflightPacket& ip, wire::TransportHeader* th)
 {
     const TxOp* op = ip.op;
     auto* x = reinterpret_cast<wire::RmaExt*>(th + 1);
@@ -277,7 +277,5 @@ void build_response(const InflightPacket& ip, wire::TransportHeader* th)
     x->status.set(static_cast<uint32_t>(op->answer.wire_status));
     x->offset.set(ip.offset);
 }
-
-}  // namespace rma_family
 
 }  // namespace dpdk_engine

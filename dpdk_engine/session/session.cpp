@@ -5,7 +5,7 @@
 //
 // Each direction is a "stream": our tx stream carries the PSNs we assign;
 // the peer's stream arrives in the receive ring and is delivered strictly in
-// PSN order, exactly once, to the message/RMA layer (EndpointImpl::deliver).
+// PSN order, exactly once, to its packet family (ops/packet_family.h).
 // Packets are rebuilt from their operation on retransmission, so no mbuf is
 // held on the send side and every copy carries fresh ACK information
 // (session_frame.cpp builds them).
