@@ -442,8 +442,10 @@ void test_watchdog_catches_hang(void** state)
     std::string bad;
     CHECK(!engine_quiet(p, 1, &bad) && bad.empty(), "side 1 does not report its unacknowledged message (%s)",
           bad.c_str());
-    // Side 1 stops here; side 0 waits.
-    const uint64_t t0 = now_ms();
+    // Side 1 stops here; side 0 waits. The watchdog counts the silence
+    // from the last event it saw (inside wd.progress(1) above), not from
+    // now: measured from now, a report on time could look 1 ms early.
+    const uint64_t t0 = wd.last_event_ms;
     std::string report;
     while (report.empty() && now_ms() - t0 < wd.limit_ms + 3000) {
         wd.progress(0);
