@@ -120,8 +120,11 @@ EngineImpl::~EngineImpl()
                 port->name().c_str(), sizeof(Session), windows.tx.total(), windows.tx.peak(),
                 windows.tx.block_bytes(), windows.rx.total(), windows.rx.peak(), windows.rx.block_bytes(),
                 windows.tx.grows() + windows.rx.grows());
-    for (rte_mbuf* m : loopback)
-        rte_pktmbuf_free(m);
+    {
+        MbufBatch<kRxBurst> unread;
+        for (rte_mbuf* m : loopback)
+            unread.add(m);
+    }
     for (void*& head : spill_free)
         while (head) {
             void* next = *static_cast<void**>(head);
@@ -250,39 +253,39 @@ bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t
     return true;
 }
 
-void EngineImpl::transmit(rte_mbuf* m, const Address& dst)
+void EngineImpl::transmit(Mbuf m, const Address& dst)
 {
     if (pcap.is_open())
-        pcap.write(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, wall_ns());
+        pcap.write(rte_pktmbuf_mtod(m.get(), const uint8_t*), m->data_len, wall_ns());
     if (is_local(dst)) {
-        loopback.push_back(m);  // our own endpoint: never touches the device
+        loopback.push_back(m.release());  // our own endpoint: never touches the device
         return;
     }
     if (fault_tx && fault_tx->enabled()) {
-        rte_mbuf* burst[8] = {m};
+        rte_mbuf* burst[8] = {m.release()};
         uint16_t n = fault_tx->apply(burst, 1, 8, port->pool());
         for (uint16_t i = 0; i < n; i++)
             port->tx(burst[i]);
         return;
     }
-    port->tx(m);
+    port->tx(m.release());  // the port frees it once sent (or dropped)
 }
 
 wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wire::PacketType type, uint16_t flags,
-                                               uint32_t payload_len, rte_mbuf** out)
+                                               uint32_t payload_len, Mbuf* out)
 {
-    rte_mbuf* m = port->alloc();
+    Mbuf m(port->alloc());
     if (!m)
         return nullptr;
     size_t hlen = sizeof(wire::TransportHeader) + wire::extension_len(type);
     size_t frame_len = wire::kL2L3L4Len + hlen + payload_len;
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    uint8_t* f = rte_pktmbuf_mtod(m.get(), uint8_t*);
     m->data_len = static_cast<uint16_t>(frame_len);
     m->pkt_len = static_cast<uint32_t>(frame_len);
     wire::write_l2l3l4(f, fa, hlen + payload_len);
     auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
     wire::init_transport_header(th, type, flags, static_cast<uint16_t>(payload_len));
-    *out = m;
+    *out = std::move(m);
     return th;
 }
 
@@ -295,22 +298,21 @@ void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket
     fa.dst_ip_be = p.src_ip_be;
     fa.src_port = ep->addr.port;
     fa.dst_port = p.src_port;
-    rte_mbuf* m;
+    Mbuf m;
     wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, 0, 0, &m);
     if (!th)
         return;
     th->ack_stream_id.set(p.th->stream_id.get());
     wire::seal(th);
     ep->st.resets_sent++;
-    transmit(m, Address {p.src_ip_be, p.src_port});
+    transmit(std::move(m), Address {p.src_ip_be, p.src_port});
 }
 
-void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
+void EngineImpl::handle_frame(Mbuf m, uint64_t now)
 {
     st.rx_frames++;
     if (m->nb_segs > 2) {
         st.rx_bad++;
-        rte_pktmbuf_free(m);
         return;
     }
     const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -326,23 +328,11 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     st.rx_in_place += m->nb_segs == 2;
     switch (r) {
     case wire::ParseResult::kOk: break;
-    case wire::ParseResult::kArp:
-        netif->handle_arp(data, len, now);
-        rte_pktmbuf_free(m);
-        return;
-    case wire::ParseResult::kIcmpEcho:
-        netif->handle_icmp_echo(data, len);
-        rte_pktmbuf_free(m);
-        return;
+    case wire::ParseResult::kArp: netif->handle_arp(data, len, now); return;
+    case wire::ParseResult::kIcmpEcho: netif->handle_icmp_echo(data, len); return;
     case wire::ParseResult::kNotForUs:
-    case wire::ParseResult::kBadMagic:
-        st.rx_not_ours++;
-        rte_pktmbuf_free(m);
-        return;
-    case wire::ParseResult::kBadCrc:
-        st.rx_bad_crc++;
-        rte_pktmbuf_free(m);
-        return;
+    case wire::ParseResult::kBadMagic: st.rx_not_ours++; return;
+    case wire::ParseResult::kBadCrc: st.rx_bad_crc++; return;
     case wire::ParseResult::kTruncated:
     case wire::ParseResult::kBadIpHeader:
     case wire::ParseResult::kFragment:
@@ -351,7 +341,6 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
     case wire::ParseResult::kBadLength:
     case wire::ParseResult::kBadRecord:  // a kMsgPacked frame refused whole: never acknowledged
         st.rx_bad++;
-        rte_pktmbuf_free(m);
         return;
     }
     EndpointImpl* ep = p.dst_ip_be == port->ip_be() ? by_port[p.dst_port] : nullptr;
@@ -359,12 +348,10 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
         if (ep && ep->time_wait_until_us)
             answer_time_wait(ep, p, now);
         st.rx_no_endpoint++;
-        rte_pktmbuf_free(m);
         return;
     }
     if (p.type == wire::PacketType::kDatagram) {
-        ep->deliver_datagram(p);  // no session: copied out (or dropped) at once
-        rte_pktmbuf_free(m);
+        ep->deliver_datagram(p);  // no session: copied out (or dropped) at once; m frees it
         return;
     }
     Address src {p.src_ip_be, p.src_port};
@@ -382,22 +369,19 @@ void EngineImpl::handle_frame(rte_mbuf* m, uint64_t now)
             } else {
                 ep->st.no_session++;  // other ACKs/resets for a session we do not have
             }
-            rte_pktmbuf_free(m);
             return;
         }
         if (!(p.flags & wire::kFlagStreamStart)) {
             ep->st.stale_stream++;
             send_stateless_reset(ep, p);
-            rte_pktmbuf_free(m);
             return;
         }
         s = ep->session_for(src, true);
         if (!s) {
-            rte_pktmbuf_free(m);
             return;
         }
     }
-    session_on_packet(s, p, m, now);
+    session_on_packet(s, p, std::move(m), now);
 }
 
 int EngineImpl::progress(bool may_back_off)
@@ -421,7 +405,7 @@ int EngineImpl::progress(bool may_back_off)
         if (fault_rx && fault_rx->enabled())
             n = fault_rx->apply(pkts, n, 2 * kRxBurst, port->pool());
         for (uint16_t i = 0; i < n; i++)
-            handle_frame(pkts[i], now);
+            handle_frame(Mbuf(pkts[i]), now);
         work += n;
         if (!full)
             break;
@@ -448,7 +432,7 @@ int EngineImpl::progress(bool may_back_off)
             if (fault_rx && fault_rx->enabled())
                 k = fault_rx->apply(pkts, k, 2 * kRxBurst, port->pool());
             for (uint16_t j = 0; j < k; j++)
-                handle_frame(pkts[j], now);
+                handle_frame(Mbuf(pkts[j]), now);
             work += k;
             st.rx_loopback += k;
         }
@@ -456,7 +440,7 @@ int EngineImpl::progress(bool may_back_off)
     } else if (fault_rx && fault_rx->enabled() && fault_rx->held()) {
         n = fault_rx->apply(pkts, 0, 2 * kRxBurst, port->pool());
         for (uint16_t i = 0; i < n; i++)
-            handle_frame(pkts[i], now);
+            handle_frame(Mbuf(pkts[i]), now);
     }
 
     // RMA/atomic requests acknowledged but never answered (issue 6): looked

@@ -17,6 +17,7 @@
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/ops/rx_msg.h"
 #include "dpdk_engine/ops/tx_op.h"
+#include "dpdk_engine/port/mbuf.h"
 #include "dpdk_engine/port/netif.h"
 #include "dpdk_engine/port/pcap.h"
 #include "dpdk_engine/session/session.h"
@@ -92,7 +93,7 @@ class EngineImpl {
     void activate(Session* s);
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).
-    void transmit(rte_mbuf* m, const Address& dst);
+    void transmit(Mbuf m, const Address& dst);
     // Transmits what a freshly posted operation allows right away, so
     // posting drives the engine and latency does not wait for progress():
     // the FIFO when the new operation is alone in it or the others wait by
@@ -109,20 +110,20 @@ class EngineImpl {
     // no wait for the ACK). A message to an idle session leaves at once, so
     // ping-pong latency is unchanged. A frame's worth never waits.
     void kick_send(Session* s, const TxOp* op, bool more);
-    void handle_frame(rte_mbuf* m, uint64_t now);
+    void handle_frame(Mbuf m, uint64_t now);  // takes the frame: keeps or frees it
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
     // Allocates an mbuf and writes Ethernet/IPv4/UDP and an initialised
     // transport header for a `type` packet with `payload_len` bytes of
     // payload to follow the header. nullptr when the pool is empty.
     wire::TransportHeader* start_frame(const wire::FrameAddress& fa, wire::PacketType type, uint16_t flags,
-                                       uint32_t payload_len, rte_mbuf** out);
+                                       uint32_t payload_len, Mbuf* out);
     bool fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now);
     // Zero-copy send (zero_copy.cpp): whether a `len`-byte payload to the
     // peer of s goes out of its op's memory in external mbufs instead of
     // being copied into the frame; and the attaching itself.
     bool zero_copy_ok(const Session* s, uint32_t len) const;
     // seal: false leaves a payload-CRC frame for copy_and_seal (seal_at_send).
-    bool attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
+    bool attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
                         bool seal);
     // An endpoint of this engine: its frames never reach the device.
     bool is_local(const Address& dst) const { return dst.ip_be == port->ip_be() && by_port[dst.port]; }

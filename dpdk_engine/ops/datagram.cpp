@@ -43,7 +43,7 @@ int Endpoint::send_datagram(const SendArgs& a)
         flags |= wire::kFlagTagged;
     if (a.flags & kOpRemoteData)
         flags |= wire::kFlagRemoteData;
-    rte_mbuf* m;
+    Mbuf m;
     wire::TransportHeader* th =
         e->start_frame(fa, wire::PacketType::kDatagram, flags, static_cast<uint32_t>(len), &m);
     if (!th)
@@ -54,7 +54,7 @@ int Endpoint::send_datagram(const SendArgs& a)
     if (len)
         copy_from_iov(a.iov, a.iov_count, 0, reinterpret_cast<uint8_t*>(th) + th->header_len.get(), len);
     wire::seal(th);
-    e->transmit(m, a.dest);
+    e->transmit(std::move(m), a.dest);
     e->port->flush();
     ep->st.dgram_tx++;
     ep->st.tx_packets++;

@@ -105,8 +105,8 @@ class EndpointImpl : public Endpoint {
     // ---- in-order delivery: the packet families (packet_family.h) call
     // these (msg_eager.cpp, rendezvous.cpp, rma.cpp, atomic.cpp,
     // connection.cpp)
-    Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
-    Delivery deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+    Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, Mbuf& m);       // keeps an unexpected payload
+    Delivery deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);  // clones it
     // The first packet of an eager message (or its record in a packed
     // frame) arrived: the message bound to a matching posted receive, or
     // queued unexpected with hidden buffers reserved. nullptr when the

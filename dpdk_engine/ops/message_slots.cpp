@@ -91,8 +91,7 @@ RxMsg* EndpointImpl::alloc_msg()
 
 void EndpointImpl::release_hidden(RxMsg* m)
 {
-    if (m->held)
-        rte_pktmbuf_free(m->held);
+    Mbuf(m->held).reset();  // the unexpected payloads it kept, if any
     m->held = nullptr;
     if (m->spill) {
         engine->spill_put(m->spill, m->total_len);

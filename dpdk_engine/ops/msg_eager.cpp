@@ -123,7 +123,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
     return m;
 }
 
-Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rte_mbuf* mbuf)
+Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, Mbuf& mbuf)
 {
     const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
     uint64_t offset = x->offset.get();
@@ -165,7 +165,6 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
         st.protocol_errors++;
         return Delivery::kDone;
     }
-    Delivery result = Delivery::kDone;
     if (is_matched(m->state)) {
         if (offset < m->capacity)
             copy_to_iov(m->dest, m->dest_count, offset, p.payload, p.payload_len);
@@ -174,15 +173,16 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
     } else if (p.payload_len) {
         // Zero copy: the mbuf itself becomes the hidden buffer (reserved
         // against held_limit when the message began).
-        rte_pktmbuf_adj(mbuf, static_cast<uint16_t>(p.payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
-        rte_pktmbuf_trim(mbuf, static_cast<uint16_t>(mbuf->data_len - p.payload_len));
-        if (!m->held) {
-            m->held = mbuf;
-        } else if (rte_pktmbuf_chain(m->held, mbuf) != 0) {
+        rte_mbuf* seg = mbuf.get();
+        rte_pktmbuf_adj(seg, static_cast<uint16_t>(p.payload - rte_pktmbuf_mtod(seg, const uint8_t*)));
+        rte_pktmbuf_trim(seg, static_cast<uint16_t>(seg->data_len - p.payload_len));
+        if (m->held && rte_pktmbuf_chain(m->held, seg) != 0) {
             st.protocol_errors++;  // more segments than an mbuf chain holds
             return Delivery::kDone;
         }
-        result = Delivery::kKept;
+        seg = mbuf.release();  // the message's chain owns it now
+        if (!m->held)
+            m->held = seg;
     }
     m->received += p.payload_len;
     if (m->received == m->total_len) {
@@ -192,7 +192,7 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, rt
         else
             m->state = RxMsg::State::kUnexpectedComplete;
     }
-    return result;
+    return Delivery::kDone;
 }
 
 // The records of a kMsgPacked frame, each a whole eager message, in order.

@@ -11,14 +11,20 @@ namespace {
 using T = wire::PacketType;
 
 // A row's DeliverFn for EndpointImpl's deliver_* F: a direct call (F is a
-// constant), for those that keep the mbuf or not.
-template <Delivery (EndpointImpl::*F)(Session*, const wire::ParsedPacket&, rte_mbuf*)>
-Delivery by(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
+// constant), for those that may keep the mbuf (take the handle), read it
+// (take the pointer) or need only the parsed packet.
+template <Delivery (EndpointImpl::*F)(Session*, const wire::ParsedPacket&, Mbuf&)>
+Delivery by(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, Mbuf& m)
 {
     return (ep->*F)(s, p, m);
 }
+template <Delivery (EndpointImpl::*F)(Session*, const wire::ParsedPacket&, rte_mbuf*)>
+Delivery by(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, Mbuf& m)
+{
+    return (ep->*F)(s, p, m.get());
+}
 template <Delivery (EndpointImpl::*F)(Session*, const wire::ParsedPacket&)>
-Delivery by(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, rte_mbuf*)
+Delivery by(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, Mbuf&)
 {
     return (ep->*F)(s, p);
 }

@@ -34,7 +34,9 @@ class EndpointImpl;
 // payload too (th->header_len says where it starts).
 using BuildFn = void (*)(const InflightPacket& ip, wire::TransportHeader* th);
 // Takes a packet of session s delivered in order, exactly once.
-using DeliverFn = Delivery (*)(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, rte_mbuf* m);
+// A family that keeps the packet (an unexpected message's payload) moves
+// it out of m; what is left in m the session frees.
+using DeliverFn = Delivery (*)(EndpointImpl* ep, Session* s, const wire::ParsedPacket& p, Mbuf& m);
 
 struct PacketFamily {
     wire::PacketType type;  // the row's own index, checked at compile time

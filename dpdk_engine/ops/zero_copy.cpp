@@ -56,10 +56,11 @@ bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 
 // Turns `frame` (headers and room for `len` payload bytes, lengths already
 // counting them) into headers only, followed by external mbufs over bytes
-// [offset, offset + len) of op's iov, and seals it. false (frame freed)
-// when the pool ran dry: the retransmission timer tries again.
-bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint32_t len,
-                                wire::TransportHeader* th, bool seal)
+// [offset, offset + len) of op's iov, and seals it. false when the pool ran
+// dry (the caller's frame handle then frees the frame and the pieces
+// attached so far): the retransmission timer tries again.
+bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
+                                bool seal)
 {
     wire::PayloadPiece pieces[kMaxIov];
     unsigned n = 0;
@@ -70,20 +71,17 @@ bool EngineImpl::attach_payload(rte_mbuf* frame, TxOp* op, uint64_t offset, uint
     uint32_t i = 0;
     while (i < op->iov_count && offset >= op->iov[i].iov_len)
         offset -= op->iov[i++].iov_len;
-    rte_mbuf* last = frame;
+    rte_mbuf* last = frame.get();
     while (len) {
         if (i >= op->iov_count) {
-            rte_pktmbuf_free(frame);  // the iov is shorter than the op says: not reached
-            return false;
+            return false;  // the iov is shorter than the op says: not reached
         }
         uint64_t avail = op->iov[i].iov_len - offset;
         uint32_t chunk = static_cast<uint32_t>(avail < len ? avail : len);
         if (chunk) {
             rte_mbuf* seg = port->alloc();
-            if (!seg) {
-                rte_pktmbuf_free(frame);  // releases the pieces attached so far
+            if (!seg)
                 return false;
-            }
             uint8_t* addr = static_cast<uint8_t*>(op->iov[i].iov_base) + offset;
             // One engine thread owns the op: no atomic increment needed
             // (DPDK's own decrement on free is atomic, and runs on this

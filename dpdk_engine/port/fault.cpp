@@ -6,6 +6,7 @@
 
 #include <rte_mbuf.h>
 
+#include "dpdk_engine/port/mbuf.h"
 #include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
@@ -308,7 +309,7 @@ bool FaultInjector::corrupt(rte_mbuf** mp, rte_mempool* pool)
         rte_mbuf* c = rte_pktmbuf_copy(m, pool ? pool : m->pool, 0, UINT32_MAX);
         if (!c)
             return false;
-        rte_pktmbuf_free(m);  // drops only our reference
+        Mbuf(m).reset();  // drops only our reference
         m = c;
         *mp = c;
     }
@@ -336,7 +337,7 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
     for (uint16_t i = 0; i < n; i++) {
         rte_mbuf* m = pkts[i];
         if (chance(loss_t_)) {
-            rte_pktmbuf_free(m);
+            Mbuf(m).reset();
             stats_.dropped++;
             continue;
         }
@@ -357,7 +358,7 @@ uint16_t FaultInjector::apply(rte_mbuf** pkts, uint16_t n, uint16_t cap, rte_mem
             // acknowledged: hold a private copy instead.
             if (has_external_segment(m)) {
                 rte_mbuf* c = rte_pktmbuf_copy(m, pool ? pool : m->pool, 0, UINT32_MAX);
-                rte_pktmbuf_free(m);
+                Mbuf(m).reset();
                 if (!c) {
                     stats_.dropped++;  // no copy: a loss instead of a reorder
                     continue;
@@ -410,33 +411,30 @@ bool FaultInjector::split(rte_mbuf** mp, rte_mempool* pool)
     if (num_lent_ == kMaxLent)
         return false;
     rte_mempool* from = pool ? pool : m->pool;
-    rte_mbuf* head = rte_pktmbuf_alloc(from);
-    rte_mbuf* body = head ? rte_pktmbuf_copy(m, from, static_cast<uint32_t>(h), UINT32_MAX) : nullptr;
-    if (!body) {
-        rte_pktmbuf_free(head);
+    Mbuf head(rte_pktmbuf_alloc(from));
+    Mbuf body(head ? rte_pktmbuf_copy(m, from, static_cast<uint32_t>(h), UINT32_MAX) : nullptr);
+    if (!body)
         return false;
-    }
-    memcpy(rte_pktmbuf_mtod(head, uint8_t*), rte_pktmbuf_mtod(m, const uint8_t*), h);
+    memcpy(rte_pktmbuf_mtod(head.get(), uint8_t*), rte_pktmbuf_mtod(m, const uint8_t*), h);
     head->data_len = static_cast<uint16_t>(h);
     head->pkt_len = static_cast<uint32_t>(h);
-    if (rte_pktmbuf_chain(head, body) != 0) {
-        rte_pktmbuf_free(head);
-        rte_pktmbuf_free(body);
+    if (rte_pktmbuf_chain(head.get(), body.get()) != 0)
         return false;
-    }
-    rte_pktmbuf_free(m);
-    *mp = head;
-    rte_mbuf_refcnt_update(body, 1);  // ours again at the next apply()
-    lent_[num_lent_++] = body;
+    Mbuf(m).reset();
+    rte_mbuf* lent = body.release();  // head's chain owns it now
+    rte_mbuf_refcnt_update(lent, 1);  // ours again at the next apply()
+    lent_[num_lent_++] = lent;
+    *mp = head.release();
     return true;
 }
 
 void FaultInjector::take_back_lent()
 {
+    MbufBatch<kMaxLent> back;
     for (unsigned i = 0; i < num_lent_; i++) {
         rte_mbuf* body = lent_[i];
         memset(rte_pktmbuf_mtod(body, uint8_t*), 0xEE, body->data_len);
-        rte_pktmbuf_free(body);
+        back.add(body);
     }
     num_lent_ = 0;
 }
@@ -444,8 +442,9 @@ void FaultInjector::take_back_lent()
 void FaultInjector::release_held()
 {
     take_back_lent();
+    MbufBatch<kMaxHeld> held;
     for (unsigned i = 0; i < num_held_; i++)
-        rte_pktmbuf_free(held_[i].m);
+        held.add(held_[i].m);
     num_held_ = 0;
 }
 

@@ -7,6 +7,7 @@
 #include <rte_mbuf.h>
 
 #include "dpdk_engine/port/port.h"
+#include "dpdk_engine/port/mbuf.h"
 #include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
@@ -283,19 +284,18 @@ Netif::Netif(Port* port) : port_(port), arp_enabled_(port->needs_arp())
 
 bool Netif::send_frame(const uint8_t* frame, size_t len)
 {
-    rte_mbuf* m = port_->alloc();
+    Mbuf m(port_->alloc());
     if (!m) {
         stats_.tx_no_mbuf++;
         return false;
     }
-    char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(len));
+    char* p = rte_pktmbuf_append(m.get(), static_cast<uint16_t>(len));
     if (!p) {
-        rte_pktmbuf_free(m);
         stats_.tx_no_mbuf++;
         return false;
     }
     memcpy(p, frame, len);
-    port_->tx(m);
+    port_->tx(m.release());
     return true;
 }
 
@@ -345,25 +345,24 @@ void Netif::handle_icmp_echo(const uint8_t* frame, size_t len)
 {
     if (port_->is_loopback())
         return;
-    rte_mbuf* m = port_->alloc();
+    Mbuf m(port_->alloc());
     if (!m) {
         stats_.tx_no_mbuf++;
         return;
     }
-    uint8_t* out = rte_pktmbuf_mtod(m, uint8_t*);
+    uint8_t* out = rte_pktmbuf_mtod(m.get(), uint8_t*);
     uint32_t dst_ip = 0;
     const int n =
-        build_icmp_echo_reply(frame, len, port_->mac().addr_bytes, out, rte_pktmbuf_tailroom(m), &dst_ip);
+        build_icmp_echo_reply(frame, len, port_->mac().addr_bytes, out, rte_pktmbuf_tailroom(m.get()), &dst_ip);
     if (n < 0 || dst_ip != port_->ip_be()) {
         // Not for our address (a broadcast ping, or another host's): silence,
         // like a host with one address. Malformed: counted.
         if (n < 0)
             stats_.bad_icmp++;
-        rte_pktmbuf_free(m);
         return;
     }
-    rte_pktmbuf_append(m, static_cast<uint16_t>(n));  // fits: n <= tailroom
-    port_->tx(m);
+    rte_pktmbuf_append(m.get(), static_cast<uint16_t>(n));  // fits: n <= tailroom
+    port_->tx(m.release());
     stats_.icmp_echo_replies++;
 }
 

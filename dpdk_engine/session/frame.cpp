@@ -76,7 +76,7 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     const bool seal_later = payload_crc && e->seals_at_send(s->peer);
     if (payload_crc)
         flags |= wire::kFlagPayloadCrc;
-    rte_mbuf* m;
+    Mbuf m;
     wire::TransportHeader* th = e->start_frame(fa, type, flags, ip.len, &m);
     if (!th)
         return false;
@@ -101,7 +101,7 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
                 wire::seal(th);
         }
     }
-    e->transmit(m, s->peer);
+    e->transmit(std::move(m), s->peer);
     ip.sent_us = now;
     ip.sends++;
     EndpointStats& st = s->ep->st;

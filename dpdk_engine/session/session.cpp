@@ -35,26 +35,24 @@ uint32_t inflight_count(const Session* s)
 
 // A packet whose payload turned out damaged (kFlagPayloadCrc, checked
 // after its header): dropped as if it never came; the sender resends it.
-void drop_corrupt(Session* s, rte_mbuf* m)
+void drop_corrupt(Session* s, Mbuf& m)
 {
     s->ep->engine->st.rx_bad_crc++;
-    rte_pktmbuf_free(m);
+    m.reset();
 }
 
 // Hands the packet at expected_psn to the upper layer: kBlocked when the
 // upper layer cannot take it now (receiver not ready): not consumed;
 // kCorrupt: its payload failed its CRC, dropped, not consumed either.
-Delivery deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
+// Consumed, the packet is freed here unless its family took it from m.
+Delivery deliver_next(Session* s, const wire::ParsedPacket& p, Mbuf& m)
 {
     Delivery d = packet_family(p.type).deliver(s->ep, s, p, m);
-    if (d == Delivery::kBlocked)
-        return d;
-    if (d == Delivery::kCorrupt) {
-        drop_corrupt(s, m);
-        return d;
+    switch (d) {
+    case Delivery::kBlocked: return d;
+    case Delivery::kCorrupt: drop_corrupt(s, m); return d;
+    case Delivery::kDone: m.reset(); break;
     }
-    if (d == Delivery::kDone)
-        rte_pktmbuf_free(m);
     s->expected_psn++;
     s->unacked++;
     s->ack_pending = true;
@@ -63,16 +61,15 @@ Delivery deliver_next(Session* s, const wire::ParsedPacket& p, rte_mbuf* m)
 
 // One-segment copy of a two-segment frame (headers, then a payload with
 // its own CRC: EngineImpl::handle_frame), checked while copied, with `p`
-// moved onto it. Frees the original. nullptr when the payload is damaged
+// moved onto it. Frees the original. Empty when the payload is damaged
 // (counted like any) or no mbuf is free (the sender resends it).
-rte_mbuf* copy_split_frame(Session* s, rte_mbuf* m, wire::ParsedPacket* p)
+Mbuf copy_split_frame(Session* s, Mbuf m, wire::ParsedPacket* p)
 {
     EndpointImpl* ep = s->ep;
-    rte_mbuf* c = ep->engine->port->alloc();
+    Mbuf c(ep->engine->port->alloc());
     if (!c) {
         ep->st.rx_window_drops++;
-        rte_pktmbuf_free(m);
-        return nullptr;
+        return Mbuf();
     }
     const uint8_t* head = rte_pktmbuf_mtod(m, const uint8_t*);
     uint8_t* to = rte_pktmbuf_mtod(c, uint8_t*);
@@ -85,25 +82,23 @@ rte_mbuf* copy_split_frame(Session* s, rte_mbuf* m, wire::ParsedPacket* p)
     p->ext = to + (p->ext - head);
     p->payload = to + m->data_len;
     p->payload_unchecked = false;
-    rte_pktmbuf_free(m);
-    if (!intact) {
+    m.reset();
+    if (!intact)
         drop_corrupt(s, c);
-        return nullptr;
-    }
     return c;
 }
 
 // Puts a packet in the receive ring to wait for its turn. Its payload is
 // checked whole first (the copy out of the ring then needs no check): false
 // when it is damaged, and then it is dropped.
-bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
+bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, Mbuf m)
 {
     RxSlot& slot = s->ring[psn & s->mask];
     slot.p = p;
     if (m->nb_segs > 1) {
         // A payload lent from the device ring (Port::set_rx_split) goes
         // back at the next burst: the ring keeps a copy, checked as made.
-        m = copy_split_frame(s, m, &slot.p);
+        m = copy_split_frame(s, std::move(m), &slot.p);
         if (!m)
             return false;
     }
@@ -111,7 +106,7 @@ bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, rte_mbuf* m)
         drop_corrupt(s, m);
         return false;
     }
-    slot.m = m;
+    slot.m = m.release();  // the ring owns it until delivered (or session_drop_rx_window)
     s->held++;
     return true;
 }
@@ -250,14 +245,14 @@ void session_send_ack(Session* s, uint64_t now, uint16_t flags)
     wire::FrameAddress fa;
     if (!e->fill_frame_address(s, &fa, now))
         return;
-    rte_mbuf* m;
+    Mbuf m;
     wire::TransportHeader* th = e->start_frame(fa, wire::PacketType::kAck, flags, 0, &m);
     if (!th)
         return;
     th->stream_id.set(s->tx_stream);
     fill_ack_fields(s, th, now);
     wire::seal(th);
-    e->transmit(m, s->peer);
+    e->transmit(std::move(m), s->peer);
     s->ep->st.acks_sent++;
 }
 
@@ -270,16 +265,18 @@ void session_drain(Session* s, uint64_t now)
         RxSlot& slot = s->ring[s->expected_psn & s->mask];
         if (!slot.m)
             break;
+        Mbuf m(slot.m);
+        slot.m = nullptr;
         // Parked packets had their payload checked (park): never kCorrupt.
-        if (deliver_next(s, slot.p, slot.m) == Delivery::kBlocked) {
+        if (deliver_next(s, slot.p, m) == Delivery::kBlocked) {
             // Receiver not ready (RNR): keep the packet parked; the sender
             // keeps it in flight and retransmits until we take it.
+            slot.m = m.release();
             if (!was_blocked)
                 ep->st.rnr_stalls++;
             s->blocked = true;
             break;
         }
-        slot.m = nullptr;
         s->held--;
     }
     if (!s->held)
@@ -291,7 +288,7 @@ void session_drain(Session* s, uint64_t now)
     ep->engine->activate(s);
 }
 
-void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now)
+void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t now)
 {
     EndpointImpl* ep = s->ep;
     const wire::TransportHeader* th = p.th;
@@ -306,7 +303,6 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         // is valid, and retiring it would make the peer reset in turn.
         if (th->ack_stream_id.get() == s->tx_stream)
             session_fail(s, OpStatus::kPeerReset, false);
-        rte_pktmbuf_free(m);
         return;
     }
     uint32_t stream = th->stream_id.get();
@@ -316,7 +312,6 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         if (p.flags & wire::kFlagAckRequest) {
             s->ack_pending = s->ack_now = true;  // a keepalive probe: answer it
         }
-        rte_pktmbuf_free(m);
         ep->engine->activate(s);
         return;
     }
@@ -328,7 +323,6 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
             // Not a stream we hold: the peer must start over.
             ep->st.stale_stream++;
             ep->engine->send_stateless_reset(ep, p);
-            rte_pktmbuf_free(m);
             return;
         }
         if (s->rx_stream != 0) {
@@ -361,13 +355,11 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         s->duplicates++;
         s->ack_now = true;  // our ACK was probably lost
         s->ack_pending = true;
-        rte_pktmbuf_free(m);
         ep->engine->activate(s);
         return;
     }
     if (static_cast<uint32_t>(d) > s->mask) {
         ep->st.out_of_window++;
-        rte_pktmbuf_free(m);
         return;
     }
     if (d == 0 && !s->held) {
@@ -384,11 +376,11 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
             // Receiver not ready: park it if a ring is free (session_drain
             // counts the stall), else drop it; the sender retransmits.
             if (session_take_rx_window(s)) {
-                park(s, psn, p, m);
+                park(s, psn, p, std::move(m));
             } else {
                 ep->st.rnr_stalls++;
                 ep->st.rx_window_drops++;
-                rte_pktmbuf_free(m);
+                m.reset();
             }
         }
         session_drain(s, now);
@@ -400,7 +392,6 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         ep->st.rx_window_drops++;
         s->ack_now = true;
         s->ack_pending = true;
-        rte_pktmbuf_free(m);
         ep->engine->activate(s);
         return;
     }
@@ -410,7 +401,6 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         s->duplicates++;
         s->ack_now = true;
         s->ack_pending = true;
-        rte_pktmbuf_free(m);
         ep->engine->activate(s);
         return;
     }
@@ -422,7 +412,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uin
         s->ack_now = true;  // tell the sender about the hole at once (SACK)
         s->ack_pending = true;
     }
-    if (!park(s, psn, p, m)) {
+    if (!park(s, psn, p, std::move(m))) {
         session_drain(s, now);  // gives the ring back if nothing else waits; the ACK asked for above still goes
         return;
     }

@@ -8,6 +8,7 @@
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/ops/list.h"
 #include "dpdk_engine/ops/tx_op.h"
+#include "dpdk_engine/port/mbuf.h"
 #include "dpdk_engine/session/rtt.h"
 #include "dpdk_engine/session/window_pool.h"
 #include "dpdk_engine/wire/wire.h"
@@ -120,18 +121,19 @@ struct Session {
 };
 static_assert(sizeof(Session) <= 4096, "issue 5: state per peer session <= 4 KiB");
 
-// Result of delivering an in-order packet to the upper layer.
+// Result of delivering an in-order packet to the upper layer. Who owns the
+// packet afterwards is said by its Mbuf handle, not by the result: a
+// family that keeps it moves it out of the handle, else the session frees it.
 enum class Delivery : uint8_t {
-    kDone,     // processed; the caller frees the mbuf
-    kKept,     // processed; the upper layer kept the mbuf
-    kBlocked,  // cannot be processed now (no resources): retry later
+    kDone,     // processed (and kept, if the handle was emptied)
+    kBlocked,  // cannot be processed now (no resources): retry later; the handle still owns it
     kCorrupt,  // the payload failed its CRC (kFlagPayloadCrc): drop it, as never received
 };
 
 // ---- session.cpp: reliability
 void session_enqueue(Session* s, TxOp* op);
 void session_pump(Session* s, uint64_t now);
-void session_on_packet(Session* s, const wire::ParsedPacket& p, rte_mbuf* m, uint64_t now);
+void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t now);
 void session_drain(Session* s, uint64_t now);
 void session_timers(Session* s, uint64_t now);
 void session_send_ack(Session* s, uint64_t now, uint16_t flags = 0);

@@ -114,9 +114,9 @@ void session_drop_rx_window(Session* s)
 {
     if (s->ring) {
         if (s->held) {
+            MbufBatch<64> parked;
             for (uint32_t i = 0; i <= s->mask; i++) {
-                if (s->ring[i].m)
-                    rte_pktmbuf_free(s->ring[i].m);
+                parked.add(s->ring[i].m);  // null slots are skipped
                 s->ring[i].m = nullptr;
             }
         }
