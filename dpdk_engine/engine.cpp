@@ -179,7 +179,7 @@ int EngineImpl::init()
         return -ENOMEM;
     // Hidden buffers of unexpected messages may take a quarter of the pool;
     // the rest keeps in-order reception and transmission going.
-    held_limit = rte_mempool_avail_count(port->pool()) / 4;
+    unexpected_mbuf_limit = rte_mempool_avail_count(port->pool()) / 4;
     packed_room = max_payload(this, wire::PacketType::kMsgPacked);
     idle_since_us = now_us();
     return 0;
@@ -234,7 +234,7 @@ void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
     if (!more)
         s->ep->st.tx_corked++;
     s->tx_deferred = true;
-    tx_held = true;
+    sends_deferred = true;
 }
 
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
@@ -464,7 +464,7 @@ int EngineImpl::progress(bool may_back_off)
             pp = &s->active_next;
         }
     }
-    tx_held = false;  // every FIFO was pumped (what still waits, waits for the window)
+    sends_deferred = false;  // every FIFO was pumped (what still waits, waits for the window)
     port->flush();
 
     // Idle backoff: two busy-polling processes already fill a 2-core box.
@@ -723,7 +723,7 @@ uint32_t Engine::next_timeout_us() const
 
 bool Engine::holds_tx() const
 {
-    return impl_->tx_held;
+    return impl_->sends_deferred;
 }
 
 Port& Engine::port()

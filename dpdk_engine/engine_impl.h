@@ -47,7 +47,7 @@ class EngineImpl {
     std::vector<rte_mbuf*> loopback_work;  // the batch progress() handles (swapped, never reallocated)
     uint64_t idle_since_us = 0;
     // A send waits for progress() (Engine::holds_tx); cleared by progress().
-    bool tx_held = false;
+    bool sends_deferred = false;
     // Payload bytes of a kMsgPacked frame at the port's MTU (kick_send).
     size_t packed_room = 0;
     // Next time progress() looks for RMA/atomic responses overdue
@@ -55,9 +55,9 @@ class EngineImpl {
     uint64_t next_response_check_us = 0;
     // mbufs held as hidden buffers of unexpected messages, and their cap
     // (a share of the pool, so receiving in order never runs dry).
-    uint32_t held_unexpected = 0;
-    uint32_t held_limit = 0;
-    // Beyond held_limit, unexpected eager data is copied to the heap, up to
+    uint32_t unexpected_mbufs = 0;
+    uint32_t unexpected_mbuf_limit = 0;
+    // Beyond unexpected_mbuf_limit, unexpected eager data is copied to the heap, up to
     // this many bytes (FI_DPDK_UNEXPECTED_BYTES); only past both does the
     // session stall (receiver not ready).
     uint64_t spilled_bytes = 0;
@@ -71,7 +71,6 @@ class EngineImpl {
     uint64_t spill_cached_bytes = 0;
     uint8_t* spill_get(uint64_t len);
     void spill_put(uint8_t* buf, uint64_t len);
-    uint32_t held_out_of_order = 0;
     EngineStats st {};
     uint64_t rx_by_result[16] = {};
 

@@ -139,9 +139,9 @@ Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket&
 
 // ---- the family's build functions (packet_family.h)
 
-void build_atomic_request(const InflightPacket& ip, wire::TransportHeader* th)
+void build_atomic_request(const InflightPacket& pkt, wire::TransportHeader* th)
 {
-    const TxOp* op = ip.op;
+    const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::AtomicExt*>(th + 1);
     x->addr.set(op->req.remote_addr);
     x->key.set(op->req.key);

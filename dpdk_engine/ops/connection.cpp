@@ -110,12 +110,12 @@ Delivery EndpointImpl::deliver_conn(Session* s, const wire::ParsedPacket& p)
 
 // ---- the family's build functions (packet_family.h)
 
-void build_conn_ctl(const InflightPacket& ip, wire::TransportHeader* th)
+void build_conn_ctl(const InflightPacket& pkt, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::ConnExt*>(th + 1);
-    x->kind = ip.op->conn.kind;
+    x->kind = pkt.op->conn.kind;
     memset(x->reserved, 0, sizeof(x->reserved));
-    x->conn_id.set(ip.op->conn.conn_id);
+    x->conn_id.set(pkt.op->conn.conn_id);
 }
 
 }  // namespace dpdk_engine

@@ -389,7 +389,7 @@ size_t Endpoint::session_stats(SessionStats* out, size_t max) const
             o.srtt_us = ss->rtt.srtt_us();
             o.rto_us = ss->rtt.rto_us();
             o.ops = static_cast<uint32_t>(ss->ops.size);
-            o.held = ss->held;
+            o.held = ss->parked;
         }
         n++;
     }

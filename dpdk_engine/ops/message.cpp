@@ -32,7 +32,7 @@ void copy_held(RxMsg* m)
         return;
     }
     uint64_t offset = 0;
-    for (rte_mbuf* seg = m->held; seg; seg = seg->next) {
+    for (rte_mbuf* seg = m->payloads; seg; seg = seg->next) {
         uint64_t len = seg->data_len;
         if (offset < m->capacity)
             copy_to_iov(m->dest, m->dest_count, offset, rte_pktmbuf_mtod(seg, const void*), len);

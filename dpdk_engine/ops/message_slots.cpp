@@ -91,20 +91,20 @@ RxMsg* EndpointImpl::alloc_msg()
 
 void EndpointImpl::release_hidden(RxMsg* m)
 {
-    Mbuf(m->held).reset();  // the unexpected payloads it kept, if any
-    m->held = nullptr;
+    Mbuf(m->payloads).reset();  // the unexpected payloads it kept, if any
+    m->payloads = nullptr;
     if (m->spill) {
         engine->spill_put(m->spill, m->total_len);
         engine->spilled_bytes -= m->total_len;
         m->spill = nullptr;
     }
-    engine->held_unexpected -= m->reserved_segs;
+    engine->unexpected_mbufs -= m->reserved_segs;
     m->reserved_segs = 0;
 }
 
 void EndpointImpl::free_msg(RxMsg* m)
 {
-    if (m->held || m->spill || m->reserved_segs)  // a matched message holds nothing: skip the call
+    if (m->payloads || m->spill || m->reserved_segs)  // a matched message holds nothing: skip the call
         release_hidden(m);
     m->state = RxMsg::State::kFree;
     m->next = free_msgs;

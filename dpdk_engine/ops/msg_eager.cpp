@@ -27,7 +27,7 @@ bool packable(const TxOp* op, size_t room)
 
 // As many whole small eager messages as fit the frame, chained through
 // pack_next.
-bool cut_packed(Session* s, InflightPacket& ip, bool* awaited)
+bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited)
 {
     const size_t room = max_payload(s->ep->engine, wire::PacketType::kMsgPacked);
     TxOp* first = s->fifo_head;
@@ -57,10 +57,10 @@ bool cut_packed(Session* s, InflightPacket& ip, bool* awaited)
     s->fifo_head = op;
     if (!op)
         s->fifo_tail = nullptr;
-    ip.op = first;
-    ip.type = static_cast<uint8_t>(wire::PacketType::kMsgPacked);
-    ip.records = n;
-    ip.len = static_cast<uint16_t>(used);
+    pkt.op = first;
+    pkt.type = static_cast<uint8_t>(wire::PacketType::kMsgPacked);
+    pkt.records = n;
+    pkt.len = static_cast<uint16_t>(used);
     s->ep->st.packed_frames++;
     s->ep->st.packed_msgs += n;
     *awaited = false;
@@ -83,7 +83,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
             return nullptr;
         uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
         segs = static_cast<uint32_t>(e.total_len ? (e.total_len + room - 1) / room : 0);
-        if (engine->held_unexpected + segs > engine->held_limit) {
+        if (engine->unexpected_mbufs + segs > engine->unexpected_mbuf_limit) {
             if (engine->spilled_bytes + e.total_len > engine->cfg.unexpected_bytes)
                 return nullptr;
             spill = true;
@@ -103,7 +103,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
         st.unexpected_spilled++;
     }
     m->reserved_segs = segs;
-    engine->held_unexpected += segs;
+    engine->unexpected_mbufs += segs;
     m->session = s;
     m->src = s->peer;
     m->tagged = e.tagged;
@@ -172,17 +172,17 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, Mb
         memcpy(m->spill + offset, p.payload, p.payload_len);
     } else if (p.payload_len) {
         // Zero copy: the mbuf itself becomes the hidden buffer (reserved
-        // against held_limit when the message began).
+        // against unexpected_mbuf_limit when the message began).
         rte_mbuf* seg = mbuf.get();
         rte_pktmbuf_adj(seg, static_cast<uint16_t>(p.payload - rte_pktmbuf_mtod(seg, const uint8_t*)));
         rte_pktmbuf_trim(seg, static_cast<uint16_t>(seg->data_len - p.payload_len));
-        if (m->held && rte_pktmbuf_chain(m->held, seg) != 0) {
+        if (m->payloads && rte_pktmbuf_chain(m->payloads, seg) != 0) {
             st.protocol_errors++;  // more segments than an mbuf chain holds
             return Delivery::kDone;
         }
         seg = mbuf.release();  // the message's chain owns it now
-        if (!m->held)
-            m->held = seg;
+        if (!m->payloads)
+            m->payloads = seg;
     }
     m->received += p.payload_len;
     if (m->received == m->total_len) {
@@ -257,7 +257,7 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
         } else if (clone) {
             rte_pktmbuf_adj(clone, static_cast<uint16_t>(payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
             rte_pktmbuf_trim(clone, static_cast<uint16_t>(clone->data_len - len));
-            m->held = clone;
+            m->payloads = clone;
         }
         m->state = RxMsg::State::kUnexpectedComplete;
     }
@@ -267,13 +267,13 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
 
 // ---- the family's build functions (packet_family.h)
 
-void build_msg_ext(const InflightPacket& ip, wire::TransportHeader* th)
+void build_msg_ext(const InflightPacket& pkt, wire::TransportHeader* th)
 {
-    const TxOp* op = ip.op;
+    const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::MsgExt*>(th + 1);
     x->msg_id.set(op->msg.msg_id);
     x->sender_op.set(op->id);
-    x->offset.set(ip.offset);
+    x->offset.set(pkt.offset);
     x->total_len.set(op->message_len);
     x->tag.set(op->msg.tag);
     x->cq_data.set(op->data);
@@ -281,15 +281,15 @@ void build_msg_ext(const InflightPacket& ip, wire::TransportHeader* th)
 
 // The PackExt and the records of a kMsgPacked slot (cut_packed), each
 // message's payload copied after its record.
-void build_packed(const InflightPacket& ip, wire::TransportHeader* th)
+void build_packed(const InflightPacket& pkt, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::PackExt*>(th + 1);
-    x->count.set(static_cast<uint16_t>(ip.records));
+    x->count.set(static_cast<uint16_t>(pkt.records));
     x->reserved.set(0);
     x->reserved2.set(0);
     uint8_t* at = reinterpret_cast<uint8_t*>(th) + th->header_len.get();
-    const TxOp* op = ip.op;
-    for (uint64_t i = 0; i < ip.records; i++, op = op->pack_next) {
+    const TxOp* op = pkt.op;
+    for (uint64_t i = 0; i < pkt.records; i++, op = op->pack_next) {
         auto* r = reinterpret_cast<wire::PackedRecord*>(at);
         r->len.set(static_cast<uint16_t>(op->total_len));
         r->flags.set(op_wire_flags(op));

@@ -29,10 +29,10 @@ namespace dpdk_engine {
 
 class EndpointImpl;
 
-// Writes the extension header of window slot `ip` (its op, offset and
+// Writes the extension header of window slot `pkt` (its op, offset and
 // length are set) into the frame after th; with writes_payload it writes the
 // payload too (th->header_len says where it starts).
-using BuildFn = void (*)(const InflightPacket& ip, wire::TransportHeader* th);
+using BuildFn = void (*)(const InflightPacket& pkt, wire::TransportHeader* th);
 // Takes a packet of session s delivered in order, exactly once.
 // A family that keeps the packet (an unexpected message's payload) moves
 // it out of m; what is left in m the session frees.
@@ -53,18 +53,18 @@ inline const PacketFamily& packet_family(wire::PacketType t)
 }
 
 // Operations a window slot carries: a kMsgPacked frame one per record.
-inline uint64_t ops_in_packet(const InflightPacket& ip)
+inline uint64_t ops_in_packet(const InflightPacket& pkt)
 {
-    return ip.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked) ? ip.records : 1;
+    return pkt.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked) ? pkt.records : 1;
 }
 
 // Payload bytes of a packet that are the application's: a packed frame's
 // record headers are not (so tx_bytes/rx_bytes add up to what was sent).
-inline uint64_t message_bytes(const InflightPacket& ip)
+inline uint64_t message_bytes(const InflightPacket& pkt)
 {
-    return ip.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked)
-               ? ip.len - ip.records * sizeof(wire::PackedRecord)
-               : ip.len;
+    return pkt.type == static_cast<uint8_t>(wire::PacketType::kMsgPacked)
+               ? pkt.len - pkt.records * sizeof(wire::PackedRecord)
+               : pkt.len;
 }
 inline uint64_t message_bytes(const wire::ParsedPacket& p)
 {
@@ -73,22 +73,22 @@ inline uint64_t message_bytes(const wire::ParsedPacket& p)
     return p.payload_len - reinterpret_cast<const wire::PackExt*>(p.ext)->count.get() * sizeof(wire::PackedRecord);
 }
 
-// Cuts a kMsgPacked frame into window slot ip from the head of s's FIFO when
+// Cuts a kMsgPacked frame into window slot pkt from the head of s's FIFO when
 // at least two whole small eager messages wait there (msg_eager.cpp); false
 // (nothing cut) otherwise. *awaited: the ACK of the frame completes one of
 // its messages (ack_completes_op).
-bool cut_packed(Session* s, InflightPacket& ip, bool* awaited);
+bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited);
 
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
-void build_msg_ext(const InflightPacket& ip, wire::TransportHeader* th);      // msg_eager.cpp: kMsgEager, kMsgRts
-void build_packed(const InflightPacket& ip, wire::TransportHeader* th);       // msg_eager.cpp
-void build_cts(const InflightPacket& ip, wire::TransportHeader* th);          // rendezvous.cpp
-void build_rdv_data(const InflightPacket& ip, wire::TransportHeader* th);     // rendezvous.cpp
-void build_rma_request(const InflightPacket& ip, wire::TransportHeader* th);  // rma.cpp: write, read request
-void build_response(const InflightPacket& ip, wire::TransportHeader* th);     // rma.cpp: every RespExt
-void build_atomic_request(const InflightPacket& ip, wire::TransportHeader* th);  // atomic.cpp
-void build_conn_ctl(const InflightPacket& ip, wire::TransportHeader* th);        // connection.cpp
+void build_msg_ext(const InflightPacket& pkt, wire::TransportHeader* th);      // msg_eager.cpp: kMsgEager, kMsgRts
+void build_packed(const InflightPacket& pkt, wire::TransportHeader* th);       // msg_eager.cpp
+void build_cts(const InflightPacket& pkt, wire::TransportHeader* th);          // rendezvous.cpp
+void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th);     // rendezvous.cpp
+void build_rma_request(const InflightPacket& pkt, wire::TransportHeader* th);  // rma.cpp: write, read request
+void build_response(const InflightPacket& pkt, wire::TransportHeader* th);     // rma.cpp: every RespExt
+void build_atomic_request(const InflightPacket& pkt, wire::TransportHeader* th);  // atomic.cpp
+void build_conn_ctl(const InflightPacket& pkt, wire::TransportHeader* th);        // connection.cpp
 
 }  // namespace dpdk_engine
 

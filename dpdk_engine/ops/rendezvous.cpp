@@ -131,21 +131,21 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
 
 // ---- the family's build functions (packet_family.h)
 
-void build_cts(const InflightPacket& ip, wire::TransportHeader* th)
+void build_cts(const InflightPacket& pkt, wire::TransportHeader* th)
 {
-    const TxOp* op = ip.op;
+    const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::RdvExt*>(th + 1);
     x->sender_op.set(op->answer.peer_op_id);
     x->handle.set(op->answer.rdv_handle);
     x->len.set(op->message_len);
 }
 
-void build_rdv_data(const InflightPacket& ip, wire::TransportHeader* th)
+void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th)
 {
     auto* x = reinterpret_cast<wire::DataExt*>(th + 1);
-    x->handle.set(ip.op->msg.rdv_handle);
+    x->handle.set(pkt.op->msg.rdv_handle);
     x->reserved.set(0);
-    x->offset.set(ip.offset);
+    x->offset.set(pkt.offset);
 }
 
 }  // namespace dpdk_engine

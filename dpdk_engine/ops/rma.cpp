@@ -256,26 +256,26 @@ Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& 
 
 // ---- the family's build functions (packet_family.h)
 
-void build_rma_request(const InflightPacket& ip, wire::TransportHeader* th)
+void build_rma_request(const InflightPacket& pkt, wire::TransportHeader* th)
 {
-    const TxOp* op = ip.op;
+    const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::RmaExt*>(th + 1);
     x->addr.set(op->req.remote_addr);
     x->key.set(op->req.key);
     x->total_len.set(op->message_len);
-    x->offset.set(ip.offset);
+    x->offset.set(pkt.offset);
     x->op_id.set(op->id);
     x->reserved.set(0);
     x->cq_data.set(op->data);
 }
 
-void build_response(const InflightPacket& ip, wire::TransportHeader* th)
+void build_response(const InflightPacket& pkt, wire::TransportHeader* th)
 {
-    const TxOp* op = ip.op;
+    const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::RespExt*>(th + 1);
     x->op_id.set(op->answer.peer_op_id);
     x->status.set(static_cast<uint32_t>(op->answer.wire_status));
-    x->offset.set(ip.offset);
+    x->offset.set(pkt.offset);
 }
 
 }  // namespace dpdk_engine

@@ -59,10 +59,10 @@ struct RxMsg {
     uint32_t sender_op = 0;  // RTS: sender's op id for the CTS
     uint32_t handle = 0;     // rendezvous handle (index | generation)
     uint32_t generation = 0;
-    void* claimed_by = nullptr;  // FI_CLAIM context
-    rte_mbuf* held = nullptr;    // unexpected eager data: chain of payloads
-    uint8_t* spill = nullptr;    // ... or a heap copy when mbufs ran short
-    uint32_t reserved_segs = 0;  // mbufs reserved against held_limit
+    void* claimed_by = nullptr;    // FI_CLAIM context
+    rte_mbuf* payloads = nullptr;  // unexpected eager data: chain of payloads (owned)
+    uint8_t* spill = nullptr;      // ... or a heap copy when mbufs ran short
+    uint32_t reserved_segs = 0;    // mbufs reserved against unexpected_mbuf_limit
     // Destination once matched.
     PostedRecv* recv = nullptr;
     iovec dest[kMaxIov];

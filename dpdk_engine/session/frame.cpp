@@ -19,7 +19,7 @@ namespace {
 // SACK bitmap of packets parked beyond the next expected PSN.
 uint64_t sack_bits(const Session* s)
 {
-    if (s->held == 0)
+    if (s->parked == 0)
         return 0;
     uint64_t bits = 0;
     uint32_t span = s->mask + 1 < 65 ? s->mask : 64;
@@ -60,12 +60,12 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
 bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
 {
     EngineImpl* e = s->ep->engine;
-    InflightPacket& ip = s->inflight[psn & s->mask];
+    InflightPacket& pkt = s->inflight[psn & s->mask];
     wire::FrameAddress fa;
     if (!e->fill_frame_address(s, &fa, now))
         return false;
-    auto type = static_cast<wire::PacketType>(ip.type);
-    uint16_t flags = ip.flags;
+    auto type = static_cast<wire::PacketType>(pkt.type);
+    uint16_t flags = pkt.flags;
     if (!s->stream_acked)
         flags |= wire::kFlagStreamStart;
     if (retransmit)
@@ -77,38 +77,38 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     if (payload_crc)
         flags |= wire::kFlagPayloadCrc;
     Mbuf m;
-    wire::TransportHeader* th = e->start_frame(fa, type, flags, ip.len, &m);
+    wire::TransportHeader* th = e->start_frame(fa, type, flags, pkt.len, &m);
     if (!th)
         return false;
     th->stream_id.set(s->tx_stream);
     th->psn.set(psn);
     fill_ack_fields(s, th, now);
     const PacketFamily& family = packet_family(type);
-    family.build(ip, th);
+    family.build(pkt, th);
     if (family.writes_payload) {
         wire::seal(th);  // packed small messages: always copied
     } else {
-        if (ip.len && e->zero_copy_ok(s, ip.len)) {
+        if (pkt.len && e->zero_copy_ok(s, pkt.len)) {
             // Payload straight from the op's memory; seals the frame too.
-            if (!e->attach_payload(m, ip.op, ip.offset, ip.len, th, !seal_later))
+            if (!e->attach_payload(m, pkt.op, pkt.offset, pkt.len, th, !seal_later))
                 return false;
             s->ep->st.zero_copy_tx++;
         } else {
-            if (ip.len)
-                copy_from_iov(ip.op->iov, ip.op->iov_count, ip.offset,
-                              reinterpret_cast<uint8_t*>(th) + th->header_len.get(), ip.len);
+            if (pkt.len)
+                copy_from_iov(pkt.op->iov, pkt.op->iov_count, pkt.offset,
+                              reinterpret_cast<uint8_t*>(th) + th->header_len.get(), pkt.len);
             if (!seal_later)
                 wire::seal(th);
         }
     }
     e->transmit(std::move(m), s->peer);
-    ip.sent_us = now;
-    ip.sends++;
+    pkt.sent_us = now;
+    pkt.sends++;
     EndpointStats& st = s->ep->st;
     st.tx_packets++;
-    st.tx_bytes += message_bytes(ip);
+    st.tx_bytes += message_bytes(pkt);
     s->tx_packets++;
-    s->tx_bytes += message_bytes(ip);
+    s->tx_bytes += message_bytes(pkt);
     if (retransmit) {
         st.retransmits++;
         s->retransmits++;

@@ -50,10 +50,10 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
     if (ack != s->una) {
         uint32_t acked = ack - s->una;
         while (s->una != ack) {
-            InflightPacket& ip = s->inflight[s->una & s->mask];
-            TxOp* op = ip.op;
-            uint64_t ops = ops_in_packet(ip);  // a packed frame: op and its pack_next chain
-            ip = InflightPacket();
+            InflightPacket& pkt = s->inflight[s->una & s->mask];
+            TxOp* op = pkt.op;
+            uint64_t ops = ops_in_packet(pkt);  // a packed frame: op and its pack_next chain
+            pkt = InflightPacket();
             s->una++;
             for (; op && ops; ops--) {
                 TxOp* next = op->pack_next;  // read first: finishing may free op
@@ -106,8 +106,8 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
     uint32_t min_age = s->rtt.has_sample() ? s->rtt.srtt_us() : s->ep->engine->cfg.rto_min_us;
     unsigned budget = 32;
     for (uint32_t psn = s->una; psn_before(psn, highest) && budget; psn++) {
-        InflightPacket& ip = s->inflight[psn & s->mask];
-        if (ip.sacked || !ip.op || now - ip.sent_us < min_age)
+        InflightPacket& pkt = s->inflight[psn & s->mask];
+        if (pkt.sacked || !pkt.op || now - pkt.sent_us < min_age)
             continue;
         enter_recovery(s);
         if (transmit_slot(s, psn, now, true)) {

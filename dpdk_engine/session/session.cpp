@@ -107,7 +107,7 @@ bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, Mbuf m)
         return false;
     }
     slot.m = m.release();  // the ring owns it until delivered (or session_drop_rx_window)
-    s->held++;
+    s->parked++;
     return true;
 }
 
@@ -140,7 +140,7 @@ size_t max_payload(const EngineImpl* e, wire::PacketType t)
 
 bool session_busy(const Session* s)
 {
-    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->held ||
+    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->parked ||
            session_expecting(s) || s->connected;
 }
 
@@ -179,26 +179,26 @@ void session_pump(Session* s, uint64_t now)
         }
         s->window_stalled = false;
         uint32_t psn = s->next_psn;
-        InflightPacket& ip = s->inflight[psn & s->mask];
-        ip = InflightPacket();
+        InflightPacket& pkt = s->inflight[psn & s->mask];
+        pkt = InflightPacket();
         uint16_t flags = 0;
         bool last_of_fifo;
         bool awaited = false;  // does the ACK complete anything here?
         // Packing needs two messages waiting: one alone (the common case
         // without FI_MORE) costs only this test.
-        if (s->fifo_head->fifo_next && cut_packed(s, ip, &awaited)) {
+        if (s->fifo_head->fifo_next && cut_packed(s, pkt, &awaited)) {
             flags = wire::kFlagLast;
             last_of_fifo = !s->fifo_head;
         } else {
             TxOp* op = s->fifo_head;
             auto type = packet_type(op->kind);
-            ip.op = op;
-            ip.type = static_cast<uint8_t>(type);
-            ip.offset = op->next_offset;
+            pkt.op = op;
+            pkt.type = static_cast<uint8_t>(type);
+            pkt.offset = op->next_offset;
             uint64_t room = max_payload(e, type);
             uint64_t left = op->total_len - op->next_offset;
-            ip.len = static_cast<uint16_t>(left < room ? left : room);
-            op->next_offset += ip.len;
+            pkt.len = static_cast<uint16_t>(left < room ? left : room);
+            op->next_offset += pkt.len;
             op->header_sent = true;
             if (op->next_offset == op->total_len)
                 flags |= wire::kFlagLast;
@@ -219,7 +219,7 @@ void session_pump(Session* s, uint64_t now)
             flags |= wire::kFlagAckRequest;  // nothing follows: ask for a prompt ACK
         else if (((psn + 1) & (limit / 4 ? limit / 4 - 1 : 0)) == 0)
             flags |= wire::kFlagAckRequest;  // keep ACKs flowing in long bursts
-        ip.flags = flags;
+        pkt.flags = flags;
         if (s->una == s->next_psn && now - s->last_heard_us > 0)
             s->last_heard_us = now;  // the peer-timeout clock starts when we start waiting
         s->next_psn++;
@@ -261,7 +261,7 @@ void session_drain(Session* s, uint64_t now)
     EndpointImpl* ep = s->ep;
     bool was_blocked = s->blocked;
     s->blocked = false;
-    while (s->held) {
+    while (s->parked) {
         RxSlot& slot = s->ring[s->expected_psn & s->mask];
         if (!slot.m)
             break;
@@ -277,9 +277,9 @@ void session_drain(Session* s, uint64_t now)
             s->blocked = true;
             break;
         }
-        s->held--;
+        s->parked--;
     }
-    if (!s->held)
+    if (!s->parked)
         session_drop_rx_window(s);  // empty: back to the pool
     if (s->unacked >= ep->engine->cfg.ack_every)
         s->ack_now = true;
@@ -362,7 +362,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
         ep->st.out_of_window++;
         return;
     }
-    if (d == 0 && !s->held) {
+    if (d == 0 && !s->parked) {
         // In order with nothing parked, the common case: delivered at once,
         // no ring needed.
         if (psn == s->ack_sent_psn)

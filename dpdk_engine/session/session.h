@@ -74,7 +74,7 @@ struct Session {
     // ---- receive direction
     uint32_t rx_stream = 0;  // 0 = none adopted yet
     uint32_t expected_psn = 0;
-    uint32_t held = 0;         // packets parked in ring
+    uint32_t parked = 0;       // packets parked in ring
     uint32_t retired[4] = {};  // streams we will not accept again
     uint32_t retired_next = 0;
     uint32_t unacked = 0;

@@ -113,7 +113,7 @@ bool session_take_rx_window(Session* s)
 void session_drop_rx_window(Session* s)
 {
     if (s->ring) {
-        if (s->held) {
+        if (s->parked) {
             MbufBatch<64> parked;
             for (uint32_t i = 0; i <= s->mask; i++) {
                 parked.add(s->ring[i].m);  // null slots are skipped
@@ -123,7 +123,7 @@ void session_drop_rx_window(Session* s)
         s->ep->engine->windows.rx.give(s->ring);
         s->ring = nullptr;
     }
-    s->held = 0;
+    s->parked = 0;
 }
 
 }  // namespace dpdk_engine
