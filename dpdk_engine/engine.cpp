@@ -696,7 +696,7 @@ uint32_t Engine::next_timeout_us() const
     uint64_t now = now_us();
     uint64_t next = UINT64_MAX;
     for (const Session* s = impl_->active; s; s = s->active_next) {
-        if (s->blocked || s->ack_now || s->fifo_head)
+        if (s->rx_delivery == RxDeliveryState::kBlocked || s->ack_now || s->fifo_head)
             return 0;
         if (s->rto_deadline && s->rto_deadline < next)
             next = s->rto_deadline;

@@ -122,7 +122,7 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
 void session_timers(Session* s, uint64_t now)
 {
     const EngineConfig& cfg = s->ep->engine->cfg;
-    if (s->blocked)
+    if (s->rx_delivery == RxDeliveryState::kBlocked)
         session_drain(s, now);
     if (s->cts_waiting)
         s->ep->retry_cts(s);

@@ -123,6 +123,25 @@ void count_rx(Session* s, const wire::ParsedPacket& p)
 
 }  // namespace
 
+const char* to_string(TxWindowState s)
+{
+    switch (s) {
+    case TxWindowState::kReady: return "ready";
+    case TxWindowState::kWindowFull: return "window full";
+    case TxWindowState::kWaitingForBlock: return "waiting for a window block";
+    }
+    return "?";
+}
+
+const char* to_string(RxDeliveryState s)
+{
+    switch (s) {
+    case RxDeliveryState::kInOrder: return "in order";
+    case RxDeliveryState::kBlocked: return "blocked";
+    }
+    return "?";
+}
+
 Session::Session(uint32_t window, const EngineConfig& cfg)
     : rtt(cfg.rto_initial_us, cfg.rto_min_us, cfg.rto_max_us)
 {
@@ -140,8 +159,8 @@ size_t max_payload(const EngineImpl* e, wire::PacketType t)
 
 bool session_busy(const Session* s)
 {
-    return s->fifo_head || s->una != s->next_psn || s->ack_pending || s->blocked || s->parked ||
-           session_expecting(s) || s->connected;
+    return s->fifo_head || s->una != s->next_psn || s->ack_pending ||
+           s->rx_delivery == RxDeliveryState::kBlocked || s->parked || session_expecting(s) || s->connected;
 }
 
 void session_enqueue(Session* s, TxOp* op)
@@ -172,12 +191,12 @@ void session_pump(Session* s, uint64_t now)
         return;  // in line for a window block: the ACKs of others free one
     while (s->fifo_head) {
         if (inflight_count(s) >= limit) {
-            if (!s->window_stalled)
+            if (s->tx_window != TxWindowState::kWindowFull)
                 s->ep->st.window_stalls++;
-            s->window_stalled = true;
+            s->tx_window = TxWindowState::kWindowFull;
             break;
         }
-        s->window_stalled = false;
+        s->tx_window = TxWindowState::kReady;
         uint32_t psn = s->next_psn;
         InflightPacket& pkt = s->inflight[psn & s->mask];
         pkt = InflightPacket();
@@ -259,8 +278,8 @@ void session_send_ack(Session* s, uint64_t now, uint16_t flags)
 void session_drain(Session* s, uint64_t now)
 {
     EndpointImpl* ep = s->ep;
-    bool was_blocked = s->blocked;
-    s->blocked = false;
+    const bool was_blocked = s->rx_delivery == RxDeliveryState::kBlocked;
+    s->rx_delivery = RxDeliveryState::kInOrder;
     while (s->parked) {
         RxSlot& slot = s->ring[s->expected_psn & s->mask];
         if (!slot.m)
@@ -274,7 +293,7 @@ void session_drain(Session* s, uint64_t now)
             slot.m = m.release();
             if (!was_blocked)
                 ep->st.rnr_stalls++;
-            s->blocked = true;
+            s->rx_delivery = RxDeliveryState::kBlocked;
             break;
         }
         s->parked--;
@@ -335,7 +354,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
         s->rx_stream = stream;
         s->expected_psn = 0;
         s->ack_sent_psn = 0;
-        s->blocked = false;
+        s->rx_delivery = RxDeliveryState::kInOrder;
     }
     s->last_heard_us = s->last_data_us = now;
     process_ack(s, th, now);
@@ -479,7 +498,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->ack_sent_psn = 0;
     s->peer_ts = 0;
     session_drop_rx_window(s);
-    s->blocked = false;
+    s->rx_delivery = RxDeliveryState::kInOrder;
     s->ack_pending = s->ack_now = false;
     s->unacked = 0;
     s->ack_deadline = 0;

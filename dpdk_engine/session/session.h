@@ -19,10 +19,28 @@ class EndpointImpl;
 class EngineImpl;
 struct RxMsg;
 
+// Why the send FIFO of a session does not move, when the window is the
+// reason (docs/design.md, "Session states"). Waiting by choice (autocork,
+// kOpMore) is Session::tx_deferred, independent of these: the FIFO may
+// wait by choice while the window is also full.
+enum class TxWindowState : uint8_t {
+    kReady,            // not waiting on a window: sending, or nothing to send
+    kWindowFull,       // cwnd or the peer's credits are used up (counted once per stall)
+    kWaitingForBlock,  // no send window yet: in line for a block of the WindowPool
+};
+const char* to_string(TxWindowState s);
+
+// Delivery of the peer's stream, strictly in PSN order.
+enum class RxDeliveryState : uint8_t {
+    kInOrder,  // every packet up to expected_psn was delivered
+    kBlocked,  // the packet at expected_psn waits for the receiver (RNR): retried by session_timers
+};
+const char* to_string(RxDeliveryState s);
+
 // Local endpoint x remote endpoint. Two independent directions: our tx
 // stream (PSNs we assign) and the peer's stream that we receive.
 //
-// Kept small because a process has one per peer (issue 5: <= 4 KiB per peer
+// Kept small because a process has one per peer (<= 4 KiB per peer
 // session; test_window checks it): the send window and the receive ring are
 // borrowed from the engine's WindowPool only while packets are in flight or
 // parked (window_pool.h), and the fields are ordered by size so that there
@@ -101,10 +119,9 @@ struct Session {
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
     bool stream_acked = false;  // peer has acknowledged our stream
-    bool in_recovery = false;
-    bool window_stalled = false;  // counts stalls once, not once per round
-    bool window_waiting = false;  // in line for a send window
-    bool blocked = false;         // in-order delivery waits for resources
+    TxWindowState tx_window = TxWindowState::kReady;
+    RxDeliveryState rx_delivery = RxDeliveryState::kInOrder;
+    bool in_recovery = false;  // a loss episode: the window was cut once, until una passes recover_psn
     bool ack_pending = false;
     bool ack_now = false;
     bool write_refused = false;   // refused_write_op is set
@@ -119,7 +136,7 @@ struct Session {
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
 };
-static_assert(sizeof(Session) <= 4096, "issue 5: state per peer session <= 4 KiB");
+static_assert(sizeof(Session) <= 4096, "state per peer session <= 4 KiB");
 
 // Result of delivering an in-order packet to the upper layer. Who owns the
 // packet afterwards is said by its Mbuf handle, not by the result: a

@@ -9,7 +9,7 @@ namespace {
 
 void leave_line(Session* s)
 {
-    if (!s->window_waiting)
+    if (s->tx_window != TxWindowState::kWaitingForBlock)
         return;
     WindowPool& pool = s->ep->engine->windows;
     Session** pp = &pool.waiting_head;
@@ -22,7 +22,7 @@ void leave_line(Session* s)
     if (pool.waiting_tail == s)
         pool.waiting_tail = prev;
     s->window_next = nullptr;
-    s->window_waiting = false;
+    s->tx_window = TxWindowState::kReady;
 }
 
 // Gives a clean send block to the first session in line that still has
@@ -37,7 +37,7 @@ void hand_on(EngineImpl* e, InflightPacket* block)
         if (!pool.waiting_head)
             pool.waiting_tail = nullptr;
         next->window_next = nullptr;
-        next->window_waiting = false;
+        next->tx_window = TxWindowState::kReady;
         if (!next->fifo_head || next->ep->closing)
             continue;
         next->inflight = block;  // stays counted as in use: it changes hands
@@ -53,7 +53,7 @@ bool session_take_tx_window(Session* s, uint64_t now)
 {
     if (s->inflight)
         return true;
-    if (s->window_waiting) {
+    if (s->tx_window == TxWindowState::kWaitingForBlock) {
         // Waiting for the pool, not for the peer: the peer-timeout clock
         // must not run meanwhile (it restarts when our first packet leaves).
         s->last_heard_us = now;
@@ -66,7 +66,7 @@ bool session_take_tx_window(Session* s, uint64_t now)
     if (s->inflight)
         return true;
     s->ep->st.tx_window_waits++;
-    s->window_waiting = true;
+    s->tx_window = TxWindowState::kWaitingForBlock;
     s->window_next = nullptr;
     if (pool.waiting_tail)
         pool.waiting_tail->window_next = s;
