@@ -667,13 +667,34 @@ ssize_t post_result(Ep* ep, int engine_ret) noexcept;
 // success: see dpdk_ep.cpp.
 ssize_t post_send_result(Ep* ep, int engine_ret) noexcept;
 
-// The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp. `flags`
-// are the operation's flags (msg forms) or the endpoint's defaults;
-// `inject_call`: fi_inject/fi_tinject and friends, which never complete.
-ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag, bool has_data,
-                uint64_t data, uint64_t flags, bool inject_call, void* context) noexcept;
-ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag, uint64_t ignore,
-                uint64_t flags, void* context) noexcept;
+// The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp, one
+// descriptor each, built on the caller's stack and passed by reference (the
+// fi_* entry points differ only in which fields they fill).
+struct SendDesc {
+    const iovec* iov = nullptr;
+    size_t count = 0;
+    fi_addr_t dest = FI_ADDR_UNSPEC;
+    uint64_t tag = 0;   // tagged only
+    uint64_t data = 0;  // remote CQ data, sent when has_data
+    // The operation's flags (msg forms) or the endpoint's defaults.
+    uint64_t flags = 0;
+    void* context = nullptr;
+    bool tagged = false;
+    bool has_data = false;
+    bool inject_call = false;  // fi_inject/fi_tinject and friends: never a CQ entry
+};
+struct RecvDesc {
+    const iovec* iov = nullptr;
+    size_t count = 0;
+    fi_addr_t src = FI_ADDR_UNSPEC;  // honoured with FI_DIRECTED_RECV only
+    uint64_t tag = 0;                // tagged only
+    uint64_t ignore = 0;
+    uint64_t flags = 0;  // the operation's flags (msg forms) or the endpoint's defaults
+    void* context = nullptr;
+    bool tagged = false;
+};
+ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept;
+ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept;
 
 // Resolves a destination fi_addr_t through the bound AV; a connected
 // FI_EP_MSG endpoint ignores it and talks to its peer.
