@@ -13,19 +13,6 @@ namespace dpdk_engine {
 
 namespace {
 
-OpStatus op_status(wire::WireStatus s)
-{
-    switch (s) {
-    case wire::WireStatus::kOk: return OpStatus::kOk;
-    case wire::WireStatus::kInvalidKey: return OpStatus::kRemoteInvalidKey;
-    case wire::WireStatus::kOutOfBounds: return OpStatus::kRemoteOutOfBounds;
-    case wire::WireStatus::kAccessDenied: return OpStatus::kRemoteAccess;
-    case wire::WireStatus::kBadAtomic: return OpStatus::kRemoteBadAtomic;
-    case wire::WireStatus::kBadRequest: return OpStatus::kProtocolError;
-    }
-    return OpStatus::kProtocolError;
-}
-
 // Access a remote atomic needs at the target.
 uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
 {

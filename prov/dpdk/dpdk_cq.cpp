@@ -182,7 +182,7 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
 {
     // prov_errno carries the engine's OpStatus of the failed operation.
     const auto status = static_cast<dpdk_engine::OpStatus>(prov_errno);
-    const bool ours = prov_errno > 0 && prov_errno <= static_cast<int>(dpdk_engine::OpStatus::kResponseTimeout);
+    const bool ours = prov_errno > 0 && prov_errno < dpdk_engine::kOpStatusCount;
     const char* text = ours ? dpdk_engine::to_string(status) : fi_strerror(prov_errno);
     if (!buf || !len)
         return text;
