@@ -439,16 +439,16 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* con
 extern fi_ops_mr g_mr_ops;
 
 // ---- completion queue
-// One queued completion; err == 0 for a success.
+// One queued completion, written once by the endpoint's completion callback
+// straight into the CQ's ring (Cq::reserve) in the shape the user formats
+// are cut from: fi_cq_entry, _msg_entry and _data_entry are prefixes of
+// fi_cq_tagged_entry, so fi_cq_read copies the first entry_size bytes of
+// `user` whatever the CQ's format. The rest is what fi_cq_readfrom and
+// fi_cq_readerr add. err == 0 for a success.
 struct CqEntry {
-    void* op_context;
-    uint64_t flags;
-    size_t len;
-    void* buf;
-    uint64_t data;
-    uint64_t tag;
+    fi_cq_tagged_entry user;
     fi_addr_t src;
-    size_t olen;
+    size_t olen;     // truncation: bytes that did not fit
     int err;         // positive FI_E* value of an error entry
     int prov_errno;  // OpStatus of an error entry
 };
@@ -457,6 +457,7 @@ struct Cq {
     fid_cq fid {};
     Domain* domain = nullptr;
     fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+    size_t entry_size = sizeof(fi_cq_entry);  // of `format`: the bytes of CqEntry::user copied out
     fi_wait_obj wait_obj = FI_WAIT_NONE;
     // Ring of entries, power-of-two capacity, grown (never dropped) when full.
     std::vector<CqEntry> ring;
@@ -467,8 +468,12 @@ struct Cq {
     char err_text[96] = {};  // provider-owned err_data of the last readerr
     RefCount refs;
 
-    // Appends a success or error entry. Under the engine lock.
-    void push(const CqEntry& e) noexcept;
+    // Appending an entry, under the engine lock: reserve() returns the slot
+    // at the tail (growing the ring when full; nullptr and `overrun` set when
+    // that fails), the caller fills every field, publish() makes it visible
+    // and wakes a waiter.
+    CqEntry* reserve() noexcept;
+    void publish() noexcept;
 };
 
 // ---- counter
@@ -484,6 +489,37 @@ struct Cntr {
     void add_one() noexcept;
     void add_error() noexcept;
 };
+
+// ---- wait objects and control of CQs, counters and EQs (dpdk_fid.cpp)
+// Opens the Waiter of a CQ or counter of domain d: with manual progress it
+// also holds the engine's packet fd, so a sleeper wakes when packets come.
+// 0 or -FI_E*.
+int open_waiter(Domain* d, Waiter& w) noexcept;
+// fi_trywait of a CQ or counter: drops the previous fi_trywait's hold,
+// progresses once, and answers -FI_EAGAIN if there is something to read
+// (*pending, read under the lock, non-zero; nullptr: never) or packets are
+// already waiting; otherwise arms the engine's fd and, with manual
+// progress, the timer that makes fd() fire when the engine's timers need a
+// call. 0 = safe to block on fd().
+int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept;
+// fi_control of a CQ, counter or EQ: FI_GETWAIT gives the waiter's fd when
+// the object's wait object is FI_WAIT_FD (-FI_ENODATA otherwise); every
+// other command is -FI_ENOSYS.
+int waitable_control(const Waiter& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
+// fi_close of a CQ or counter: refused while endpoints are bound to it;
+// ends a hold of an fi_trywait the application never followed with a read.
+template <typename Waitable> int close_waitable(Waitable* o) noexcept
+{
+    if (o->refs.busy())
+        return -FI_EBUSY;
+    if (o->waiter.engine_armed()) {
+        LockScope scope(o->domain->shared);
+        o->waiter.release_engine(o->domain->shared->engine());
+    }
+    o->domain->refs.put();
+    delete o;
+    return 0;
+}
 
 // ---- event queue
 struct EqEvent {
