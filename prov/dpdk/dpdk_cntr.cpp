@@ -81,27 +81,6 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) noexcept
     return r == 1 ? 0 : static_cast<int>(r);
 }
 
-int cntr_control(fid* f, int command, void* arg) noexcept
-{
-    Cntr* c = reinterpret_cast<Cntr*>(f);
-    return waitable_control(c->waiter, c->wait_obj, command, arg);
-}
-
-int cntr_close(fid* f) noexcept
-{
-    return close_waitable(reinterpret_cast<Cntr*>(f));
-}
-
-fi_ops g_cntr_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = cntr_close,
-    .bind = DPDK_NOSYS(fi_ops, bind),
-    .control = cntr_control,
-    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
-    .tostr = DPDK_NOSYS(fi_ops, tostr),
-    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
-};
-
 fi_ops_cntr g_cntr_ops = {
     .size = sizeof(fi_ops_cntr),
     .read = cntr_read,
@@ -160,7 +139,7 @@ int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void*
             return ret;
         c->fid.fid.fclass = FI_CLASS_CNTR;
         c->fid.fid.context = context;
-        c->fid.fid.ops = &g_cntr_fi_ops;
+        c->fid.fid.ops = &WaitableFid<Cntr>::ops;
         c->fid.ops = &g_cntr_ops;
         d->refs.get();
         *out = &c->fid;

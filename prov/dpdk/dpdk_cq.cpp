@@ -178,27 +178,6 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
     return buf;
 }
 
-int cq_control(fid* f, int command, void* arg) noexcept
-{
-    Cq* cq = reinterpret_cast<Cq*>(f);
-    return waitable_control(cq->waiter, cq->wait_obj, command, arg);
-}
-
-int cq_close(fid* f) noexcept
-{
-    return close_waitable(reinterpret_cast<Cq*>(f));
-}
-
-fi_ops g_cq_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = cq_close,
-    .bind = DPDK_NOSYS(fi_ops, bind),
-    .control = cq_control,
-    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
-    .tostr = DPDK_NOSYS(fi_ops, tostr),
-    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
-};
-
 fi_ops_cq g_cq_ops = {
     .size = sizeof(fi_ops_cq),
     .read = cq_read,
@@ -288,7 +267,7 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
         }
         cq->fid.fid.fclass = FI_CLASS_CQ;
         cq->fid.fid.context = context;
-        cq->fid.fid.ops = &g_cq_fi_ops;
+        cq->fid.fid.ops = &WaitableFid<Cq>::ops;
         cq->fid.ops = &g_cq_ops;
         d->refs.get();
         *out = &cq->fid;

@@ -520,6 +520,27 @@ template <typename Waitable> int close_waitable(Waitable* o) noexcept
     delete o;
     return 0;
 }
+// The fi_ops of a CQ or counter (`ops`): close and FI_GETWAIT above,
+// nothing else.
+template <typename Waitable> struct WaitableFid {
+    static int close(fid* f) noexcept { return close_waitable(reinterpret_cast<Waitable*>(f)); }
+    static int control(fid* f, int command, void* arg) noexcept
+    {
+        const Waitable* o = reinterpret_cast<const Waitable*>(f);
+        return waitable_control(o->waiter, o->wait_obj, command, arg);
+    }
+    static fi_ops ops;
+};
+template <typename Waitable>
+fi_ops WaitableFid<Waitable>::ops = {
+    .size = sizeof(fi_ops),
+    .close = WaitableFid<Waitable>::close,
+    .bind = DPDK_NOSYS(fi_ops, bind),
+    .control = WaitableFid<Waitable>::control,
+    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .tostr = DPDK_NOSYS(fi_ops, tostr),
+    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
+};
 
 // ---- event queue
 struct EqEvent {
