@@ -509,6 +509,17 @@ OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept
     return plan_op(ep, kind, tagged, FI_INJECT, true);
 }
 
+// The rule (design.md section 4, "Posting is a progress point"): with
+// manual progress every successful post runs one progress step, except a
+// reliable message send, whose own packet already left.
+//
+// Why posts progress: a post may leave work that only progress() sends.
+// A receive that matches an unexpected rendezvous queues its CTS
+// (EndpointImpl::send_cts enqueues, it does not kick), and a receiver owes
+// its peer ACKs that only a progress round sends; an application that posts
+// its next receive and then stops calling would otherwise stall its sender
+// until the standby thread steps in (ENGINE_REQUESTS.md, item 6). RMA,
+// atomics and datagrams keep the step as they always had it.
 ssize_t post_result(Ep* ep, int ret) noexcept
 {
     dpdk_engine::Engine& engine = ep->domain->shared->engine();
@@ -517,10 +528,6 @@ ssize_t post_result(Ep* ep, int ret) noexcept
         engine.progress(false);
         return -FI_EAGAIN;
     }
-    // Posting is a progress point (manual progress): it also sends what the
-    // engine holds back, ACKs included, which an application that posts its
-    // next receive and then stops calling would otherwise never send
-    // (ENGINE_REQUESTS.md, item 6).
     if (ret == 0 && !ep->domain->auto_progress)
         engine.progress(false);
     return fi_errno(ret);
@@ -528,12 +535,12 @@ ssize_t post_result(Ep* ep, int ret) noexcept
 
 ssize_t post_send_result(Ep* ep, int ret) noexcept
 {
-    // A message send needs no progress step after a success: the engine
-    // put its first packet on the wire at once unless older sends to that
-    // peer are still queued (EngineImpl::kick), and that packet carries the
-    // ACK we owe the peer (fill_ack_fields). The step post_result() takes
-    // would cost an rx_burst and a flush per message: 29% of the
-    // instructions per 8-byte fi_inject (callgrind, fi_bench -k rate).
+    // The exception: a message send needs no progress step after a
+    // success: the engine put its first packet on the wire at once unless
+    // older sends to that peer are still queued (EngineImpl::kick), and
+    // that packet carries the ACK we owe the peer (fill_ack_fields). The
+    // step would cost an rx_burst and a flush per message, the largest
+    // share of an fi_inject's instructions (design.md section 4).
     // A send held for packing (autocork, FI_MORE) leaves at the
     // application's next progress call; with FI_PROGRESS_AUTO the progress
     // thread is that call, so it must not sleep through it.
