@@ -26,6 +26,7 @@
 #include <string>
 
 #include "dpdk_engine/ops/atomic_ops.h"
+#include "dpdk_engine/status.h"
 #include "dpdk_engine/port/fault.h"
 #include "dpdk_engine/port/port.h"
 #include "dpdk_engine/wire/wire.h"
@@ -113,22 +114,8 @@ constexpr uint64_t kMaxUnexpectedBytes = 1ull << 40;  // FI_DPDK_UNEXPECTED_BYTE
 // variable) in *why (if non-null).
 int check_engine_config(const EngineConfig& cfg, std::string* why);
 
-// Result of an operation.
-enum class OpStatus : uint8_t {
-    kOk = 0,
-    kTruncated,          // receive buffer smaller than the message
-    kCanceled,           // cancel()
-    kPeerTimeout,        // the peer stopped answering (retry limit)
-    kPeerReset,          // the peer lost our session (it restarted)
-    kRemoteInvalidKey,   // RMA/atomic: no region with that key at the target
-    kRemoteOutOfBounds,  // RMA/atomic: outside the region
-    kRemoteAccess,       // RMA/atomic: region lacks the access
-    kRemoteBadAtomic,    // atomic refused: op/type/alignment
-    kNoMatch,            // peek found no message
-    kProtocolError,      // the peer sent something inconsistent
-    kResponseTimeout,    // RMA/atomic: acknowledged, but no response within the peer timeout
-};
-const char* to_string(OpStatus s);
+// Result of an operation: OpStatus and to_string(OpStatus), in
+// dpdk_engine/status.h (one table of every status code).
 
 enum class CompletionType : uint8_t {
     kSend,         // message sent (per the requested completion level)
