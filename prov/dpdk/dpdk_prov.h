@@ -590,6 +590,10 @@ struct Pep {
     bool listening = false;
 };
 int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context) noexcept;
+// fi_endpoint with info->handle = a passive endpoint (fi_endpoint(3)): the
+// passive endpoint gives up its engine endpoint, and so its UDP port, which
+// is returned for the active endpoint to open on. Caller holds the lock.
+uint16_t pep_hand_over(Pep* pep);
 
 // ---- endpoint
 struct Ep {
