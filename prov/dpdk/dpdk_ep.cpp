@@ -527,6 +527,11 @@ ssize_t post_result(Ep* ep, int ret) noexcept
     // (ENGINE_REQUESTS.md, item 6).
     if (ret == 0 && !ep->domain->auto_progress)
         engine.progress(false);
+    // With FI_PROGRESS_AUTO the thread is that progress point; it sleeps on
+    // the packet fd, which says nothing of frames to an endpoint of this
+    // process (loopback) or of sends held for packing.
+    else if (ret == 0 && engine.holds_tx())
+        ep->domain->shared->wake_thread_for_tx();
     return fi_errno(ret);
 }
 
