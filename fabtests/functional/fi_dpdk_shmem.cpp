@@ -62,9 +62,10 @@ void report(std::vector<uint64_t> t, const char* what)
     std::sort(t.begin(), t.end());
     const double median = double(t[t.size() / 2]);
     log("%s: delivery median %.1f us, worst %" PRIu64 " us (%zu operations)", what, median, t.back(), t.size());
-    FT_CHECK(median < kPromptMedianUs,
-             "%s: median delivery %.0f us: the progress thread was not woken by the work (its idle sleep is 100 ms)",
-             what, median);
+    FT_CHECK(
+        median < kPromptMedianUs,
+        "%s: median delivery %.0f us: the progress thread was not woken by the work (its idle sleep is 100 ms)",
+        what, median);
 }
 
 // Two endpoints of this process; `b`'s region is the target.
@@ -81,7 +82,8 @@ struct SelfPair {
         b.open();
         mr.reset(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 7, g_mr_mode, b.ep));
         rm = describe(mr.get(), region.data(), kRegion, g_mr_mode);
-        FT_REQUIRE(fi_av_insert(a.av, b.name.data(), 1, &to_b, 0, nullptr) == 1, "fi_av_insert of the own endpoint");
+        FT_REQUIRE(fi_av_insert(a.av, b.name.data(), 1, &to_b, 0, nullptr) == 1,
+                   "fi_av_insert of the own endpoint");
     }
 };
 
@@ -167,7 +169,8 @@ int main(int argc, char** argv)
                "OpenSHMEM-style one-sided traffic under FI_PROGRESS_AUTO: puts and atomics to an endpoint of this "
                "process and to the peer, the target polling memory only.");
     g_mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
-    fi_info* hints = make_hints(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, g_mr_mode);
+    fi_info* hints =
+        make_hints(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, g_mr_mode);
     hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
     hints->domain_attr->threading = FI_THREAD_SAFE;
     setup(hints);
