@@ -235,7 +235,11 @@ void EngineImpl::transmit(rte_mbuf* m, const Address& dst)
     if (pcap.is_open())
         pcap.write(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, wall_ns());
     if (is_local(dst)) {
-        loopback.push_back(m);  // our own endpoint: never touches the device
+        // Our own endpoint: never touches the device. Only progress() moves
+        // it on, and no packet fd will say so to a sleeping progress thread:
+        // it counts as a held send (Engine::holds_tx).
+        loopback.push_back(m);
+        tx_held = true;
         return;
     }
     if (fault_tx && fault_tx->enabled()) {

@@ -427,9 +427,11 @@ class Engine {
     // (0 while sends wait for progress: autocork or kOpMore, see below.)
     uint32_t next_timeout_us() const;
     // Whether a send posted since the last progress() may wait for it (held
-    // by autocork or kOpMore, EngineImpl::kick_send; stays true until that
-    // progress() even if a later post took them along). A progress thread
-    // asleep must then be woken: nothing else would send those messages.
+    // by autocork or kOpMore, EngineImpl::kick_send, or a frame to an
+    // endpoint of this engine, which only progress() delivers; stays true
+    // until that progress() even if a later post took them along). A
+    // progress thread asleep must then be woken: nothing else would move
+    // those frames.
     bool holds_tx() const;
 
     Port& port();

@@ -615,6 +615,7 @@ void test_unexpected_spill(void** state);
 void test_unexpected(void** state);
 void test_directed_and_masks(void** state);
 void test_peek_claim_discard(void** state);
+void test_claim_keeps_posted(void** state);
 void test_multi_recv(void** state);
 void test_cancel(void** state);
 void test_truncation(void** state);

@@ -37,8 +37,13 @@ Ep* ep_of(fid_ep* f)
 // 0 and the largest element count of one call, or -FI_E*.
 int atomic_limits(AtomicKind kind, fi_datatype dt, fi_op op, size_t* count, size_t* size)
 {
-    if (unsigned(op) >= dpdk_engine::kAtomicOpCount || unsigned(dt) >= dpdk_engine::kAtomicTypeCount)
+    // A datatype or operation libfabric defines that the engine does not
+    // implement (FI_INT128, FI_UINT128, ...) is unsupported, not invalid:
+    // consumers probe every datatype and stop at the first -FI_EINVAL.
+    if (unsigned(op) >= FI_ATOMIC_OP_LAST || unsigned(dt) > FI_UINT128)
         return -FI_EINVAL;
+    if (unsigned(op) >= dpdk_engine::kAtomicOpCount || unsigned(dt) >= dpdk_engine::kAtomicTypeCount)
+        return -FI_EOPNOTSUPP;
     const auto t = static_cast<AtomicType>(dt);
     if (!dpdk_engine::atomic_valid(static_cast<AtomicOp>(op), t, kind))
         return -FI_EOPNOTSUPP;

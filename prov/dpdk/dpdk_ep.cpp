@@ -530,6 +530,11 @@ ssize_t post_result(Ep* ep, int ret) noexcept
     }
     if (ret == 0 && !ep->domain->auto_progress)
         engine.progress(false);
+    // With FI_PROGRESS_AUTO the thread is that progress point; it sleeps on
+    // the packet fd, which says nothing of frames to an endpoint of this
+    // process (loopback) or of sends held for packing.
+    else if (ret == 0 && engine.holds_tx())
+        ep->domain->shared->wake_thread_for_tx();
     return fi_errno(ret);
 }
 
@@ -563,13 +568,23 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         return -FI_ENOSYS;
     if (info->caps & ~ep_type_caps(type))
         return -FI_EINVAL;
+    // info->handle: an FI_CONNREQ's (the server accepting), or a passive
+    // endpoint whose address this endpoint takes over (fi_endpoint(3)).
     ConnReq* connreq = nullptr;
-    if (info->handle) {
-        if (type != FI_EP_MSG || info->handle->fclass != FI_CLASS_CONNREQ)
-            return -FI_EINVAL;  // only an FI_CONNREQ's handle makes sense here
-        connreq = reinterpret_cast<ConnReq*>(info->handle);
-    }
+    Pep* reserved = nullptr;
     Domain* d = reinterpret_cast<Domain*>(domain);
+    if (info->handle) {
+        if (type != FI_EP_MSG)
+            return -FI_EINVAL;
+        if (info->handle->fclass == FI_CLASS_CONNREQ)
+            connreq = reinterpret_cast<ConnReq*>(info->handle);
+        else if (info->handle->fclass == FI_CLASS_PEP)
+            reserved = reinterpret_cast<Pep*>(info->handle);
+        else
+            return -FI_EINVAL;
+        if (reserved && reserved->shared != d->shared)
+            return -FI_EINVAL;  // a passive endpoint of another device
+    }
     uint16_t port = 0;
     if (info->src_addr && local_port_of(info->src_addr, info->src_addrlen, d->ip_be, &port))
         return -FI_EINVAL;
@@ -584,6 +599,8 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         ep->want_source = ep->caps & FI_SOURCE;
         {
             LockScope scope(d->shared);
+            if (reserved)
+                port = pep_hand_over(reserved);
             int ret = open_engine_endpoint(ep.get(), port, &ep->engine_ep);
             if (ret)
                 return ret;

@@ -134,10 +134,12 @@ constexpr uint64_t ep_type_caps(fi_ep_type t)
 {
     return t == FI_EP_MSG ? kMsgEpCaps : t == FI_EP_DGRAM ? kDgramCaps : kCaps;
 }
-constexpr uint64_t kTxCaps =
-    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// What tx_attr->caps and rx_attr->caps may report: fi_endpoint(3) lists the
+// capabilities that apply to each context; FI_LOCAL_COMM and FI_REMOTE_COMM
+// are not among them (they live in fi_info::caps alone).
+constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND;
 constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE;
 constexpr uint64_t kTxOpFlags =
     FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
 constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
@@ -651,6 +653,10 @@ struct Pep {
     bool listening = false;
 };
 int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context) noexcept;
+// fi_endpoint with info->handle = a passive endpoint (fi_endpoint(3)): the
+// passive endpoint gives up its engine endpoint, and so its UDP port, which
+// is returned for the active endpoint to open on. Caller holds the lock.
+uint16_t pep_hand_over(Pep* pep);
 
 // ---- endpoint
 struct Ep {
