@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # pair_lib.sh: the one harness of the process-pair tests (sourced, bash).
 #
 # Every script that starts a server and a client (fabtests/run_tests.sh,
