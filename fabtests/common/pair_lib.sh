@@ -83,21 +83,22 @@ pair_need_root() {
 }
 
 pair_spawn() {
-	local var=$1 log=$2 secs=$3 pid
+	# Locals named apart: printf -v must reach the caller's VAR.
+	local _pair_var=$1 _pair_log=$2 _pair_secs=$3 _pair_pid
 	shift 3
-	if [ "$secs" -gt 0 ]; then
+	if [ "$_pair_secs" -gt 0 ]; then
 		# timeout(1) puts itself and CMD in a group of their own (no
 		# --foreground) and signals that group.
-		timeout ${PAIR_KILL_AFTER:+-k "$PAIR_KILL_AFTER"} "$secs" "$@" >"$log" 2>&1 &
-		pid=$!
+		timeout ${PAIR_KILL_AFTER:+-k "$PAIR_KILL_AFTER"} "$_pair_secs" "$@" >"$_pair_log" 2>&1 &
+		_pair_pid=$!
 	else
 		# A background job of a script is no group leader: setsid execs
 		# CMD in place, so the pid is CMD's own and leads its group.
-		setsid "$@" >"$log" 2>&1 &
-		pid=$!
+		setsid "$@" >"$_pair_log" 2>&1 &
+		_pair_pid=$!
 	fi
-	PAIR_GROUPS="$PAIR_GROUPS $pid"
-	printf -v "$var" '%s' "$pid"
+	PAIR_GROUPS="$PAIR_GROUPS $_pair_pid"
+	printf -v "$_pair_var" '%s' "$_pair_pid"
 }
 
 pair_wait_until() {
