@@ -62,26 +62,6 @@ uint64_t now_us()
     return rte_get_tsc_cycles() / cycles_per_us();
 }
 
-const char* to_string(OpStatus s)
-{
-    switch (s) {
-    case OpStatus::kOk: return "success";
-    case OpStatus::kTruncated: return "message truncated: receive buffer too small";
-    case OpStatus::kCanceled: return "operation canceled";
-    case OpStatus::kPeerTimeout: return "peer stopped answering (retransmission timeout)";
-    case OpStatus::kPeerReset: return "peer reset the session (it restarted or lost our state)";
-    case OpStatus::kRemoteInvalidKey: return "remote access refused: no memory region with that key";
-    case OpStatus::kRemoteOutOfBounds: return "remote access refused: range outside the memory region";
-    case OpStatus::kRemoteAccess: return "remote access refused: memory region lacks the access rights";
-    case OpStatus::kRemoteBadAtomic: return "atomic refused: unsupported op/datatype or misaligned target";
-    case OpStatus::kNoMatch: return "no matching message";
-    case OpStatus::kProtocolError: return "protocol error from the peer";
-    case OpStatus::kResponseTimeout:
-        return "no response from the peer within FI_DPDK_TIMEOUT_MS (request acknowledged, never answered)";
-    }
-    return "unknown status";
-}
-
 EngineImpl::EngineImpl(const EngineConfig& c) : cfg(c)
 { }
 
@@ -258,7 +238,11 @@ void EngineImpl::transmit(Mbuf m, const Address& dst)
     if (pcap.is_open())
         pcap.write(rte_pktmbuf_mtod(m.get(), const uint8_t*), m->data_len, wall_ns());
     if (is_local(dst)) {
-        loopback.push_back(m.release());  // our own endpoint: never touches the device
+        // Our own endpoint: never touches the device. Only progress() moves
+        // it on, and no packet fd will say so to a sleeping progress thread:
+        // it counts as a deferred send (Engine::holds_tx).
+        loopback.push_back(m.release());
+        sends_deferred = true;
         return;
     }
     if (fault_tx && fault_tx->enabled()) {

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "dpdk_engine/ops/atomic_ops.h"
+#include "dpdk_engine/status.h"
 #include "dpdk_engine/port/fault.h"
 #include "dpdk_engine/port/port.h"
 #include "dpdk_engine/wire/wire.h"
@@ -113,22 +114,8 @@ constexpr uint64_t kMaxUnexpectedBytes = 1ull << 40;  // FI_DPDK_UNEXPECTED_BYTE
 // variable) in *why (if non-null).
 int check_engine_config(const EngineConfig& cfg, std::string* why);
 
-// Result of an operation.
-enum class OpStatus : uint8_t {
-    kOk = 0,
-    kTruncated,          // receive buffer smaller than the message
-    kCanceled,           // cancel()
-    kPeerTimeout,        // the peer stopped answering (retry limit)
-    kPeerReset,          // the peer lost our session (it restarted)
-    kRemoteInvalidKey,   // RMA/atomic: no region with that key at the target
-    kRemoteOutOfBounds,  // RMA/atomic: outside the region
-    kRemoteAccess,       // RMA/atomic: region lacks the access
-    kRemoteBadAtomic,    // atomic refused: op/type/alignment
-    kNoMatch,            // peek found no message
-    kProtocolError,      // the peer sent something inconsistent
-    kResponseTimeout,    // RMA/atomic: acknowledged, but no response within the peer timeout
-};
-const char* to_string(OpStatus s);
+// Result of an operation: OpStatus and to_string(OpStatus), in
+// dpdk_engine/status.h (one table of every status code).
 
 enum class CompletionType : uint8_t {
     kSend,         // message sent (per the requested completion level)
@@ -440,9 +427,11 @@ class Engine {
     // (0 while sends wait for progress: autocork or kOpMore, see below.)
     uint32_t next_timeout_us() const;
     // Whether a send posted since the last progress() may wait for it (held
-    // by autocork or kOpMore, EngineImpl::kick_send; stays true until that
-    // progress() even if a later post took them along). A progress thread
-    // asleep must then be woken: nothing else would send those messages.
+    // by autocork or kOpMore, EngineImpl::kick_send, or a frame to an
+    // endpoint of this engine, which only progress() delivers; stays true
+    // until that progress() even if a later post took them along). A
+    // progress thread asleep must then be woken: nothing else would move
+    // those frames.
     bool holds_tx() const;
 
     Port& port();

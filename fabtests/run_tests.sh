@@ -30,6 +30,7 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common/pair_lib.sh"
 if [ -n "${FT_BUILDDIR:-}" ]; then
     builddir=$FT_BUILDDIR
 elif [ -e "$(pwd)/.libs/libdpdk-fi.so" ]; then
@@ -56,8 +57,7 @@ done
 
 bindir=$builddir/fabtests/functional
 if [ ! -e "$builddir/.libs/libdpdk-fi.so" ]; then
-    echo "SKIP: $builddir/.libs/libdpdk-fi.so not built"
-    exit 77
+    pair_skip "$builddir/.libs/libdpdk-fi.so not built"
 fi
 # The just-built provider, and nothing of the caller's choosing: the
 # default-device runs are the zero-config path.
@@ -65,12 +65,10 @@ export FI_PROVIDER_PATH=$builddir/.libs
 unset FI_PROVIDER
 for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 
-if [ -z "$logdir" ]; then
-    logdir=$(mktemp -d "${TMPDIR:-/tmp}/fabtests.XXXXXX")
-fi
-mkdir -p "$logdir" || { echo "cannot create the log directory $logdir"; exit 2; }
+pair_init run_tests fabtests "$logdir" || exit 2
+logdir=$PAIR_LOGS
 
-tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram fi_dpdk_datapath"
+tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram fi_dpdk_datapath fi_dpdk_shmem"
 # fi_pingpong is not built with ASan: loading a sanitized provider into it
 # needs the ASan runtime preloaded (--enable-sanitizers; as run_mpi.sh does).
 asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
@@ -78,13 +76,12 @@ asan_env=
 [ -n "$asan_lib" ] && asan_env="LD_PRELOAD=$asan_lib ASAN_OPTIONS=detect_leaks=0"
 # One-process tests (no peer), run once on the default device.
 single_tests="fi_dpdk_misuse"
-pass=0
-fail=0
-failed=()
-t_all=$(date +%s.%N)
 
-elapsed() {  # start -> seconds with 2 decimals
-    awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
+# The log extract of a failed pair: the failing subtests and their reasons,
+# from both sides (pair_result prints the logs' last lines).
+fail_extract() {
+    grep -h -E '^\[(server|client)\] (FAIL|.*: (check|requirement) failed|.*timeout|OOB)|^\[error\]|^\[runner\]' \
+        "$@" 2>/dev/null | head -40 | sed 's/^/    /'
 }
 
 # A TCP port nobody listens on, below the ephemeral range (fi_pingpong's
@@ -100,6 +97,7 @@ pick_port() {
     done
     echo $((20000 + RANDOM % 12000))
 }
+tcp_listening() { ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
 
 # check_logs <log>...: fails on "EAL: Error" lines unless FT_EAL_ERRORS=warn.
 eal_errors() {
@@ -109,7 +107,7 @@ eal_errors() {
 # report <name> <device> <rc> <start> <server log> <client log>
 report() {
     local name=$1 dev=$2 rc=$3 start=$4 slog=$5 clog=$6 t
-    t=$(elapsed "$start")
+    t=$(pair_elapsed "$start")
     local eal
     eal=$(eal_errors "$slog" "$clog")
     if [ "$rc" = 0 ] && [ -n "$eal" ]; then
@@ -123,17 +121,13 @@ report() {
         fi
     fi
     if [ "$rc" = 0 ]; then
-        printf "PASS %-28s %-8s %6ss\n" "$name" "$dev" "$t"
-        pass=$((pass + 1))
+        pair_result pass "$dev/$name" "(${t} s)"
         [ "$keep" = 1 ] || rm -f "$slog" "$clog"
     else
-        printf "FAIL %-28s %-8s %6ss   (logs: %s %s)\n" "$name" "$dev" "$t" "$slog" "$clog"
-        fail=$((fail + 1))
-        failed+=("$dev/$name")
-        # The failing subtests and their reasons, from both sides.
-        grep -h -E '^\[(server|client)\] (FAIL|.*: (check|requirement) failed|.*timeout|OOB)|^\[error\]|^\[runner\]' \
-            "$slog" "$clog" 2>/dev/null | head -40 | sed 's/^/    /'
-        tail -n 3 "$slog" "$clog" 2>/dev/null | grep -v '^$' | sed 's/^/    | /'
+        local logs=("$slog")
+        [ "$clog" = "$slog" ] || logs+=("$clog")
+        pair_result fail "$dev/$name" "(${t} s)" "${logs[@]}"
+        fail_extract "${logs[@]}"
     fi
 }
 
@@ -156,21 +150,17 @@ run_test() {
     start=$(date +%s.%N)
     # The server opens its domain (the memif server side) before it
     # listens; the client starts once the port file says it listens.
-    env $env timeout -k 5 "$tmo" "$bin" -E 0 -O "$pfile" >"$slog" 2>&1 &
-    local spid=$!
-    for _ in $(seq 1 $((tmo * 10))); do
-        [ -s "$pfile" ] && break
-        kill -0 $spid 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ ! -s "$pfile" ]; then
+    local spid cpid
+    pair_spawn spid "$slog" "$tmo" env $env "$bin" -E 0 -O "$pfile"
+    if ! pair_wait_file "$pfile" "$tmo" "$spid"; then
         wait $spid
         echo "[runner] the server never listened" >>"$slog"
         report "$name" "$dev" 1 "$start" "$slog" "$clog"
         return
     fi
     port=$(cat "$pfile")
-    env $env timeout -k 5 "$tmo" "$bin" -E "$port" 127.0.0.1 >"$clog" 2>&1
+    pair_spawn cpid "$clog" "$tmo" env $env "$bin" -E "$port" 127.0.0.1
+    wait $cpid
     crc=$?
     wait $spid
     src=$?
@@ -184,9 +174,10 @@ run_test() {
 
 # run_single <binary>: a one-process test on the default device.
 run_single() {
-    local name=$1 log=$logdir/default.$1.log start rc
+    local name=$1 log=$logdir/default.$1.log start rc pid
     start=$(date +%s.%N)
-    timeout -k 5 "$tmo" "$bindir/$name" -v >"$log" 2>&1
+    pair_spawn pid "$log" "$tmo" "$bindir/$name" -v
+    wait $pid
     rc=$?
     [ $rc = 124 ] && echo "[runner] killed after ${tmo}s" >>"$log"
     grep -h '^FAIL' "$log" | head -20 | sed 's/^/    /'
@@ -211,17 +202,12 @@ run_pingpong() {
     rm -f "$logdir/$name.memif.sock"
     port=$(pick_port)
     start=$(date +%s.%N)
-    env $env timeout -k 5 "$tmo" fi_pingpong -p "$prov" -e "$ep" $sflag -I "$iters" -c -B "$port" \
-        >"$slog" 2>&1 &
-    local spid=$!
+    local spid cpid
+    pair_spawn spid "$slog" "$tmo" env $env fi_pingpong -p "$prov" -e "$ep" $sflag -I "$iters" -c -B "$port"
     # fi_pingpong's client gives up at once if nobody listens yet.
-    for _ in $(seq 1 100); do
-        ss -Htln "sport = :$port" 2>/dev/null | grep -q . && break
-        kill -0 $spid 2>/dev/null || break
-        sleep 0.1
-    done
-    env $env timeout -k 5 "$tmo" fi_pingpong -p "$prov" -e "$ep" $sflag -I "$iters" -c -P "$port" \
-        127.0.0.1 >"$clog" 2>&1
+    pair_wait_until 10 "$spid" tcp_listening "$port"
+    pair_spawn cpid "$clog" "$tmo" env $env fi_pingpong -p "$prov" -e "$ep" $sflag -I "$iters" -c -P "$port" 127.0.0.1
+    wait $cpid
     crc=$?
     wait $spid
     src=$?
@@ -244,9 +230,7 @@ command -v fi_pingpong >/dev/null || echo "note: fi_pingpong not found (libfabri
 for t in $single_tests; do
     [ -n "$filter" ] && [[ $t != *"$filter"* ]] && continue
     if [ ! -x "$bindir/$t" ]; then
-        echo "FAIL $t: $bindir/$t not built (make check builds it)"
-        fail=$((fail + 1))
-        failed+=("default/$t")
+        pair_result fail "default/$t" "($bindir/$t not built: make check builds it)"
         continue
     fi
     run_single "$t"
@@ -255,9 +239,7 @@ for dev in ${devices//,/ }; do
     for t in $tests; do
         [ -n "$filter" ] && [[ $t != *"$filter"* ]] && continue
         if [ ! -x "$bindir/$t" ]; then
-            echo "FAIL $t: $bindir/$t not built (make check builds it)"
-            fail=$((fail + 1))
-            failed+=("$dev/$t")
+            pair_result fail "$dev/$t" "($bindir/$t not built: make check builds it)"
             continue
         fi
         run_test "$t" "$dev"
@@ -290,11 +272,9 @@ EOF
 done
 
 echo "----"
-echo "$pass passed, $fail failed in $(elapsed "$t_all")s (logs: $logdir)"
-for f in "${failed[@]+"${failed[@]}"}"; do
-    echo "  failed: $f"
-done
-if [ "$fail" = 0 ] && [ "$keep" = 0 ]; then
+pair_summary
+ok=$?
+if [ "$ok" = 0 ] && [ "$keep" = 0 ]; then
     rm -rf "$logdir"
 fi
-[ "$fail" = 0 ]
+exit $ok

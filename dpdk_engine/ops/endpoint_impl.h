@@ -164,7 +164,8 @@ class EndpointImpl : public Endpoint {
 };
 
 // ---- the target side of one-sided operations (rma.cpp; atomic.cpp too)
-OpStatus op_status(wire::WireStatus s);
+// (A response's WireStatus becomes the initiator's OpStatus by op_status,
+// status.h.)
 // Queues a response; the caller has made sure an op slot is free.
 TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status);
 // Where [addr, addr + len) of region `key` is, if `access` is allowed there.

@@ -79,8 +79,13 @@ void EndpointImpl::bind_slice(RxMsg* m, PostedRecv* r)
     m->dest_count = r->iov_count;
     m->capacity = r->capacity;
     r->slices_open = 1;
-    posted[(r->flags & kOpTagged) != 0].remove(r);
-    r->retired = true;
+    // A claiming receive (kOpClaim) was never queued, and comes here
+    // retired: unlinking it would cut the posted list, losing the receives
+    // posted before it.
+    if (!r->retired) {
+        posted[(r->flags & kOpTagged) != 0].remove(r);
+        r->retired = true;
+    }
 }
 
 PostedRecv* EndpointImpl::take_recv(const RecvArgs& a)

@@ -14,19 +14,6 @@
 
 namespace dpdk_engine {
 
-OpStatus op_status(wire::WireStatus s)
-{
-    switch (s) {
-    case wire::WireStatus::kOk: return OpStatus::kOk;
-    case wire::WireStatus::kInvalidKey: return OpStatus::kRemoteInvalidKey;
-    case wire::WireStatus::kOutOfBounds: return OpStatus::kRemoteOutOfBounds;
-    case wire::WireStatus::kAccessDenied: return OpStatus::kRemoteAccess;
-    case wire::WireStatus::kBadAtomic: return OpStatus::kRemoteBadAtomic;
-    case wire::WireStatus::kBadRequest: return OpStatus::kProtocolError;
-    }
-    return OpStatus::kProtocolError;
-}
-
 // ---------------------------------------------------------------------------
 // Initiator: posting.
 

@@ -22,6 +22,7 @@
 
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/ops/mr.h"
+#include "dpdk_engine/tests/engine_test_common.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,101 +39,12 @@ using namespace dpdk_engine;
 namespace engine_test {
 
 // ---------------------------------------------------------------------------
-// Small utilities.
+// Small utilities (the shared ones: engine_test_common.h).
 
-inline uint64_t g_seed = 1;
+using namespace engine_test_common;
+
 inline bool g_verbose = false;
 inline unsigned g_ring_counter = 0;
-
-inline uint64_t now_ms()
-{
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-}
-
-// memcmp/memcpy that accept null pointers with a zero length (empty
-// std::vector::data() is null; the C functions forbid it even then).
-inline int mcmp(const void* a, const void* b, size_t n)
-{
-    return n ? memcmp(a, b, n) : 0;
-}
-inline void mcpy(void* d, const void* s, size_t n)
-{
-    if (n)
-        memcpy(d, s, n);
-}
-inline void mset(void* d, int c, size_t n)
-{
-    if (n)
-        memset(d, c, n);
-}
-
-inline uint64_t splitmix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-inline uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0)
-{
-    return splitmix(splitmix(splitmix(a) ^ b) ^ c);
-}
-
-struct Rng {
-    uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed ? seed : 1) { }
-    uint64_t next()
-    {
-        s = splitmix(s);
-        return s;
-    }
-    uint64_t below(uint64_t n) { return n ? next() % n : 0; }
-    double unit() { return double(next() >> 11) / double(1ull << 53); }
-};
-
-// Fills len bytes: the 8-byte little-endian stamp (cut short for tiny
-// messages), then a xorshift stream seeded from the stamp and the run seed.
-inline void fill_payload(uint8_t* p, size_t len, uint64_t stamp)
-{
-    if (len == 0)
-        return;
-    uint8_t head[8];
-    mcpy(head, &stamp, 8);
-    size_t h = len < 8 ? len : 8;
-    mcpy(p, head, h);
-    uint64_t x = mix(g_seed, stamp) | 1;
-    size_t i = h;
-    for (; i + 8 <= len; i += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        mcpy(p + i, &x, 8);
-    }
-    if (i < len) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        mcpy(p + i, &x, len - i);
-    }
-}
-
-inline std::vector<uint8_t> payload(size_t len, uint64_t stamp)
-{
-    std::vector<uint8_t> v(len);
-    fill_payload(v.data(), len, stamp);
-    return v;
-}
-
-inline std::string addr_str(Address a)
-{
-    char buf[32];
-    const auto* b = reinterpret_cast<const uint8_t*>(&a.ip_be);
-    snprintf(buf, sizeof buf, "%u.%u.%u.%u:%u", b[0], b[1], b[2], b[3], a.port);
-    return buf;
-}
 
 #define CHECK(cond, ...)                                                                                          \
     do {                                                                                                          \
@@ -615,6 +527,7 @@ void test_unexpected_spill(void** state);
 void test_unexpected(void** state);
 void test_directed_and_masks(void** state);
 void test_peek_claim_discard(void** state);
+void test_claim_keeps_posted(void** state);
 void test_multi_recv(void** state);
 void test_cancel(void** state);
 void test_truncation(void** state);

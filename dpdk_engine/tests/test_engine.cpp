@@ -644,6 +644,7 @@ const Entry kTests[] = {
     {"unexpected", test_unexpected, kClean | kLossy},
     {"directed_and_masks", test_directed_and_masks, kClean | kLossy},
     {"peek_claim_discard", test_peek_claim_discard, kClean | kLossy},
+    {"claim_keeps_posted", test_claim_keeps_posted, kClean | kLossy},
     {"multi_recv", test_multi_recv, kClean | kLossy},
     {"cancel", test_cancel, kClean | kLossy},
     {"truncation", test_truncation, kAll},

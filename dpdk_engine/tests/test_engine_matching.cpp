@@ -246,6 +246,47 @@ void test_peek_claim_discard(void** state)
     }
 }
 
+// A claim does not disturb receives posted before it: the claiming receive
+// is never queued, so binding it must leave the posted list alone.
+void test_claim_keeps_posted(void** state)
+{
+    Pair& p = P(state);
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    uint64_t t = op_timeout(state);
+    for (size_t len : {size_t(100), size_t(200000)}) {
+        for (bool discard : {false, true}) {
+            const uint64_t posted_tag = 0x5100, claimed_tag = 0x5200;
+            std::vector<uint8_t> m1 = payload(len, 21), m2 = payload(len, 22);
+            std::vector<uint8_t> early(len + 4, kCanary), taken(len + 4, kCanary);
+            CHECK(post_recv(b, early.data(), len, kOpTagged | kOpCompletion, posted_tag, 0, ctx(20)) == 0, "recv");
+            uint64_t unexp = b->ep->stats().unexpected_msgs;
+            CHECK(send_msg(a, b, m1.data(), len, kOpTagged | kOpCompletion, claimed_tag, 0, ctx(30)) == 0, "send");
+            CHECK(p.run_until([&] { return b->ep->stats().unexpected_msgs > unexp; }, t), "m1 not unexpected");
+            p.run_for(5);
+            Completion c = peek(b, kOpTagged | kOpClaim, claimed_tag, 0, ctx(21));
+            CHECK_STATUS(c, OpStatus::kOk);
+            const uint32_t claim = kOpTagged | kOpClaim | kOpCompletion | (discard ? uint32_t(kOpDiscard) : 0u);
+            CHECK(post_recv(b, discard ? nullptr : taken.data(), discard ? 0 : len, claim, claimed_tag, 0,
+                            ctx(21)) == 0,
+                  "claim");
+            c = take(p, b, ctx(21), t);
+            CHECK_STATUS(c, OpStatus::kOk);
+            if (!discard)
+                CHECK(mcmp(taken.data(), m1.data(), len) == 0, "claimed payload");
+            CHECK(send_msg(a, b, m2.data(), len, kOpTagged | kOpCompletion, posted_tag, 0, ctx(31)) == 0, "send");
+            c = take(p, b, ctx(20), t);
+            CHECK_STATUS(c, OpStatus::kOk);
+            CHECK(c.len == len && mcmp(early.data(), m2.data(), len) == 0 && early[len] == kCanary,
+                  "the receive posted before the claim (len %zu, discard %d)", len, discard);
+            for (uintptr_t k : {30, 31})
+                CHECK_STATUS(take(p, a, ctx(k), t), OpStatus::kOk);
+            p.run_for(5);
+            CHECK(b->sink.c.empty(), "%zu stray completions", b->sink.c.size());
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Multi-receive buffers.
 

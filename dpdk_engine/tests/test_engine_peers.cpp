@@ -641,7 +641,11 @@ void test_close_answers_retransmissions(void** state)
 {
     static const Mode kLoss10 {"loss10", "loss=0.1", 21};
     (void)state;
-    Pair p(&kLoss10, [](EngineConfig& c) { c.peer_timeout_ms = kDeadTimeoutMs; });
+    // The default peer timeout, not kDeadTimeoutMs: time-wait lasts
+    // max(10 x rto_min, 3 x rto_initial) = 60 ms either way, and a process
+    // descheduled for half a second on a loaded machine (both engines run
+    // in this one thread) must not pass for a dead peer and fail the round.
+    Pair p(&kLoss10, [](EngineConfig& c) { c.peer_timeout_ms = 3000; });
     Ep* a = p.open(0);
     const int kRounds = 40;
     for (int i = 0; i < kRounds; i++) {

@@ -14,7 +14,10 @@
 # Environment: ENGINE_PEER=<path to engine_peer> (default: found next to
 # this script or in the build tree); TWO_PROCESS_SEED=<n> (default: fixed);
 # KEEP_LOGS=1 keeps the log directory.
+# automake runs .sh tests with $(SHELL), which may be dash.
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
+. "$(dirname "$0")/../../fabtests/common/pair_lib.sh"
 
 find_peer() {
     for p in "${ENGINE_PEER:-}" ./dpdk_engine/tests/engine_peer "$(dirname "$0")/engine_peer"; do
@@ -27,77 +30,37 @@ find_peer() {
 }
 
 PEER=$(find_peer) || { echo "test_two_process: engine_peer not found (set ENGINE_PEER)"; exit 99; }
-if [ "$(id -u)" != 0 ]; then
-    echo "test_two_process: needs root (af_packet, memif); skipped"
-    exit 77
-fi
+PAIR_LABEL=test_two_process
+pair_need_root "af_packet, memif"
 SEED=${TWO_PROCESS_SEED:-4242}
-LOGS=$(mktemp -d /tmp/dpdk-two-process.XXXXXX)
+pair_init test_two_process dpdk-two-process
+LOGS=$PAIR_LOGS
 SOCK=/tmp/dpdk-test-$$.sock
 # A UDP port per run of this script: two scripts at once never collide.
 BASE_PORT=$((40000 + $$ % 20000))
 FAULT="loss=0.05,dup=0.01,reorder=0.01"
 ZC_FAULT="loss=0.03,dup=0.01,reorder=0.05,corrupt=0.01,dir=both"
-FAILED=0
-PASSED=0
 SERVER_PID=
 CLIENT_PID=
 
 cleanup() {
-    for pid in $SERVER_PID $CLIENT_PID; do
-        kill -9 "$pid" 2>/dev/null
-    done
+    pair_cleanup
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
-    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $FAILED -ne 0 ]; then
+    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $PAIR_FAILED -ne 0 ]; then
         echo "test_two_process: logs in $LOGS"
     else
         rm -rf "$LOGS"
     fi
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# Waits (at most $2 seconds) for pattern $3 in file $1.
-wait_for() {
-    i=0
-    while [ $i -lt $(($2 * 10)) ]; do
-        grep -q "$3" "$1" 2>/dev/null && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
-
-# Waits (at most $2 seconds) for process $1; returns its status, or 124 if
-# the watchdog had to kill it.
-wait_bounded() {
-    pid=$1
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt $(($2 * 10)) ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -9 "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        return 124
-    fi
-    wait "$pid"
-}
-
 result() { # name status detail
     if [ "$2" = ok ]; then
-        PASSED=$((PASSED + 1))
-        echo "PASS: $1 $3"
+        pair_result pass "$1" "$3"
     else
-        FAILED=$((FAILED + 1))
-        echo "FAIL: $1 $3"
-        for f in "$LOGS/$1".*.log; do
-            echo "---- $f"
-            tail -n 20 "$f"
-        done
+        pair_result fail "$1" "$3" "$LOGS/$1".*.log
     fi
 }
 
@@ -107,24 +70,20 @@ run_pair() {
     shift 4
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
     t0=$(now_ms)
-    FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 1))} \
-        "$PEER" server --device "$dev" --port "$port" --seed "$SEED" --deadline 100 "$@" \
-        >"$LOGS/$name.server.log" 2>&1 &
-    SERVER_PID=$!
-    if ! wait_for "$LOGS/$name.server.log" 20 LISTENING; then
-        kill -9 $SERVER_PID 2>/dev/null
+    pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 env FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 1))} \
+        "$PEER" server --device "$dev" --port "$port" --seed "$SEED" --deadline 100 "$@"
+    if ! pair_wait_line "$LOGS/$name.server.log" LISTENING 20; then
+        pair_kill $SERVER_PID
         SERVER_PID=
         result "$name" fail "(server did not start)"
         return
     fi
-    FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 2))} \
-        "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --deadline 100 "$@" \
-        >"$LOGS/$name.client.log" 2>&1 &
-    CLIENT_PID=$!
-    wait_bounded $CLIENT_PID 110
+    pair_spawn CLIENT_PID "$LOGS/$name.client.log" 0 env FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 2))} \
+        "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --deadline 100 "$@"
+    pair_wait_bounded $CLIENT_PID 110
     crc=$?
     CLIENT_PID=
-    wait_bounded $SERVER_PID 10
+    pair_wait_bounded $SERVER_PID 10
     src=$?
     SERVER_PID=
     ms=$(($(now_ms) - t0))
@@ -143,17 +102,15 @@ run_kill() {
     name=$1 dev=$2 port=$3
     timeout_ms=1000
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
-    "$PEER" server --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms \
-        --deadline 60 >"$LOGS/$name.server.log" 2>&1 &
-    SERVER_PID=$!
-    if ! wait_for "$LOGS/$name.server.log" 20 LISTENING; then
+    pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 \
+        "$PEER" server --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms --deadline 60
+    if ! pair_wait_line "$LOGS/$name.server.log" LISTENING 20; then
         result "$name" fail "(server did not start)"
         return
     fi
-    "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms \
-        --deadline 60 >"$LOGS/$name.client.log" 2>&1 &
-    CLIENT_PID=$!
-    if ! wait_for "$LOGS/$name.server.log" 30 READY; then
+    pair_spawn CLIENT_PID "$LOGS/$name.client.log" 0 \
+        "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms --deadline 60
+    if ! pair_wait_line "$LOGS/$name.server.log" READY 30; then
         result "$name" fail "(transfer never started)"
         return
     fi
@@ -161,7 +118,7 @@ run_kill() {
     t0=$(now_ms)
     wait $SERVER_PID 2>/dev/null
     SERVER_PID=
-    wait_bounded $CLIENT_PID 30
+    pair_wait_bounded $CLIENT_PID 30
     crc=$?
     CLIENT_PID=
     ms=$(($(now_ms) - t0))
@@ -177,7 +134,6 @@ run_kill() {
 }
 
 echo "test_two_process: $PEER, seed $SEED, logs $LOGS"
-T_START=$(now_ms)
 run_pair memif_clean "memif:$SOCK" "" $BASE_PORT --count 2000
 run_pair memif_lossy "memif:$SOCK" "$FAULT" $((BASE_PORT + 1)) --count 1000 --rma-ops 100
 run_pair afpacket_clean "" "" $((BASE_PORT + 2)) --count 2000
@@ -189,5 +145,4 @@ unset FI_DPDK_ZCOPY_MIN
 run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 8)) --zcopy-test --expect-zcopy --expect-retransmits
 run_kill memif_kill "memif:$SOCK" $((BASE_PORT + 4))
 run_kill afpacket_kill "" $((BASE_PORT + 5))
-echo "test_two_process: $PASSED passed, $FAILED failed in $((($(now_ms) - T_START) / 1000)) s"
-[ $FAILED -eq 0 ]
+pair_summary

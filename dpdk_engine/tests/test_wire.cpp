@@ -16,6 +16,10 @@ extern "C" {
 #include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine::wire;
+using dpdk_engine::kOpStatusCount;
+using dpdk_engine::op_status;
+using dpdk_engine::OpStatus;
+using dpdk_engine::to_string;
 
 namespace {
 
@@ -124,6 +128,16 @@ void test_to_string(void**)
     for (int s = 0; s <= 5; s++)
         assert_string_not_equal(to_string(static_cast<WireStatus>(s)), "UNKNOWN");
     assert_string_equal(to_string(WireStatus::kOutOfBounds), "OUT_OF_BOUNDS");
+    // The status table (status.h): what each response status becomes at the
+    // initiator, and every OpStatus has its text.
+    assert_int_equal(int(op_status(WireStatus::kOk)), int(OpStatus::kOk));
+    assert_int_equal(int(op_status(WireStatus::kAccessDenied)), int(OpStatus::kRemoteAccess));
+    assert_int_equal(int(op_status(WireStatus::kBadRequest)), int(OpStatus::kProtocolError));
+    assert_int_equal(int(op_status(static_cast<WireStatus>(99))), int(OpStatus::kProtocolError));
+    assert_int_equal(kOpStatusCount, int(OpStatus::kResponseTimeout) + 1);
+    for (int s = 0; s < kOpStatusCount; s++)
+        assert_string_not_equal(to_string(static_cast<OpStatus>(s)), "unknown status");
+    assert_string_equal(to_string(OpStatus::kCanceled), "operation canceled");
     for (int r = 0; r <= static_cast<int>(ParseResult::kBadRecord); r++)
         assert_string_not_equal(to_string(static_cast<ParseResult>(r)), "UNKNOWN");
     assert_string_equal(to_string(ParseResult::kBadCrc), "BAD_CRC");

@@ -92,19 +92,6 @@ const char* to_string(PacketType t)
     return "UNKNOWN";  // a value off the wire that no enumerator names
 }
 
-const char* to_string(WireStatus s)
-{
-    switch (s) {
-    case WireStatus::kOk: return "OK";
-    case WireStatus::kInvalidKey: return "INVALID_KEY";
-    case WireStatus::kOutOfBounds: return "OUT_OF_BOUNDS";
-    case WireStatus::kAccessDenied: return "ACCESS_DENIED";
-    case WireStatus::kBadAtomic: return "BAD_ATOMIC";
-    case WireStatus::kBadRequest: return "BAD_REQUEST";
-    }
-    return "UNKNOWN";
-}
-
 const char* to_string(ParseResult r)
 {
     switch (r) {

@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dpdk_engine/status.h"
+
 struct rte_mbuf;
 
 namespace dpdk_engine {
@@ -214,16 +216,8 @@ struct AtomicExt {
 };
 static_assert(sizeof(AtomicExt) == 32, "AtomicExt is frozen at 32 bytes");
 
-// Result codes carried in responses (RespExt.status). Frozen.
-enum class WireStatus : uint32_t {
-    kOk = 0,
-    kInvalidKey = 1,    // no region with that key
-    kOutOfBounds = 2,   // range outside the region
-    kAccessDenied = 3,  // region lacks the needed remote access
-    kBadAtomic = 4,     // op/type combination unsupported, misaligned or bad count
-    kBadRequest = 5,    // malformed request
-};
-const char* to_string(WireStatus s);
+// Result codes carried in responses (RespExt.status), frozen: WireStatus,
+// in dpdk_engine/status.h beside the OpStatus each becomes at the initiator.
 
 // kRmaReadResp, kRmaWriteResp, kAtomicResp.
 struct RespExt {

@@ -3,8 +3,8 @@
 #
 #  1. It names everything dpdk_engine/wire/wire.h defines: every PacketType id
 #     with its name and extension header, every extension's size, every
-#     TransportHeader flag bit and every WireStatus. A type added to wire.h
-#     without a dissector entry fails here.
+#     TransportHeader flag bit and every WireStatus (dpdk_engine/status.h).
+#     A type added to wire.h without a dissector entry fails here.
 #  2. Captures from real runs (FI_DPDK_PCAP): fi_dpdk_stats in loopback
 #     (eager and rendezvous messages, ACKs, under seeded loss) and the
 #     fabtests RMA and atomic programs as a process pair over af_packet on lo
@@ -75,7 +75,14 @@ named_enum() {  # named_enum <enum class name>
 		grep -q "\[$id\] = \"$name\"" "$lua" || bad "$1 $id ($name) has no name in the dissector"
 	done <"$tmp/$1"
 }
-named_enum WireStatus
+# WireStatus: the X-macro table of dpdk_engine/status.h, "X(kName, n, ..." lines.
+awk '/^#define DPDK_WIRE_STATUSES/ {on = 1; next} on && !/\\$/ {on = 2}
+     on && match($0, /X\(k[A-Za-z]+, [0-9]+,/) { split(substr($0, RSTART + 2, RLENGTH - 3), a, ", "); print a[2], substr(a[1], 2) }
+     on == 2 {on = 0}' "$srcdir/dpdk_engine/status.h" >"$tmp/WireStatus"
+[ -s "$tmp/WireStatus" ] || bad "no WireStatus entries found in dpdk_engine/status.h"
+while read -r id name; do
+	grep -q "\[$id\] = \"$name\"" "$lua" || bad "WireStatus $id ($name) has no name in the dissector"
+done <"$tmp/WireStatus"
 named_enum ConnKind
 version=$(sed -n 's/^constexpr uint8_t kVersion = \([0-9]*\);.*/\1/p' "$wire")
 grep -q "^local VERSION = $version\b" "$lua" || bad "wire.h kVersion $version is not the dissector's VERSION"

@@ -355,6 +355,28 @@ void valid()
             }
         }
     }
+    // Every datatype and operation libfabric defines, as consumers probe
+    // them (OpenSHMEM, the conformance tests): supported, or
+    // -FI_EOPNOTSUPP; never -FI_EINVAL, which stops such a loop.
+    for (int k = 0; k < 3; k++) {
+        const uint64_t qflags = k == kBase ? 0 : k == kFetch ? FI_FETCH_ATOMIC : FI_COMPARE_ATOMIC;
+        for (int t = FI_INT8; t <= FI_UINT128; t++) {
+            for (int o = FI_MIN; o < FI_ATOMIC_OP_LAST; o++) {
+                const auto dt = static_cast<fi_datatype>(t);
+                const auto op = static_cast<fi_op>(o);
+                size_t n = 0;
+                int r = k == kBase    ? fi_atomicvalid(ep.ep, dt, op, &n)
+                        : k == kFetch ? fi_fetch_atomicvalid(ep.ep, dt, op, &n)
+                                      : fi_compare_atomicvalid(ep.ep, dt, op, &n);
+                fi_atomic_attr attr {};
+                int q = fi_query_atomic(fab.domain, dt, op, &attr, qflags);
+                FT_CHECK(r == 0 || r == -FI_EOPNOTSUPP, "valid(kind %d, datatype %d, op %d) = %d (%s)", k, t, o, r,
+                         fi_strerror(-r));
+                FT_CHECK(q == 0 || q == -FI_EOPNOTSUPP, "fi_query_atomic(kind %d, datatype %d, op %d) = %d (%s)",
+                         k, t, o, q, fi_strerror(-q));
+            }
+        }
+    }
     // Kinds that do not go together.
     size_t count;
     FT_CHECK(fi_atomicvalid(ep.ep, FI_UINT64, FI_CSWAP, &count) != 0,

@@ -443,6 +443,73 @@ void null_hints_and_versions()
     fi_freeinfo(h);
 }
 
+// fi_endpoint(3) lists the capabilities that apply to a transmit and to a
+// receive context; secondary ones such as FI_LOCAL_COMM and FI_REMOTE_COMM
+// belong in fi_info::caps only. A conformance check of every entry, with no
+// hints and with caps = 0, compares against these lists.
+constexpr uint64_t kTxContextCaps = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND |
+                                    FI_HMEM | FI_TRIGGER | FI_FENCE | FI_MULTICAST | FI_RMA_PMEM |
+                                    FI_NAMED_RX_CTX | FI_COLLECTIVE;
+constexpr uint64_t kRxContextCaps = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                                    FI_RECV | FI_HMEM | FI_TRIGGER | FI_RMA_PMEM | FI_DIRECTED_RECV |
+                                    FI_VARIABLE_MSG | FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR |
+                                    FI_COLLECTIVE;
+
+void check_context_caps(const Result& r, const char* what)
+{
+    FT_CHECK(!r.ours.empty(), "%s: no %s entry", what, opts.prov);
+    for (const fi_info* i : r.ours) {
+        FT_CHECK((i->tx_attr->caps & ~kTxContextCaps) == 0, "%s: tx_attr->caps has %s, not a transmit capability",
+                 what, caps_str(i->tx_attr->caps & ~kTxContextCaps).c_str());
+        FT_CHECK((i->rx_attr->caps & ~kRxContextCaps) == 0, "%s: rx_attr->caps has %s, not a receive capability",
+                 what, caps_str(i->rx_attr->caps & ~kRxContextCaps).c_str());
+        FT_CHECK((i->tx_attr->caps & ~i->caps) == 0 && (i->rx_attr->caps & ~i->caps) == 0,
+                 "%s: context caps beyond the entry's %s", what, caps_str(i->caps).c_str());
+    }
+}
+
+void context_caps()
+{
+    Result none;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &none);
+    FT_REQUIRE(none.ret == 0, "fi_getinfo(NULL hints) = %d", none.ret);
+    check_context_caps(none, "no hints");
+    fi_info* h = fi_allocinfo();
+    h->fabric_attr->prov_name = strdup(opts.prov);
+    for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+        h->ep_attr->type = type;
+        Result zero;
+        getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &zero);
+        FT_REQUIRE(zero.ret == 0, "fi_getinfo(caps 0, ep type %d) = %d", type, zero.ret);
+        check_context_caps(zero, "caps 0");
+    }
+    fi_freeinfo(h);
+}
+
+// inject_size is what the provider can do, not the consumer's minimum: a
+// consumer that asks for 16 bytes still learns that 1984 go inline, and
+// sizes its fast path on that (as every other provider reports it).
+void inject_limit()
+{
+    fi_info* h = fi_allocinfo();
+    h->fabric_attr->prov_name = strdup(opts.prov);
+    h->caps = FI_MSG | FI_TAGGED;
+    h->ep_attr->type = FI_EP_RDM;
+    Result plain;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &plain);
+    FT_REQUIRE(plain.ret == 0 && !plain.ours.empty(), "fi_getinfo(FI_MSG|FI_TAGGED) = %d", plain.ret);
+    const size_t most = plain.ours[0]->tx_attr->inject_size;
+    FT_CHECK(most >= 1024, "inject_size %zu without a hint", most);
+    h->tx_attr->inject_size = 16;
+    Result asked;
+    getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &asked);
+    FT_REQUIRE(asked.ret == 0 && !asked.ours.empty(), "fi_getinfo(inject_size 16) = %d", asked.ret);
+    for (const fi_info* i : asked.ours)
+        FT_CHECK(i->tx_attr->inject_size == most, "inject_size 16 asked: %zu returned, the provider can do %zu",
+                 i->tx_attr->inject_size, most);
+    fi_freeinfo(h);
+}
+
 int thread_count()
 {
     int n = 0;
@@ -772,6 +839,8 @@ int main(int argc, char** argv)
     run("getinfo/ep-types", ep_types);
     run("getinfo/unsupported", unsupported);
     run("getinfo/null-hints-versions", null_hints_and_versions);
+    run("getinfo/context-caps", context_caps);
+    run("getinfo/inject-limit", inject_limit);
     run("getinfo/cheap", cheap);
     run("getinfo/params", params);
     run("getinfo/av-map", [] { av(FI_AV_MAP); });

@@ -1,5 +1,9 @@
 // fi_dpdk_msg_ep: connected (FI_EP_MSG) endpoints between two processes.
 //
+//   cm/server-pattern  fi_getinfo(NULL, port, FI_SOURCE) -> fi_passive_ep ->
+//                     fi_endpoint(CONNREQ info): the common server code
+//   cm/pep-handle      fi_endpoint with info->handle = a passive endpoint
+//                     takes over its address (fi_endpoint(3))
 //   cm/accept         fi_passive_ep + fi_listen, fi_connect with 64 bytes of
 //                     private data, FI_CONNREQ (its fi_info names the client,
 //                     the data arrives whole), fi_endpoint on the request's
@@ -154,6 +158,53 @@ std::vector<uint8_t> pattern(size_t len, uint64_t seed)
     return v;
 }
 
+// Server side of a connection once listening: takes the FI_CONNREQ
+// (checking what its fi_info says), opens the endpoint from that info as
+// every connection-oriented server does, and accepts.
+void accept_request(Conn& c, const std::vector<uint8_t>& req, const std::vector<uint8_t>& acc)
+{
+    fi_info* info = nullptr;
+    std::vector<uint8_t> got = c.expect_event(FI_CONNREQ, &c.pep->fid, "FI_CONNREQ", &info);
+    FT_REQUIRE(info, "FI_CONNREQ without an fi_info");
+    FT_CHECK(got == req, "CONNREQ private data: %zu bytes, mismatch", got.size());
+    FT_CHECK(info->handle && info->dest_addr && info->ep_attr->type == FI_EP_MSG,
+             "FI_CONNREQ info: handle %p dest_addr %p type %d", static_cast<void*>(info->handle), info->dest_addr,
+             info->ep_attr->type);
+    std::vector<uint8_t> client = oob.recv(kMsgName);
+    FT_CHECK(info->dest_addrlen == client.size() && memcmp(info->dest_addr, client.data(), client.size()) == 0,
+             "FI_CONNREQ dest_addr is not the client's endpoint");
+    c.open_ep(info);
+    fi_freeinfo(info);
+    FT_CALL(fi_accept(c.ep, acc.data(), acc.size()));
+    c.expect_event(FI_CONNECTED, &c.ep->fid, "server FI_CONNECTED");
+}
+
+// Client side: connects the endpoint c.ep (open, bound, enabled) to the
+// listener whose name the server sent.
+void connect_to_listener(Conn& c, const std::vector<uint8_t>& req, const std::vector<uint8_t>& acc)
+{
+    std::vector<uint8_t> name = oob.recv(kMsgName);
+    size_t cm_size = 0, optlen = sizeof(cm_size);
+    FT_CALL(fi_getopt(&c.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_size, &optlen));
+    FT_CHECK(cm_size >= 64, "FI_OPT_CM_DATA_SIZE %zu", cm_size);
+    sockaddr_in self {};
+    size_t len = sizeof(self);
+    FT_CALL(fi_getname(&c.ep->fid, &self, &len));
+    FT_CALL(fi_connect(c.ep, name.data(), req.data(), req.size()));
+    oob.send(kMsgName, &self, sizeof(self));
+    std::vector<uint8_t> got = c.expect_event(FI_CONNECTED, &c.ep->fid, "client FI_CONNECTED");
+    FT_CHECK(got == acc, "ACCEPT private data: %zu bytes, mismatch", got.size());
+}
+
+void check_peer(Conn& c)
+{
+    sockaddr_in peer {};
+    size_t len = sizeof(peer);
+    FT_CALL(fi_getpeer(c.ep, &peer, &len));
+    FT_CHECK(peer.sin_family == AF_INET && peer.sin_port != 0, "fi_getpeer: family %d port %u", peer.sin_family,
+             ntohs(peer.sin_port));
+}
+
 // Both sides: a connected pair. The client connects with 64 bytes of
 // private data, the server accepts with 48.
 void establish(Conn& c)
@@ -161,39 +212,12 @@ void establish(Conn& c)
     const std::vector<uint8_t> req = pattern(64, 11), acc = pattern(48, 12);
     if (opts.server()) {
         c.listen();
-        fi_info* info = nullptr;
-        std::vector<uint8_t> got = c.expect_event(FI_CONNREQ, &c.pep->fid, "FI_CONNREQ", &info);
-        FT_REQUIRE(info, "FI_CONNREQ without an fi_info");
-        FT_CHECK(got == req, "CONNREQ private data: %zu bytes, mismatch", got.size());
-        FT_CHECK(info->handle && info->dest_addr && info->ep_attr->type == FI_EP_MSG,
-                 "FI_CONNREQ info: handle %p dest_addr %p type %d", static_cast<void*>(info->handle),
-                 info->dest_addr, info->ep_attr->type);
-        std::vector<uint8_t> client = oob.recv(kMsgName);
-        FT_CHECK(info->dest_addrlen == client.size() && memcmp(info->dest_addr, client.data(), client.size()) == 0,
-                 "FI_CONNREQ dest_addr is not the client's endpoint");
-        c.open_ep(info);
-        fi_freeinfo(info);
-        FT_CALL(fi_accept(c.ep, acc.data(), acc.size()));
-        c.expect_event(FI_CONNECTED, &c.ep->fid, "server FI_CONNECTED");
+        accept_request(c, req, acc);
     } else {
-        std::vector<uint8_t> name = oob.recv(kMsgName);
         c.open_ep(fab.info);
-        size_t cm_size = 0, optlen = sizeof(cm_size);
-        FT_CALL(fi_getopt(&c.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_size, &optlen));
-        FT_CHECK(cm_size >= 64, "FI_OPT_CM_DATA_SIZE %zu", cm_size);
-        sockaddr_in self {};
-        size_t len = sizeof(self);
-        FT_CALL(fi_getname(&c.ep->fid, &self, &len));
-        FT_CALL(fi_connect(c.ep, name.data(), req.data(), req.size()));
-        oob.send(kMsgName, &self, sizeof(self));
-        std::vector<uint8_t> got = c.expect_event(FI_CONNECTED, &c.ep->fid, "client FI_CONNECTED");
-        FT_CHECK(got == acc, "ACCEPT private data: %zu bytes, mismatch", got.size());
+        connect_to_listener(c, req, acc);
     }
-    sockaddr_in peer {};
-    size_t len = sizeof(peer);
-    FT_CALL(fi_getpeer(c.ep, &peer, &len));
-    FT_CHECK(peer.sin_family == AF_INET && peer.sin_port != 0, "fi_getpeer: family %d port %u", peer.sin_family,
-             ntohs(peer.sin_port));
+    check_peer(c);
     oob.barrier("established");
 }
 
@@ -291,6 +315,111 @@ void rma_and_atomics(Conn& c)
         oob.barrier("rma done");
         oob.barrier("checked");
     }
+}
+
+// One message each way on an established connection.
+void hello(Conn& c, const char* what)
+{
+    uint8_t out[32], in[32] = {};
+    fill(out, sizeof(out), opts.server() ? 31 : 32);
+    FT_POST(fi_recv(c.ep, in, sizeof(in), nullptr, 0, in));
+    oob.barrier("hello posted");
+    FT_POST(fi_send(c.ep, out, sizeof(out), nullptr, 0, out));
+    c.tx.expect(out, what);
+    Comp r = c.rx.expect(in, what);
+    FT_CHECK(r.len == sizeof(in), "%s: received %zu bytes", what, r.len);
+    check_pattern(in, sizeof(in), opts.server() ? 32 : 31, what);
+    oob.barrier("hello done");
+}
+
+// A UDP port of this device that is free now: a passive endpoint's, closed.
+std::string free_service(const fi_info* base)
+{
+    fid_pep* pep = nullptr;
+    FT_CALL(fi_passive_ep(fab.fabric, const_cast<fi_info*>(base), &pep, nullptr));
+    sockaddr_in name {};
+    size_t len = sizeof(name);
+    FT_CALL(fi_getname(&pep->fid, &name, &len));
+    FT_CALL(fi_close(&pep->fid));
+    return std::to_string(ntohs(name.sin_port));
+}
+
+// The usual server (fi_cm(3), the libfabric examples, rsockets, RDM over
+// MSG layers): fi_getinfo(NULL, "<port>", FI_SOURCE) names the listening
+// address, fi_passive_ep takes that info, and the FI_CONNREQ's info (which
+// starts from the listener's) goes straight into fi_endpoint. The accepted
+// endpoint must not try to take the listener's address.
+void cm_server_pattern()
+{
+    Conn c;
+    const std::vector<uint8_t> req = pattern(64, 21), acc = pattern(48, 22);
+    if (opts.server()) {
+        const std::string service = free_service(fab.info);
+        fi_info* hints = fi_dupinfo(fab.info);
+        free(hints->src_addr);
+        hints->src_addr = nullptr;
+        hints->src_addrlen = 0;
+        fi_info* info = nullptr;
+        FT_CALL(fi_getinfo(FI_VERSION(1, 17), nullptr, service.c_str(), FI_SOURCE, hints, &info));
+        fi_freeinfo(hints);
+        FT_REQUIRE(info->src_addr, "fi_getinfo(FI_SOURCE, \"%s\") gave no src_addr", service.c_str());
+        FT_CALL(fi_passive_ep(fab.fabric, info, &c.pep, nullptr));
+        fi_freeinfo(info);
+        FT_CALL(fi_pep_bind(c.pep, &c.eq->fid, 0));
+        FT_CALL(fi_listen(c.pep));
+        sockaddr_in name {};
+        size_t len = sizeof(name);
+        FT_CALL(fi_getname(&c.pep->fid, &name, &len));
+        FT_CHECK(std::to_string(ntohs(name.sin_port)) == service, "listener on port %u, asked for %s",
+                 ntohs(name.sin_port), service.c_str());
+        oob.send(kMsgName, &name, sizeof(name));
+        accept_request(c, req, acc);
+        sockaddr_in self {};
+        len = sizeof(self);
+        FT_CALL(fi_getname(&c.ep->fid, &self, &len));
+        FT_CHECK(self.sin_port != name.sin_port, "the accepted endpoint has the listener's port %u",
+                 ntohs(self.sin_port));
+    } else {
+        c.open_ep(fab.info);
+        connect_to_listener(c, req, acc);
+    }
+    check_peer(c);
+    hello(c, "server pattern");
+}
+
+// fi_endpoint(3): an active endpoint opened with info->handle = a passive
+// endpoint acquires that passive endpoint's address (an address reserved
+// before the application knows which side it will be). The client does so
+// and connects from the reserved address.
+void cm_pep_handle()
+{
+    Conn c;
+    const std::vector<uint8_t> req = pattern(64, 23), acc = pattern(48, 24);
+    if (opts.server()) {
+        c.listen();
+        accept_request(c, req, acc);
+    } else {
+        fid_pep* reserve = nullptr;
+        FT_CALL(fi_passive_ep(fab.fabric, fab.info, &reserve, nullptr));
+        sockaddr_in reserved {};
+        size_t len = sizeof(reserved);
+        FT_CALL(fi_getname(&reserve->fid, &reserved, &len));
+        fi_info* info = fi_dupinfo(fab.info);
+        info->handle = &reserve->fid;
+        c.open_ep(info);
+        info->handle = nullptr;
+        fi_freeinfo(info);
+        FT_CALL(fi_close(&reserve->fid));  // fi_endpoint(3): closed after the active endpoint opens
+        sockaddr_in self {};
+        len = sizeof(self);
+        FT_CALL(fi_getname(&c.ep->fid, &self, &len));
+        FT_CHECK(self.sin_addr.s_addr == reserved.sin_addr.s_addr && self.sin_port == reserved.sin_port,
+                 "endpoint opened with a passive endpoint's handle has port %u, the reserved one is %u",
+                 ntohs(self.sin_port), ntohs(reserved.sin_port));
+        connect_to_listener(c, req, acc);
+    }
+    check_peer(c);
+    hello(c, "pep handle");
 }
 
 void cm_data()
@@ -439,6 +568,8 @@ int main(int argc, char** argv)
     fi_freeinfo(hints);
 
     run("cm/accept", cm_accept);
+    run("cm/server-pattern", cm_server_pattern);
+    run("cm/pep-handle", cm_pep_handle);
     run("cm/data", cm_data);
     run("cm/shutdown", cm_shutdown);
     run("cm/peer-close", cm_peer_close);

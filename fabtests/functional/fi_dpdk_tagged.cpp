@@ -425,6 +425,51 @@ void claim(size_t len, bool discard)
     oob.barrier("claim done");
 }
 
+// A receive posted before a claim is not disturbed by it: B posts a
+// receive for tag A, claims (FI_PEEK|FI_CLAIM) an unexpected message of
+// tag B and takes it (FI_CLAIM, or FI_CLAIM|FI_DISCARD); a message of tag
+// A sent afterwards completes the first receive.
+void claim_keeps_posted(size_t len, bool discard)
+{
+    Ep ep;
+    ep.open();
+    connect(ep);
+    const uint64_t posted_tag = 0xa0000000 + len, claimed_tag = 0xb0000000 + len;
+    if (opts.server()) {
+        Buf early(len + kGuard);
+        memset(early.data(), kGuardByte, len + kGuard);
+        fi_context2 ec;
+        FT_POST(fi_trecv(ep.ep, early.data(), len, nullptr, FI_ADDR_UNSPEC, posted_tag, 0, &ec));
+        oob.send(kMsgGo, nullptr, 0);  // the client sends the message to claim
+        fi_context2 kc;
+        Comp c = peek_until_found(ep, claimed_tag, FI_CLAIM, &kc, "peek|claim");
+        check_trecv(c, len, claimed_tag, false, 0, "peek|claim completion");
+        Buf taken(len + kGuard);
+        memset(taken.data(), kGuardByte, len + kGuard);
+        FT_POST(trecvmsg(ep, taken.data(), len, FI_ADDR_UNSPEC, claimed_tag, 0, &kc,
+                         discard ? FI_CLAIM | FI_DISCARD : FI_CLAIM));
+        c = ep.rx.expect(&kc, "FI_CLAIM receive");
+        if (!discard)
+            check_pattern(taken.data(), len, 301, "FI_CLAIM receive gets the claimed message");
+        oob.send(kMsgGo, nullptr, 0);  // now the message for the early receive
+        c = ep.rx.expect(&ec, "receive posted before the claim");
+        check_trecv(c, len, posted_tag, false, 0, "receive posted before the claim");
+        check_pattern(early.data(), len, 302, "receive posted before the claim");
+    } else {
+        Buf m1(len), m2(len);
+        fill(m1.data(), len, 301);
+        fill(m2.data(), len, 302);
+        fi_context2 c1, c2;
+        oob.recv(kMsgGo);
+        FT_POST(fi_tsend(ep.ep, m1.data(), len, nullptr, ep.peer, claimed_tag, &c1));
+        ep.tx.expect(&c1, "send of the claimed message");
+        oob.recv(kMsgGo);
+        FT_POST(fi_tsend(ep.ep, m2.data(), len, nullptr, ep.peer, posted_tag, &c2));
+        ep.tx.expect(&c2, "send to the early receive");
+    }
+    oob.barrier("claim keeps posted done");
+}
+
 // FI_PEEK|FI_DISCARD drops the first matching message.
 void peek_discard(size_t len)
 {
@@ -603,6 +648,9 @@ int main(int argc, char** argv)
     run("tagged/peek-claim-rendezvous", [] { claim(100000, false); });
     run("tagged/claim-discard-eager", [] { claim(1000, true); });
     run("tagged/claim-discard-rendezvous", [] { claim(100000, true); });
+    run("tagged/claim-keeps-posted", [] { claim_keeps_posted(1000, false); });
+    run("tagged/claim-discard-keeps-posted", [] { claim_keeps_posted(1000, true); });
+    run("tagged/claim-keeps-posted-rendezvous", [] { claim_keeps_posted(100000, false); });
     run("tagged/peek-discard-eager", [] { peek_discard(1000); });
     run("tagged/peek-discard-rendezvous", [] { peek_discard(100000); });
     run("tagged/cancel-trecv", [] { cancel(true); });

@@ -31,6 +31,8 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 
 SKIP=77
+. "$(cd "$(dirname "$0")" && pwd)/../common/pair_lib.sh"
+PAIR_LABEL=run_mpi
 builddir=${RUN_MPI_BUILDDIR:-$(pwd)}
 mpidir=$builddir/fabtests/mpi
 provpath=${RUN_MPI_PROVIDER_PATH:-$builddir/.libs}
@@ -41,20 +43,16 @@ say() { printf 'run_mpi: %s\n' "$*"; }
 
 # ------------------------------------------------------------------ skip checks
 if ! command -v mpirun >/dev/null 2>&1; then
-	say "SKIP: mpirun not found (install openmpi-bin libopenmpi-dev)"
-	exit $SKIP
+	pair_skip "run_mpi: mpirun not found (install openmpi-bin libopenmpi-dev)"
 fi
 if ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
-	say "SKIP: mpirun is not Open MPI ($(mpirun --version 2>&1 | head -1)); the runs use Open MPI's MCA parameters"
-	exit $SKIP
+	pair_skip "run_mpi: mpirun is not Open MPI ($(mpirun --version 2>&1 | head -1)); the runs use Open MPI's MCA parameters"
 fi
 if [ ! -x "$mpidir/mpi_check" ]; then
-	say "SKIP: $mpidir/mpi_check not built (configure found no mpicc; install libopenmpi-dev and re-run configure)"
-	exit $SKIP
+	pair_skip "run_mpi: $mpidir/mpi_check not built (configure found no mpicc; install libopenmpi-dev and re-run configure)"
 fi
 if [ ! -f "$provpath/libdpdk-fi.so" ]; then
-	say "SKIP: no provider library $provpath/libdpdk-fi.so"
-	exit $SKIP
+	pair_skip "run_mpi: no provider library $provpath/libdpdk-fi.so"
 fi
 
 if [ "$(id -u)" = 0 ]; then
@@ -65,30 +63,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/run_mpi.XXXXXX") || exit 1
 export TMPDIR=$work
 
 # ------------------------------------------------------------- process control
+pair_init run_mpi
 current_pid=
 
-descendants() {
-	local c
-	for c in $(pgrep -P "$1" 2>/dev/null); do
-		echo "$c"
-		descendants "$c"
-	done
-}
-
-# Kills a job and everything it started (ranks are mpirun's children; once
-# mpirun is gone they would be orphans spinning on the CPU).
-kill_tree() {
-	local pid=$1 kids
-	kids=$(descendants "$pid")
-	kill -TERM "$pid" $kids 2>/dev/null
-	sleep 2
-	kids="$kids $(descendants "$pid")"
-	kill -KILL "$pid" $kids 2>/dev/null
-}
-
+# The ranks are mpirun's children (in groups of their own); once mpirun is
+# gone they would be orphans spinning on the CPU: a job is killed with all
+# its descendants.
 cleanup() {
 	if [ -n "$current_pid" ] && kill -0 "$current_pid" 2>/dev/null; then
-		kill_tree "$current_pid"
+		pair_kill_tree "$current_pid"
 	fi
 	rm -rf "$work"
 }
@@ -97,23 +80,12 @@ trap 'say "interrupted"; exit 1' INT TERM
 
 # run_timeout SECONDS LOG CMD...: CMD's output into LOG; 124 on timeout.
 run_timeout() {
-	local secs=$1 log=$2 ticks=0 rc
+	local secs=$1 log=$2 rc
 	shift 2
-	"$@" >"$log" 2>&1 &
-	current_pid=$!
-	while kill -0 "$current_pid" 2>/dev/null; do
-		sleep 0.2
-		ticks=$((ticks + 1))
-		if [ "$ticks" -ge $((secs * 5)) ]; then
-			echo "run_mpi: TIMEOUT after $secs s, killing the job" >>"$log"
-			kill_tree "$current_pid"
-			wait "$current_pid" 2>/dev/null
-			current_pid=
-			return 124
-		fi
-	done
-	wait "$current_pid"
+	pair_spawn current_pid "$log" 0 "$@"
+	pair_wait_bounded "$current_pid" "$secs" pair_kill_tree
 	rc=$?
+	[ $rc = 124 ] && echo "run_mpi: TIMEOUT after $secs s, killing the job" >>"$log"
 	current_pid=
 	return $rc
 }
@@ -137,9 +109,6 @@ if [ -n "$asan_lib" ]; then
 		-x "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}")
 fi
 
-failed=0
-passed=0
-t_start=$(date +%s)
 
 # check_run NAME NP LOG RC: decides PASS/FAIL from the exit status, mpi_check's
 # summary, the MTL's provider choice and the provider's counters.
@@ -172,15 +141,11 @@ check_run() {
 		echo "    dpdk endpoints with traffic: $n_busy of $n_ep (mtl/ofi and btl/ofi in every rank)"
 	fi
 	if [ ${#why[@]} = 0 ]; then
-		say "PASS: $name (${secs} s)"
-		passed=$((passed + 1))
+		pair_result pass "$name" "(${secs} s)"
 	else
-		say "FAIL: $name (${secs} s): $(IFS=';'; echo "${why[*]}")"
-		echo "---- last lines of $name's output (Open MPI's component selection lines left out):"
-		grep -vE 'not in include list|mca: base: |mca:base:select|\] select: |mtl_ofi_component\.c' "$log" |
-			tail -n 60 | sed 's/^/    /'
-		echo "----"
-		failed=$((failed + 1))
+		# The last lines of the output, Open MPI's component selection left out.
+		PAIR_TAIL=60 PAIR_TAIL_SKIP='not in include list|mca: base: |mca:base:select|\] select: |mtl_ofi_component\.c' \
+			pair_result fail "$name" "(${secs} s): $(IFS=';'; echo "${why[*]}")" "$log"
 	fi
 }
 
@@ -203,8 +168,7 @@ do_run() {
 	# nothing of ours may outlive a run
 	sleep 0.5
 	if pgrep -f "$mpidir/mpi_check" >/dev/null 2>&1; then
-		say "FAIL: $name: mpi_check processes left behind: $(pgrep -f "$mpidir/mpi_check" | tr '\n' ' ')"
-		failed=$((failed + 1))
+		pair_result fail "$name" "(mpi_check processes left behind: $(pgrep -f "$mpidir/mpi_check" | tr '\n' ' '))"
 	fi
 }
 
@@ -216,7 +180,6 @@ memif_sock=$work/memif.sock
 do_run memif 2 60 -x "FI_DPDK_DEVICE=memif:$memif_sock" --mca osc_rdma_acc_use_amo false -- -A
 do_run flood 4 60 -- -t p2p_flood
 
-say "$passed passed, $failed failed, $(( $(date +%s) - t_start )) s"
-[ "$failed" = 0 ] || exit 1
-[ "$passed" -gt 0 ] || exit $SKIP
+pair_summary || exit 1
+[ "$PAIR_PASSED" -gt 0 ] || exit $SKIP
 exit 0

@@ -53,14 +53,6 @@ for _ in $(seq 1 50); do
 done
 [ -n "$udp" ] || { echo "no free UDP port"; exit 1; }
 
-wait_line() {  # wait_line FILE PATTERN SECONDS
-	for _ in $(seq 1 $(($3 * 10))); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 env_both=${peer_tmo:+FI_DPDK_TIMEOUT_MS=$peer_tmo}
 args=("--max-size=$maxsize" "--udp-port=$udp" --seed=7 -T "$tmo")
 clog=$LOGDIR/deadpeer.client.log
@@ -71,7 +63,7 @@ if [ $ok = 1 ]; then
 	start_client deadpeer "$env_both" --mode=deadpeer "--count=$stream_count" "${args[@]}" \
 		"--restart-port-file=$LOGDIR/restarted.port" --restart-count=300
 	victim=$(sed -n 's/^\[server\] pid \([0-9]*\)$/\1/p' "$slog" | head -1)
-	if [ -z "$victim" ] || ! wait_line "$clog" STREAMING 60; then
+	if [ -z "$victim" ] || ! pair_wait_line "$clog" STREAMING 60; then
 		echo "[runner] the client never streamed"
 		ok=0
 	else
@@ -85,7 +77,7 @@ if [ $ok = 1 ]; then
 			start_server restarted "$env_both" --mode=soak --count=300 "${args[@]}" || ok=0
 			echo "restarted the server at the same address $((($(date +%s%N) - t_kill) / 1000000)) ms after the kill"
 		fi
-		if wait_line "$clog" WAITING_RESTART $((tmo * 3)); then
+		if pair_wait_line "$clog" WAITING_RESTART $((tmo * 3)); then
 			t_gave_up=$(date +%s%N)
 			echo "the client finished its pending operations $(((t_gave_up - t_kill) / 1000000)) ms after the kill (timeout ${peer_tmo:-3000} ms; polled every 100 ms)"
 			if [ $quick = 0 ]; then
@@ -109,9 +101,8 @@ if [ $quick = 1 ] && ! grep -q 'error completions ( Input/output error x[0-9]* )
 fi
 if [ $ok = 1 ] && grep -q 'deadpeer/pending-fail: PASS' "$clog" && grep -q 'deadpeer/restarted: PASS' "$clog" &&
 	grep -q 'the same as the old one' "$clog"; then
-	echo "PASS deadpeer"
+	pair_result pass deadpeer
 	soak_done 0
 fi
-echo "FAIL deadpeer (logs: $LOGDIR)"
-tail -5 "$clog" "$slog" "$LOGDIR/restarted.server.log" 2>/dev/null | sed 's/^/    | /'
+pair_result fail deadpeer "(logs: $LOGDIR)" "$clog" "$slog" "$LOGDIR/restarted.server.log"
 soak_done 1

@@ -53,9 +53,8 @@ grep -hE 'slowrecv|RSS|receiver:|stalled' "$c" | sed 's/^/    /'
 echo "    receiver counters: $(grep -h '^dpdk endpoint' "$s" | grep -oE ' (rnr_stalls|unexpected|unexpected_spilled|retransmits) [0-9]+' | tr '\n' ' ')"
 echo "    sender counters:   $(grep -h '^dpdk endpoint' "$c" | grep -oE ' (rnr_stalls|window_stalls|retransmits|rto_fires) [0-9]+' | tr '\n' ' ')"
 if [ $ok = 1 ] && grep -q 'slowrecv: PASS' "$c"; then
-	echo "PASS slowrecv"
+	pair_result pass slowrecv
 	soak_done 0
 fi
-echo "FAIL slowrecv (logs: $LOGDIR)"
-for f in "$c" "$s"; do tail -n 5 "$f" | sed 's/^/    | /'; done
+pair_result fail slowrecv "(logs: $LOGDIR)" "$c" "$s"
 soak_done 1

@@ -51,7 +51,7 @@ while getopts "n:m:s:f:kL:D:cw:T:b:l:h" opt; do
 done
 [ "$fault" = none ] && fault=
 if [ "$kernel" = 1 ]; then
-	command -v nft >/dev/null || { echo "SKIP: nft not found (install nftables)"; exit 77; }
+	command -v nft >/dev/null || pair_skip "nft not found (install nftables)"
 	fault=
 fi
 soak_setup || exit $?
@@ -86,8 +86,7 @@ if [ "$compare" = 1 ]; then
 fi
 if [ "$kernel" = 1 ]; then
 	if ! kernel_faults; then
-		echo "SKIP: nftables netdev ingress rules are not available here"
-		exit 77
+		pair_skip "nftables netdev ingress rules are not available here"
 	fi
 	run_one "nft-loss${loss}-dup${dup}" "" || rc=1
 	"$VCLUSTER" switch nft list table netdev soak | grep -oE 'counter packets [0-9]+ bytes [0-9]+ (drop|dup to .*)' |

@@ -15,16 +15,17 @@
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-passed=0
-skipped=0
-failed=0
+. "$here/../common/pair_lib.sh"
+pair_init soak_check
+# Each part is a runner with its own pairs and its own PASS/FAIL lines; its
+# exit status (77: skipped) makes this part's line.
 part() {
 	echo "==== $*"
 	"$@"
 	case $? in
-	0) passed=$((passed + 1)) ;;
-	77) skipped=$((skipped + 1)) ;;
-	*) failed=$((failed + 1)) ;;
+	0) pair_result pass "$*" ;;
+	77) pair_result skip "$*" ;;
+	*) pair_result fail "$*" ;;
 	esac
 }
 part "$here/run_soak.sh" -n 300 -m 1048576 -s 11
@@ -32,7 +33,6 @@ part "$here/run_soak.sh" -n 200 -m 1048576 -s 12 -k
 part "$here/run_deadpeer.sh"
 part "$here/run_deadpeer.sh" -r -t 10000
 part "$here/run_slowrecv.sh" -n 20000 -s 3000
-echo "soak_check: $passed passed, $skipped skipped, $failed failed"
-[ $failed = 0 ] || exit 1
-[ $passed = 0 ] && exit 77
+pair_summary || exit 1
+[ $PAIR_PASSED = 0 ] && exit 77
 exit 0

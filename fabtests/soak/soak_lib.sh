@@ -5,9 +5,11 @@
 # (for the time limit). After the runner's getopts, soak_setup.
 # Provides: BIN (fi_dpdk_soak), LOGDIR, VCLUSTER, cluster_up N, pair,
 # start_server/start_client/wait_pair (for runners that step in between),
-# soak_summary, throughput_ratio, soak_done.
+# soak_summary, throughput_ratio, soak_done. The processes are started,
+# bounded and reported through fabtests/common/pair_lib.sh.
 
 soak_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$soak_here/../common/pair_lib.sh"
 VCLUSTER=$soak_here/../vcluster/vcluster.sh
 
 builddir=${FT_BUILDDIR:-}
@@ -55,20 +57,14 @@ soak_init() {
 	export FI_PROVIDER_PATH=$builddir/.libs
 	unset FI_PROVIDER
 	for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
-	LOGDIR=${logdir:-$(mktemp -d "${TMPDIR:-/tmp}/soak.XXXXXX")}
-	mkdir -p "$LOGDIR" || return 2
-	SOAK_PIDS=
-	SOAK_FAILED=0
+	pair_init "$(basename "$0" .sh)" soak "$logdir" || return 2
+	LOGDIR=$PAIR_LOGS
 	trap soak_cleanup EXIT
-	trap 'exit 130' INT TERM
 	return 0
 }
 
 soak_cleanup() {
-	local p
-	for p in $SOAK_PIDS; do
-		kill -9 "$p" 2>/dev/null
-	done
+	pair_cleanup
 	[ -n "${VC_DIR:-}" ] && "$VCLUSTER" down
 }
 
@@ -102,16 +98,11 @@ start_server() {
 	shift 2
 	local pfile=$LOGDIR/$name.port
 	rm -f "$pfile"
-	# shellcheck disable=SC2086  # ENV is a list of VAR=value words
-	timeout -k 5 "$(time_limit)" bash -c 'source "$0"; on_host 0 env $1 FI_DPDK_STATS=1 "${@:2}"' \
-		"$soak_here/soak_lib.sh" "$senv" "$BIN" "$@" -E 0 -O "$pfile" >"$LOGDIR/$name.server.log" 2>&1 &
-	SPID=$!
-	SOAK_PIDS="$SOAK_PIDS $SPID"
-	for _ in $(seq 1 300); do
-		[ -s "$pfile" ] && return 0
-		kill -0 "$SPID" 2>/dev/null || break
-		sleep 0.1
-	done
+	# shellcheck disable=SC2016  # ENV ($1) is a list of VAR=value words
+	pair_spawn SPID "$LOGDIR/$name.server.log" "$(time_limit)" \
+		bash -c 'source "$0"; on_host 0 env $1 FI_DPDK_STATS=1 "${@:2}"' \
+		"$soak_here/soak_lib.sh" "$senv" "$BIN" "$@" -E 0 -O "$pfile"
+	pair_wait_file "$pfile" 30 "$SPID" && return 0
 	echo "[runner] the server never listened" >>"$LOGDIR/$name.server.log"
 	return 1
 }
@@ -120,11 +111,10 @@ start_server() {
 start_client() {
 	local name=$1 cenv=$2
 	shift 2
-	timeout -k 5 "$(time_limit)" bash -c 'source "$0"; on_host 1 env $1 FI_DPDK_STATS=1 "${@:2}"' \
-		"$soak_here/soak_lib.sh" "$cenv" "$BIN" "$@" -E "$(cat "$LOGDIR/$name.port")" "$(server_host)" \
-		>"$LOGDIR/$name.client.log" 2>&1 &
-	CPID=$!
-	SOAK_PIDS="$SOAK_PIDS $CPID"
+	# shellcheck disable=SC2016
+	pair_spawn CPID "$LOGDIR/$name.client.log" "$(time_limit)" \
+		bash -c 'source "$0"; on_host 1 env $1 FI_DPDK_STATS=1 "${@:2}"' \
+		"$soak_here/soak_lib.sh" "$cenv" "$BIN" "$@" -E "$(cat "$LOGDIR/$name.port")" "$(server_host)"
 }
 
 # wait_pair: 0 when both exited 0.
@@ -173,11 +163,10 @@ soak_summary() {
 	echo "$name: messages $recv"
 	echo "$name: retransmits $retr (rto_fires $rto, fast_retransmits $fast), CRC drops $(grep -h '^dpdk engine' "$c" "$s" | grep -oE 'rx_bad_crc [0-9]+' | awk '{ s += $2 } END { print s + 0 }')"
 	if [ $ok = 1 ]; then
-		echo "PASS $name"
+		pair_result pass "$name"
 	else
-		echo "FAIL $name (logs: $c $s)"
+		pair_result fail "$name" "(logs: $c $s)" "$c" "$s"
 		grep -hE 'CORRUPT|DUPLICATE|MISDELIVERED|error|FAIL|\[runner\]|missing' "$c" "$s" | head -20 | sed 's/^/    /'
-		SOAK_FAILED=1
 	fi
 	[ $ok = 1 ]
 }
@@ -193,7 +182,7 @@ throughput_ratio() {
 
 soak_done() {
 	local rc=$1
-	[ "$SOAK_FAILED" = 1 ] && rc=1
+	[ "$PAIR_FAILED" = 0 ] || rc=1
 	if [ "$rc" = 0 ] && [ -z "${logdir:-}" ]; then
 		rm -rf "$LOGDIR"
 	else

@@ -10,15 +10,16 @@
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common/pair_lib.sh"
+PAIR_LABEL=test_vcluster
 builddir=${FT_BUILDDIR:-$(pwd)}
 check=$builddir/fabtests/mpi/mpi_check
 hosts=${VC_TEST_HOSTS:-3}
 if ! command -v mpirun >/dev/null 2>&1 || ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
-	echo "SKIP: no Open MPI mpirun"
-	exit 77
+	pair_skip "no Open MPI mpirun"
 fi
-[ -x "$check" ] || { echo "SKIP: $check not built (no mpicc at configure time)"; exit 77; }
-[ -e "$builddir/.libs/libdpdk-fi.so" ] || { echo "SKIP: no provider in $builddir/.libs"; exit 77; }
+[ -x "$check" ] || pair_skip "$check not built (no mpicc at configure time)"
+[ -e "$builddir/.libs/libdpdk-fi.so" ] || pair_skip "no provider in $builddir/.libs"
 for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 export VC_PROVIDER_PATH=$builddir/.libs
 # A provider built with --enable-sanitizers needs the ASan runtime first in
@@ -26,10 +27,12 @@ export VC_PROVIDER_PATH=$builddir/.libs
 asan=()
 asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
 [ -n "$asan_lib" ] && asan=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
+pair_init test_vcluster
 log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
 # Generous: about 15 s on an idle 2-core machine.
-timeout -k 10 300 "$here/vcluster.sh" run "$hosts" \
-	"$here/vcluster.sh" mpirun -x FI_DPDK_STATS=1 ${asan[@]+"${asan[@]}"} "$check" -x rma_dynamic -w 240 >"$log" 2>&1
+PAIR_KILL_AFTER=10 pair_spawn job "$log" 300 "$here/vcluster.sh" run "$hosts" \
+	"$here/vcluster.sh" mpirun -x FI_DPDK_STATS=1 ${asan[@]+"${asan[@]}"} "$check" -x rma_dynamic -w 240
+wait "$job"
 rc=$?
 grep -E '^mpi_check:|FAIL|^vcluster' "$log"
 [ $rc = 77 ] && { rm -f "$log"; exit 77; }
@@ -43,10 +46,9 @@ for ((i = 1; i <= hosts; i++)); do
 	fi
 done
 if [ $ok = 1 ]; then
-	echo "PASS: mpi_check across $hosts hosts"
+	pair_result pass "mpi_check across $hosts hosts"
 	rm -f "$log"
 	exit 0
 fi
-echo "FAIL (log: $log)"
-tail -n 30 "$log"
+PAIR_TAIL=30 pair_result fail "mpi_check across $hosts hosts" "(log: $log)" "$log"
 exit 1

@@ -37,8 +37,13 @@ Ep* ep_of(fid_ep* f)
 // 0 and the largest element count of one call, or -FI_E*.
 int atomic_limits(AtomicKind kind, fi_datatype dt, fi_op op, size_t* count, size_t* size)
 {
-    if (unsigned(op) >= dpdk_engine::kAtomicOpCount || unsigned(dt) >= dpdk_engine::kAtomicTypeCount)
+    // A datatype or operation libfabric defines that the engine does not
+    // implement (FI_INT128, FI_UINT128, ...) is unsupported, not invalid:
+    // consumers probe every datatype and stop at the first -FI_EINVAL.
+    if (unsigned(op) >= FI_ATOMIC_OP_LAST || unsigned(dt) > FI_UINT128)
         return -FI_EINVAL;
+    if (unsigned(op) >= dpdk_engine::kAtomicOpCount || unsigned(dt) >= dpdk_engine::kAtomicTypeCount)
+        return -FI_EOPNOTSUPP;
     const auto t = static_cast<AtomicType>(dt);
     if (!dpdk_engine::atomic_valid(static_cast<AtomicOp>(op), t, kind))
         return -FI_EOPNOTSUPP;
@@ -62,13 +67,16 @@ struct AtomicCall {
     fi_datatype datatype = FI_UINT64;
     fi_op op = FI_SUM;
     void* context = nullptr;
+    // The operation's flags (msg forms) or the endpoint's defaults.
+    uint64_t flags = 0;
+    bool inject_call = false;  // fi_inject_atomic: never a CQ entry
 };
 
-ssize_t ep_atomic(Ep* ep, const AtomicCall& c, uint64_t flags, bool inject_call)
+ssize_t ep_atomic(Ep* ep, const AtomicCall& c)
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
-    if (flags & FI_REMOTE_CQ_DATA)
+    if (c.flags & FI_REMOTE_CQ_DATA)
         return -FI_EBADFLAGS;  // atomics carry no remote CQ data here
     size_t max_count = 0;
     int ret = atomic_limits(c.kind, c.datatype, c.op, &max_count, nullptr);
@@ -83,7 +91,7 @@ ssize_t ep_atomic(Ep* ep, const AtomicCall& c, uint64_t flags, bool inject_call)
     if (c.kind == AtomicKind::kCompare && !c.compare)
         return -FI_EINVAL;
     const OpKind kind = c.kind == AtomicKind::kPlain ? OpKind::kAtomicWrite : OpKind::kAtomicRead;
-    const OpPlan plan = inject_call ? plan_inject(ep, kind, false) : plan_op(ep, kind, false, flags);
+    const OpPlan plan = c.inject_call ? plan_inject(ep, kind, false) : plan_op(ep, kind, false, c.flags);
     dpdk_engine::AtomicArgs a;
     a.op = static_cast<AtomicOp>(c.op);
     a.type = static_cast<AtomicType>(c.datatype);
@@ -150,7 +158,8 @@ ssize_t atomic_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t 
     c.datatype = dt;
     c.op = op;
     c.context = context;
-    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t {FI_INJECT}, false);
+    c.flags = ep->tx_op_flags & ~uint64_t {FI_INJECT};
+    return ep_atomic(ep, c);
 }
 
 ssize_t atomic_writev(fid_ep* f, const fi_ioc* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr,
@@ -166,7 +175,8 @@ ssize_t atomic_writemsg(fid_ep* f, const fi_msg_atomic* msg, uint64_t flags) noe
     AtomicCall c;
     if (!fill_from_msg(msg, &c))
         return -FI_EINVAL;
-    return ep_atomic(ep_of(f), c, flags, false);
+    c.flags = flags;
+    return ep_atomic(ep_of(f), c);
 }
 
 ssize_t atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
@@ -180,7 +190,9 @@ ssize_t atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, 
     c.key = key;
     c.datatype = dt;
     c.op = op;
-    return ep_atomic(ep_of(f), c, FI_INJECT, true);
+    c.flags = FI_INJECT;
+    c.inject_call = true;
+    return ep_atomic(ep_of(f), c);
 }
 
 ssize_t atomic_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* result, void*, fi_addr_t dest,
@@ -198,7 +210,8 @@ ssize_t atomic_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* 
     c.datatype = dt;
     c.op = op;
     c.context = context;
-    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t {FI_INJECT}, false);
+    c.flags = ep->tx_op_flags & ~uint64_t {FI_INJECT};
+    return ep_atomic(ep, c);
 }
 
 ssize_t atomic_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resultv, void**,
@@ -220,7 +233,8 @@ ssize_t atomic_readwritemsg(fid_ep* f, const fi_msg_atomic* msg, fi_ioc* resultv
         return -FI_EINVAL;
     c.kind = AtomicKind::kFetch;
     c.result = resultv[0].addr;
-    return ep_atomic(ep_of(f), c, flags, false);
+    c.flags = flags;
+    return ep_atomic(ep_of(f), c);
 }
 
 ssize_t atomic_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare, void*, void* result,
@@ -240,7 +254,8 @@ ssize_t atomic_compwrite(fid_ep* f, const void* buf, size_t count, void*, const 
     c.datatype = dt;
     c.op = op;
     c.context = context;
-    return ep_atomic(ep, c, ep->tx_op_flags & ~uint64_t {FI_INJECT}, false);
+    c.flags = ep->tx_op_flags & ~uint64_t {FI_INJECT};
+    return ep_atomic(ep, c);
 }
 
 ssize_t atomic_compwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, const fi_ioc* comparev, void**,
@@ -264,7 +279,8 @@ ssize_t atomic_compwritemsg(fid_ep* f, const fi_msg_atomic* msg, const fi_ioc* c
     c.kind = AtomicKind::kCompare;
     c.compare = comparev[0].addr;
     c.result = resultv[0].addr;
-    return ep_atomic(ep_of(f), c, flags, false);
+    c.flags = flags;
+    return ep_atomic(ep_of(f), c);
 }
 
 int atomic_writevalid(fid_ep*, fi_datatype dt, fi_op op, size_t* count) noexcept

@@ -317,7 +317,10 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ta->comp_order = FI_ORDER_NONE;
     const size_t inject_max =
         dgram ? std::min(dgram_max_msg(), dpdk_engine::kInjectSize) : dpdk_engine::kInjectSize;
-    ta->inject_size = ht && ht->inject_size ? ht->inject_size : inject_max;
+    // What the provider can do, not the hint (a minimum that check_tx
+    // already held against inject_max): consumers size their inline path
+    // on it.
+    ta->inject_size = inject_max;
     ta->size = ht && ht->size ? ht->size : kEngineDefaults.max_ops;
     ta->iov_limit = ht && ht->iov_limit ? ht->iov_limit : dpdk_engine::kMaxIov;
     ta->rma_iov_limit = 1;

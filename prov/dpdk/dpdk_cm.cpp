@@ -271,6 +271,19 @@ void pep_on_conn(void* owner, const ConnEvent& ev) noexcept
         }
         memcpy(info->dest_addr, &s, sizeof(s));
         info->dest_addrlen = sizeof(s);
+        // The endpoint the server opens from this info needs a UDP port of
+        // its own (the listener keeps its port): our address with port 0,
+        // so fi_endpoint takes a free one, whatever the listener was given.
+        sockaddr_in local = to_sockaddr(dpdk_engine::Address {pep->addr.ip_be, 0});
+        free(info->src_addr);
+        info->src_addr = malloc(sizeof(local));
+        if (!info->src_addr) {
+            fi_freeinfo(info);
+            return -FI_ENOMEM;
+        }
+        memcpy(info->src_addr, &local, sizeof(local));
+        info->src_addrlen = sizeof(local);
+        info->addr_format = FI_SOCKADDR_IN;
         if (info->ep_attr)
             info->ep_attr->type = FI_EP_MSG;
         info->handle = &cr.release()->fid;
@@ -297,7 +310,8 @@ int pep_close(fid_t f) noexcept
     Pep* pep = pep_of(f);
     {
         LockScope scope(pep->shared);
-        pep->shared->engine().close_endpoint(pep->engine_ep);
+        if (pep->engine_ep)
+            pep->shared->engine().close_endpoint(pep->engine_ep);
     }
     if (pep->eq) {
         pep->eq->detach(pep->shared);
@@ -338,6 +352,8 @@ int pep_listen(fid_pep* f) noexcept
     if (!pep->eq)
         return -FI_ENOEQ;
     LockScope scope(pep->shared);
+    if (!pep->engine_ep)
+        return -FI_EOPBADSTATE;  // its address went to an active endpoint
     pep->listening = true;
     return 0;
 }
@@ -351,7 +367,8 @@ int pep_reject(fid_pep* f, fid_t handle, const void* param, size_t paramlen) noe
     int ret;
     {
         LockScope scope(pep->shared);
-        ret = pep->engine_ep->send_conn(cr->peer, ConnKind::kReject, cr->conn_id, param, paramlen);
+        ret = pep->engine_ep ? pep->engine_ep->send_conn(cr->peer, ConnKind::kReject, cr->conn_id, param, paramlen)
+                             : -ENOTCONN;
     }
     if (ret == 0)
         delete cr;
@@ -371,7 +388,7 @@ int pep_setname(fid_t f, void* addr, size_t addrlen) noexcept
     if (local_port_of(addr, addrlen, device_desc().ip_be, &port))
         return -FI_EINVAL;
     LockScope scope(pep->shared);
-    if (pep->listening)
+    if (pep->listening || !pep->engine_ep)
         return -FI_EOPBADSTATE;
     if (port == pep->addr.port)
         return 0;
@@ -489,6 +506,16 @@ int cm_data_size_opt(void* optval, size_t* optlen) noexcept
     *static_cast<size_t*>(optval) = kCmDataSize;
     *optlen = sizeof(size_t);
     return 0;
+}
+
+uint16_t pep_hand_over(Pep* pep)
+{
+    if (pep->engine_ep) {
+        pep->shared->engine().close_endpoint(pep->engine_ep);
+        pep->engine_ep = nullptr;
+        pep->listening = false;
+    }
+    return pep->addr.port;
 }
 
 int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) noexcept

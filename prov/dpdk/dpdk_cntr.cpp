@@ -81,43 +81,6 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) noexcept
     return r == 1 ? 0 : static_cast<int>(r);
 }
 
-int cntr_control(fid* f, int command, void* arg) noexcept
-{
-    Cntr* c = reinterpret_cast<Cntr*>(f);
-    if (command != FI_GETWAIT)
-        return -FI_ENOSYS;
-    if (!arg)
-        return -FI_EINVAL;
-    if (c->wait_obj != FI_WAIT_FD)
-        return -FI_ENODATA;
-    *static_cast<int*>(arg) = c->waiter.fd();
-    return 0;
-}
-
-int cntr_close(fid* f) noexcept
-{
-    Cntr* c = reinterpret_cast<Cntr*>(f);
-    if (c->refs.busy())
-        return -FI_EBUSY;
-    if (c->waiter.engine_armed()) {
-        LockScope scope(c->domain->shared);
-        c->waiter.release_engine(c->domain->shared->engine());
-    }
-    c->domain->refs.put();
-    delete c;
-    return 0;
-}
-
-fi_ops g_cntr_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = cntr_close,
-    .bind = DPDK_NOSYS(fi_ops, bind),
-    .control = cntr_control,
-    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
-    .tostr = DPDK_NOSYS(fi_ops, tostr),
-    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
-};
-
 fi_ops_cntr g_cntr_ops = {
     .size = sizeof(fi_ops_cntr),
     .read = cntr_read,
@@ -145,26 +108,7 @@ void Cntr::add_error() noexcept
 
 int cntr_trywait(Cntr* c) noexcept
 {
-    c->waiter.drain();
-    uint32_t next;
-    bool engine_fd;
-    {
-        LockScope scope(c->domain->shared);
-        dpdk_engine::Engine& e = c->domain->shared->engine();
-        c->waiter.release_engine(e);  // the previous fi_trywait's hold
-        e.progress(false);
-        c->waiter.arm();
-        next = e.next_timeout_us();
-        int a = c->waiter.arm_engine(e);  // see cq_trywait
-        if (a == -FI_EAGAIN)
-            return -FI_EAGAIN;
-        engine_fd = c->waiter.has_engine_fd() && a == 0;
-    }
-    if (!c->domain->auto_progress) {
-        int64_t budget = sleep_budget_us(next, engine_fd, c->waiter.next_quiet_round());
-        c->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
-    }
-    return 0;
+    return trywait_waiter(c->domain, c->waiter, nullptr);
 }
 
 int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* context) noexcept
@@ -190,17 +134,12 @@ int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void*
         c->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         // Always open the waiter: fi_cntr_wait blocks on it whatever the
         // wait object, instead of spinning.
-        int engine_fd = -1;
-        if (!d->auto_progress) {
-            LockScope scope(d->shared);
-            engine_fd = d->shared->engine().wait_fd();
-        }
-        int ret = c->waiter.open(engine_fd);
+        int ret = open_waiter(d, c->waiter);
         if (ret)
-            return fi_errno(ret);
+            return ret;
         c->fid.fid.fclass = FI_CLASS_CNTR;
         c->fid.fid.context = context;
-        c->fid.fid.ops = &g_cntr_fi_ops;
+        c->fid.fid.ops = &WaitableFid<Cntr>::ops;
         c->fid.ops = &g_cntr_ops;
         d->refs.get();
         *out = &c->fid;

@@ -7,6 +7,7 @@
 // is never dropped (Open MPI asks for 100 entries and treats it as a
 // minimum). Entries are written by the endpoint's completion callback during
 // engine progress and read by the application, both under the engine lock.
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -28,35 +29,34 @@ size_t round_up_pow2(size_t n)
     return p;
 }
 
-// Copies one entry in the CQ's format to *dst and advances it.
-void write_entry(fi_cq_format format, const CqEntry& e, char** dst)
+// The user formats are prefixes of fi_cq_tagged_entry (CqEntry::user).
+static_assert(offsetof(fi_cq_msg_entry, len) == offsetof(fi_cq_tagged_entry, len) &&
+                  offsetof(fi_cq_data_entry, data) == offsetof(fi_cq_tagged_entry, data) &&
+                  offsetof(fi_cq_entry, op_context) == offsetof(fi_cq_tagged_entry, op_context),
+              "libfabric's CQ entry formats share their leading fields");
+
+size_t format_size(fi_cq_format format)
 {
     switch (format) {
     case FI_CQ_FORMAT_UNSPEC:
-    case FI_CQ_FORMAT_CONTEXT: {
-        auto* out = reinterpret_cast<fi_cq_entry*>(*dst);
-        out->op_context = e.op_context;
-        *dst += sizeof(*out);
-        return;
+    case FI_CQ_FORMAT_CONTEXT: return sizeof(fi_cq_entry);
+    case FI_CQ_FORMAT_MSG: return sizeof(fi_cq_msg_entry);
+    case FI_CQ_FORMAT_DATA: return sizeof(fi_cq_data_entry);
+    case FI_CQ_FORMAT_TAGGED: return sizeof(fi_cq_tagged_entry);
     }
-    case FI_CQ_FORMAT_MSG: {
-        auto* out = reinterpret_cast<fi_cq_msg_entry*>(*dst);
-        *out = {e.op_context, e.flags, e.len};
-        *dst += sizeof(*out);
-        return;
-    }
-    case FI_CQ_FORMAT_DATA: {
-        auto* out = reinterpret_cast<fi_cq_data_entry*>(*dst);
-        *out = {e.op_context, e.flags, e.len, e.buf, e.data};
-        *dst += sizeof(*out);
-        return;
-    }
-    case FI_CQ_FORMAT_TAGGED: {
-        auto* out = reinterpret_cast<fi_cq_tagged_entry*>(*dst);
-        *out = {e.op_context, e.flags, e.len, e.buf, e.data, e.tag};
-        *dst += sizeof(*out);
-        return;
-    }
+    return sizeof(fi_cq_entry);
+}
+
+// The format's prefix of `user` to dst: a copy of constant size per format
+// (inlined stores, no memcpy call per entry).
+void copy_user_entry(fi_cq_format format, const fi_cq_tagged_entry& user, char* dst)
+{
+    switch (format) {
+    case FI_CQ_FORMAT_UNSPEC:
+    case FI_CQ_FORMAT_CONTEXT: memcpy(dst, &user, sizeof(fi_cq_entry)); return;
+    case FI_CQ_FORMAT_MSG: memcpy(dst, &user, sizeof(fi_cq_msg_entry)); return;
+    case FI_CQ_FORMAT_DATA: memcpy(dst, &user, sizeof(fi_cq_data_entry)); return;
+    case FI_CQ_FORMAT_TAGGED: memcpy(dst, &user, sizeof(fi_cq_tagged_entry)); return;
     }
 }
 
@@ -74,7 +74,8 @@ ssize_t pop_entries(Cq* cq, void* buf, size_t count, fi_addr_t* src)
     size_t n = 0;
     while (n < count && cq->count && !cq->ring[cq->head].err) {
         const CqEntry& e = cq->ring[cq->head];
-        write_entry(cq->format, e, &dst);
+        copy_user_entry(cq->format, e.user, dst);
+        dst += cq->entry_size;
         if (src)
             src[n] = e.src;
         cq->head = (cq->head + 1) & mask;
@@ -117,12 +118,12 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t) noexcept
     if (cq->count == 0 || !cq->ring[cq->head].err)
         return -FI_EAGAIN;
     const CqEntry& e = cq->ring[cq->head];
-    out->op_context = e.op_context;
-    out->flags = e.flags;
-    out->len = e.len;
-    out->buf = e.buf;
-    out->data = e.data;
-    out->tag = e.tag;
+    out->op_context = e.user.op_context;
+    out->flags = e.user.flags;
+    out->len = e.user.len;
+    out->buf = e.user.buf;
+    out->data = e.user.data;
+    out->tag = e.user.tag;
     out->olen = e.olen;
     out->err = e.err;
     out->prov_errno = e.prov_errno;
@@ -182,50 +183,13 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
 {
     // prov_errno carries the engine's OpStatus of the failed operation.
     const auto status = static_cast<dpdk_engine::OpStatus>(prov_errno);
-    const bool ours = prov_errno > 0 && prov_errno <= static_cast<int>(dpdk_engine::OpStatus::kResponseTimeout);
+    const bool ours = prov_errno > 0 && prov_errno < dpdk_engine::kOpStatusCount;
     const char* text = ours ? dpdk_engine::to_string(status) : fi_strerror(prov_errno);
     if (!buf || !len)
         return text;
     snprintf(buf, len, "%s", text);
     return buf;
 }
-
-int cq_control(fid* f, int command, void* arg) noexcept
-{
-    Cq* cq = reinterpret_cast<Cq*>(f);
-    if (command != FI_GETWAIT)
-        return -FI_ENOSYS;
-    if (!arg)
-        return -FI_EINVAL;
-    if (!cq->waiter.is_open() || cq->wait_obj == FI_WAIT_YIELD)
-        return -FI_ENODATA;
-    *static_cast<int*>(arg) = cq->waiter.fd();
-    return 0;
-}
-
-int cq_close(fid* f) noexcept
-{
-    Cq* cq = reinterpret_cast<Cq*>(f);
-    if (cq->refs.busy())
-        return -FI_EBUSY;
-    if (cq->waiter.engine_armed()) {
-        LockScope scope(cq->domain->shared);
-        cq->waiter.release_engine(cq->domain->shared->engine());
-    }
-    cq->domain->refs.put();
-    delete cq;
-    return 0;
-}
-
-fi_ops g_cq_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = cq_close,
-    .bind = DPDK_NOSYS(fi_ops, bind),
-    .control = cq_control,
-    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
-    .tostr = DPDK_NOSYS(fi_ops, tostr),
-    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
-};
 
 fi_ops_cq g_cq_ops = {
     .size = sizeof(fi_ops_cq),
@@ -240,7 +204,7 @@ fi_ops_cq g_cq_ops = {
 
 }  // namespace
 
-void Cq::push(const CqEntry& e) noexcept
+CqEntry* Cq::reserve() noexcept
 {
     if (count == ring.size()) {
         // Full: double the ring, keeping the order. Allocation happens on
@@ -254,46 +218,17 @@ void Cq::push(const CqEntry& e) noexcept
         } catch (...) {
             overrun = true;
             DPDK_WARN(FI_LOG_CQ, "out of memory: completion lost, CQ overrun\n");
-            return;
+            return nullptr;
         }
     }
-    ring[(head + count) & (ring.size() - 1)] = e;
-    count++;
-    waiter.notify();
+    return &ring[(head + count) & (ring.size() - 1)];
 }
 
 int cq_trywait(Cq* cq) noexcept
 {
     if (!cq->waiter.is_open())
         return -FI_EINVAL;
-    cq->waiter.drain();
-    uint32_t next;
-    bool engine_fd;
-    {
-        LockScope scope(cq->domain->shared);
-        dpdk_engine::Engine& e = cq->domain->shared->engine();
-        // The hold of the previous fi_trywait ends here; a new one is taken
-        // below for the sleep the application is about to start.
-        cq->waiter.release_engine(e);
-        e.progress(false);
-        cq->waiter.arm();
-        if (cq->count)
-            return -FI_EAGAIN;
-        next = e.next_timeout_us();
-        // memif: unmask the rx interrupt while the application sleeps on
-        // fd(); packets that came meanwhile say "read first".
-        int a = cq->waiter.arm_engine(e);
-        if (a == -FI_EAGAIN)
-            return -FI_EAGAIN;
-        engine_fd = cq->waiter.has_engine_fd() && a == 0;
-    }
-    // With manual progress the engine's timers (retransmissions, delayed
-    // ACKs) need a call by then: make the fd fire so the application calls.
-    if (!cq->domain->auto_progress) {
-        int64_t budget = sleep_budget_us(next, engine_fd, cq->waiter.next_quiet_round());
-        cq->waiter.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
-    }
-    return 0;
+    return trywait_waiter(cq->domain, cq->waiter, &cq->count);
 }
 
 int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) noexcept
@@ -329,21 +264,17 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
         std::unique_ptr<Cq> cq(new Cq());
         cq->domain = d;
         cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+        cq->entry_size = format_size(cq->format);
         cq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         cq->ring.resize(round_up_pow2(attr->size ? attr->size : 1024));
         if (cq->wait_obj != FI_WAIT_NONE) {
-            int engine_fd = -1;
-            if (!d->auto_progress) {
-                LockScope scope(d->shared);
-                engine_fd = d->shared->engine().wait_fd();
-            }
-            int ret = cq->waiter.open(engine_fd);
+            int ret = open_waiter(d, cq->waiter);
             if (ret)
-                return fi_errno(ret);
+                return ret;
         }
         cq->fid.fid.fclass = FI_CLASS_CQ;
         cq->fid.fid.context = context;
-        cq->fid.fid.ops = &g_cq_fi_ops;
+        cq->fid.fid.ops = &WaitableFid<Cq>::ops;
         cq->fid.ops = &g_cq_ops;
         d->refs.get();
         *out = &cq->fid;

@@ -75,46 +75,42 @@ void on_engine_completion(void* owner, const Completion& c) noexcept
     if (!word)
         word = word_from_completion(c);
 
-    const bool rx_side = word & (FI_RECV | FI_REMOTE_WRITE);
-    CqEntry e {};
-    e.op_context = c.context;
-    e.flags = word & ~uint64_t {FI_COMPLETION};
-    if (c.has_data && rx_side) {  // the sender's completion does not carry it
-        e.flags |= FI_REMOTE_CQ_DATA;
-        e.data = c.data;
-    }
-    if (c.multi_recv_released)
-        e.flags |= FI_MULTI_RECV;
-    if (rx_side) {
-        e.len = c.len;
-        e.buf = c.buf;
-    }
-    if (c.tagged)
-        e.tag = c.tag;
-    e.src = rx_side && ep->want_source && ep->av ? ep->av->reverse(c.src) : FI_ADDR_NOTAVAIL;
-
+    const bool ok = c.status == OpStatus::kOk;
     Cq* cq = cq_for(ep, word);
     Cntr* cntr = cntr_for(ep, word);
-    if (c.status == OpStatus::kOk) {
-        if (cntr)
+    if (cntr) {
+        if (ok)
             cntr->add_one();
-        // A multi-receive buffer's release is always reported (fi_msg(3)),
-        // FI_SELECTIVE_COMPLETION or not: it is how the buffer comes back.
-        if (cq && ((word & FI_COMPLETION) || c.multi_recv_released))
-            cq->push(e);
+        else
+            cntr->add_error();
+    }
+    // Errors are reported whatever FI_SELECTIVE_COMPLETION says. A
+    // multi-receive buffer's release is always reported (fi_msg(3)),
+    // FI_SELECTIVE_COMPLETION or not: it is how the buffer comes back.
+    if (!cq || (ok && !(word & FI_COMPLETION) && !c.multi_recv_released)) {
+        if (!ok && !cntr)
+            DPDK_WARN(FI_LOG_EP_DATA, "operation failed (%s) with no CQ or counter to report it\n",
+                      dpdk_engine::to_string(c.status));
         return;
     }
-    // Errors are reported whatever FI_SELECTIVE_COMPLETION says.
-    e.err = op_status_errno(c.status);
-    e.prov_errno = static_cast<int>(c.status);
-    e.olen = c.olen;
-    if (cntr)
-        cntr->add_error();
-    if (cq)
-        cq->push(e);
-    else if (!cntr)
-        DPDK_WARN(FI_LOG_EP_DATA, "operation failed (%s) with no CQ or counter to report it\n",
-                  dpdk_engine::to_string(c.status));
+    CqEntry* e = cq->reserve();
+    if (!e)
+        return;  // overrun: fi_cq_read reports it
+    // Built once, in place, every field written (the slot is reused).
+    const bool rx_side = word & (FI_RECV | FI_REMOTE_WRITE);
+    const bool rx_data = c.has_data && rx_side;  // the sender's completion does not carry it
+    e->user.op_context = c.context;
+    e->user.flags = (word & ~uint64_t {FI_COMPLETION}) | (rx_data ? uint64_t {FI_REMOTE_CQ_DATA} : 0) |
+                    (c.multi_recv_released ? uint64_t {FI_MULTI_RECV} : 0);
+    e->user.len = rx_side ? c.len : 0;
+    e->user.buf = rx_side ? c.buf : nullptr;
+    e->user.data = rx_data ? c.data : 0;
+    e->user.tag = c.tagged ? c.tag : 0;
+    e->src = rx_side && ep->want_source && ep->av ? ep->av->reverse(c.src) : FI_ADDR_NOTAVAIL;
+    e->olen = ok ? 0 : c.olen;
+    e->err = ok ? 0 : op_status_errno(c.status);
+    e->prov_errno = ok ? 0 : static_cast<int>(c.status);
+    cq->publish();
 }
 
 // ---------------------------------------------------------------- fi_ops
@@ -513,6 +509,17 @@ OpPlan plan_inject(const Ep* ep, OpKind kind, bool tagged) noexcept
     return plan_op(ep, kind, tagged, FI_INJECT, true);
 }
 
+// The rule (design.md section 4, "Posting is a progress point"): with
+// manual progress every successful post runs one progress step, except a
+// reliable message send, whose own packet already left.
+//
+// Why posts progress: a post may leave work that only progress() sends.
+// A receive that matches an unexpected rendezvous queues its CTS
+// (EndpointImpl::send_cts enqueues, it does not kick), and a receiver owes
+// its peer ACKs that only a progress round sends; an application that posts
+// its next receive and then stops calling would otherwise stall its sender
+// until the standby thread steps in (ENGINE_REQUESTS.md, item 6). RMA,
+// atomics and datagrams keep the step as they always had it.
 ssize_t post_result(Ep* ep, int ret) noexcept
 {
     dpdk_engine::Engine& engine = ep->domain->shared->engine();
@@ -521,23 +528,24 @@ ssize_t post_result(Ep* ep, int ret) noexcept
         engine.progress(false);
         return -FI_EAGAIN;
     }
-    // Posting is a progress point (manual progress): it also sends what the
-    // engine holds back, ACKs included, which an application that posts its
-    // next receive and then stops calling would otherwise never send
-    // (ENGINE_REQUESTS.md, item 6).
     if (ret == 0 && !ep->domain->auto_progress)
         engine.progress(false);
+    // With FI_PROGRESS_AUTO the thread is that progress point; it sleeps on
+    // the packet fd, which says nothing of frames to an endpoint of this
+    // process (loopback) or of sends held for packing.
+    else if (ret == 0 && engine.holds_tx())
+        ep->domain->shared->wake_thread_for_tx();
     return fi_errno(ret);
 }
 
 ssize_t post_send_result(Ep* ep, int ret) noexcept
 {
-    // A message send needs no progress step after a success: the engine
-    // put its first packet on the wire at once unless older sends to that
-    // peer are still queued (EngineImpl::kick), and that packet carries the
-    // ACK we owe the peer (fill_ack_fields). The step post_result() takes
-    // would cost an rx_burst and a flush per message: 29% of the
-    // instructions per 8-byte fi_inject (callgrind, fi_bench -k rate).
+    // The exception: a message send needs no progress step after a
+    // success: the engine put its first packet on the wire at once unless
+    // older sends to that peer are still queued (EngineImpl::kick), and
+    // that packet carries the ACK we owe the peer (fill_ack_fields). The
+    // step would cost an rx_burst and a flush per message, the largest
+    // share of an fi_inject's instructions (design.md section 4).
     // A send held for packing (autocork, FI_MORE) leaves at the
     // application's next progress call; with FI_PROGRESS_AUTO the progress
     // thread is that call, so it must not sleep through it.
@@ -560,13 +568,23 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         return -FI_ENOSYS;
     if (info->caps & ~ep_type_caps(type))
         return -FI_EINVAL;
+    // info->handle: an FI_CONNREQ's (the server accepting), or a passive
+    // endpoint whose address this endpoint takes over (fi_endpoint(3)).
     ConnReq* connreq = nullptr;
-    if (info->handle) {
-        if (type != FI_EP_MSG || info->handle->fclass != FI_CLASS_CONNREQ)
-            return -FI_EINVAL;  // only an FI_CONNREQ's handle makes sense here
-        connreq = reinterpret_cast<ConnReq*>(info->handle);
-    }
+    Pep* reserved = nullptr;
     Domain* d = reinterpret_cast<Domain*>(domain);
+    if (info->handle) {
+        if (type != FI_EP_MSG)
+            return -FI_EINVAL;
+        if (info->handle->fclass == FI_CLASS_CONNREQ)
+            connreq = reinterpret_cast<ConnReq*>(info->handle);
+        else if (info->handle->fclass == FI_CLASS_PEP)
+            reserved = reinterpret_cast<Pep*>(info->handle);
+        else
+            return -FI_EINVAL;
+        if (reserved && reserved->shared != d->shared)
+            return -FI_EINVAL;  // a passive endpoint of another device
+    }
     uint16_t port = 0;
     if (info->src_addr && local_port_of(info->src_addr, info->src_addrlen, d->ip_be, &port))
         return -FI_EINVAL;
@@ -581,6 +599,8 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         ep->want_source = ep->caps & FI_SOURCE;
         {
             LockScope scope(d->shared);
+            if (reserved)
+                port = pep_hand_over(reserved);
             int ret = open_engine_endpoint(ep.get(), port, &ep->engine_ep);
             if (ret)
                 return ret;

@@ -64,24 +64,69 @@ int fi_errno(int negative_errno) noexcept
 int op_status_errno(dpdk_engine::OpStatus s) noexcept
 {
     using dpdk_engine::OpStatus;
-    // No default: a new OpStatus must be mapped here (-Wswitch).
+    // Generated from the status table (dpdk_engine/status.h): no default,
+    // every OpStatus has its line there.
     switch (s) {
-    case OpStatus::kOk: return 0;
-    case OpStatus::kTruncated: return FI_ETRUNC;
-    case OpStatus::kCanceled: return FI_ECANCELED;
-    case OpStatus::kPeerTimeout:
-    case OpStatus::kResponseTimeout: return FI_ETIMEDOUT;
-    case OpStatus::kPeerReset: return FI_EIO;
-    // A remote protection fault, like an InfiniBand remote access error:
-    // wrong key, outside the region, or a region without that right.
-    case OpStatus::kRemoteInvalidKey:
-    case OpStatus::kRemoteOutOfBounds:
-    case OpStatus::kRemoteAccess: return FI_EACCES;
-    case OpStatus::kRemoteBadAtomic: return FI_EINVAL;
-    case OpStatus::kNoMatch: return FI_ENOMSG;
-    case OpStatus::kProtocolError: return FI_EIO;
+#define DPDK_OP_STATUS_FI_ERRNO(name, fi_err, text)                                                               \
+    case OpStatus::name: return fi_err;
+        DPDK_OP_STATUSES(DPDK_OP_STATUS_FI_ERRNO)
+#undef DPDK_OP_STATUS_FI_ERRNO
     }
     return FI_EOTHER;
+}
+
+int open_waiter(Domain* d, Waiter& w) noexcept
+{
+    int engine_fd = -1;
+    if (!d->auto_progress) {
+        LockScope scope(d->shared);
+        engine_fd = d->shared->engine().wait_fd();
+    }
+    return fi_errno(w.open(engine_fd));
+}
+
+int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept
+{
+    w.drain();
+    uint32_t next;
+    bool engine_fd;
+    {
+        LockScope scope(d->shared);
+        dpdk_engine::Engine& e = d->shared->engine();
+        // The hold of the previous fi_trywait ends here; a new one is taken
+        // below for the sleep the application is about to start.
+        w.release_engine(e);
+        e.progress(false);
+        w.arm();
+        if (pending && *pending)
+            return -FI_EAGAIN;
+        next = e.next_timeout_us();
+        // memif: unmask the rx interrupt while the application sleeps on
+        // fd(); packets that came meanwhile say "read first".
+        int a = w.arm_engine(e);
+        if (a == -FI_EAGAIN)
+            return -FI_EAGAIN;
+        engine_fd = w.has_engine_fd() && a == 0;
+    }
+    // With manual progress the engine's timers (retransmissions, delayed
+    // ACKs) need a call by then: make the fd fire so the application calls.
+    if (!d->auto_progress) {
+        int64_t budget = sleep_budget_us(next, engine_fd, w.next_quiet_round());
+        w.set_timer_us(budget < 0 ? UINT64_MAX : uint64_t(budget));
+    }
+    return 0;
+}
+
+int waitable_control(const Waiter& w, fi_wait_obj wait_obj, int command, void* arg) noexcept
+{
+    if (command != FI_GETWAIT)
+        return -FI_ENOSYS;
+    if (!arg)
+        return -FI_EINVAL;
+    if (wait_obj != FI_WAIT_FD || !w.is_open())
+        return -FI_ENODATA;
+    *static_cast<int*>(arg) = w.fd();
+    return 0;
 }
 
 fi_ops_collective g_no_collective_ops = {

@@ -30,47 +30,54 @@ ssize_t msg_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, void* c
 {
     Ep* ep = ep_of(f);
     iovec iov = {buf, len};
-    return ep_recv(ep, &iov, 1, src, false, 0, 0, ep->rx_op_flags, context);
+    return ep_recv(ep, {.iov = &iov, .count = 1, .src = src, .flags = ep->rx_op_flags, .context = context});
 }
 
 ssize_t msg_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_recv(ep, iov, count, src, false, 0, 0, ep->rx_op_flags, context);
+    return ep_recv(ep, {.iov = iov, .count = count, .src = src, .flags = ep->rx_op_flags, .context = context});
 }
 
 ssize_t msg_recvmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept
 {
     if (!msg)
         return -FI_EINVAL;
-    return ep_recv(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, false, 0, 0, flags, msg->context);
+    return ep_recv(
+        ep_of(f),
+        {.iov = msg->msg_iov, .count = msg->iov_count, .src = msg->addr, .flags = flags, .context = msg->context});
 }
 
 ssize_t msg_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, void* context) noexcept
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep, &iov, 1, dest, false, 0, false, 0, tx_defaults(ep), false, context);
+    return ep_send(ep, {.iov = &iov, .count = 1, .dest = dest, .flags = tx_defaults(ep), .context = context});
 }
 
 ssize_t msg_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_send(ep, iov, count, dest, false, 0, false, 0, tx_defaults(ep), false, context);
+    return ep_send(ep, {.iov = iov, .count = count, .dest = dest, .flags = tx_defaults(ep), .context = context});
 }
 
 ssize_t msg_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept
 {
     if (!msg)
         return -FI_EINVAL;
-    return ep_send(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, false, 0, flags & FI_REMOTE_CQ_DATA,
-                   msg->data, flags, false, msg->context);
+    return ep_send(ep_of(f), {.iov = msg->msg_iov,
+                              .count = msg->iov_count,
+                              .dest = msg->addr,
+                              .data = msg->data,
+                              .flags = flags,
+                              .context = msg->context,
+                              .has_data = (flags & FI_REMOTE_CQ_DATA) != 0});
 }
 
 ssize_t msg_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep_of(f), &iov, 1, dest, false, 0, false, 0, FI_INJECT, true, nullptr);
+    return ep_send(ep_of(f), {.iov = &iov, .count = 1, .dest = dest, .flags = FI_INJECT, .inject_call = true});
 }
 
 ssize_t msg_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
@@ -78,84 +85,94 @@ ssize_t msg_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t dat
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep, &iov, 1, dest, false, 0, true, data, tx_defaults(ep), false, context);
+    return ep_send(ep, {.iov = &iov,
+                        .count = 1,
+                        .dest = dest,
+                        .data = data,
+                        .flags = tx_defaults(ep),
+                        .context = context,
+                        .has_data = true});
 }
 
 ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep_of(f), &iov, 1, dest, false, 0, true, data, FI_INJECT, true, nullptr);
+    return ep_send(ep_of(f), {.iov = &iov,
+                              .count = 1,
+                              .dest = dest,
+                              .data = data,
+                              .flags = FI_INJECT,
+                              .has_data = true,
+                              .inject_call = true});
 }
 
 }  // namespace
 
-ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag, bool has_data,
-                uint64_t data, uint64_t flags, bool inject_call, void* context) noexcept
+ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
-    if (count > dpdk_engine::kMaxIov || (count && !iov))
+    if (d.count > dpdk_engine::kMaxIov || (d.count && !d.iov))
         return -FI_EINVAL;
-    if ((flags & FI_INJECT) && iov_bytes(iov, count) > dpdk_engine::kInjectSize)
+    if ((d.flags & FI_INJECT) && iov_bytes(d.iov, d.count) > dpdk_engine::kInjectSize)
         return -FI_EINVAL;
     const OpPlan plan =
-        inject_call ? plan_inject(ep, OpKind::kSend, tagged) : plan_op(ep, OpKind::kSend, tagged, flags);
+        d.inject_call ? plan_inject(ep, OpKind::kSend, d.tagged) : plan_op(ep, OpKind::kSend, d.tagged, d.flags);
     dpdk_engine::SendArgs a;
-    a.iov = iov;
-    a.iov_count = count;
-    a.tag = tag;
-    a.data = data;
-    a.flags = plan.engine_flags | (has_data ? dpdk_engine::kOpRemoteData : 0u) |
-              (flags & FI_MORE ? dpdk_engine::kOpMore : 0u);
-    a.context = context;
+    a.iov = d.iov;
+    a.iov_count = d.count;
+    a.tag = d.tag;
+    a.data = d.data;
+    a.flags = plan.engine_flags | (d.has_data ? dpdk_engine::kOpRemoteData : 0u) |
+              (d.flags & FI_MORE ? dpdk_engine::kOpMore : 0u);
+    a.context = d.context;
     a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
-    if (!ep_dest(ep, dest, &a.dest))
+    if (!ep_dest(ep, d.dest, &a.dest))
         return -FI_EINVAL;
     if (ep->type == FI_EP_DGRAM)  // one unreliable packet, completed at once
         return post_result(ep, ep->engine_ep->send_datagram(a));
     return post_send_result(ep, ep->engine_ep->send(a));
 }
 
-ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag, uint64_t ignore,
-                uint64_t flags, void* context) noexcept
+ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
-    if (count > dpdk_engine::kMaxIov || (count && !iov))
+    if (d.count > dpdk_engine::kMaxIov || (d.count && !d.iov))
         return -FI_EINVAL;
-    OpPlan plan = plan_op(ep, OpKind::kRecv, tagged, flags);
+    OpPlan plan = plan_op(ep, OpKind::kRecv, d.tagged, d.flags);
     dpdk_engine::RecvArgs a;
-    a.iov = iov;
-    a.iov_count = count;
-    a.tag = tag;
-    a.ignore = ignore;
+    a.iov = d.iov;
+    a.iov_count = d.count;
+    a.tag = d.tag;
+    a.ignore = d.ignore;
     a.flags = plan.engine_flags;
-    if (tagged)
+    if (d.tagged)
         a.flags |= dpdk_engine::kOpTagged;
-    if (flags & FI_MULTI_RECV) {
-        if (count != 1 || tagged)
+    if (d.flags & FI_MULTI_RECV) {
+        if (d.count != 1 || d.tagged)
             return -FI_EINVAL;  // one buffer, untagged (fi_msg(3))
         a.flags |= dpdk_engine::kOpMultiRecv;
     }
-    if (flags & FI_PEEK) {
+    if (d.flags & FI_PEEK) {
         // A peek always answers: the message's details or FI_ENOMSG.
         a.flags |= dpdk_engine::kOpPeek | dpdk_engine::kOpCompletion;
         plan.word |= FI_COMPLETION;
     }
-    if (flags & FI_CLAIM)
+    if (d.flags & FI_CLAIM)
         a.flags |= dpdk_engine::kOpClaim;  // keyed by context (fi_tagged(3))
-    if (flags & FI_DISCARD)
+    if (d.flags & FI_DISCARD)
         a.flags |= dpdk_engine::kOpDiscard;
-    a.context = context;
+    a.context = d.context;
     a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
     // Without FI_DIRECTED_RECV the source address is ignored (fi_msg(3));
     // fi_pingpong passes 0 there.
-    if (ep->directed_recv && src != FI_ADDR_UNSPEC) {
-        if (!ep_dest(ep, src, &a.src))
+    if (ep->directed_recv && d.src != FI_ADDR_UNSPEC) {
+        if (!ep_dest(ep, d.src, &a.src))
             return -FI_EINVAL;
         a.any_source = false;
     }

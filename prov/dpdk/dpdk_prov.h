@@ -134,10 +134,12 @@ constexpr uint64_t ep_type_caps(fi_ep_type t)
 {
     return t == FI_EP_MSG ? kMsgEpCaps : t == FI_EP_DGRAM ? kDgramCaps : kCaps;
 }
-constexpr uint64_t kTxCaps =
-    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// What tx_attr->caps and rx_attr->caps may report: fi_endpoint(3) lists the
+// capabilities that apply to each context; FI_LOCAL_COMM and FI_REMOTE_COMM
+// are not among them (they live in fi_info::caps alone).
+constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND;
 constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE;
 constexpr uint64_t kTxOpFlags =
     FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
 constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
@@ -439,16 +441,16 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* con
 extern fi_ops_mr g_mr_ops;
 
 // ---- completion queue
-// One queued completion; err == 0 for a success.
+// One queued completion, written once by the endpoint's completion callback
+// straight into the CQ's ring (Cq::reserve) in the shape the user formats
+// are cut from: fi_cq_entry, _msg_entry and _data_entry are prefixes of
+// fi_cq_tagged_entry, so fi_cq_read copies the first entry_size bytes of
+// `user` whatever the CQ's format. The rest is what fi_cq_readfrom and
+// fi_cq_readerr add. err == 0 for a success.
 struct CqEntry {
-    void* op_context;
-    uint64_t flags;
-    size_t len;
-    void* buf;
-    uint64_t data;
-    uint64_t tag;
+    fi_cq_tagged_entry user;
     fi_addr_t src;
-    size_t olen;
+    size_t olen;     // truncation: bytes that did not fit
     int err;         // positive FI_E* value of an error entry
     int prov_errno;  // OpStatus of an error entry
 };
@@ -457,6 +459,7 @@ struct Cq {
     fid_cq fid {};
     Domain* domain = nullptr;
     fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+    size_t entry_size = sizeof(fi_cq_entry);  // of `format`: the bytes of CqEntry::user copied out
     fi_wait_obj wait_obj = FI_WAIT_NONE;
     // Ring of entries, power-of-two capacity, grown (never dropped) when full.
     std::vector<CqEntry> ring;
@@ -467,8 +470,16 @@ struct Cq {
     char err_text[96] = {};  // provider-owned err_data of the last readerr
     RefCount refs;
 
-    // Appends a success or error entry. Under the engine lock.
-    void push(const CqEntry& e) noexcept;
+    // Appending an entry, under the engine lock: reserve() returns the slot
+    // at the tail (growing the ring when full; nullptr and `overrun` set when
+    // that fails), the caller fills every field, publish() makes it visible
+    // and wakes a waiter.
+    CqEntry* reserve() noexcept;
+    void publish() noexcept
+    {
+        count++;
+        waiter.notify();
+    }
 };
 
 // ---- counter
@@ -483,6 +494,58 @@ struct Cntr {
 
     void add_one() noexcept;
     void add_error() noexcept;
+};
+
+// ---- wait objects and control of CQs, counters and EQs (dpdk_fid.cpp)
+// Opens the Waiter of a CQ or counter of domain d: with manual progress it
+// also holds the engine's packet fd, so a sleeper wakes when packets come.
+// 0 or -FI_E*.
+int open_waiter(Domain* d, Waiter& w) noexcept;
+// fi_trywait of a CQ or counter: drops the previous fi_trywait's hold,
+// progresses once, and answers -FI_EAGAIN if there is something to read
+// (*pending, read under the lock, non-zero; nullptr: never) or packets are
+// already waiting; otherwise arms the engine's fd and, with manual
+// progress, the timer that makes fd() fire when the engine's timers need a
+// call. 0 = safe to block on fd().
+int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept;
+// fi_control of a CQ, counter or EQ: FI_GETWAIT gives the waiter's fd when
+// the object's wait object is FI_WAIT_FD (-FI_ENODATA otherwise); every
+// other command is -FI_ENOSYS.
+int waitable_control(const Waiter& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
+// fi_close of a CQ or counter: refused while endpoints are bound to it;
+// ends a hold of an fi_trywait the application never followed with a read.
+template <typename Waitable> int close_waitable(Waitable* o) noexcept
+{
+    if (o->refs.busy())
+        return -FI_EBUSY;
+    if (o->waiter.engine_armed()) {
+        LockScope scope(o->domain->shared);
+        o->waiter.release_engine(o->domain->shared->engine());
+    }
+    o->domain->refs.put();
+    delete o;
+    return 0;
+}
+// The fi_ops of a CQ or counter (`ops`): close and FI_GETWAIT above,
+// nothing else.
+template <typename Waitable> struct WaitableFid {
+    static int close(fid* f) noexcept { return close_waitable(reinterpret_cast<Waitable*>(f)); }
+    static int control(fid* f, int command, void* arg) noexcept
+    {
+        const Waitable* o = reinterpret_cast<const Waitable*>(f);
+        return waitable_control(o->waiter, o->wait_obj, command, arg);
+    }
+    static fi_ops ops;
+};
+template <typename Waitable>
+fi_ops WaitableFid<Waitable>::ops = {
+    .size = sizeof(fi_ops),
+    .close = WaitableFid<Waitable>::close,
+    .bind = DPDK_NOSYS(fi_ops, bind),
+    .control = WaitableFid<Waitable>::control,
+    .ops_open = DPDK_NOSYS(fi_ops, ops_open),
+    .tostr = DPDK_NOSYS(fi_ops, tostr),
+    .ops_set = DPDK_NOSYS(fi_ops, ops_set),
 };
 
 // ---- event queue
@@ -590,6 +653,10 @@ struct Pep {
     bool listening = false;
 };
 int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context) noexcept;
+// fi_endpoint with info->handle = a passive endpoint (fi_endpoint(3)): the
+// passive endpoint gives up its engine endpoint, and so its UDP port, which
+// is returned for the active endpoint to open on. Caller holds the lock.
+uint16_t pep_hand_over(Pep* pep);
 
 // ---- endpoint
 struct Ep {
@@ -667,13 +734,34 @@ ssize_t post_result(Ep* ep, int engine_ret) noexcept;
 // success: see dpdk_ep.cpp.
 ssize_t post_send_result(Ep* ep, int engine_ret) noexcept;
 
-// The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp. `flags`
-// are the operation's flags (msg forms) or the endpoint's defaults;
-// `inject_call`: fi_inject/fi_tinject and friends, which never complete.
-ssize_t ep_send(Ep* ep, const iovec* iov, size_t count, fi_addr_t dest, bool tagged, uint64_t tag, bool has_data,
-                uint64_t data, uint64_t flags, bool inject_call, void* context) noexcept;
-ssize_t ep_recv(Ep* ep, const iovec* iov, size_t count, fi_addr_t src, bool tagged, uint64_t tag, uint64_t ignore,
-                uint64_t flags, void* context) noexcept;
+// The message paths shared by dpdk_msg.cpp and dpdk_tagged.cpp, one
+// descriptor each, built on the caller's stack and passed by reference (the
+// fi_* entry points differ only in which fields they fill).
+struct SendDesc {
+    const iovec* iov = nullptr;
+    size_t count = 0;
+    fi_addr_t dest = FI_ADDR_UNSPEC;
+    uint64_t tag = 0;   // tagged only
+    uint64_t data = 0;  // remote CQ data, sent when has_data
+    // The operation's flags (msg forms) or the endpoint's defaults.
+    uint64_t flags = 0;
+    void* context = nullptr;
+    bool tagged = false;
+    bool has_data = false;
+    bool inject_call = false;  // fi_inject/fi_tinject and friends: never a CQ entry
+};
+struct RecvDesc {
+    const iovec* iov = nullptr;
+    size_t count = 0;
+    fi_addr_t src = FI_ADDR_UNSPEC;  // honoured with FI_DIRECTED_RECV only
+    uint64_t tag = 0;                // tagged only
+    uint64_t ignore = 0;
+    uint64_t flags = 0;  // the operation's flags (msg forms) or the endpoint's defaults
+    void* context = nullptr;
+    bool tagged = false;
+};
+ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept;
+ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept;
 
 // Resolves a destination fi_addr_t through the bound AV; a connected
 // FI_EP_MSG endpoint ignores it and talks to its peer.

@@ -16,38 +16,53 @@ uint64_t tx_defaults(const Ep* ep)
     return ep->tx_op_flags & ~uint64_t {FI_INJECT};
 }
 
-ssize_t ep_rma(Ep* ep, bool write, const iovec* iov, size_t count, fi_addr_t peer, uint64_t addr, uint64_t key,
-               bool has_data, uint64_t data, uint64_t flags, bool inject_call, void* context)
+// One read or write, its arguments named (built on the caller's stack).
+struct RmaDesc {
+    bool write = false;
+    const iovec* iov = nullptr;
+    size_t count = 0;
+    fi_addr_t peer = FI_ADDR_UNSPEC;
+    uint64_t addr = 0;  // remote address (or offset, without FI_MR_VIRT_ADDR)
+    uint64_t key = 0;
+    uint64_t data = 0;  // remote CQ data of a write, sent when has_data
+    // The operation's flags (msg forms) or the endpoint's defaults.
+    uint64_t flags = 0;
+    void* context = nullptr;
+    bool has_data = false;
+    bool inject_call = false;  // fi_inject_write and friends: never a CQ entry
+};
+
+ssize_t ep_rma(Ep* ep, const RmaDesc& d)
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
-    if (count > dpdk_engine::kMaxIov || (count && !iov))
+    if (d.count > dpdk_engine::kMaxIov || (d.count && !d.iov))
         return -FI_EINVAL;
-    if (flags & FI_INJECT) {
-        if (!write)
+    if (d.flags & FI_INJECT) {
+        if (!d.write)
             return -FI_EINVAL;  // a read has nothing to copy
         size_t bytes = 0;
-        for (size_t i = 0; i < count; i++)
-            bytes += iov[i].iov_len;
+        for (size_t i = 0; i < d.count; i++)
+            bytes += d.iov[i].iov_len;
         if (bytes > dpdk_engine::kInjectSize)
             return -FI_EINVAL;
     }
-    const OpKind kind = write ? OpKind::kWrite : OpKind::kRead;
-    const OpPlan plan = inject_call ? plan_inject(ep, kind, false) : plan_op(ep, kind, false, flags);
+    const OpKind kind = d.write ? OpKind::kWrite : OpKind::kRead;
+    const OpPlan plan = d.inject_call ? plan_inject(ep, kind, false) : plan_op(ep, kind, false, d.flags);
     dpdk_engine::RmaArgs a;
-    a.iov = iov;
-    a.iov_count = count;
-    a.addr = addr;
-    a.key = key;
-    a.data = data;
-    a.flags = plan.engine_flags | (has_data ? dpdk_engine::kOpRemoteData : 0u);
-    a.context = context;
+    a.iov = d.iov;
+    a.iov_count = d.count;
+    a.addr = d.addr;
+    a.key = d.key;
+    a.data = d.data;
+    a.flags = plan.engine_flags | (d.has_data ? dpdk_engine::kOpRemoteData : 0u);
+    a.context = d.context;
     a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
-    if (!ep_dest(ep, peer, &a.dest))
+    if (!ep_dest(ep, d.peer, &a.dest))
         return -FI_EINVAL;
-    return post_result(ep, write ? ep->engine_ep->write(a) : ep->engine_ep->read(a));
+    return post_result(ep, d.write ? ep->engine_ep->write(a) : ep->engine_ep->read(a));
 }
 
 // The msg forms: one remote segment (rma_iov_limit 1), at least as long as
@@ -61,8 +76,16 @@ ssize_t ep_rma_msg(Ep* ep, bool write, const fi_msg_rma* msg, uint64_t flags)
         bytes += msg->msg_iov[i].iov_len;
     if (msg->rma_iov[0].len < bytes)
         return -FI_EINVAL;
-    return ep_rma(ep, write, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
-                  write && (flags & FI_REMOTE_CQ_DATA), msg->data, flags, false, msg->context);
+    return ep_rma(ep, {.write = write,
+                       .iov = msg->msg_iov,
+                       .count = msg->iov_count,
+                       .peer = msg->addr,
+                       .addr = msg->rma_iov[0].addr,
+                       .key = msg->rma_iov[0].key,
+                       .data = msg->data,
+                       .flags = flags,
+                       .context = msg->context,
+                       .has_data = write && (flags & FI_REMOTE_CQ_DATA)});
 }
 
 ssize_t rma_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
@@ -70,14 +93,26 @@ ssize_t rma_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_
 {
     Ep* ep = ep_of(f);
     iovec iov = {buf, len};
-    return ep_rma(ep, false, &iov, 1, src, addr, key, false, 0, tx_defaults(ep), false, context);
+    return ep_rma(ep, {.iov = &iov,
+                       .count = 1,
+                       .peer = src,
+                       .addr = addr,
+                       .key = key,
+                       .flags = tx_defaults(ep),
+                       .context = context});
 }
 
 ssize_t rma_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
                   void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_rma(ep, false, iov, count, src, addr, key, false, 0, tx_defaults(ep), false, context);
+    return ep_rma(ep, {.iov = iov,
+                       .count = count,
+                       .peer = src,
+                       .addr = addr,
+                       .key = key,
+                       .flags = tx_defaults(ep),
+                       .context = context});
 }
 
 ssize_t rma_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
@@ -90,14 +125,28 @@ ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest,
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_rma(ep, true, &iov, 1, dest, addr, key, false, 0, tx_defaults(ep), false, context);
+    return ep_rma(ep, {.write = true,
+                       .iov = &iov,
+                       .count = 1,
+                       .peer = dest,
+                       .addr = addr,
+                       .key = key,
+                       .flags = tx_defaults(ep),
+                       .context = context});
 }
 
 ssize_t rma_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
                    void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_rma(ep, true, iov, count, dest, addr, key, false, 0, tx_defaults(ep), false, context);
+    return ep_rma(ep, {.write = true,
+                       .iov = iov,
+                       .count = count,
+                       .peer = dest,
+                       .addr = addr,
+                       .key = key,
+                       .flags = tx_defaults(ep),
+                       .context = context});
 }
 
 ssize_t rma_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
@@ -108,7 +157,14 @@ ssize_t rma_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept
 ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_rma(ep_of(f), true, &iov, 1, dest, addr, key, false, 0, FI_INJECT, true, nullptr);
+    return ep_rma(ep_of(f), {.write = true,
+                             .iov = &iov,
+                             .count = 1,
+                             .peer = dest,
+                             .addr = addr,
+                             .key = key,
+                             .flags = FI_INJECT,
+                             .inject_call = true});
 }
 
 ssize_t rma_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t addr,
@@ -116,14 +172,32 @@ ssize_t rma_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t da
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_rma(ep, true, &iov, 1, dest, addr, key, true, data, tx_defaults(ep), false, context);
+    return ep_rma(ep, {.write = true,
+                       .iov = &iov,
+                       .count = 1,
+                       .peer = dest,
+                       .addr = addr,
+                       .key = key,
+                       .data = data,
+                       .flags = tx_defaults(ep),
+                       .context = context,
+                       .has_data = true});
 }
 
 ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
                        uint64_t key) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_rma(ep_of(f), true, &iov, 1, dest, addr, key, true, data, FI_INJECT, true, nullptr);
+    return ep_rma(ep_of(f), {.write = true,
+                             .iov = &iov,
+                             .count = 1,
+                             .peer = dest,
+                             .addr = addr,
+                             .key = key,
+                             .data = data,
+                             .flags = FI_INJECT,
+                             .has_data = true,
+                             .inject_call = true});
 }
 
 }  // namespace

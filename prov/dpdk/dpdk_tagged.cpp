@@ -22,22 +22,42 @@ ssize_t tagged_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint
 {
     Ep* ep = ep_of(f);
     iovec iov = {buf, len};
-    return ep_recv(ep, &iov, 1, src, true, tag, ignore, ep->rx_op_flags, context);
+    return ep_recv(ep, {.iov = &iov,
+                        .count = 1,
+                        .src = src,
+                        .tag = tag,
+                        .ignore = ignore,
+                        .flags = ep->rx_op_flags,
+                        .context = context,
+                        .tagged = true});
 }
 
 ssize_t tagged_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag,
                      uint64_t ignore, void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_recv(ep, iov, count, src, true, tag, ignore, ep->rx_op_flags, context);
+    return ep_recv(ep, {.iov = iov,
+                        .count = count,
+                        .src = src,
+                        .tag = tag,
+                        .ignore = ignore,
+                        .flags = ep->rx_op_flags,
+                        .context = context,
+                        .tagged = true});
 }
 
 ssize_t tagged_recvmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noexcept
 {
     if (!msg)
         return -FI_EINVAL;
-    return ep_recv(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, true, msg->tag, msg->ignore, flags,
-                   msg->context);
+    return ep_recv(ep_of(f), {.iov = msg->msg_iov,
+                              .count = msg->iov_count,
+                              .src = msg->addr,
+                              .tag = msg->tag,
+                              .ignore = msg->ignore,
+                              .flags = flags,
+                              .context = msg->context,
+                              .tagged = true});
 }
 
 ssize_t tagged_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
@@ -45,14 +65,26 @@ ssize_t tagged_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t des
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep, &iov, 1, dest, true, tag, false, 0, tx_defaults(ep), false, context);
+    return ep_send(ep, {.iov = &iov,
+                        .count = 1,
+                        .dest = dest,
+                        .tag = tag,
+                        .flags = tx_defaults(ep),
+                        .context = context,
+                        .tagged = true});
 }
 
 ssize_t tagged_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
                      void* context) noexcept
 {
     Ep* ep = ep_of(f);
-    return ep_send(ep, iov, count, dest, true, tag, false, 0, tx_defaults(ep), false, context);
+    return ep_send(ep, {.iov = iov,
+                        .count = count,
+                        .dest = dest,
+                        .tag = tag,
+                        .flags = tx_defaults(ep),
+                        .context = context,
+                        .tagged = true});
 }
 
 ssize_t tagged_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noexcept
@@ -61,14 +93,27 @@ ssize_t tagged_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noex
         return -FI_EINVAL;
     // Exactly the given flags: on a FI_SELECTIVE_COMPLETION CQ, flags 0
     // means no completion (Open MPI relies on it).
-    return ep_send(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, true, msg->tag, flags & FI_REMOTE_CQ_DATA,
-                   msg->data, flags, false, msg->context);
+    return ep_send(ep_of(f), {.iov = msg->msg_iov,
+                              .count = msg->iov_count,
+                              .dest = msg->addr,
+                              .tag = msg->tag,
+                              .data = msg->data,
+                              .flags = flags,
+                              .context = msg->context,
+                              .tagged = true,
+                              .has_data = (flags & FI_REMOTE_CQ_DATA) != 0});
 }
 
 ssize_t tagged_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep_of(f), &iov, 1, dest, true, tag, false, 0, FI_INJECT, true, nullptr);
+    return ep_send(ep_of(f), {.iov = &iov,
+                              .count = 1,
+                              .dest = dest,
+                              .tag = tag,
+                              .flags = FI_INJECT,
+                              .tagged = true,
+                              .inject_call = true});
 }
 
 ssize_t tagged_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t tag,
@@ -76,14 +121,30 @@ ssize_t tagged_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t 
 {
     Ep* ep = ep_of(f);
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep, &iov, 1, dest, true, tag, true, data, tx_defaults(ep), false, context);
+    return ep_send(ep, {.iov = &iov,
+                        .count = 1,
+                        .dest = dest,
+                        .tag = tag,
+                        .data = data,
+                        .flags = tx_defaults(ep),
+                        .context = context,
+                        .tagged = true,
+                        .has_data = true});
 }
 
 ssize_t tagged_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                           uint64_t tag) noexcept
 {
     iovec iov = {const_cast<void*>(buf), len};
-    return ep_send(ep_of(f), &iov, 1, dest, true, tag, true, data, FI_INJECT, true, nullptr);
+    return ep_send(ep_of(f), {.iov = &iov,
+                              .count = 1,
+                              .dest = dest,
+                              .tag = tag,
+                              .data = data,
+                              .flags = FI_INJECT,
+                              .tagged = true,
+                              .has_data = true,
+                              .inject_call = true});
 }
 
 }  // namespace

@@ -1,0 +1,188 @@
+// fi_dpdk_shmem: one-sided traffic the way OpenSHMEM uses it, under
+// FI_PROGRESS_AUTO. An OpenSHMEM PE puts or adds into another PE's memory
+// and the target learns of it by polling that memory, making no libfabric
+// call at all (shmem_wait_until, every barrier). So the provider's progress
+// thread alone must apply the operation at the target, promptly, whether the
+// target endpoint is in another process or in this one.
+//
+//   shmem/self-put     two endpoints of this process: fi_inject_write of a
+//                      counter into the other endpoint's region, then only
+//                      memory is polled until the value lands
+//   shmem/self-atomic  the same with fi_inject_atomic(FI_SUM)
+//   shmem/peer-put     between the two processes: a ping-pong through
+//                      memory (the client puts i, the server polls for it
+//                      and puts i back), no libfabric call while polling
+//
+// Each prints its delivery times (median, worst). The check is that every
+// operation lands with no libfabric call, and that the median is far below
+// the progress thread's idle sleep (100 ms): it was woken by the work, not
+// by its timer.
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstring>
+#include <vector>
+
+#include "fabtests/common/ft_common.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr int kRounds = 50;
+constexpr uint64_t kLandDeadlineUs = 2000000;  // a put that never lands fails, not hangs
+constexpr double kPromptMedianUs = 20000;      // a fifth of the idle sleep of the progress thread
+constexpr size_t kRegion = 4096;
+int g_mr_mode = 0;
+
+uint64_t now_us()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
+}
+
+// Polls *word, with no libfabric call, until it holds `want`; returns the
+// microseconds it took, or UINT64_MAX after the deadline.
+uint64_t wait_for(const uint64_t* word, uint64_t want)
+{
+    const uint64_t t0 = now_us();
+    for (;;) {
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == want)
+            return now_us() - t0;
+        if (now_us() - t0 > kLandDeadlineUs)
+            return UINT64_MAX;
+        __builtin_ia32_pause();
+    }
+}
+
+void report(std::vector<uint64_t> t, const char* what)
+{
+    FT_REQUIRE(!t.empty(), "%s: no sample", what);
+    std::sort(t.begin(), t.end());
+    const double median = double(t[t.size() / 2]);
+    log("%s: delivery median %.1f us, worst %" PRIu64 " us (%zu operations)", what, median, t.back(), t.size());
+    FT_CHECK(
+        median < kPromptMedianUs,
+        "%s: median delivery %.0f us: the progress thread was not woken by the work (its idle sleep is 100 ms)",
+        what, median);
+}
+
+// Two endpoints of this process; `b`'s region is the target.
+struct SelfPair {
+    Ep a, b;
+    Buf region {kRegion};
+    MrGuard mr;
+    RemoteMr rm;
+    fi_addr_t to_b = FI_ADDR_NOTAVAIL;
+
+    SelfPair()
+    {
+        a.open();
+        b.open();
+        mr.reset(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 7, g_mr_mode, b.ep));
+        rm = describe(mr.get(), region.data(), kRegion, g_mr_mode);
+        FT_REQUIRE(fi_av_insert(a.av, b.name.data(), 1, &to_b, 0, nullptr) == 1,
+                   "fi_av_insert of the own endpoint");
+    }
+};
+
+void self_put()
+{
+    SelfPair p;
+    auto* word = reinterpret_cast<uint64_t*>(p.region.data());
+    std::vector<uint64_t> times;
+    for (uint64_t i = 1; i <= kRounds; i++) {
+        ssize_t ret;
+        while ((ret = fi_inject_write(p.a.ep, &i, sizeof(i), p.to_b, p.rm.addr, p.rm.key)) == -FI_EAGAIN)
+            progress();
+        FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
+        const uint64_t t = wait_for(word, i);
+        FT_REQUIRE(t != UINT64_MAX, "put %" PRIu64 " to this process never landed without a libfabric call", i);
+        times.push_back(t);
+    }
+    report(times, "self-put");
+}
+
+void self_atomic()
+{
+    SelfPair p;
+    auto* word = reinterpret_cast<uint64_t*>(p.region.data());
+    std::vector<uint64_t> times;
+    const uint64_t one = 1;
+    for (uint64_t i = 1; i <= kRounds; i++) {
+        ssize_t ret;
+        while ((ret = fi_inject_atomic(p.a.ep, &one, 1, p.to_b, p.rm.addr, p.rm.key, FI_UINT64, FI_SUM)) ==
+               -FI_EAGAIN)
+            progress();
+        FT_REQUIRE(ret == 0, "fi_inject_atomic = %zd (%s)", ret, fi_strerror(int(-ret)));
+        const uint64_t t = wait_for(word, i);
+        FT_REQUIRE(t != UINT64_MAX, "atomic add %" PRIu64 " to this process never landed without a libfabric call",
+                   i);
+        times.push_back(t);
+    }
+    report(times, "self-atomic");
+}
+
+// Client puts i into the server's word; the server, polling, puts i back.
+// Half the round trip is one delivery.
+void peer_put()
+{
+    Ep ep;
+    ep.open();
+    connect(ep);
+    Buf region(kRegion);
+    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 9, g_mr_mode, ep.ep));
+    send_mr(describe(mr.get(), region.data(), kRegion, g_mr_mode));
+    const RemoteMr peer = recv_mr();
+    oob.barrier("regions known");
+    auto* word = reinterpret_cast<uint64_t*>(region.data());
+    std::vector<uint64_t> times;
+    for (uint64_t i = 1; i <= kRounds; i++) {
+        const uint64_t t0 = now_us();
+        if (!opts.server()) {
+            ssize_t ret;
+            while ((ret = fi_inject_write(ep.ep, &i, sizeof(i), ep.peer, peer.addr, peer.key)) == -FI_EAGAIN)
+                progress();
+            FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
+        }
+        FT_REQUIRE(wait_for(word, i) != UINT64_MAX, "put %" PRIu64 " from the peer never landed", i);
+        if (opts.server()) {
+            ssize_t ret;
+            while ((ret = fi_inject_write(ep.ep, &i, sizeof(i), ep.peer, peer.addr, peer.key)) == -FI_EAGAIN)
+                progress();
+            FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
+        } else {
+            times.push_back((now_us() - t0) / 2);
+        }
+    }
+    oob.barrier("ping-pong done");
+    if (!opts.server())
+        report(times, "peer-put (half round trip)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    parse_opts(argc, argv,
+               "OpenSHMEM-style one-sided traffic under FI_PROGRESS_AUTO: puts and atomics to an endpoint of this "
+               "process and to the peer, the target polling memory only.");
+    g_mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
+    fi_info* hints =
+        make_hints(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, g_mr_mode);
+    hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    setup(hints);
+    fi_freeinfo(hints);
+    g_mr_mode = fab.info->domain_attr->mr_mode;
+    FT_REQUIRE(fab.info->domain_attr->data_progress == FI_PROGRESS_AUTO, "no FI_PROGRESS_AUTO domain");
+
+    run("shmem/self-put", self_put);
+    run("shmem/self-atomic", self_atomic);
+    run("shmem/peer-put", peer_put);
+
+    int ret = finish();
+    teardown();
+    return ret;
+}
