@@ -58,15 +58,16 @@
 
 #include <rte_ether.h>
 
+#include "dpdk_engine/wire/wire.h"
+
 struct rte_mbuf;
 struct rte_mempool;
 
 namespace dpdk_engine {
 
 // First two bytes (big-endian) of the UDP payload of every frame of our
-// transport; wire::kMagic holds the same value.  The af_packet BPF filter
-// matches on it.
-constexpr uint16_t kTransportMagic = 0xD9D7;
+// transport (the wire layer's magic).  The af_packet BPF filter matches on it.
+constexpr uint16_t kTransportMagic = wire::kMagic;
 
 // Largest L3 MTU we support (jumbo frames).
 constexpr uint16_t kMaxMtu = 9000;
@@ -204,16 +205,18 @@ class Port {
     // freed.  So such an mbuf must be freed, or copied, before the next
     // rx_burst(): a caller that keeps a frame copies it first.  The peer can
     // still write that memory: split reads it as untrusted, and the payload
-    // must be read once (checked while copied).  nullptr (the default):
-    // every frame is copied by the PMD.  A no-op on other ports.
-    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
+    // must be read once (checked while copied).  The split is the wire
+    // layer's (tests pass their own); nullptr: every frame is copied by the
+    // PMD (the state after open).  A no-op on other ports.
+    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len) = wire::split_point);
     // memif (22.11, see port_memif_tx.cpp): flush() writes each frame into
     // the ring itself, through fill(dst, cap, m), which copies the frame `m`
     // (any chain) to dst (cap bytes) and returns its length, 0 when it does
-    // not fit (dropped).  The fill may finish the frame as it copies it (the
-    // engine seals payload CRCs there).  Returns false, and changes nothing,
-    // where the ring cannot be reached (not memif, another DPDK).
-    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
+    // not fit (dropped).  The fill may finish the frame as it copies it: the
+    // default, the wire layer's copy_and_seal, seals payload CRCs there (tests
+    // pass their own).  Returns false, and changes nothing, where the ring
+    // cannot be reached (not memif, another DPDK).
+    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m) = wire::copy_and_seal);
     // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
     // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
     // Port (sent or freed and counted in tx_dropped).
