@@ -80,8 +80,8 @@ constexpr uint16_t kMinMtu = 576;
 
 // The MTU the provider uses when FI_DPDK_MTU is not set: kMemifDefaultMtu on
 // memif ("memif:<path>"), a link between two processes with no wire or
-// switch to fit, where per-packet costs dominate (fi_bench 1 MiB over memif:
-// about twice the bandwidth at 9000, back to back); PortConfig's 1500
+// switch to fit, where per-packet costs dominate (docs/design.md, section
+// 6, has the measurements behind these defaults); PortConfig's 1500
 // elsewhere. Both processes of a memif pair must use the same MTU: frames
 // larger than the receiver's buffers arrive chained and are dropped.
 constexpr uint16_t kMemifDefaultMtu = 9000;
@@ -90,9 +90,8 @@ constexpr unsigned kMemifMaxLog2Ring = 14;
 // kLoopbackDefaultMtu on af_packet on lo (the zero-config default, or an
 // af_packet vdev string with iface=lo): lo's own MTU is 65536 and every
 // process on it is on this host, so no link limits the frame size, and the
-// per-frame kernel work (one pass through lo per frame, ~100k frames/s here
-// whatever their size) bounds the bandwidth: fi_bench 1 MiB tagged went from
-// ~140 to ~800 MB/s at 9000 (loaded machine).  8112 is the largest MTU whose
+// per-frame kernel work (one pass through lo per frame, whatever its size)
+// bounds the bandwidth, so larger frames carry more.  8112 is the largest MTU whose
 // frame (plus the 66 bytes the kernel puts before it) fills an 8 KiB ring
 // slot exactly: 9000 would need 16 KiB slots and mbufs, twice the memory for
 // 11% more payload per frame.  iface is the default af_packet interface
@@ -103,12 +102,8 @@ uint16_t default_mtu(const std::string& device, const std::string& iface);
 // The window (FI_DPDK_WINDOW) the provider uses when it is not set:
 // kMemifDefaultWindow on memif, `otherwise` (the engine's 256) elsewhere.
 // memif's ring is bounded by cross-core copies, not by a wire, and the
-// sender waits on the window whenever the receiver falls a burst behind:
-// in a 1 MiB fi_bench stream the sender's window stalls halve (681 -> 343
-// per 1,088 messages). The bandwidth gain is smaller than this machine's
-// own swings (see xcore_probe): 20 interleaved pairs, median 4,682 MB/s at
-// 256 and 7,087 at 512 (512 ahead in 13); 14 more an hour later, 8,252 and
-// 5,653 (ahead in 7). The ring keeps twice the window (1024 slots, its
+// sender waits on the window whenever the receiver falls a burst behind;
+// a larger window halves those stalls. The ring keeps twice the window (1024 slots, its
 // default size), so the shared memory does not grow.
 constexpr uint32_t kMemifDefaultWindow = 512;
 uint32_t default_window(const std::string& device, uint32_t otherwise);
