@@ -147,8 +147,8 @@ int EngineImpl::init()
     // ones before they are sealed) nor with a capture (it writes one piece,
     // and unsealed frames).
     if (cfg.port.memif_in_place && !fault_rx && !pcap.is_open()) {
-        port->set_rx_split(wire::split_point);
-        seal_at_send = port->set_tx_fill(copy_and_seal);
+        port->set_rx_split();  // the wire layer's split and seal
+        seal_at_send = port->set_tx_fill();
     }
     by_port.assign(65536, nullptr);
     loopback.reserve(1024);

@@ -133,11 +133,6 @@ class EngineImpl {
     bool seal_at_send = false;
 };
 
-// Port::set_tx_fill's function (zero_copy.cpp): copies frame m to dst; a
-// frame with kFlagPayloadCrc gets its payload CRC computed in the copy and
-// its header sealed there. 0 when it does not fit in cap bytes.
-size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m);
-
 }  // namespace dpdk_engine
 
 #endif  // DPDK_ENGINE_ENGINE_IMPL_H

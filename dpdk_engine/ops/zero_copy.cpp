@@ -109,29 +109,4 @@ bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t
     return true;
 }
 
-size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m)
-{
-    if (m->pkt_len > cap)
-        return 0;
-    const uint8_t* first = rte_pktmbuf_mtod(m, const uint8_t*);
-    const size_t head = wire::payload_crc_offset(first, m->data_len);
-    size_t at = 0;
-    if (head == 0) {  // sealed already, or not ours (ARP, ICMP, memif goodbye)
-        for (const rte_mbuf* seg = m; seg; seg = seg->next) {
-            memcpy(dst + at, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
-            at += seg->data_len;
-        }
-        return at;
-    }
-    memcpy(dst, first, head);
-    uint32_t reg = wire::crc_copy(0xffffffffu, dst + head, first + head, m->data_len - head);
-    at = m->data_len;
-    for (const rte_mbuf* seg = m->next; seg; seg = seg->next) {
-        reg = wire::crc_copy(reg, dst + at, rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
-        at += seg->data_len;
-    }
-    wire::seal_header(reinterpret_cast<wire::TransportHeader*>(dst + wire::kL2L3L4Len), reg);
-    return at;
-}
-
 }  // namespace dpdk_engine

@@ -58,15 +58,16 @@
 
 #include <rte_ether.h>
 
+#include "dpdk_engine/wire/wire.h"
+
 struct rte_mbuf;
 struct rte_mempool;
 
 namespace dpdk_engine {
 
 // First two bytes (big-endian) of the UDP payload of every frame of our
-// transport; wire::kMagic holds the same value.  The af_packet BPF filter
-// matches on it.
-constexpr uint16_t kTransportMagic = 0xD9D7;
+// transport (the wire layer's magic).  The af_packet BPF filter matches on it.
+constexpr uint16_t kTransportMagic = wire::kMagic;
 
 // Largest L3 MTU we support (jumbo frames).
 constexpr uint16_t kMaxMtu = 9000;
@@ -79,8 +80,8 @@ constexpr uint16_t kMinMtu = 576;
 
 // The MTU the provider uses when FI_DPDK_MTU is not set: kMemifDefaultMtu on
 // memif ("memif:<path>"), a link between two processes with no wire or
-// switch to fit, where per-packet costs dominate (fi_bench 1 MiB over memif:
-// about twice the bandwidth at 9000, back to back); PortConfig's 1500
+// switch to fit, where per-packet costs dominate (docs/design.md, section
+// 6, has the measurements behind these defaults); PortConfig's 1500
 // elsewhere. Both processes of a memif pair must use the same MTU: frames
 // larger than the receiver's buffers arrive chained and are dropped.
 constexpr uint16_t kMemifDefaultMtu = 9000;
@@ -89,9 +90,8 @@ constexpr unsigned kMemifMaxLog2Ring = 14;
 // kLoopbackDefaultMtu on af_packet on lo (the zero-config default, or an
 // af_packet vdev string with iface=lo): lo's own MTU is 65536 and every
 // process on it is on this host, so no link limits the frame size, and the
-// per-frame kernel work (one pass through lo per frame, ~100k frames/s here
-// whatever their size) bounds the bandwidth: fi_bench 1 MiB tagged went from
-// ~140 to ~800 MB/s at 9000 (loaded machine).  8112 is the largest MTU whose
+// per-frame kernel work (one pass through lo per frame, whatever its size)
+// bounds the bandwidth, so larger frames carry more.  8112 is the largest MTU whose
 // frame (plus the 66 bytes the kernel puts before it) fills an 8 KiB ring
 // slot exactly: 9000 would need 16 KiB slots and mbufs, twice the memory for
 // 11% more payload per frame.  iface is the default af_packet interface
@@ -102,12 +102,8 @@ uint16_t default_mtu(const std::string& device, const std::string& iface);
 // The window (FI_DPDK_WINDOW) the provider uses when it is not set:
 // kMemifDefaultWindow on memif, `otherwise` (the engine's 256) elsewhere.
 // memif's ring is bounded by cross-core copies, not by a wire, and the
-// sender waits on the window whenever the receiver falls a burst behind:
-// in a 1 MiB fi_bench stream the sender's window stalls halve (681 -> 343
-// per 1,088 messages). The bandwidth gain is smaller than this machine's
-// own swings (see xcore_probe): 20 interleaved pairs, median 4,682 MB/s at
-// 256 and 7,087 at 512 (512 ahead in 13); 14 more an hour later, 8,252 and
-// 5,653 (ahead in 7). The ring keeps twice the window (1024 slots, its
+// sender waits on the window whenever the receiver falls a burst behind;
+// a larger window halves those stalls. The ring keeps twice the window (1024 slots, its
 // default size), so the shared memory does not grow.
 constexpr uint32_t kMemifDefaultWindow = 512;
 uint32_t default_window(const std::string& device, uint32_t otherwise);
@@ -204,16 +200,18 @@ class Port {
     // freed.  So such an mbuf must be freed, or copied, before the next
     // rx_burst(): a caller that keeps a frame copies it first.  The peer can
     // still write that memory: split reads it as untrusted, and the payload
-    // must be read once (checked while copied).  nullptr (the default):
-    // every frame is copied by the PMD.  A no-op on other ports.
-    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
+    // must be read once (checked while copied).  The split is the wire
+    // layer's (tests pass their own); nullptr: every frame is copied by the
+    // PMD (the state after open).  A no-op on other ports.
+    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len) = wire::split_point);
     // memif (22.11, see port_memif_tx.cpp): flush() writes each frame into
     // the ring itself, through fill(dst, cap, m), which copies the frame `m`
     // (any chain) to dst (cap bytes) and returns its length, 0 when it does
-    // not fit (dropped).  The fill may finish the frame as it copies it (the
-    // engine seals payload CRCs there).  Returns false, and changes nothing,
-    // where the ring cannot be reached (not memif, another DPDK).
-    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
+    // not fit (dropped).  The fill may finish the frame as it copies it: the
+    // default, the wire layer's copy_and_seal, seals payload CRCs there (tests
+    // pass their own).  Returns false, and changes nothing, where the ring
+    // cannot be reached (not memif, another DPDK).
+    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m) = wire::copy_and_seal);
     // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
     // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
     // Port (sent or freed and counted in tx_dropped).

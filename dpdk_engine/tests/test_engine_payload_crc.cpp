@@ -145,10 +145,10 @@ void test_copy_and_seal(void** /*state*/)
             if (flags)
                 wire::seal(th);
             std::vector<uint8_t> slot(want.size() + 16, 0xEE);
-            CHECK(dpdk_engine::copy_and_seal(slot.data(), want.size() - 1, m) == 0,
+            CHECK(dpdk_engine::wire::copy_and_seal(slot.data(), want.size() - 1, m) == 0,
                   "a frame past the buffer was copied");
-            CHECK(dpdk_engine::copy_and_seal(slot.data(), slot.size(), m) == want.size(), "%s, %u pieces: length",
-                  wire::to_string(type), pieces);
+            CHECK(dpdk_engine::wire::copy_and_seal(slot.data(), slot.size(), m) == want.size(),
+                  "%s, %u pieces: length", wire::to_string(type), pieces);
             CHECK(memcmp(slot.data(), want.data(), want.size()) == 0, "%s, %u pieces: not as seal() makes it",
                   wire::to_string(type), pieces);
             CHECK(slot[want.size()] == 0xEE, "written past the frame");
