@@ -17,6 +17,8 @@
 //   poll/loopback, poll/loopback-auto: two endpoints of one process, the
 //     receiver's CQ and counter in a poll set and a wait set (each side on
 //     its own; fi_dpdk_poll_local.cpp).
+//   poll/wait-set-mutex-cond: FI_WAIT_MUTEX_COND's condition variable is
+//     broadcast when a member changes after fi_trywait, not while idle.
 //   poll/misuse: bad attributes, members and close orders get their errors
 //     (fi_dpdk_poll_local.cpp).
 #include <poll.h>
@@ -489,6 +491,7 @@ int main(int argc, char** argv)
     run("poll/poll-set", poll_test::poll_set);
     run("poll/wait-set", [] { poll_test::wait_set(false); });
     run("poll/loopback", [] { poll_test::loopback(false); });
+    run("poll/wait-set-mutex-cond", poll_test::mutex_cond);
     run("poll/misuse", poll_test::misuse);
     // Last: the engine's progress thread runs from here until the end.
     run("poll/wait-set-auto", [] { poll_test::wait_set(true); });

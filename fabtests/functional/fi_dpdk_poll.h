@@ -74,6 +74,7 @@ std::string names(const std::vector<void*>& v, const SetEp& e);
 
 // The single-process subtests (fi_dpdk_poll_local.cpp).
 void loopback(bool auto_progress);
+void mutex_cond();
 void misuse();
 
 }  // namespace poll_test

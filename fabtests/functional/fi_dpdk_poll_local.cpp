@@ -1,10 +1,15 @@
 // fi_dpdk_poll's single-process subtests (each side runs them on its own):
 // two endpoints of one process through a poll set and a wait set, and the
 // errors of bad attributes, members and close orders.
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cinttypes>
+#include <cstring>
 #include <memory>
+#include <thread>
 
 #include "fabtests/functional/fi_dpdk_poll.h"
 
@@ -236,6 +241,84 @@ void misuse()
     FT_CALL(fi_wait_open(fab.fabric, &wa, &ws));
     EXPECT_RET(fi_control(&ws->fid, FI_GETWAIT, &fd), -FI_ENODATA);
     EXPECT_RET(fi_wait(ws, 20), -FI_ETIMEDOUT);
+    EXPECT_RET(fi_close(&ws->fid), 0);
+}
+
+// FI_WAIT_MUTEX_COND: FI_GETWAIT gives a mutex and condition variable that
+// are broadcast when a member has news after fi_trywait said 0, and stay
+// quiet while nothing happens.
+void mutex_cond()
+{
+    fi_wait_attr wa {};
+    wa.wait_obj = FI_WAIT_MUTEX_COND;
+    fid_wait* ws = nullptr;
+    FT_CALL(fi_wait_open(fab.fabric, &wa, &ws));
+    fi_wait_obj obj = FI_WAIT_NONE;
+    EXPECT_RET(fi_control(&ws->fid, FI_GETWAITOBJ, &obj), 0);
+    FT_CHECK(obj == FI_WAIT_MUTEX_COND, "FI_GETWAITOBJ = %d", obj);
+    fi_mutex_cond mc {};
+    EXPECT_RET(fi_control(&ws->fid, FI_GETWAIT, &mc), 0);
+    FT_CHECK(mc.mutex && mc.cond, "FI_GETWAIT: mutex %p, cond %p", static_cast<void*>(mc.mutex),
+             static_cast<void*>(mc.cond));
+    fi_cntr_attr na {};
+    na.wait_obj = FI_WAIT_SET;
+    na.wait_set = ws;
+    fid_cntr* cntr = nullptr;
+    FT_CALL(fi_cntr_open(fab.domain, &na, &cntr, nullptr));
+    fid* wfid = &ws->fid;
+    auto timed_wait = [&mc](int ms) {
+        timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += static_cast<long>(ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(mc.mutex);
+        int r = pthread_cond_timedwait(mc.cond, mc.mutex, &ts);
+        pthread_mutex_unlock(mc.mutex);
+        return r;
+    };
+    if (mc.mutex && mc.cond) {
+        // Idle for a second, the way a consumer sleeps: fi_trywait, then the
+        // condition. Without a packet fd (memif) the provider's poll timer
+        // broadcasts it now and then; what must not happen is a spin.
+        uint64_t t0 = now_ms(), c0 = cpu_us();
+        unsigned wakeups = 0;
+        while (now_ms() - t0 < 1000) {
+            if (fi_trywait(fab.fabric, &wfid, 1) == 0 && timed_wait(200) == 0)
+                wakeups++;
+        }
+        uint64_t dc = cpu_us() - c0;
+        vlog("idle second on the set's condition: %u broadcasts, %" PRIu64 " ms CPU", wakeups, dc / 1000);
+        FT_CHECK(dc < 200000, "waiting on the set's condition spins: %" PRIu64 " ms CPU in 1 s", dc / 1000);
+        FT_CHECK(wakeups < 2000, "the set's condition was broadcast %u times in an idle second", wakeups);
+        FT_CHECK(fi_cntr_read(cntr) == 0, "idle counter");
+        // A change 200 ms later wakes the sleeper.
+        std::thread t([cntr] {
+            usleep(200000);
+            FT_CHECK(fi_cntr_add(cntr, 1) == 0, "fi_cntr_add");
+        });
+        t0 = now_ms();
+        bool woke = false;
+        int tw = 0;
+        while (now_ms() - t0 < 5000) {
+            tw = fi_trywait(fab.fabric, &wfid, 1);
+            if (tw == -FI_EAGAIN && now_ms() - t0 >= 150)
+                break;  // the counter's change
+            if (tw == 0)
+                woke = timed_wait(2000) == 0;
+        }
+        uint64_t dt = now_ms() - t0;
+        t.join();
+        FT_CHECK(tw == -FI_EAGAIN && woke, "after the change: fi_trywait %d, condition broadcast %d", tw, woke);
+        FT_CHECK(dt >= 150 && dt < 1500, "the change was seen after %" PRIu64 " ms (made at 200)", dt);
+        EXPECT_RET(fi_trywait(fab.fabric, &wfid, 1), 0);
+        EXPECT_RET(fi_wait(ws, 50), -FI_ETIMEDOUT);
+    }
+    EXPECT_RET(fi_close(&ws->fid), -FI_EBUSY);
+    EXPECT_RET(fi_close(&cntr->fid), 0);
     EXPECT_RET(fi_close(&ws->fid), 0);
 }
 

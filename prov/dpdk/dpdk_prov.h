@@ -542,6 +542,7 @@ struct WaitSetMember {
     Waiter* waiter = nullptr;
     uint64_t seen_value = 0, seen_errors = 0;  // counters: what the set last reported
 };
+class CondRelay;  // FI_WAIT_MUTEX_COND (dpdk_wait.cpp)
 struct WaitSet {
     fid_wait fid {};
     Fabric* fabric = nullptr;
@@ -550,6 +551,10 @@ struct WaitSet {
     std::mutex mutex;  // members
     std::vector<WaitSetMember> members;
     RefCount refs;  // members: a set with members refuses to close
+    // FI_WAIT_MUTEX_COND: the thread that turns the fd's readiness into a
+    // broadcast of the application's condition variable.
+    std::unique_ptr<CondRelay> relay;
+    WaitSet();
     ~WaitSet();
 };
 // The set named by a CQ/counter/EQ attribute with wait_obj FI_WAIT_SET, if it

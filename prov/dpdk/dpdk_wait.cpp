@@ -14,14 +14,103 @@
 // there, sleeps on the set's fd, then drops the engine holds it took and
 // starts again. So fi_wait drives progress the way fi_cq_sread does: with
 // manual progress it wakes for packets and for the engine's timers.
+//
+// FI_WAIT_MUTEX_COND: the same fd, and a relay thread that sleeps on it and,
+// when it becomes readable, broadcasts the condition variable FI_GETWAIT
+// hands out; then it waits until the set is armed again (fi_trywait,
+// fi_wait), which drains the members, before it looks at the fd again.
+#include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "prov/dpdk/dpdk_prov.h"
 
 namespace dpdk_fi {
+
+class CondRelay {
+ public:
+    CondRelay() = default;
+    CondRelay(const CondRelay&) = delete;
+    CondRelay& operator=(const CondRelay&) = delete;
+    ~CondRelay()
+    {
+        if (thread_.joinable()) {
+            kick(stop_fd_);
+            thread_.join();
+        }
+        for (int fd : {stop_fd_, armed_fd_})
+            if (fd >= 0)
+                close(fd);
+        pthread_cond_destroy(&cond_);
+        pthread_mutex_destroy(&mutex_);
+    }
+    // 0 or -FI_E*.
+    int start(int set_fd) noexcept
+    {
+        stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        armed_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (stop_fd_ < 0 || armed_fd_ < 0)
+            return fi_errno(-errno);
+        return no_throw([&] {
+            thread_ = std::thread([this, set_fd] { run(set_fd); });
+            return 0;
+        });
+    }
+    // The set was armed: the relay may look at its fd again.
+    void armed() noexcept { kick(armed_fd_); }
+    fi_mutex_cond object() noexcept { return fi_mutex_cond {&mutex_, &cond_}; }
+
+ private:
+    static void kick(int fd) noexcept
+    {
+        uint64_t one = 1;
+        if (write(fd, &one, sizeof(one)) < 0) {
+            // EAGAIN only: already readable.
+        }
+    }
+    static void drain(int fd) noexcept
+    {
+        uint64_t v;
+        if (read(fd, &v, sizeof(v)) < 0) {
+            // EAGAIN: not kicked.
+        }
+    }
+    // Sleeps until `fd` or the stop fd is readable; false on stop.
+    bool sleep_on(int fd) const noexcept
+    {
+        pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+        while (poll(p, 2, -1) < 0 && errno == EINTR) {
+        }
+        return !(p[1].revents & POLLIN);
+    }
+    void run(int set_fd) noexcept
+    {
+        for (;;) {
+            if (!sleep_on(set_fd))
+                return;
+            drain(armed_fd_);  // armings before this readiness do not count
+            pthread_mutex_lock(&mutex_);
+            pthread_cond_broadcast(&cond_);
+            pthread_mutex_unlock(&mutex_);
+            // The fd stays readable until the application arms the set
+            // again (it drains the members): wait for that.
+            if (!sleep_on(armed_fd_))
+                return;
+            drain(armed_fd_);
+        }
+    }
+
+    pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond_ = PTHREAD_COND_INITIALIZER;
+    int stop_fd_ = -1, armed_fd_ = -1;
+    std::thread thread_;
+};
+
 namespace {
 
 WaitSet* ws_of(fid_wait* f)
@@ -108,6 +197,8 @@ SetState arm_set(WaitSet* ws, int* err)
             return s;
         busy |= s == SetState::kBusy;
     }
+    if (ws->relay)
+        ws->relay->armed();
     return busy ? SetState::kBusy : SetState::kArmed;
 }
 
@@ -158,6 +249,10 @@ int wait_control(fid* f, int command, void* arg) noexcept
     case FI_GETWAIT:
         if (!arg)
             return -FI_EINVAL;
+        if (ws->wait_obj == FI_WAIT_MUTEX_COND) {
+            *static_cast<fi_mutex_cond*>(arg) = ws->relay->object();
+            return 0;
+        }
         if (ws->wait_obj != FI_WAIT_FD)
             return -FI_ENODATA;
         *static_cast<int*>(arg) = ws->epfd;
@@ -228,8 +323,11 @@ void release_engine_hold(fid* f) noexcept
     w->release_engine(d->shared->engine());
 }
 
+WaitSet::WaitSet() = default;
+
 WaitSet::~WaitSet()
 {
+    relay.reset();  // before the fd it sleeps on
     if (epfd >= 0)
         close(epfd);
 }
@@ -309,9 +407,9 @@ int dpdk_wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** out) noexc
     case FI_WAIT_UNSPEC:
     case FI_WAIT_FD: obj = FI_WAIT_FD; break;
     case FI_WAIT_YIELD: obj = FI_WAIT_YIELD; break;  // fi_wait still sleeps on the fd
-    case FI_WAIT_MUTEX_COND:
+    case FI_WAIT_MUTEX_COND: obj = FI_WAIT_MUTEX_COND; break;
     case FI_WAIT_POLLFD:
-        DPDK_WARN(FI_LOG_CORE, "fi_wait_open: wait object %d not supported (FI_WAIT_FD is)\n", wait_obj);
+        DPDK_WARN(FI_LOG_CORE, "fi_wait_open: FI_WAIT_POLLFD not supported (FI_WAIT_FD is)\n");
         return -FI_ENOSYS;
     default: DPDK_WARN(FI_LOG_CORE, "fi_wait_open: invalid wait object %d\n", wait_obj); return -FI_EINVAL;
     }
@@ -322,6 +420,12 @@ int dpdk_wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** out) noexc
         ws->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (ws->epfd < 0)
             return fi_errno(-errno);
+        if (obj == FI_WAIT_MUTEX_COND) {
+            ws->relay.reset(new CondRelay());
+            int ret = ws->relay->start(ws->epfd);
+            if (ret)
+                return ret;
+        }
         ws->fid.fid.fclass = FI_CLASS_WAIT;
         ws->fid.fid.context = nullptr;
         ws->fid.fid.ops = &g_wait_fi_ops;
