@@ -149,6 +149,12 @@ constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 constexpr uint64_t kMsgOrder = FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR |
                                FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR |
                                FI_ORDER_ATOMIC_WAW;
+// FI_MSG_PREFIX (offered when the hints' mode has it): the bytes the
+// application leaves in front of every send and receive buffer. We need
+// none of them, so any multiple of 8 up to kMaxMsgPrefixSize that the hints
+// ask for is accepted; kMsgPrefixSize otherwise.
+constexpr size_t kMsgPrefixSize = 8;
+constexpr size_t kMaxMsgPrefixSize = 4096;
 // MR modes fi_getinfo returns when hinted; none is ever required. These two
 // change what keys and addresses mean, so the application's choice is kept.
 // FI_MR_ALLOCATED and FI_MR_ENDPOINT would only add duties (allocate before
@@ -735,8 +741,9 @@ struct Ep {
     uint64_t tx_op_flags = 0;  // defaults of operations that take no flags
     uint64_t rx_op_flags = 0;
     bool enabled = false;
-    bool directed_recv = false;  // FI_DIRECTED_RECV: honour src_addr in receives
-    bool want_source = false;    // FI_SOURCE: look up the sender's fi_addr
+    bool directed_recv = false;           // FI_DIRECTED_RECV: honour src_addr in receives
+    size_t tx_prefix = 0, rx_prefix = 0;  // FI_MSG_PREFIX bytes skipped in front of sends / receives
+    bool want_source = false;             // FI_SOURCE: look up the sender's fi_addr
     size_t min_multi_recv = 0;
     Cq* tx_cq = nullptr;
     Cq* rx_cq = nullptr;
@@ -823,6 +830,10 @@ struct RecvDesc {
 };
 ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept;
 ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept;
+// FI_MSG_PREFIX of an endpoint's info (dpdk_msg.cpp): the prefix of sends
+// and receives (tx_attr->mode, rx_attr->mode, else info->mode), 0 without
+// the mode. -FI_EINVAL for a size that is no multiple of 8 or too large.
+int msg_prefix_of(const fi_info* info, size_t* tx_prefix, size_t* rx_prefix) noexcept;
 
 // Resolves a destination fi_addr_t through the bound AV; a connected
 // FI_EP_MSG endpoint ignores it and talks to its peer.
