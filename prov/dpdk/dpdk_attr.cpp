@@ -202,6 +202,10 @@ int check_hints(uint32_t version, const fi_info* h, fi_ep_type type, int* mr_mod
         return ret;
     if (h->caps & ~ep_type_caps(type))
         return reject("capabilities");
+    if (h->ep_attr && h->ep_attr->msg_prefix_size &&
+        (!(h->mode & FI_MSG_PREFIX) || h->ep_attr->msg_prefix_size % 8 ||
+         h->ep_attr->msg_prefix_size > kMaxMsgPrefixSize))
+        return reject("msg_prefix_size (a multiple of 8 up to 4096, with mode FI_MSG_PREFIX)");
     if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR && h->addr_format != FI_SOCKADDR_IN)
         return reject("address format (FI_SOCKADDR_IN only)");
     if (h->fabric_attr && (ret = check_fabric_attr(h->fabric_attr)))
@@ -251,7 +255,14 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
 {
     const bool dgram = type == FI_EP_DGRAM;
     fi->caps = pick_caps(h ? h->caps : 0, ep_type_caps(type));
-    fi->mode = 0;  // we need no FI_CONTEXT, no prefix, no local MR
+    // We need no FI_CONTEXT and no local MR. FI_MSG_PREFIX we need neither,
+    // but offer when the application says it supports it (some consumers
+    // insist), except to one that asks for FI_MULTI_RECV, which has no
+    // per-message prefix here: it gets no prefix.
+    const bool prefix = h && (h->mode & FI_MSG_PREFIX) && !(h->caps & FI_MULTI_RECV);
+    if (prefix)
+        fi->caps &= ~uint64_t {FI_MULTI_RECV};
+    fi->mode = prefix ? FI_MSG_PREFIX : 0;
     fi->addr_format = FI_SOCKADDR_IN;
 
     fi_fabric_attr* fa = fi->fabric_attr;
@@ -296,7 +307,7 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ea->protocol = FI_PROTO_UNSPEC;
     ea->protocol_version = dpdk_engine::wire::kVersion;
     ea->max_msg_size = dgram ? dgram_max_msg() : dpdk_engine::kMaxMessageSize;
-    ea->msg_prefix_size = 0;
+    ea->msg_prefix_size = !prefix ? 0 : he && he->msg_prefix_size ? he->msg_prefix_size : kMsgPrefixSize;
     // Every packet of a session is applied in order, whatever its size.
     ea->max_order_raw_size = he && he->max_order_raw_size ? he->max_order_raw_size : dpdk_engine::kMaxMessageSize;
     ea->max_order_war_size = he && he->max_order_war_size ? he->max_order_war_size : dpdk_engine::kMaxMessageSize;
@@ -311,7 +322,7 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     const fi_tx_attr* ht = h ? h->tx_attr : nullptr;
     fi_tx_attr* ta = fi->tx_attr;
     ta->caps = pick_caps(ht ? ht->caps : 0, fi->caps & kTxCaps);
-    ta->mode = 0;
+    ta->mode = fi->mode;
     ta->op_flags = ht ? ht->op_flags : 0;
     ta->msg_order = dgram ? FI_ORDER_NONE : kMsgOrder;
     ta->comp_order = FI_ORDER_NONE;
@@ -329,7 +340,7 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     const fi_rx_attr* hr = h ? h->rx_attr : nullptr;
     fi_rx_attr* ra = fi->rx_attr;
     ra->caps = pick_caps(hr ? hr->caps : 0, fi->caps & kRxCaps);
-    ra->mode = 0;
+    ra->mode = fi->mode;
     ra->op_flags = hr ? hr->op_flags : 0;
     ra->msg_order = dgram ? FI_ORDER_NONE : kMsgOrder;
     ra->comp_order = FI_ORDER_NONE;

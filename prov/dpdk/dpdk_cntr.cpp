@@ -34,6 +34,7 @@ int cntr_add(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
     c->value.fetch_add(v, std::memory_order_seq_cst);
+    c->note_app_write();  // fi_poll(3)
     c->waiter.notify();
     return 0;
 }
@@ -42,6 +43,7 @@ int cntr_set(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
     c->value.store(v, std::memory_order_seq_cst);
+    c->note_app_write();  // fi_poll(3)
     c->waiter.notify();
     return 0;
 }
@@ -50,6 +52,7 @@ int cntr_adderr(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
     c->errors.fetch_add(v, std::memory_order_seq_cst);
+    c->note_app_write();  // fi_poll(3)
     c->waiter.notify();
     return 0;
 }
@@ -58,6 +61,7 @@ int cntr_seterr(fid_cntr* f, uint64_t v) noexcept
 {
     Cntr* c = cntr_of(f);
     c->errors.store(v, std::memory_order_seq_cst);
+    c->note_app_write();  // fi_poll(3)
     c->waiter.notify();
     return 0;
 }
@@ -124,19 +128,26 @@ int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void*
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
     case FI_WAIT_FD:
-    case FI_WAIT_YIELD: break;
+    case FI_WAIT_YIELD:
+    case FI_WAIT_SET: break;
     default: return -FI_ENOSYS;
     }
+    Domain* d = reinterpret_cast<Domain*>(domain);
+    WaitSet* ws = nullptr;
+    if (attr->wait_obj == FI_WAIT_SET && !(ws = wait_set_check(attr->wait_set, d->fabric)))
+        return -FI_EINVAL;
     return no_throw([&] {
-        Domain* d = reinterpret_cast<Domain*>(domain);
         std::unique_ptr<Cntr> c(new Cntr());
         c->domain = d;
         c->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         // Always open the waiter: fi_cntr_wait blocks on it whatever the
         // wait object, instead of spinning.
         int ret = open_waiter(d, c->waiter);
+        if (!ret && ws)
+            ret = wait_set_attach(ws, &c->fid.fid, &c->waiter);
         if (ret)
             return ret;
+        c->wait_set = ws;
         c->fid.fid.fclass = FI_CLASS_CNTR;
         c->fid.fid.context = context;
         c->fid.fid.ops = &WaitableFid<Cntr>::ops;

@@ -251,16 +251,20 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
     case FI_WAIT_FD:
-    case FI_WAIT_YIELD: break;
-    default:  // wait sets, mutex/cond: not offered
+    case FI_WAIT_YIELD:
+    case FI_WAIT_SET: break;
+    default:  // mutex/cond: not offered
         return -FI_ENOSYS;
     }
     if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD)
         return -FI_EINVAL;
     if (attr->flags & ~FI_AFFINITY)
         return -FI_EBADFLAGS;
+    Domain* d = reinterpret_cast<Domain*>(domain);
+    WaitSet* ws = nullptr;
+    if (attr->wait_obj == FI_WAIT_SET && !(ws = wait_set_check(attr->wait_set, d->fabric)))
+        return -FI_EINVAL;
     return no_throw([&] {
-        Domain* d = reinterpret_cast<Domain*>(domain);
         std::unique_ptr<Cq> cq(new Cq());
         cq->domain = d;
         cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
@@ -269,8 +273,11 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
         cq->ring.resize(round_up_pow2(attr->size ? attr->size : 1024));
         if (cq->wait_obj != FI_WAIT_NONE) {
             int ret = open_waiter(d, cq->waiter);
+            if (!ret && ws)
+                ret = wait_set_attach(ws, &cq->fid.fid, &cq->waiter);
             if (ret)
                 return ret;
+            cq->wait_set = ws;
         }
         cq->fid.fid.fclass = FI_CLASS_CQ;
         cq->fid.fid.context = context;

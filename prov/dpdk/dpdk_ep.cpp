@@ -102,7 +102,8 @@ void on_engine_completion(void* owner, const Completion& c) noexcept
     e->user.op_context = c.context;
     e->user.flags = (word & ~uint64_t {FI_COMPLETION}) | (rx_data ? uint64_t {FI_REMOTE_CQ_DATA} : 0) |
                     (c.multi_recv_released ? uint64_t {FI_MULTI_RECV} : 0);
-    e->user.len = rx_side ? c.len : 0;
+    // FI_MSG_PREFIX: a receive's length counts the prefix (fi_getinfo(3)).
+    e->user.len = rx_side ? c.len + (word & FI_RECV ? ep->rx_prefix : 0) : 0;
     e->user.buf = rx_side ? c.buf : nullptr;
     e->user.data = rx_data ? c.data : 0;
     e->user.tag = c.tagged ? c.tag : 0;
@@ -588,6 +589,9 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
     uint16_t port = 0;
     if (info->src_addr && local_port_of(info->src_addr, info->src_addrlen, d->ip_be, &port))
         return -FI_EINVAL;
+    size_t tx_prefix, rx_prefix;
+    if (msg_prefix_of(info, &tx_prefix, &rx_prefix))
+        return -FI_EINVAL;
     int ret = no_throw([&]() -> int {
         std::unique_ptr<Ep> ep(new Ep());
         ep->domain = d;
@@ -597,6 +601,8 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags & kRxOpFlags : 0;
         ep->directed_recv = ep->caps & FI_DIRECTED_RECV;
         ep->want_source = ep->caps & FI_SOURCE;
+        ep->tx_prefix = tx_prefix;
+        ep->rx_prefix = rx_prefix;
         {
             LockScope scope(d->shared);
             if (reserved)

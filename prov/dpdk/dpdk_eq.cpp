@@ -187,6 +187,8 @@ int eq_close(fid* f) noexcept
     Eq* eq = reinterpret_cast<Eq*>(f);
     if (eq->refs.busy())
         return -FI_EBUSY;
+    if (eq->wait_set)
+        wait_set_detach(eq->wait_set, &eq->fid.fid);
     eq->fabric->refs.put();
     delete eq;
     return 0;
@@ -293,18 +295,25 @@ int dpdk_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* conte
     switch (attr->wait_obj) {
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
-    case FI_WAIT_FD: break;
-    default:  // wait sets, mutex/cond and yield objects are not offered
+    case FI_WAIT_FD:
+    case FI_WAIT_SET: break;
+    default:  // mutex/cond and yield objects are not offered
         return -FI_ENOSYS;
     }
+    WaitSet* ws = nullptr;
+    if (attr->wait_obj == FI_WAIT_SET && !(ws = wait_set_check(attr->wait_set, reinterpret_cast<Fabric*>(fabric))))
+        return -FI_EINVAL;
     return no_throw([&] {
         std::unique_ptr<Eq> eq(new Eq());
         eq->fabric = reinterpret_cast<Fabric*>(fabric);
         eq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         if (eq->wait_obj != FI_WAIT_NONE) {
-            int ret = eq->waiter.open(-1);
+            int ret = fi_errno(eq->waiter.open(-1));
+            if (!ret && ws)
+                ret = wait_set_attach(ws, &eq->fid.fid, &eq->waiter);
             if (ret)
-                return fi_errno(ret);
+                return ret;
+            eq->wait_set = ws;
         }
         eq->fid.fid.fclass = FI_CLASS_EQ;
         eq->fid.fid.context = context;

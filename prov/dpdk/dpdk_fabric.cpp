@@ -26,12 +26,16 @@ int fabric_domain2(fid_fabric* fabric, fi_info* info, fid_domain** domain, uint6
 
 int fabric_trywait(fid_fabric*, fid** fids, int count) noexcept
 {
+    if (count > 1)
+        for (int i = 0; i < count; i++)
+            release_engine_hold(fids[i]);
     for (int i = 0; i < count; i++) {
         int ret;
         switch (fids[i]->fclass) {
         case FI_CLASS_CQ: ret = cq_trywait(reinterpret_cast<Cq*>(fids[i])); break;
         case FI_CLASS_CNTR: ret = cntr_trywait(reinterpret_cast<Cntr*>(fids[i])); break;
         case FI_CLASS_EQ: ret = eq_trywait(reinterpret_cast<Eq*>(fids[i])); break;
+        case FI_CLASS_WAIT: ret = wait_set_trywait(reinterpret_cast<WaitSet*>(fids[i])); break;
         default: return -FI_EINVAL;
         }
         if (ret)
@@ -55,7 +59,7 @@ fi_ops_fabric g_fabric_ops = {
     .domain = dpdk_domain_open,
     .passive_ep = dpdk_passive_ep,  // FI_EP_MSG listeners (dpdk_cm.cpp)
     .eq_open = dpdk_eq_open,
-    .wait_open = DPDK_NOSYS(fi_ops_fabric, wait_open),  // no wait sets
+    .wait_open = dpdk_wait_open,  // dpdk_wait.cpp
     .trywait = fabric_trywait,
     .domain2 = fabric_domain2,
 };

@@ -119,7 +119,11 @@ int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept
 
 int waitable_control(const Waiter& w, fi_wait_obj wait_obj, int command, void* arg) noexcept
 {
-    if (command != FI_GETWAIT)
+    if (command == FI_GETWAITOBJ && arg) {
+        *static_cast<fi_wait_obj*>(arg) = wait_obj;
+        return 0;
+    }
+    if (command != FI_GETWAIT && command != FI_GETWAITOBJ)
         return -FI_ENOSYS;
     if (!arg)
         return -FI_EINVAL;

@@ -19,6 +19,25 @@ size_t iov_bytes(const iovec* iov, size_t count)
     return n;
 }
 
+// FI_MSG_PREFIX: the message starts `prefix` bytes into the first iov,
+// which holds the whole prefix (fi_msg(3): it is never split). With a
+// prefix, iov/count are redirected to a shifted copy in `out`; false if the
+// first iov is shorter than the prefix. No buffer at all is left alone (the
+// callers decide whether that is allowed: a peek or a discard needs none).
+bool skip_prefix(size_t prefix, const iovec*& iov, size_t& count, iovec (&out)[dpdk_engine::kMaxIov])
+{
+    if (!prefix || !count)
+        return true;
+    if (iov[0].iov_len < prefix)
+        return false;
+    for (size_t i = 0; i < count; i++)
+        out[i] = iov[i];
+    out[0].iov_base = static_cast<char*>(out[0].iov_base) + prefix;
+    out[0].iov_len -= prefix;
+    iov = out;
+    return true;
+}
+
 // Operations without flags use the endpoint's defaults, minus FI_INJECT: a
 // default cannot know the payload fits (fi_inject itself always does).
 uint64_t tx_defaults(const Ep* ep)
@@ -108,19 +127,43 @@ ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi
 
 }  // namespace
 
+int msg_prefix_of(const fi_info* info, size_t* tx_prefix, size_t* rx_prefix) noexcept
+{
+    const uint64_t tx_mode = info->mode | (info->tx_attr ? info->tx_attr->mode : 0);
+    const uint64_t rx_mode = info->mode | (info->rx_attr ? info->rx_attr->mode : 0);
+    size_t size = info->ep_attr ? info->ep_attr->msg_prefix_size : 0;
+    if (!size)
+        size = kMsgPrefixSize;
+    *tx_prefix = tx_mode & FI_MSG_PREFIX ? size : 0;
+    *rx_prefix = rx_mode & FI_MSG_PREFIX ? size : 0;
+    if ((*tx_prefix || *rx_prefix) && (size % 8 || size > kMaxMsgPrefixSize)) {
+        DPDK_WARN(FI_LOG_EP_CTRL, "msg_prefix_size %zu: not a multiple of 8 up to %zu\n", size, kMaxMsgPrefixSize);
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
 ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept
 {
     if (!ep->enabled)
         return -FI_EOPBADSTATE;
     if (d.count > dpdk_engine::kMaxIov || (d.count && !d.iov))
         return -FI_EINVAL;
-    if ((d.flags & FI_INJECT) && iov_bytes(d.iov, d.count) > dpdk_engine::kInjectSize)
+    const iovec* iov = d.iov;
+    size_t count = d.count;
+    iovec shifted[dpdk_engine::kMaxIov];
+    if (!skip_prefix(ep->tx_prefix, iov, count, shifted) || (ep->tx_prefix && !count)) {
+        DPDK_WARN(FI_LOG_EP_DATA, "send without its %zu-byte FI_MSG_PREFIX\n", ep->tx_prefix);
+        return -FI_EINVAL;
+    }
+    // The prefix does not count toward the inject size (fi_getinfo(3)).
+    if ((d.flags & FI_INJECT) && iov_bytes(iov, count) > dpdk_engine::kInjectSize)
         return -FI_EINVAL;
     const OpPlan plan =
         d.inject_call ? plan_inject(ep, OpKind::kSend, d.tagged) : plan_op(ep, OpKind::kSend, d.tagged, d.flags);
     dpdk_engine::SendArgs a;
-    a.iov = d.iov;
-    a.iov_count = d.count;
+    a.iov = iov;
+    a.iov_count = count;
     a.tag = d.tag;
     a.data = d.data;
     a.flags = plan.engine_flags | (d.has_data ? dpdk_engine::kOpRemoteData : 0u) |
@@ -142,10 +185,18 @@ ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept
         return -FI_EOPBADSTATE;
     if (d.count > dpdk_engine::kMaxIov || (d.count && !d.iov))
         return -FI_EINVAL;
+    const iovec* iov = d.iov;
+    size_t count = d.count;
+    iovec shifted[dpdk_engine::kMaxIov];
+    const bool no_buffer_needed = d.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
+    if (!skip_prefix(ep->rx_prefix, iov, count, shifted) || (ep->rx_prefix && !count && !no_buffer_needed)) {
+        DPDK_WARN(FI_LOG_EP_DATA, "receive without its %zu-byte FI_MSG_PREFIX\n", ep->rx_prefix);
+        return -FI_EINVAL;
+    }
     OpPlan plan = plan_op(ep, OpKind::kRecv, d.tagged, d.flags);
     dpdk_engine::RecvArgs a;
-    a.iov = d.iov;
-    a.iov_count = d.count;
+    a.iov = iov;
+    a.iov_count = count;
     a.tag = d.tag;
     a.ignore = d.ignore;
     a.flags = plan.engine_flags;
@@ -154,6 +205,10 @@ ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept
     if (d.flags & FI_MULTI_RECV) {
         if (d.count != 1 || d.tagged)
             return -FI_EINVAL;  // one buffer, untagged (fi_msg(3))
+        if (ep->rx_prefix) {
+            DPDK_WARN(FI_LOG_EP_DATA, "FI_MULTI_RECV is not offered with FI_MSG_PREFIX\n");
+            return -FI_EINVAL;
+        }
         a.flags |= dpdk_engine::kOpMultiRecv;
     }
     if (d.flags & FI_PEEK) {

@@ -149,6 +149,12 @@ constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 constexpr uint64_t kMsgOrder = FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR |
                                FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR |
                                FI_ORDER_ATOMIC_WAW;
+// FI_MSG_PREFIX (offered when the hints' mode has it): the bytes the
+// application leaves in front of every send and receive buffer. We need
+// none of them, so any multiple of 8 up to kMaxMsgPrefixSize that the hints
+// ask for is accepted; kMsgPrefixSize otherwise.
+constexpr size_t kMsgPrefixSize = 8;
+constexpr size_t kMaxMsgPrefixSize = 4096;
 // MR modes fi_getinfo returns when hinted; none is ever required. These two
 // change what keys and addresses mean, so the application's choice is kept.
 // FI_MR_ALLOCATED and FI_MR_ENDPOINT would only add duties (allocate before
@@ -404,6 +410,7 @@ struct Cntr;
 struct Eq;
 struct Av;
 struct Mr;
+struct WaitSet;
 
 struct Fabric {
     fid_fabric fid {};
@@ -417,6 +424,7 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, voi
 int cq_trywait(Cq* cq) noexcept;
 int cntr_trywait(Cntr* cntr) noexcept;
 int eq_trywait(Eq* eq) noexcept;
+int wait_set_trywait(WaitSet* ws) noexcept;
 
 struct Domain {
     fid_domain fid {};
@@ -437,6 +445,8 @@ int dpdk_query_atomic(fid_domain* domain, fi_datatype datatype, fi_op op, fi_ato
 int dpdk_av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) noexcept;
 int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
 int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context) noexcept;
+int dpdk_poll_open(fid_domain* domain, fi_poll_attr* attr, fid_poll** pollset) noexcept;
+int dpdk_wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** waitset) noexcept;
 int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
 extern fi_ops_mr g_mr_ops;
 
@@ -461,6 +471,7 @@ struct Cq {
     fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
     size_t entry_size = sizeof(fi_cq_entry);  // of `format`: the bytes of CqEntry::user copied out
     fi_wait_obj wait_obj = FI_WAIT_NONE;
+    WaitSet* wait_set = nullptr;  // FI_WAIT_SET: the set `waiter` belongs to
     // Ring of entries, power-of-two capacity, grown (never dropped) when full.
     std::vector<CqEntry> ring;
     size_t head = 0, count = 0;
@@ -487,13 +498,26 @@ struct Cntr {
     fid_cntr fid {};
     Domain* domain = nullptr;
     fi_wait_obj wait_obj = FI_WAIT_NONE;
+    WaitSet* wait_set = nullptr;  // FI_WAIT_SET: the set `waiter` belongs to
     std::atomic<uint64_t> value {0};
     std::atomic<uint64_t> errors {0};
+    // The values right after the application's last fi_cntr_add/set/adderr/
+    // seterr, and how many such writes there were: fi_poll(3) reports a
+    // counter that changed since then (or since the last fi_poll).
+    std::atomic<uint64_t> app_writes {0};
+    std::atomic<uint64_t> app_write_value {0};
+    std::atomic<uint64_t> app_write_errors {0};
     Waiter waiter;
-    RefCount refs;
+    RefCount refs;  // bound endpoints and poll sets
 
     void add_one() noexcept;
     void add_error() noexcept;
+    void note_app_write() noexcept
+    {
+        app_write_value.store(value.load(std::memory_order_acquire), std::memory_order_relaxed);
+        app_write_errors.store(errors.load(std::memory_order_acquire), std::memory_order_relaxed);
+        app_writes.fetch_add(1, std::memory_order_release);
+    }
 };
 
 // ---- wait objects and control of CQs, counters and EQs (dpdk_fid.cpp)
@@ -509,15 +533,57 @@ int open_waiter(Domain* d, Waiter& w) noexcept;
 // call. 0 = safe to block on fd().
 int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept;
 // fi_control of a CQ, counter or EQ: FI_GETWAIT gives the waiter's fd when
-// the object's wait object is FI_WAIT_FD (-FI_ENODATA otherwise); every
-// other command is -FI_ENOSYS.
+// the object's wait object is FI_WAIT_FD (-FI_ENODATA otherwise),
+// FI_GETWAITOBJ the wait object; every other command is -FI_ENOSYS.
 int waitable_control(const Waiter& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
+
+// ---- wait sets (dpdk_wait.cpp)
+// A wait set is an epoll fd over the Waiter fds of its members (CQs,
+// counters and EQs opened with wait_obj FI_WAIT_SET): a member's waiter
+// becomes readable exactly as it would for FI_WAIT_FD, and that makes the
+// set's fd readable. fi_wait is fi_trywait of every member (progress, arm,
+// look) followed by a sleep on the set's fd.
+struct WaitSetMember {
+    fid* member = nullptr;  // FI_CLASS_CQ, FI_CLASS_CNTR or FI_CLASS_EQ
+    Waiter* waiter = nullptr;
+    uint64_t seen_value = 0, seen_errors = 0;  // counters: what the set last reported
+};
+class CondRelay;  // FI_WAIT_MUTEX_COND (dpdk_wait.cpp)
+struct WaitSet {
+    fid_wait fid {};
+    Fabric* fabric = nullptr;
+    fi_wait_obj wait_obj = FI_WAIT_FD;
+    int epfd = -1;
+    std::mutex mutex;  // members
+    std::vector<WaitSetMember> members;
+    RefCount refs;  // members: a set with members refuses to close
+    // FI_WAIT_MUTEX_COND: the thread that turns the fd's readiness into a
+    // broadcast of the application's condition variable.
+    std::unique_ptr<CondRelay> relay;
+    WaitSet();
+    ~WaitSet();
+};
+// The set named by a CQ/counter/EQ attribute with wait_obj FI_WAIT_SET, if it
+// is a wait set of ours on `fabric`; nullptr otherwise (-FI_EINVAL).
+WaitSet* wait_set_check(fid_wait* w, const Fabric* fabric) noexcept;
+// Called by the member's open, once its waiter is open; by its close.
+int wait_set_attach(WaitSet* ws, fid* member, Waiter* waiter) noexcept;
+void wait_set_detach(WaitSet* ws, fid* member) noexcept;
+// Drops the engine hold of an earlier fi_trywait on a CQ or counter (of
+// every member, for a wait set). fi_trywait of several objects drops all
+// their holds before it takes any: holds nest in the engine, and memif
+// re-arms its safety timer only when they start from none, so holds taken
+// over one another without a gap leave that timer fired and the fd
+// readable for good (a sleeper spins).
+void release_engine_hold(fid* f) noexcept;
 // fi_close of a CQ or counter: refused while endpoints are bound to it;
 // ends a hold of an fi_trywait the application never followed with a read.
 template <typename Waitable> int close_waitable(Waitable* o) noexcept
 {
     if (o->refs.busy())
         return -FI_EBUSY;
+    if (o->wait_set)
+        wait_set_detach(o->wait_set, &o->fid.fid);
     if (o->waiter.engine_armed()) {
         LockScope scope(o->domain->shared);
         o->waiter.release_engine(o->domain->shared->engine());
@@ -560,6 +626,7 @@ struct Eq {
     fid_eq fid {};
     Fabric* fabric = nullptr;
     fi_wait_obj wait_obj = FI_WAIT_NONE;
+    WaitSet* wait_set = nullptr;  // FI_WAIT_SET: the set `waiter` belongs to
     std::mutex mutex;
     std::deque<EqEvent> events;
     // Engines of the FI_EP_MSG endpoints and passive endpoints bound here
@@ -674,8 +741,9 @@ struct Ep {
     uint64_t tx_op_flags = 0;  // defaults of operations that take no flags
     uint64_t rx_op_flags = 0;
     bool enabled = false;
-    bool directed_recv = false;  // FI_DIRECTED_RECV: honour src_addr in receives
-    bool want_source = false;    // FI_SOURCE: look up the sender's fi_addr
+    bool directed_recv = false;           // FI_DIRECTED_RECV: honour src_addr in receives
+    size_t tx_prefix = 0, rx_prefix = 0;  // FI_MSG_PREFIX bytes skipped in front of sends / receives
+    bool want_source = false;             // FI_SOURCE: look up the sender's fi_addr
     size_t min_multi_recv = 0;
     Cq* tx_cq = nullptr;
     Cq* rx_cq = nullptr;
@@ -762,6 +830,10 @@ struct RecvDesc {
 };
 ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept;
 ssize_t ep_recv(Ep* ep, const RecvDesc& d) noexcept;
+// FI_MSG_PREFIX of an endpoint's info (dpdk_msg.cpp): the prefix of sends
+// and receives (tx_attr->mode, rx_attr->mode, else info->mode), 0 without
+// the mode. -FI_EINVAL for a size that is no multiple of 8 or too large.
+int msg_prefix_of(const fi_info* info, size_t* tx_prefix, size_t* rx_prefix) noexcept;
 
 // Resolves a destination fi_addr_t through the bound AV; a connected
 // FI_EP_MSG endpoint ignores it and talks to its peer.
