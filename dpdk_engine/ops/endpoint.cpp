@@ -208,6 +208,18 @@ void EndpointImpl::complete(const Completion& c)
         cfg.on_complete(cfg.owner, c);
 }
 
+void EndpointImpl::report_rma_event(const Session* s, uint64_t key, uint8_t* where, uint64_t len, uint32_t access)
+{
+    Completion c;
+    c.type = CompletionType::kRmaEvent;
+    c.buf = where;
+    c.len = len;
+    c.src = s->peer;
+    c.target_access = access;
+    c.region_events = cfg.regions ? cfg.regions->events(key) : nullptr;
+    complete(c);
+}
+
 void EndpointImpl::report(const TxOp* op, OpStatus status)
 {
     Completion c;
