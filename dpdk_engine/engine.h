@@ -166,6 +166,8 @@ enum OpFlags : uint32_t {
     kOpDiscard = 1u << 9,           // with kOpClaim or kOpPeek: drop the message
     kOpMore = 1u << 10,             // send: more posts follow (FI_MORE): build the packet, leave the
                                     // device doorbell (tx_burst) to the next post without it or progress()
+    kOpFence = 1u << 11,            // FI_FENCE: this operation and every later one to the same peer wait
+                                    // until every earlier operation to that peer has completed
 };
 
 constexpr size_t kMaxIov = 4;              // iov_limit

@@ -269,22 +269,8 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
     }
     if (op->kind == TxOp::Kind::kConn)
         conn_op_done(op, status);
-    if (op->queued) {
-        // Unlink from the FIFO (only on failure paths).
-        Session* s = op->session;
-        TxOp** pp = &s->fifo_head;
-        TxOp* prev = nullptr;
-        while (*pp && *pp != op) {
-            prev = *pp;
-            pp = &(*pp)->fifo_next;
-        }
-        if (*pp) {
-            *pp = op->fifo_next;
-            if (s->fifo_tail == op)
-                s->fifo_tail = prev;
-        }
-        op->queued = false;
-    }
+    if (op->queued)
+        session_unqueue(op->session, op);  // only on failure paths
     free_op(op);
 }
 

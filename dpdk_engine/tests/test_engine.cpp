@@ -655,6 +655,7 @@ const Entry kTests[] = {
     {"atomics", test_atomics, kAll},
     {"protection", test_protection, kAll},
     {"rma_events", test_rma_events, kAll},
+    {"fence", test_fence, kClean | kLossy},
     {"dead_peer_killed", test_dead_peer_killed, kAll},
     {"dead_peer_silent", test_dead_peer_silent, kClean | kLossy},
     {"endpoint_close", test_endpoint_close, kClean | kLossy},

@@ -1,5 +1,5 @@
 // Engine tests (see test_engine.cpp): what the target of RMA and atomics
-// reports with EndpointConfig::rma_events (FI_RMA_EVENT).
+// reports with EndpointConfig::rma_events (FI_RMA_EVENT), and kOpFence.
 #include "dpdk_engine/tests/engine_test_util.h"
 
 namespace engine_test {
@@ -103,8 +103,8 @@ void test_rma_events(void** state)
     CHECK(a->ep->read(rma(b, &back_iov, base + 100, key, kOpCompletion, 3)) == 0, "read");
     const uint64_t one = 1;
     uint64_t fetched = 0, read_back = 0;
-    CHECK(a->ep->atomic(add_u64(b, &one, nullptr, wire::AtomicKind::kPlain, AtomicOp::kSum, base + 50000, key, 4)) ==
-              0,
+    CHECK(a->ep->atomic(
+              add_u64(b, &one, nullptr, wire::AtomicKind::kPlain, AtomicOp::kSum, base + 50000, key, 4)) == 0,
           "add");
     CHECK(a->ep->atomic(
               add_u64(b, &one, &fetched, wire::AtomicKind::kFetch, AtomicOp::kSum, base + 50000, key, 5)) == 0,
@@ -156,6 +156,72 @@ void test_rma_events(void** state)
     memcpy(&at_add, b->seen[4].data(), 8);
     CHECK(at_add == 1, "the add was not applied at its event (%" PRIu64 ")", at_add);
     CHECK(fetched == 1 && read_back == 2, "fetched %" PRIu64 ", read %" PRIu64, fetched, read_back);
+}
+
+// A kOpFence operation, and those posted after it, wait until every earlier
+// operation to that peer has completed: here a rendezvous send whose
+// receive is not posted yet. Our answers to the peer and the send's own
+// data phase still go. A fenced write after a read leaves the read its
+// old data.
+void test_fence(void** state)
+{
+    Pair& p = P(state);
+    const uint64_t t = op_timeout(state);
+    Ep* a = p.open(0);
+    Ep* b = p.open(1);
+    std::vector<uint8_t> region(64 * 1024, 0);
+    uint64_t key = 0;
+    CHECK(p.mr[1]->add(region.data(), region.size(), kMrAccessAll, 0, &key) == 0, "mr add");
+    const uint64_t base = reinterpret_cast<uint64_t>(region.data());
+    const size_t big = p.cfg[0].eager_limit * 4;  // rendezvous
+    const std::vector<uint8_t> msg = payload(big, 0xF0);
+    CHECK(send_msg(a, b, msg.data(), big, kOpCompletion, 0, 0, ctx(1)) == 0, "send");
+    const uint64_t one = 1, two = 2;
+    iovec iov1 {const_cast<uint64_t*>(&one), 8}, iov2 {const_cast<uint64_t*>(&two), 8};
+    CHECK(a->ep->write(rma(b, &iov1, base, key, kOpCompletion | kOpFence, 2)) == 0, "fenced write");
+    CHECK(a->ep->write(rma(b, &iov2, base + 8, key, kOpCompletion, 3)) == 0, "write after the fence");
+    // b, meanwhile, reads from a's side: its requests are answered.
+    std::vector<uint8_t> a_region(4096);
+    fill_payload(a_region.data(), a_region.size(), 0xA1);
+    uint64_t a_key = 0;
+    CHECK(p.mr[0]->add(a_region.data(), a_region.size(), kMrAccessAll, 0, &a_key) == 0, "mr add a");
+    std::vector<uint8_t> b_buf(4096);
+    iovec b_iov {b_buf.data(), b_buf.size()};
+    CHECK(b->ep->read(rma(a, &b_iov, reinterpret_cast<uint64_t>(a_region.data()), a_key, kOpCompletion, 9)) == 0,
+          "read by the peer");
+    CHECK_STATUS(take(p, b, ctx(9), t), OpStatus::kOk);
+    CHECK(b_buf == a_region, "the peer's read");
+    p.run_for(30);
+    uint64_t flags[2];
+    memcpy(flags, region.data(), sizeof(flags));
+    CHECK(flags[0] == 0 && flags[1] == 0,
+          "fenced writes landed before the earlier send completed: %" PRIu64 ", %" PRIu64, flags[0], flags[1]);
+    CHECK(a->sink.c.empty(), "%zu completions before the receive was posted", a->sink.c.size());
+    std::vector<uint8_t> in(big);
+    CHECK(post_recv(b, in.data(), big, kOpCompletion, 0, 0, ctx(4)) == 0, "recv");
+    CHECK_STATUS(take(p, b, ctx(4), t), OpStatus::kOk);
+    CHECK(in == msg, "message");
+    for (uintptr_t i = 1; i <= 3; i++)
+        CHECK_STATUS(take(p, a, ctx(i), t), OpStatus::kOk);
+    memcpy(flags, region.data(), sizeof(flags));
+    CHECK(flags[0] == 1 && flags[1] == 2, "after the send: %" PRIu64 ", %" PRIu64, flags[0], flags[1]);
+
+    // Read, then a fenced write of the same bytes: the read keeps the old data.
+    const size_t len = 32 * 1024;
+    fill_payload(region.data(), len, 0xB0);
+    const std::vector<uint8_t> before(region.begin(), region.begin() + long(len));
+    const std::vector<uint8_t> after = payload(len, 0xB1);
+    std::vector<uint8_t> got(len);
+    iovec got_iov {got.data(), len}, after_iov {const_cast<uint8_t*>(after.data()), len};
+    CHECK(a->ep->read(rma(b, &got_iov, base, key, kOpCompletion, 5)) == 0, "read");
+    CHECK(a->ep->write(rma(b, &after_iov, base, key, kOpCompletion | kOpFence, 6)) == 0, "fenced write");
+    CHECK_STATUS(take(p, a, ctx(5), t), OpStatus::kOk);
+    CHECK_STATUS(take(p, a, ctx(6), t), OpStatus::kOk);
+    CHECK(got == before, "a read before a fenced write saw the write");
+    CHECK(mcmp(region.data(), after.data(), len) == 0, "the fenced write");
+    // A fence with nothing before it goes at once.
+    CHECK(a->ep->write(rma(b, &iov2, base, key, kOpCompletion | kOpFence, 7)) == 0, "lone fenced write");
+    CHECK_STATUS(take(p, a, ctx(7), t), OpStatus::kOk);
 }
 
 }  // namespace engine_test

@@ -1,8 +1,9 @@
 // fi_dpdk_rma_event: the target's view of one-sided traffic (FI_RMA_EVENT)
-// under FI_PROGRESS_AUTO, the way an OpenSHMEM library uses it.
+// and the ordering FI_FENCE promises, under FI_PROGRESS_AUTO, the way an
+// OpenSHMEM library uses them.
 //
-//   events/getinfo       FI_RMA_EVENT asked in the hints comes back in caps
-//                        and rx_attr->caps
+//   events/getinfo       FI_RMA_EVENT and FI_FENCE asked in the hints come
+//                        back in caps, rx_attr->caps and tx_attr->caps
 //   events/bind          fi_mr_bind of counters: flags, domain, after
 //                        fi_mr_enable, a bound counter cannot be closed
 //   events/counts        the client writes, adds, fetches and reads; the
@@ -15,6 +16,12 @@
 //                        counter (no other libfabric call): the data is
 //                        visible once the count moved; delivery time printed
 //   events/self-poll     the same between two endpoints of this process
+//   fence/held           a fenced write (and a plain one after it) waits for
+//                        an earlier rendezvous send that the server has not
+//                        received yet, and lands once it has
+//   fence/read-write     a fenced read after a write returns the written
+//                        data; a fenced write after a read does not change
+//                        what the read returns
 //
 // Delivery times are the median and worst over the rounds; the check is the
 // bound fi_dpdk_shmem uses (far below the progress thread's idle sleep), the
@@ -31,7 +38,7 @@ using namespace ft;
 namespace {
 
 constexpr uint64_t kCaps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                           FI_REMOTE_WRITE | FI_RMA_EVENT;
+                           FI_REMOTE_WRITE | FI_RMA_EVENT | FI_FENCE;
 constexpr size_t kRegion = 64 * 1024;
 constexpr int kRounds = 50;
 constexpr uint64_t kDeadlineUs = 2000000;  // an event that never comes fails, not hangs
@@ -117,9 +124,12 @@ void check_counter(const CntrGuard& c, uint64_t want, const char* what)
 void getinfo_caps()
 {
     const fi_info* i = fab.info;
-    FT_CHECK(i->caps & FI_RMA_EVENT, "caps lack FI_RMA_EVENT");
+    FT_CHECK((i->caps & (FI_RMA_EVENT | FI_FENCE)) == (FI_RMA_EVENT | FI_FENCE),
+             "caps lack FI_RMA_EVENT|FI_FENCE");
     FT_CHECK(i->rx_attr->caps & FI_RMA_EVENT, "rx_attr->caps lacks FI_RMA_EVENT");
-    FT_CHECK(!(i->tx_attr->caps & FI_RMA_EVENT), "FI_RMA_EVENT is a receive capability (fi_endpoint(3))");
+    FT_CHECK(i->tx_attr->caps & FI_FENCE, "tx_attr->caps lacks FI_FENCE");
+    FT_CHECK(!(i->tx_attr->caps & FI_RMA_EVENT) && !(i->rx_attr->caps & FI_FENCE),
+             "FI_RMA_EVENT is a receive capability and FI_FENCE a transmit one (fi_endpoint(3))");
 }
 
 void bind_rules()
@@ -164,7 +174,8 @@ void counts()
     open_counted(ep, ep_write.get(), ep_read.get());
     connect(ep);
     Buf region(kRegion), other(4096), read_only(4096);
-    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 0x11, g_mr_mode, ep.ep));
+    MrGuard mr(
+        reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 0x11, g_mr_mode, ep.ep));
     MrGuard mr_other(reg_mr(fab.domain, other.data(), 4096, FI_REMOTE_WRITE, 0x12, g_mr_mode, ep.ep));
     MrGuard mr_ro(reg_mr(fab.domain, read_only.data(), 4096, FI_REMOTE_READ, 0x13, g_mr_mode, ep.ep));
     if (opts.server()) {
@@ -237,9 +248,7 @@ void peer_poll()
     oob.barrier("regions known");
     const auto* word = reinterpret_cast<const uint64_t*>(region.data());
     std::vector<uint64_t> times;
-    auto put = [&](uint64_t i) {
-        FT_POST(fi_inject_write(ep.ep, &i, sizeof(i), ep.peer, peer.addr, peer.key));
-    };
+    auto put = [&](uint64_t i) { FT_POST(fi_inject_write(ep.ep, &i, sizeof(i), ep.peer, peer.addr, peer.key)); };
     for (uint64_t i = 1; i <= kRounds; i++) {
         const uint64_t t0 = now_us();
         if (!opts.server())
@@ -284,13 +293,120 @@ void self_poll()
     report(times, "self put, target polling its counter");
 }
 
+fi_msg_rma rma_msg(const iovec* iov, const fi_rma_iov* riov, fi_addr_t peer, void* ctx)
+{
+    fi_msg_rma m {};
+    m.msg_iov = iov;
+    m.iov_count = 1;
+    m.addr = peer;
+    m.rma_iov = riov;
+    m.rma_iov_count = 1;
+    m.context = ctx;
+    return m;
+}
+
+// The client sends a rendezvous message the server has not posted a receive
+// for, then a fenced write of flag 1 and a plain write of flag 2: neither
+// may land until the message is received.
+constexpr size_t kBigMsg = 64 * 1024;  // above the eager limit: RTS, then CTS when the receive is posted
+constexpr int kHoldMs = 300;
+
+void fence_held()
+{
+    Ep ep;
+    ep.open();
+    connect(ep);
+    Buf region(4096), msg(kBigMsg);
+    memset(region.data(), 0, 4096);
+    MrGuard mr(reg_mr(fab.domain, region.data(), 4096, FI_REMOTE_WRITE, 0x41, g_mr_mode, ep.ep));
+    if (opts.server()) {
+        send_mr(describe(mr.get(), region.data(), 4096, g_mr_mode));
+        oob.barrier("posted");
+        const auto* flags = reinterpret_cast<const uint64_t*>(region.data());
+        const uint64_t until = now_us() + kHoldMs * 1000;
+        while (now_us() < until) {
+            FT_REQUIRE(__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) == 0,
+                       "the fenced write landed before the earlier send completed");
+            FT_REQUIRE(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 0,
+                       "a write posted after the fenced one landed before the earlier send completed");
+        }
+        fi_context rctx {};
+        FT_POST(fi_recv(ep.ep, msg.data(), kBigMsg, nullptr, ep.peer, &rctx));
+        ep.rx.expect(&rctx, "the big message");
+        check_pattern(msg.data(), kBigMsg, 0xfe, "the big message");
+        const uint64_t t0 = now_us();
+        while ((__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) != 1 ||
+                __atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) != 2) &&
+               now_us() - t0 < kDeadlineUs)
+            __builtin_ia32_pause();
+        FT_CHECK(flags[0] == 1 && flags[1] == 2, "after the send completed: flags %" PRIu64 ", %" PRIu64, flags[0],
+                 flags[1]);
+        oob.barrier("checked");
+        return;
+    }
+    const RemoteMr rm = recv_mr();
+    fill(msg.data(), kBigMsg, 0xfe);
+    fi_context sctx {}, fctx {}, wctx {};
+    const uint64_t one = 1, two = 2;
+    FT_POST(fi_send(ep.ep, msg.data(), kBigMsg, nullptr, ep.peer, &sctx));
+    iovec iov {const_cast<uint64_t*>(&one), sizeof(one)};
+    fi_rma_iov riov {rm.addr, sizeof(one), rm.key};
+    fi_msg_rma m = rma_msg(&iov, &riov, ep.peer, &fctx);
+    FT_POST(fi_writemsg(ep.ep, &m, FI_FENCE | FI_COMPLETION));
+    FT_POST(fi_write(ep.ep, &two, sizeof(two), nullptr, ep.peer, rm.addr + 8, rm.key, &wctx));
+    oob.barrier("posted");
+    ep.tx.expect_all({&sctx, &fctx, &wctx}, "send, fenced write, write");
+    oob.barrier("checked");
+}
+
+void fence_read_write()
+{
+    constexpr size_t kLen = 32 * 1024;  // several packets each way
+    Ep ep;
+    ep.open();
+    connect(ep);
+    Buf region(kRegion);
+    fill(region.data(), kRegion, 0x10);
+    MrGuard mr(
+        reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 0x51, g_mr_mode, ep.ep));
+    if (opts.server()) {
+        send_mr(describe(mr.get(), region.data(), kRegion, g_mr_mode));
+        oob.barrier("done");
+        return;
+    }
+    const RemoteMr rm = recv_mr();
+    Buf out(kLen), in(kLen);
+    fi_context wctx {}, rctx {};
+    // Write, then a fenced read of the same bytes: the read sees the write.
+    fill(out.data(), kLen, 0x20);
+    FT_POST(fi_write(ep.ep, out.data(), kLen, nullptr, ep.peer, rm.addr, rm.key, &wctx));
+    iovec iov {in.data(), kLen};
+    fi_rma_iov riov {rm.addr, kLen, rm.key};
+    fi_msg_rma m = rma_msg(&iov, &riov, ep.peer, &rctx);
+    FT_POST(fi_readmsg(ep.ep, &m, FI_FENCE | FI_COMPLETION));
+    ep.tx.expect_all({&wctx, &rctx}, "write, fenced read");
+    check_pattern(in.data(), kLen, 0x20, "a fenced read after a write");
+    // Read, then a fenced write of the same bytes: the read keeps the old data.
+    fill(out.data(), kLen, 0x30);
+    FT_POST(fi_read(ep.ep, in.data(), kLen, nullptr, ep.peer, rm.addr, rm.key, &rctx));
+    iovec wiov {out.data(), kLen};
+    fi_msg_rma w = rma_msg(&wiov, &riov, ep.peer, &wctx);
+    FT_POST(fi_writemsg(ep.ep, &w, FI_FENCE | FI_COMPLETION));
+    ep.tx.expect_all({&rctx, &wctx}, "read, fenced write");
+    check_pattern(in.data(), kLen, 0x20, "a read before a fenced write");
+    FT_POST(fi_read(ep.ep, in.data(), kLen, nullptr, ep.peer, rm.addr, rm.key, &rctx));
+    ep.tx.expect(&rctx, "read after the fenced write");
+    check_pattern(in.data(), kLen, 0x30, "the fenced write");
+    oob.barrier("done");
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
     parse_opts(argc, argv,
-               "Target-side RMA events (FI_RMA_EVENT counters) under FI_PROGRESS_AUTO, between two processes and "
-               "within one.");
+               "Target-side RMA events (FI_RMA_EVENT counters) and FI_FENCE under FI_PROGRESS_AUTO, between two "
+               "processes and within one.");
     g_mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
     fi_info* hints = make_hints(kCaps, g_mr_mode);
     hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
@@ -305,6 +421,8 @@ int main(int argc, char** argv)
     run("events/counts", counts);
     run("events/peer-poll", peer_poll);
     run("events/self-poll", self_poll);
+    run("fence/held", fence_held);
+    run("fence/read-write", fence_read_write);
 
     int ret = finish();
     teardown();

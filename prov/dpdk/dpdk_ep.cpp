@@ -532,6 +532,8 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool neve
         // it still reports success at the level above.
         if (flags & FI_INJECT)
             p.engine_flags |= dpdk_engine::kOpInject;
+        if (flags & FI_FENCE)
+            p.engine_flags |= dpdk_engine::kOpFence;
     }
     // A success completion only when someone will look at it.
     if (want_cq || counted)

@@ -123,7 +123,8 @@ bool parse_addr_str(const char* s, sockaddr_in* out) noexcept;
 // Capabilities (design.md section 8 lists who needs which).
 constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_RECV |
                                   FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
-constexpr uint64_t kSecondaryCaps = FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_RMA_EVENT;
+constexpr uint64_t kSecondaryCaps =
+    FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_RMA_EVENT | FI_FENCE;
 constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps;
 // FI_EP_MSG: one peer, so no directed receives and no FI_SOURCE lookups.
 constexpr uint64_t kMsgEpCaps = kCaps & ~uint64_t {FI_DIRECTED_RECV | FI_SOURCE};
@@ -137,11 +138,11 @@ constexpr uint64_t ep_type_caps(fi_ep_type t)
 // What tx_attr->caps and rx_attr->caps may report: fi_endpoint(3) lists the
 // capabilities that apply to each context; FI_LOCAL_COMM and FI_REMOTE_COMM
 // are not among them (they live in fi_info::caps alone).
-constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND;
+constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_FENCE;
 constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |
                              FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT;
-constexpr uint64_t kTxOpFlags =
-    FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
+constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+                                FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE;
 constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 // The engine delivers every packet of a session exactly once and in order
 // and executes RMA and atomics at the target in that order, so every
