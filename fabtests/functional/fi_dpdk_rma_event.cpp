@@ -130,6 +130,16 @@ void getinfo_caps()
     FT_CHECK(i->tx_attr->caps & FI_FENCE, "tx_attr->caps lacks FI_FENCE");
     FT_CHECK(!(i->tx_attr->caps & FI_RMA_EVENT) && !(i->rx_attr->caps & FI_FENCE),
              "FI_RMA_EVENT is a receive capability and FI_FENCE a transmit one (fi_endpoint(3))");
+    // Not asked for, FI_RMA_EVENT is not given: it costs the target work.
+    fi_info* h = make_hints(FI_RMA | FI_ATOMIC, g_mr_mode);
+    fi_info* list = nullptr;
+    const int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &list);
+    fi_freeinfo(h);
+    FT_REQUIRE(ret == 0 && list, "fi_getinfo(FI_RMA|FI_ATOMIC) = %d", ret);
+    for (const fi_info* x = list; x; x = x->next)
+        FT_CHECK(!(x->caps & FI_RMA_EVENT) && !(x->rx_attr->caps & FI_RMA_EVENT),
+                 "FI_RMA_EVENT offered though not asked for");
+    fi_freeinfo(list);
 }
 
 void bind_rules()
