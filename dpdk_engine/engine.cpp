@@ -187,7 +187,8 @@ void EngineImpl::kick(Session* s)
 void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
 {
     // To an idle session (ping-pong) this test is all that autocork costs.
-    if (!more && !(cfg.autocork && s->una != s->next_psn)) {
+    // A message behind a fence (FI_FENCE) waits for the fence, not to be packed.
+    if ((!more && !(cfg.autocork && s->una != s->next_psn)) || s->fence_head) {
         kick(s);
         return;
     }
@@ -435,7 +436,7 @@ int EngineImpl::progress(bool may_back_off)
     Session** pp = &active;
     while (*pp) {
         Session* s = *pp;
-        if (s->fifo_head)
+        if (s->fifo_head || s->fence_head)
             session_pump(s, now);
         session_timers(s, now);
         if (check_responses && !s->ops.empty())

@@ -124,6 +124,7 @@ enum class CompletionType : uint8_t {
     kRead,         // RMA read done
     kAtomic,       // atomic done (fetched values written to result)
     kRemoteWrite,  // target side of a write with remote CQ data
+    kRmaEvent,     // target side of any RMA or atomic that was applied (EndpointConfig::rma_events)
 };
 
 struct Completion {
@@ -140,6 +141,13 @@ struct Completion {
     uint64_t data = 0;
     Address src;             // receive: the sender
     uint64_t user_data = 0;  // the posting call's user_data (0 for kRemoteWrite)
+    // kRmaEvent: how the access used the target memory (MrAccess bits,
+    // ops/mr.h: kMrRemoteWrite when it modified it, kMrRemoteRead when it
+    // read it; a fetching atomic both), and the region's event context
+    // (MemoryRegistry::set_events; null when none). `buf` and `len` are the
+    // target range, `src` the initiator.
+    uint32_t target_access = 0;
+    void* region_events = nullptr;
 };
 
 using CompletionFn = void (*)(void* owner, const Completion& c);
@@ -158,6 +166,8 @@ enum OpFlags : uint32_t {
     kOpDiscard = 1u << 9,           // with kOpClaim or kOpPeek: drop the message
     kOpMore = 1u << 10,             // send: more posts follow (FI_MORE): build the packet, leave the
                                     // device doorbell (tx_burst) to the next post without it or progress()
+    kOpFence = 1u << 11,            // FI_FENCE: this operation and every later one to the same peer wait
+                                    // until every earlier operation to that peer has completed
 };
 
 constexpr size_t kMaxIov = 4;              // iov_limit
@@ -242,6 +252,10 @@ struct EndpointConfig {
     void* owner = nullptr;              // passed to on_complete
     MemoryRegistry* regions = nullptr;  // target side of RMA/atomics; null = refuse all
     size_t min_multi_recv = 0;          // FI_OPT_MIN_MULTI_RECV
+    // FI_RMA_EVENT: report every RMA and atomic applied at this endpoint as
+    // the target (CompletionType::kRmaEvent), after its data is in place
+    // (a read: when it is served). Off: nothing is looked up or reported.
+    bool rma_events = false;
 };
 
 // Per-endpoint counters (design.md section 7: count every drop and retransmit).

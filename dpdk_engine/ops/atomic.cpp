@@ -113,6 +113,8 @@ Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& 
         }
     }
     session_enqueue(s, resp);
+    if (cfg.rma_events && status == wire::WireStatus::kOk)
+        report_rma_event(s, x->key.get(), target, bytes, atomic_access(op, kind));
     return Delivery::kDone;
 }
 

@@ -208,6 +208,18 @@ void EndpointImpl::complete(const Completion& c)
         cfg.on_complete(cfg.owner, c);
 }
 
+void EndpointImpl::report_rma_event(const Session* s, uint64_t key, uint8_t* where, uint64_t len, uint32_t access)
+{
+    Completion c;
+    c.type = CompletionType::kRmaEvent;
+    c.buf = where;
+    c.len = len;
+    c.src = s->peer;
+    c.target_access = access;
+    c.region_events = cfg.regions ? cfg.regions->events(key) : nullptr;
+    complete(c);
+}
+
 void EndpointImpl::report(const TxOp* op, OpStatus status)
 {
     Completion c;
@@ -257,22 +269,8 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
     }
     if (op->kind == TxOp::Kind::kConn)
         conn_op_done(op, status);
-    if (op->queued) {
-        // Unlink from the FIFO (only on failure paths).
-        Session* s = op->session;
-        TxOp** pp = &s->fifo_head;
-        TxOp* prev = nullptr;
-        while (*pp && *pp != op) {
-            prev = *pp;
-            pp = &(*pp)->fifo_next;
-        }
-        if (*pp) {
-            *pp = op->fifo_next;
-            if (s->fifo_tail == op)
-                s->fifo_tail = prev;
-        }
-        op->queued = false;
-    }
+    if (op->queued)
+        session_unqueue(op->session, op);  // only on failure paths
     free_op(op);
 }
 

@@ -92,6 +92,11 @@ class EndpointImpl : public Endpoint {
     void free_op(TxOp* op);
     TxOp* op_by_id(uint32_t id);
     void complete(const Completion& c);
+    // FI_RMA_EVENT (cfg.rma_events, tested by the caller): reports that a
+    // remote access applied to [where, where + len) of the region with
+    // `key`, after its data is in place; `access` is how it used the memory
+    // (MrAccess bits).
+    void report_rma_event(const Session* s, uint64_t key, uint8_t* where, uint64_t len, uint32_t access);
     void complete_op(TxOp* op, OpStatus status);
     // Reports op's completion with `status` (no checks of its flags).
     void report(const TxOp* op, OpStatus status);

@@ -168,6 +168,21 @@ int MemoryRegistry::remove(uint64_t key)
     return 0;
 }
 
+int MemoryRegistry::set_events(uint64_t key, void* events)
+{
+    const Slot* found = find(key);
+    if (found == nullptr)
+        return -ENOENT;
+    slots_[static_cast<size_t>(found - slots_.data())].events = events;
+    return 0;
+}
+
+void* MemoryRegistry::events(uint64_t key) const
+{
+    const Slot* s = find(key);
+    return s ? s->events : nullptr;
+}
+
 wire::WireStatus MemoryRegistry::check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed,
                                        uint8_t** out) const
 {

@@ -85,6 +85,15 @@ class MemoryRegistry {
     // *out is left untouched on failure. No allocation, no lock.
     wire::WireStatus check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed, uint8_t** out) const;
 
+    // FI_RMA_EVENT: the context reported with every remote access to the
+    // region with `key` (Completion::region_events; the provider's counters
+    // bound to the region), or null for none. 0, or -ENOENT when no live
+    // region has that key.
+    int set_events(uint64_t key, void* events);
+    // The event context of the region with `key`, null for none or no such
+    // region. Looked up only for endpoints that report events.
+    void* events(uint64_t key) const;
+
     // Number of live regions.
     size_t size() const { return count_; }
     bool virt_addr() const { return virt_addr_; }
@@ -96,6 +105,7 @@ class MemoryRegistry {
         uint64_t start;  // remote address of the first byte
         uint64_t len;
         uint8_t* base;  // local address of the first byte
+        void* events;   // set_events
         uint32_t access;
         uint32_t used;  // 0 = empty slot (key 0 is a legal requested key)
     };

@@ -123,6 +123,8 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
     if (!last)
         return Delivery::kDone;
     session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
+    if (cfg.rma_events)  // every segment is in place: the segments came in order
+        report_rma_event(s, x->key.get(), dst - offset, total, kMrRemoteWrite);
     if (p.flags & wire::kFlagRemoteData) {
         Completion c;
         c.type = CompletionType::kRemoteWrite;
@@ -150,6 +152,8 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
         op->total_len = len;
     }
     session_enqueue(s, op);
+    if (cfg.rma_events && status == wire::WireStatus::kOk)
+        report_rma_event(s, x->key.get(), src, len, kMrRemoteRead);
     return Delivery::kDone;
 }
 

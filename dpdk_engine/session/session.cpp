@@ -163,16 +163,85 @@ bool session_busy(const Session* s)
            s->rx_delivery == RxDeliveryState::kBlocked || s->parked || session_expecting(s) || s->connected;
 }
 
+namespace {
+
+// FI_FENCE: an application operation posted with kOpFence, and every one
+// posted after it, waits in the session's fence queue (outside the FIFO,
+// so that our answers to the peer and the rendezvous data of earlier
+// messages still leave) until every application operation posted before
+// it has completed. The session's op list is in posting order, so those
+// are the ones ahead of the fence queue's head there.
+bool held_by_fence(const Session* s, const TxOp* op)
+{
+    if (!s->fence_head && !(op->flags & kOpFence))
+        return false;
+    return kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData;  // rendezvous data: its RTS went
+}
+
+void append(TxOp*& head, TxOp*& tail, TxOp* op)
+{
+    op->fifo_next = nullptr;
+    if (tail)
+        tail->fifo_next = op;
+    else
+        head = op;
+    tail = op;
+}
+
+bool fence_open(const Session* s)
+{
+    for (const TxOp* o = s->ops.head; o && o != s->fence_head; o = o->next)
+        if (kind_info(o->kind).user)
+            return false;
+    return true;
+}
+
+// Moves the fenced head of the fence queue, and what was posted after it
+// up to the next fenced operation, into the FIFO once nothing before it is
+// outstanding.
+void release_fenced(Session* s)
+{
+    if (!fence_open(s))
+        return;
+    do {
+        TxOp* op = s->fence_head;
+        s->fence_head = op->fifo_next;
+        if (!s->fence_head)
+            s->fence_tail = nullptr;
+        append(s->fifo_head, s->fifo_tail, op);
+    } while (s->fence_head && !(s->fence_head->flags & kOpFence));
+}
+
+}  // namespace
+
 void session_enqueue(Session* s, TxOp* op)
 {
     op->queued = true;
-    op->fifo_next = nullptr;
-    if (s->fifo_tail)
-        s->fifo_tail->fifo_next = op;
+    if (held_by_fence(s, op))
+        append(s->fence_head, s->fence_tail, op);
     else
-        s->fifo_head = op;
-    s->fifo_tail = op;
+        append(s->fifo_head, s->fifo_tail, op);
     s->ep->engine->activate(s);
+}
+
+void session_unqueue(Session* s, TxOp* op)
+{
+    for (TxOp** head : {&s->fifo_head, &s->fence_head}) {
+        TxOp** tail = head == &s->fifo_head ? &s->fifo_tail : &s->fence_tail;
+        TxOp* prev = nullptr;
+        TxOp** pp = head;
+        while (*pp && *pp != op) {
+            prev = *pp;
+            pp = &(*pp)->fifo_next;
+        }
+        if (*pp) {
+            *pp = op->fifo_next;
+            if (*tail == op)
+                *tail = prev;
+            break;
+        }
+    }
+    op->queued = false;
 }
 
 void session_pump(Session* s, uint64_t now)
@@ -187,6 +256,8 @@ void session_pump(Session* s, uint64_t now)
         limit = s->mask + 1;
     if (limit == 0)
         limit = 1;  // a closed window still lets one probe through
+    if (s->fence_head)
+        release_fenced(s);
     if (s->fifo_head && !session_take_tx_window(s, now))
         return;  // in line for a window block: the ACKs of others free one
     while (s->fifo_head) {
@@ -449,6 +520,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     // completion callback sees a half-torn session.
     session_drop_tx_window(s);
     s->fifo_head = s->fifo_tail = nullptr;
+    s->fence_head = s->fence_tail = nullptr;
     s->tx_deferred = false;
     s->deferred_msgs = s->deferred_bytes = 0;
     // Our own operations fail. Our answers to the peer (CTS, responses) are

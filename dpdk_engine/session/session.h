@@ -57,6 +57,8 @@ struct Session {
     Session* window_next = nullptr;  // line for a send window (WindowPool)
     TxOp* fifo_head = nullptr;       // ops with packets still to cut
     TxOp* fifo_tail = nullptr;
+    TxOp* fence_head = nullptr;  // kOpFence: ops held until earlier ones complete (session_enqueue)
+    TxOp* fence_tail = nullptr;
     List<TxOp> ops;              // every op bound to this session
     RxMsg* cur_eager = nullptr;  // eager message being reassembled
     RttEstimator rtt;
@@ -149,6 +151,8 @@ enum class Delivery : uint8_t {
 
 // ---- session.cpp: reliability
 void session_enqueue(Session* s, TxOp* op);
+// Takes a queued op out of the FIFO or the fence queue (failure paths).
+void session_unqueue(Session* s, TxOp* op);
 void session_pump(Session* s, uint64_t now);
 void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t now);
 void session_drain(Session* s, uint64_t now);

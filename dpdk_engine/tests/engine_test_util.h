@@ -537,6 +537,8 @@ void test_rma(void** state);
 void test_rma_op_id_wrap(void** state);
 void test_atomics(void** state);
 void test_protection(void** state);
+void test_rma_events(void** state);
+void test_fence(void** state);
 void test_dead_peer_killed(void** state);
 void test_dead_peer_silent(void** state);
 void test_resume_after_timeout(void** state);

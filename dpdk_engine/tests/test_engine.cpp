@@ -654,6 +654,8 @@ const Entry kTests[] = {
     {"rma_op_id_wrap", test_rma_op_id_wrap, kClean},
     {"atomics", test_atomics, kAll},
     {"protection", test_protection, kAll},
+    {"rma_events", test_rma_events, kAll},
+    {"fence", test_fence, kClean | kLossy},
     {"dead_peer_killed", test_dead_peer_killed, kAll},
     {"dead_peer_silent", test_dead_peer_silent, kClean | kLossy},
     {"endpoint_close", test_endpoint_close, kClean | kLossy},

@@ -265,6 +265,16 @@ uint64_t now_ms()
     return now_us() / 1000u;
 }
 
+void report_delivery(std::vector<uint64_t> times, const char* what, double bound_us, const char* late)
+{
+    FT_REQUIRE(!times.empty(), "%s: no sample", what);
+    std::sort(times.begin(), times.end());
+    const double median = double(times[times.size() / 2]);
+    log("%s: delivery median %.1f us, worst %" PRIu64 " us (%zu operations)", what, median, times.back(),
+        times.size());
+    FT_CHECK(median < bound_us, "%s: median delivery %.0f us: %s", what, median, late);
+}
+
 // ------------------------------------------------------------------ OOB
 
 namespace {

@@ -128,6 +128,9 @@ int finish();
 
 uint64_t now_ms();
 uint64_t now_us();
+// Logs the median and the worst of delivery times (microseconds) and checks
+// that the median is below bound_us; `late` says what a slower one means.
+void report_delivery(std::vector<uint64_t> times, const char* what, double bound_us, const char* late);
 
 // ------------------------------------------------------------------ OOB
 

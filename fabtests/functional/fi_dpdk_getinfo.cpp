@@ -378,7 +378,7 @@ void unsupported()
     };
     const Case cases[] = {
         {"caps FI_TRIGGER", [](fi_info* h) { h->caps = FI_MSG | FI_TRIGGER; }},
-        {"caps FI_RMA_EVENT", [](fi_info* h) { h->caps = FI_RMA | FI_RMA_EVENT; }},
+        {"caps FI_RMA_PMEM", [](fi_info* h) { h->caps = FI_RMA | FI_RMA_PMEM; }},
         {"domain name that is not ours", [](fi_info* h) { h->domain_attr->name = strdup("no-such-domain"); }},
         {"fabric name that is not ours", [](fi_info* h) { h->fabric_attr->name = strdup("no-such-fabric"); }},
         {"inject_size 1 GiB", [](fi_info* h) { h->tx_attr->inject_size = 1u << 30; }},

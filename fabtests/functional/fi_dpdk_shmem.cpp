@@ -17,7 +17,7 @@
 // operation lands with no libfabric call, and that the median is far below
 // the progress thread's idle sleep (100 ms): it was woken by the work, not
 // by its timer.
-#include <algorithm>
+#include <utility>
 #include <atomic>
 #include <cinttypes>
 #include <cstring>
@@ -58,14 +58,8 @@ uint64_t wait_for(const uint64_t* word, uint64_t want)
 
 void report(std::vector<uint64_t> t, const char* what)
 {
-    FT_REQUIRE(!t.empty(), "%s: no sample", what);
-    std::sort(t.begin(), t.end());
-    const double median = double(t[t.size() / 2]);
-    log("%s: delivery median %.1f us, worst %" PRIu64 " us (%zu operations)", what, median, t.back(), t.size());
-    FT_CHECK(
-        median < kPromptMedianUs,
-        "%s: median delivery %.0f us: the progress thread was not woken by the work (its idle sleep is 100 ms)",
-        what, median);
+    report_delivery(std::move(t), what, kPromptMedianUs,
+                    "the progress thread was not woken by the work (its idle sleep is 100 ms)");
 }
 
 // Two endpoints of this process; `b`'s region is the target.

@@ -220,11 +220,15 @@ int check_hints(uint32_t version, const fi_info* h, fi_ep_type type, int* mr_mod
 }
 
 // Primary capabilities as requested (all when none are), secondary ones as
-// offered, plus the directions a bare FI_MSG/FI_RMA implies.
+// offered, plus the directions a bare FI_MSG/FI_RMA implies. FI_RMA_EVENT
+// only when asked for (or all are): an endpoint with it reports every
+// access to its memory, a cost for a consumer that never looks.
 uint64_t pick_caps(uint64_t hint, uint64_t avail)
 {
-    uint64_t caps = (hint ? hint : avail) & kPrimaryCaps & avail;
-    caps |= avail & kSecondaryCaps;
+    const uint64_t wanted = hint ? hint : avail;
+    uint64_t caps = wanted & kPrimaryCaps & avail;
+    caps |= avail & kSecondaryCaps & ~uint64_t {FI_RMA_EVENT};
+    caps |= avail & wanted & FI_RMA_EVENT;
     if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV)))
         caps |= avail & (FI_SEND | FI_RECV);
     constexpr uint64_t rma_dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;

@@ -13,6 +13,7 @@
 // fi_enable.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "prov/dpdk/dpdk_prov.h"
@@ -60,8 +61,36 @@ uint64_t word_from_completion(const Completion& c)
     case CompletionType::kRead: return FI_RMA | FI_READ | FI_COMPLETION;
     case CompletionType::kAtomic: return FI_ATOMIC | FI_WRITE | FI_COMPLETION;
     case CompletionType::kRemoteWrite: return FI_RMA | FI_REMOTE_WRITE | FI_COMPLETION;
+    case CompletionType::kRmaEvent: break;  // counted by count_rma_event, never a CQ entry
     }
     return FI_COMPLETION;
+}
+
+// FI_RMA_EVENT: a remote access applied at this endpoint bumps the
+// remote-write counter when it modified memory (RMA writes, atomics other
+// than FI_ATOMIC_READ) and the remote-read counter when it read memory (RMA
+// reads, fetching atomics), those bound to the endpoint (fi_endpoint(3))
+// and those bound to the region (fi_mr(3)); a counter bound to both counts
+// the access once. The data is in place before the counter moves, and the
+// counter's increment publishes it (Cntr::add_one is a seq_cst RMW): a
+// consumer that sees the new count and reads memory sees the data.
+void count_rma_event(const Ep* ep, const Completion& c) noexcept
+{
+    const Mr* mr = static_cast<const Mr*>(c.region_events);
+    const std::pair<uint32_t, Cntr*> counts[] = {
+        {dpdk_engine::kMrRemoteWrite, ep->remote_write_cntr},
+        {dpdk_engine::kMrRemoteWrite, mr ? mr->remote_write_cntr : nullptr},
+        {dpdk_engine::kMrRemoteRead, ep->remote_read_cntr},
+        {dpdk_engine::kMrRemoteRead, mr ? mr->remote_read_cntr : nullptr},
+    };
+    Cntr* done[4] = {};
+    size_t n = 0;
+    for (const auto& k : counts) {
+        if (!(c.target_access & k.first) || !k.second || std::find(done, done + n, k.second) != done + n)
+            continue;
+        k.second->add_one();
+        done[n++] = k.second;
+    }
 }
 
 // EndpointConfig::on_complete: runs inside Engine::progress() (or a posting
@@ -69,6 +98,10 @@ uint64_t word_from_completion(const Completion& c)
 void on_engine_completion(void* owner, const Completion& c) noexcept
 {
     Ep* ep = static_cast<Ep*>(owner);
+    if (c.type == CompletionType::kRmaEvent) {
+        count_rma_event(ep, c);
+        return;
+    }
     // The plan word of the operation; a remote write with CQ data has no
     // operation behind it (user_data 0).
     uint64_t word = c.user_data;
@@ -77,7 +110,8 @@ void on_engine_completion(void* owner, const Completion& c) noexcept
 
     const bool ok = c.status == OpStatus::kOk;
     Cq* cq = cq_for(ep, word);
-    Cntr* cntr = cntr_for(ep, word);
+    // With FI_RMA_EVENT a remote write with CQ data was counted as an event.
+    Cntr* cntr = c.type == CompletionType::kRemoteWrite && ep->rma_events ? nullptr : cntr_for(ep, word);
     if (cntr) {
         if (ok)
             cntr->add_one();
@@ -372,6 +406,7 @@ int open_engine_endpoint(Ep* ep, uint16_t port, dpdk_engine::Endpoint** out)
     cfg.owner = ep;
     cfg.regions = ep->domain->regions.get();
     cfg.min_multi_recv = ep->min_multi_recv;
+    cfg.rma_events = ep->rma_events;
     int ret = ep->domain->shared->engine().open_endpoint(cfg, out);
     if (ret)
         DPDK_WARN(FI_LOG_EP_CTRL, "cannot open an endpoint on UDP port %u: %s\n", unsigned {port}, strerror(-ret));
@@ -498,6 +533,8 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool neve
         // it still reports success at the level above.
         if (flags & FI_INJECT)
             p.engine_flags |= dpdk_engine::kOpInject;
+        if (flags & FI_FENCE)
+            p.engine_flags |= dpdk_engine::kOpFence;
     }
     // A success completion only when someone will look at it.
     if (want_cq || counted)
@@ -603,6 +640,7 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
         ep->want_source = ep->caps & FI_SOURCE;
         ep->tx_prefix = tx_prefix;
         ep->rx_prefix = rx_prefix;
+        ep->rma_events = (ep->caps | (info->rx_attr ? info->rx_attr->caps : 0)) & FI_RMA_EVENT;
         {
             LockScope scope(d->shared);
             if (reserved)

@@ -24,7 +24,9 @@ uint32_t remote_access_bits(uint64_t access)
 }
 
 // Puts the region into the registry (under the engine lock, which also
-// serialises it against the engine's lookups during progress).
+// serialises it against the engine's lookups during progress), with the
+// region as its event context: FI_RMA_EVENT endpoints report their accesses
+// to it and the counters bound to it count them (dpdk_ep.cpp).
 int make_live(Mr* mr)
 {
     Domain* d = mr->domain;
@@ -33,6 +35,8 @@ int make_live(Mr* mr)
     {
         LockScope scope(d->shared);
         ret = d->regions->add(mr->base, mr->len, mr->remote_access, mr->requested_key, &key, mr->remote_start);
+        if (ret == 0)
+            d->regions->set_events(key, mr);
     }
     if (ret == -EEXIST)
         return -FI_ENOKEY;  // libfabric's code for a requested key in use
@@ -50,18 +54,51 @@ int mr_close(fid* f) noexcept
         LockScope scope(mr->domain->shared);
         mr->domain->regions->remove(mr->fid.key);
     }
+    for (Cntr* c : {mr->remote_write_cntr, mr->remote_read_cntr})
+        if (c)
+            c->refs.put();
     mr->domain->refs.put();
     delete mr;
+    return 0;
+}
+
+// fi_mr_bind(mr, counter, FI_REMOTE_WRITE and/or FI_REMOTE_READ): the
+// counter counts the remote accesses to the region (fi_mr(3)). Allowed
+// until fi_mr_enable; the region may already be live (we do not ask for
+// FI_MR_RMA_EVENT), so the engine lock covers the change.
+int bind_counter(Mr* mr, Cntr* c, uint64_t flags)
+{
+    if (!flags || (flags & ~(FI_REMOTE_READ | FI_REMOTE_WRITE)))
+        return -FI_EBADFLAGS;
+    if (c->domain != mr->domain)
+        return -FI_EDOMAIN;
+    if (mr->enabled)
+        return -FI_EOPBADSTATE;
+    if (((flags & FI_REMOTE_WRITE) && mr->remote_write_cntr) || ((flags & FI_REMOTE_READ) && mr->remote_read_cntr))
+        return -FI_EINVAL;  // one counter per kind of access
+    LockScope scope(mr->domain->shared);
+    if (flags & FI_REMOTE_WRITE) {
+        mr->remote_write_cntr = c;
+        c->refs.get();
+    }
+    if (flags & FI_REMOTE_READ) {
+        mr->remote_read_cntr = c;
+        c->refs.get();
+    }
     return 0;
 }
 
 int mr_bind(fid* f, fid* bfid, uint64_t flags) noexcept
 {
     Mr* mr = reinterpret_cast<Mr*>(f);
-    if (!mr->domain->mr_endpoint || !bfid)
+    if (!bfid)
+        return -FI_EINVAL;
+    if (bfid->fclass == FI_CLASS_CNTR)
+        return bind_counter(mr, reinterpret_cast<Cntr*>(bfid), flags);
+    if (!mr->domain->mr_endpoint)
         return -FI_EINVAL;
     if (bfid->fclass != FI_CLASS_EP)
-        return -FI_ENOSYS;  // counters (FI_RMA_EVENT) are not offered
+        return -FI_EINVAL;
     if (flags & ~(FI_REMOTE_READ | FI_REMOTE_WRITE))
         return -FI_EBADFLAGS;
     Ep* ep = reinterpret_cast<Ep*>(bfid);
@@ -76,11 +113,16 @@ int mr_control(fid* f, int command, void*) noexcept
     Mr* mr = reinterpret_cast<Mr*>(f);
     switch (command) {
     case FI_ENABLE:
-        if (!mr->domain->mr_endpoint)
+        if (!mr->domain->mr_endpoint) {
+            mr->enabled = true;
             return 0;
+        }
         if (!mr->bound_ep)
             return -FI_EOPBADSTATE;
-        return mr->registered ? 0 : make_live(mr);
+        if (int ret = mr->registered ? 0 : make_live(mr))
+            return ret;
+        mr->enabled = true;
+        return 0;
     case FI_REFRESH: return 0;  // we do not cache translations: nothing to refresh
     default: return -FI_ENOSYS;
     }
@@ -102,8 +144,10 @@ int mr_register(fid* domain_fid, const iovec* iov, size_t count, uint64_t access
     if (!domain_fid || domain_fid->fclass != FI_CLASS_DOMAIN || !out)
         return -FI_EINVAL;
     Domain* d = reinterpret_cast<Domain*>(domain_fid);
-    if (flags)
-        return -FI_EBADFLAGS;  // FI_RMA_EVENT, FI_HMEM_DEVICE_ONLY: not offered
+    // FI_RMA_EVENT says counters will be bound (fi_mr_bind); the region
+    // needs no preparation for it (we do not ask for FI_MR_RMA_EVENT).
+    if (flags & ~uint64_t {FI_RMA_EVENT})
+        return -FI_EBADFLAGS;  // FI_HMEM_DEVICE_ONLY, FI_RMA_PMEM: not offered
     if (count > 1 || (count == 1 && !iov))
         return -FI_EINVAL;  // mr_iov_limit is 1: the registry holds ranges
     // Access bits fi_mr(3) does not define are a caller bug (a flag passed

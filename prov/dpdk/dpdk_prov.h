@@ -123,7 +123,8 @@ bool parse_addr_str(const char* s, sockaddr_in* out) noexcept;
 // Capabilities (design.md section 8 lists who needs which).
 constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_RECV |
                                   FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
-constexpr uint64_t kSecondaryCaps = FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kSecondaryCaps =
+    FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_RMA_EVENT | FI_FENCE;
 constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps;
 // FI_EP_MSG: one peer, so no directed receives and no FI_SOURCE lookups.
 constexpr uint64_t kMsgEpCaps = kCaps & ~uint64_t {FI_DIRECTED_RECV | FI_SOURCE};
@@ -137,11 +138,11 @@ constexpr uint64_t ep_type_caps(fi_ep_type t)
 // What tx_attr->caps and rx_attr->caps may report: fi_endpoint(3) lists the
 // capabilities that apply to each context; FI_LOCAL_COMM and FI_REMOTE_COMM
 // are not among them (they live in fi_info::caps alone).
-constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND;
+constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_FENCE;
 constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE;
-constexpr uint64_t kTxOpFlags =
-    FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE;
+                             FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT;
+constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+                                FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE;
 constexpr uint64_t kRxOpFlags = FI_COMPLETION | FI_MULTI_RECV | FI_MORE;
 // The engine delivers every packet of a session exactly once and in order
 // and executes RMA and atomics at the target in that order, so every
@@ -681,7 +682,13 @@ struct Mr {
     uint64_t requested_key = 0;
     uint64_t remote_start = 0;  // offset mode: remote address of `base`
     bool registered = false;    // present in the domain's MemoryRegistry
+    bool enabled = false;       // fi_mr_enable was called: no more bindings
     Ep* bound_ep = nullptr;     // FI_MR_ENDPOINT
+    // fi_mr_bind to counters (FI_RMA_EVENT): bumped, under the engine
+    // lock, for every remote access to the region through an endpoint
+    // with FI_RMA_EVENT (the region is the MemoryRegistry's event context).
+    Cntr* remote_write_cntr = nullptr;
+    Cntr* remote_read_cntr = nullptr;
 };
 
 // ---- connection management (dpdk_cm.cpp)
@@ -744,6 +751,7 @@ struct Ep {
     bool directed_recv = false;           // FI_DIRECTED_RECV: honour src_addr in receives
     size_t tx_prefix = 0, rx_prefix = 0;  // FI_MSG_PREFIX bytes skipped in front of sends / receives
     bool want_source = false;             // FI_SOURCE: look up the sender's fi_addr
+    bool rma_events = false;             // FI_RMA_EVENT: the engine reports every access as the target
     size_t min_multi_recv = 0;
     Cq* tx_cq = nullptr;
     Cq* rx_cq = nullptr;
