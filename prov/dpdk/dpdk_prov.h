@@ -751,7 +751,7 @@ struct Ep {
     bool directed_recv = false;           // FI_DIRECTED_RECV: honour src_addr in receives
     size_t tx_prefix = 0, rx_prefix = 0;  // FI_MSG_PREFIX bytes skipped in front of sends / receives
     bool want_source = false;             // FI_SOURCE: look up the sender's fi_addr
-    bool rma_events = false;             // FI_RMA_EVENT: the engine reports every access as the target
+    bool rma_events = false;              // FI_RMA_EVENT: the engine reports every access as the target
     size_t min_multi_recv = 0;
     Cq* tx_cq = nullptr;
     Cq* rx_cq = nullptr;
