@@ -26,9 +26,11 @@
 #include <string>
 
 #include "dpdk_engine/ops/atomic_ops.h"
-#include "dpdk_engine/status.h"
+#include "dpdk_engine/port/fault_config.h"
+#include "dpdk_engine/port/port_config.h"
 #include "dpdk_engine/port/fault.h"
 #include "dpdk_engine/port/port.h"
+#include "dpdk_engine/status.h"
 #include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {

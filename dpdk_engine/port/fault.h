@@ -9,27 +9,12 @@
 
 #include <cstdint>
 
+#include "dpdk_engine/port/fault_config.h"
+
 struct rte_mbuf;
 struct rte_mempool;
 
 namespace dpdk_engine {
-
-struct FaultConfig {
-    double loss = 0;     // probability a packet is dropped
-    double dup = 0;      // probability a packet is duplicated
-    double reorder = 0;  // probability a packet is held back behind later ones
-    double corrupt = 0;  // probability one bit of a packet is flipped
-    // Receive only: probability a frame that may come in two pieces
-    // (wire::split_point) is handed over as a memif port in place would:
-    // its headers, then its payload in a second segment.
-    double split = 0;
-    uint64_t seed = 1;
-    bool rx = true;   // apply on receive
-    bool tx = false;  // apply on transmit
-
-    // True when some fault has a non-zero probability in some direction.
-    bool enabled() const { return (rx || tx) && (loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || split > 0); }
-};
 
 // Parses FI_DPDK_FAULT, e.g.
 //   "loss=0.05,dup=0.01,reorder=0.01,corrupt=0.001,split=0.5,seed=7,dir=rx|tx|both"
