@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "dpdk_engine/ops/atomic_ops.h"
+#include "dpdk_engine/atomic_types.h"
 #include "dpdk_engine/port/fault_config.h"
 #include "dpdk_engine/port/port_config.h"
 #include "dpdk_engine/port/fault.h"
@@ -206,7 +206,7 @@ struct AtomicArgs {
     Address dest;
     AtomicOp op = AtomicOp::kSum;
     AtomicType type = AtomicType::kUint64;
-    wire::AtomicKind kind = wire::AtomicKind::kPlain;
+    AtomicKind kind = AtomicKind::kPlain;
     const void* operands = nullptr;  // count elements
     const void* compare = nullptr;   // kCompare: count elements
     void* result = nullptr;          // kFetch/kCompare: count elements
@@ -218,7 +218,20 @@ struct AtomicArgs {
     uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
-// FI_EP_MSG connection management (connection.cpp, wire::ConnExt).
+// FI_EP_MSG connection management (connection.cpp): reliable control
+// packets between two endpoints that the provider gives their meaning:
+//   client C -> listener L : kConnReq  conn_id chosen by C, private data
+//   new endpoint N -> C    : kAccept   conn_id echoed (C then talks to N)
+//   L -> C                 : kReject   conn_id echoed
+//   either side -> peer    : kShutdown conn_id of the connection
+enum class ConnKind : uint8_t {
+    kConnReq = 1,
+    kAccept = 2,
+    kReject = 3,
+    kShutdown = 4,
+};
+constexpr size_t kMaxConnData = 256;  // private data bytes per control packet
+
 struct ConnEvent {
     enum class What : uint8_t {
         kReceived,  // a kConnCtl packet arrived from `peer`
@@ -227,7 +240,7 @@ struct ConnEvent {
         kPeerLost,  // a connected peer stopped answering or reset (status)
     };
     What what = What::kReceived;
-    wire::ConnKind kind = wire::ConnKind::kConnReq;  // not for kPeerLost
+    ConnKind kind = ConnKind::kConnReq;  // not for kPeerLost
     Address peer;
     uint64_t conn_id = 0;
     const void* data = nullptr;  // kReceived: private data (valid during the call)
@@ -356,8 +369,8 @@ class Endpoint {
     // FI_EP_MSG: queues a reliable connection control packet to `dest`
     // carrying `len` bytes of private data; its fate comes back through
     // EndpointConfig::on_conn (kSent or kFailed). 0; -EINVAL (no on_conn,
-    // len > wire::kMaxConnData, null data with len); -ENOMEM; -EAGAIN.
-    int send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, const void* data, size_t len);
+    // len > kMaxConnData, null data with len); -ENOMEM; -EAGAIN.
+    int send_conn(Address dest, ConnKind kind, uint64_t conn_id, const void* data, size_t len);
     // Marks the session to `peer` connected (on) or not: a connected session
     // probes an idle peer (keepalive every FI_DPDK_TIMEOUT_MS / 4) so that
     // a dead one is noticed within FI_DPDK_TIMEOUT_MS, then reported as

@@ -284,7 +284,7 @@ void start_ops(Endpoint* ep)
     (void)ep->read(r);
     AtomicArgs at;
     at.dest = peer;
-    at.kind = wire::AtomicKind::kFetch;
+    at.kind = AtomicKind::kFetch;
     at.operands = &operand;
     at.result = &fetched;
     at.count = 1;

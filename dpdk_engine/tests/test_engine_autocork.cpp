@@ -232,7 +232,7 @@ void test_autocork_order_with_rdv_and_rma(void** state)
     AtomicArgs aa;
     aa.dest = b->addr();
     aa.op = AtomicOp::kSum;
-    aa.kind = wire::AtomicKind::kFetch;
+    aa.kind = AtomicKind::kFetch;
     aa.operands = &operand;
     aa.result = &fetched;
     aa.count = 1;

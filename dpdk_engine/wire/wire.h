@@ -207,8 +207,8 @@ struct AtomicExt {
     be64 addr;
     be64 key;
     be32 op_id;
-    uint8_t op;        // AtomicOp (atomic_ops.h)
-    uint8_t datatype;  // AtomicType (atomic_ops.h)
+    uint8_t op;        // AtomicOp (atomic_types.h)
+    uint8_t datatype;  // AtomicType (atomic_types.h)
     uint8_t kind;      // AtomicKind
     uint8_t reserved;
     be32 count;  // number of elements

@@ -31,7 +31,7 @@
 namespace dpdk_fi {
 
 using dpdk_engine::ConnEvent;
-using dpdk_engine::wire::ConnKind;
+using dpdk_engine::ConnKind;
 
 namespace {
 
