@@ -28,10 +28,7 @@
 #include "dpdk_engine/atomic_types.h"
 #include "dpdk_engine/port/fault_config.h"
 #include "dpdk_engine/port/port_config.h"
-#include "dpdk_engine/port/fault.h"
-#include "dpdk_engine/port/port.h"
 #include "dpdk_engine/status.h"
-#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
@@ -321,6 +318,34 @@ struct EngineStats {
     uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (Port::set_rx_split)
 };
 
+// The kind of device an engine drives, from PortConfig::device.
+enum class DeviceKind : uint8_t {
+    kAfPacket,
+    kMemif,
+    kRing,
+    kRingPair,
+    kNull,
+    kTap,
+    kAfXdp,
+    kPci,
+    kOtherVdev,
+};
+// "af_packet", "memif", "ring", ...; never null.
+const char* to_string(DeviceKind k);
+
+struct DeviceInfo {
+    DeviceKind kind = DeviceKind::kOtherVdev;
+    std::string name;  // the DPDK device's name
+};
+
+// Frames through the device, both directions (frames between endpoints of
+// one engine never reach it).
+struct DeviceStats {
+    uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes;
+    uint64_t tx_dropped;    // refused by a full transmit ring
+    uint64_t alloc_failed;  // no packet buffer for a frame
+};
+
 // Memory of the sessions of an engine: what every session keeps, and the
 // window pool that busy sessions borrow from (window_pool.h).
 struct WindowStats {
@@ -449,7 +474,14 @@ class Engine {
     // those frames.
     bool holds_tx() const;
 
-    Port& port();
+    // The device, for logs and for callers whose way of waiting depends on
+    // it (memif's wait_fd() costs its peer a system call per burst while
+    // armed, see arm_wait()).
+    DeviceInfo device() const;
+    // Whether the device's link is up: memif's comes up once its peer has
+    // connected, the others' at once.
+    bool link_up() const;
+    DeviceStats device_stats() const;
     const EngineConfig& config() const;
     const EngineStats& stats() const;
     WindowStats window_stats() const;
@@ -457,6 +489,7 @@ class Engine {
     static int resolve(const char* node, const char* service, Address* out);
 
  private:
+    friend class EngineImpl;
     explicit Engine(std::unique_ptr<EngineImpl> impl);
     std::unique_ptr<EngineImpl> impl_;
 };

@@ -16,20 +16,6 @@ struct rte_mempool;
 
 namespace dpdk_engine {
 
-// Parses FI_DPDK_FAULT, e.g.
-//   "loss=0.05,dup=0.01,reorder=0.01,corrupt=0.001,split=0.5,seed=7,dir=rx|tx|both"
-// Keys may come in any order and repeat (the last wins); omitted keys keep
-// FaultConfig's defaults, so "" or "seed=3" give a disabled configuration.
-// Spaces around tokens are ignored. Probabilities are decimal numbers in
-// [0, 1] ("0.05", ".5", "1", "5e-3"; parsed without the C locale, so an
-// application's setlocale() cannot change the meaning); seed is an unsigned
-// 64-bit integer (decimal, or hex with 0x).
-// Returns 0 and fills *out, or -EINVAL (out untouched) when spec or out is
-// NULL, a token is empty, longer than 95 characters, has no '=', names an
-// unknown key, or has a value that does not parse completely or is out of
-// range.
-int parse_fault_spec(const char* spec, FaultConfig* out);
-
 // Which direction an injector serves: its reorder queue must never mix
 // received and transmitted packets, and the two directions draw from
 // independent random streams.
