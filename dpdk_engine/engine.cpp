@@ -427,7 +427,7 @@ int EngineImpl::progress(bool may_back_off)
             handle_frame(Mbuf(pkts[i]), now);
     }
 
-    // RMA/atomic requests acknowledged but never answered (issue 6): looked
+    // RMA/atomic requests acknowledged but never answered: looked
     // for a few times per peer timeout, so the data path pays nothing.
     const bool check_responses = now >= next_response_check_us;
     if (check_responses)

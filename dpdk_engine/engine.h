@@ -1,11 +1,13 @@
 // Public C++ API of the dpdk reliable-datagram engine.
 //
-// The engine knows nothing of libfabric. One Engine drives one DPDK port
-// (Port) and any number of Endpoints on it, demultiplexed by UDP port. An
-// Endpoint talks to any other endpoint (same process, another process, another
-// host) through per-peer sessions that give exactly-once, in-order delivery
+// The engine knows nothing of libfabric. One Engine drives one DPDK device
+// and any number of Endpoints on it, demultiplexed by UDP port. An Endpoint
+// talks to any other endpoint (same process, another process, another host)
+// through per-peer sessions that give exactly-once, in-order delivery
 // (design.md section 3), and offers tagged/untagged messages, RMA and atomics
-// (section 4).
+// (section 5). This header shows the engine only: its configuration, the
+// operations, completions and counters; the device, the wire format and the
+// sessions stay behind it (engine_internal.h is for tests).
 //
 // Threading: an Engine and everything on it is single-threaded. The caller
 // serialises every call (the provider holds a lock for FI_THREAD_SAFE and
@@ -54,7 +56,7 @@ struct EngineConfig {
     size_t eager_limit = 16384;  // FI_DPDK_EAGER_LIMIT: larger messages use rendezvous
     uint32_t window = 256;       // FI_DPDK_WINDOW: packets in flight per session (power of two, 16..4096)
     // Send and receive windows are lent to busy sessions from a per-engine
-    // pool (window_pool.h): this many blocks of each kind are allocated at
+    // pool: this many blocks of each kind are allocated at
     // start, and the pool grows by as many when more sessions are busy at
     // once than ever before, up to window_blocks_max (0 = no cap; with a cap
     // senders queue for a block and out-of-order packets may be dropped).
@@ -72,23 +74,22 @@ struct EngineConfig {
     uint32_t unexpected_max = 65536;  // per endpoint: unexpected messages held
     // FI_DPDK_ZCOPY_MIN: payloads of at least this many bytes per packet go
     // out of the sender's memory without a copy into the frame where the
-    // port allows it (Port::tx_copies_at_send: memif, af_packet); 0 = never.
+    // device allows it (memif, af_packet); 0 = never.
     uint32_t zero_copy_min = 1024;
     // FI_DPDK_AUTOCORK: a small message posted while its session has frames
     // in flight and unacknowledged waits for the next progress() call (or
     // the next post that cannot wait) and leaves packed with the others
-    // posted meanwhile (EngineImpl::kick_send); false = every post without
+    // posted meanwhile; false = every post without
     // kOpMore is framed at once.
     bool autocork = true;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
     // progress() call yields the CPU; after sleep_after_us it sleeps sleep_us.
-    // Yield early: when two busy pollers share a core (common on a loaded
-    // 2-core machine), the one waiting keeps the core until it yields, so
-    // each half round trip cost yield_after_us (memif ping-pong on one core:
-    // 218 us median at 200, 12 us at 5). On separate cores it changes
-    // nothing measurable (8 B and 4 KiB memif latency, best of 3).
+    // Yield early: when two busy pollers share a core, the one waiting keeps
+    // the core until it yields, so each half round trip costs yield_after_us;
+    // on separate cores an early yield costs nothing measurable (design.md
+    // section 4 has the measurement).
     uint32_t yield_after_us = 10;
     uint32_t sleep_after_us = 20000;
     uint32_t sleep_us = 50;
@@ -215,7 +216,7 @@ struct AtomicArgs {
     uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
-// FI_EP_MSG connection management (connection.cpp): reliable control
+// FI_EP_MSG connection management: reliable control
 // packets between two endpoints that the provider gives their meaning:
 //   client C -> listener L : kConnReq  conn_id chosen by C, private data
 //   new endpoint N -> C    : kAccept   conn_id echoed (C then talks to N)
@@ -256,7 +257,7 @@ struct EndpointConfig {
     size_t min_multi_recv = 0;          // FI_OPT_MIN_MULTI_RECV
 };
 
-// Per-endpoint counters (design.md section 7: count every drop and retransmit).
+// Per-endpoint counters: every drop and every retransmission is counted.
 struct EndpointStats {
     uint64_t tx_packets, tx_bytes, rx_packets, rx_bytes;
     uint64_t retransmits, rto_fires, fast_retransmits;
@@ -264,11 +265,11 @@ struct EndpointStats {
     uint64_t acks_sent, acks_received, resets_sent, resets_received;
     uint64_t rnr_stalls, window_stalls, unexpected_msgs, unexpected_spilled, rendezvous;
     uint64_t rma_refused, protocol_errors, sessions, session_failures;
-    // FI_EP_DGRAM (datagram.cpp): datagrams sent and received, received ones
+    // FI_EP_DGRAM: datagrams sent and received, received ones
     // dropped because no receive matched (or none was posted), received ones
     // truncated into a smaller buffer.
     uint64_t dgram_tx, dgram_rx, dgram_rx_dropped, dgram_truncated;
-    // FI_EP_MSG (connection.cpp): connection control packets received,
+    // FI_EP_MSG: connection control packets received,
     // connected peers lost (timeout or reset).
     uint64_t conn_ctl_rx, conn_peers_lost;
     uint64_t no_session;  // ACK or reset from a peer we hold no session with: dropped
@@ -276,19 +277,19 @@ struct EndpointStats {
     // original packet's timestamp: the peer was slow, nothing was lost);
     // their window cut was undone. Included in rto_fires.
     uint64_t spurious_rtos;
-    // Window pool (window_pool.h) at its cap: times a session had to queue
+    // Window pool at its cap (EngineConfig::window_blocks_max): times a session had to queue
     // for a send window, out-of-order packets dropped for want of a receive
     // ring (the sender retransmits them).
     uint64_t tx_window_waits, rx_window_drops;
-    // Issue 6: CTSs that found no free operation and went later (retried
+    // CTSs that found no free operation and went later (retried
     // from the session timers), RMA/atomic requests failed kResponseTimeout
     // (acknowledged, no response within FI_DPDK_TIMEOUT_MS).
     uint64_t cts_deferred, response_timeouts;
     // Sequenced packets whose payload went out of the sender's memory in
     // external mbufs (FI_DPDK_ZCOPY_MIN), not copied into the frame.
     uint64_t zero_copy_tx;
-    // Issue 5, message rate: kMsgPacked frames sent (retransmissions not
-    // counted) and the messages they carried.
+    // Frames sent with several small messages packed in each
+    // (retransmissions not counted), and the messages they carried.
     uint64_t packed_frames, packed_msgs;
     // Messages posted without kOpMore that autocork (EngineConfig::autocork)
     // held back for packing because their session had frames in flight.
@@ -315,7 +316,7 @@ struct EngineStats {
     uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
     uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
     uint64_t rx_loopback;     // frames between endpoints of this engine
-    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (Port::set_rx_split)
+    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (memif_in_place)
 };
 
 // The kind of device an engine drives, from PortConfig::device.
@@ -347,7 +348,7 @@ struct DeviceStats {
 };
 
 // Memory of the sessions of an engine: what every session keeps, and the
-// window pool that busy sessions borrow from (window_pool.h).
+// window pool that busy sessions borrow from (EngineConfig::window_blocks).
 struct WindowStats {
     size_t session_bytes;                    // sizeof one session (what an idle peer costs, plus its map entry)
     size_t tx_block_bytes;                   // one send window (FI_DPDK_WINDOW entries)
@@ -432,7 +433,10 @@ class Endpoint {
 
 class Engine {
  public:
-    // Opens the port (starting EAL if needed). 0 or the Port::open errors.
+    // Opens the device (starting DPDK's EAL if needed). 0, or a negative
+    // errno of opening it: -EINVAL (bad device string, ip, mtu or EAL
+    // arguments), -EBUSY, -EEXIST, -ENODEV, -ENOMEM, -ECONNREFUSED (memif),
+    // -EIO (the reasons of each: Port::open in port/port.h).
     static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
     ~Engine();
 
@@ -459,7 +463,7 @@ class Engine {
     // disarm_wait() once awake, so that the busy path pays no system call
     // for signals; -EAGAIN: packets are already waiting, nothing armed:
     // call progress() instead of sleeping; -EIO: cannot arm: sleep no longer
-    // than a poll interval. Arms nest (several sleepers; Port::arm_rx_wait).
+    // than a poll interval. Arms nest (several sleepers).
     int arm_wait();
     void disarm_wait();
     // Microseconds until the engine next needs progress() for its own timers
@@ -467,7 +471,7 @@ class Engine {
     // (0 while sends wait for progress: autocork or kOpMore, see below.)
     uint32_t next_timeout_us() const;
     // Whether a send posted since the last progress() may wait for it (held
-    // by autocork or kOpMore, EngineImpl::kick_send, or a frame to an
+    // by autocork or kOpMore, or a frame to an
     // endpoint of this engine, which only progress() delivers; stays true
     // until that progress() even if a later post took them along). A
     // progress thread asleep must then be woken: nothing else would move
