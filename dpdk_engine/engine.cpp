@@ -710,6 +710,17 @@ bool Engine::holds_tx() const
     return impl_->sends_deferred;
 }
 
+uint8_t protocol_version()
+{
+    return wire::kVersion;
+}
+
+size_t max_datagram_payload(uint16_t mtu)
+{
+    return size_t(mtu) - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
+           wire::extension_len(wire::PacketType::kDatagram);
+}
+
 // DeviceKind is Port::Kind value for value, so converting is a cast.
 static_assert(static_cast<int>(DeviceKind::kAfPacket) == static_cast<int>(Port::Kind::kAfPacket) &&
                   static_cast<int>(DeviceKind::kMemif) == static_cast<int>(Port::Kind::kMemif) &&

@@ -160,6 +160,14 @@ enum OpFlags : uint32_t {
                                     // device doorbell (tx_burst) to the next post without it or progress()
 };
 
+// The wire protocol version this engine speaks (a peer of another version
+// is refused at its first packet).
+uint8_t protocol_version();
+// Largest datagram payload (Endpoint::send_datagram) on a device of this
+// L3 MTU, before any engine exists; Endpoint::max_datagram() is the same for
+// the engine's own device.
+size_t max_datagram_payload(uint16_t mtu);
+
 constexpr size_t kMaxIov = 4;              // iov_limit
 constexpr size_t kInjectSize = 2048 - 64;  // largest kOpInject payload
 constexpr size_t kMaxAtomicBytes = 1024;   // operands per atomic request
@@ -389,7 +397,7 @@ class Endpoint {
     // being resolved, or a memif link is down, e.g. its peer still
     // connecting: progress and retry).
     int send_datagram(const SendArgs& a);
-    // Largest datagram payload on this port.
+    // Largest datagram payload on this engine's device.
     size_t max_datagram() const;
 
     // FI_EP_MSG: queues a reliable connection control packet to `dest`
