@@ -428,7 +428,7 @@ int EngineImpl::progress(bool may_back_off)
             handle_frame(Mbuf(pkts[i]), now);
     }
 
-    // RMA/atomic requests acknowledged but never answered (issue 6): looked
+    // RMA/atomic requests acknowledged but never answered: looked
     // for a few times per peer timeout, so the data path pays nothing.
     const bool check_responses = now >= next_response_check_us;
     if (check_responses)
@@ -711,9 +711,63 @@ bool Engine::holds_tx() const
     return impl_->sends_deferred;
 }
 
-Port& Engine::port()
+uint8_t protocol_version()
 {
-    return *impl_->port;
+    return wire::kVersion;
+}
+
+size_t max_datagram_payload(uint16_t mtu)
+{
+    return size_t(mtu) - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
+           wire::extension_len(wire::PacketType::kDatagram);
+}
+
+// DeviceKind is Port::Kind value for value, so converting is a cast.
+static_assert(static_cast<int>(DeviceKind::kAfPacket) == static_cast<int>(Port::Kind::kAfPacket) &&
+                  static_cast<int>(DeviceKind::kMemif) == static_cast<int>(Port::Kind::kMemif) &&
+                  static_cast<int>(DeviceKind::kRing) == static_cast<int>(Port::Kind::kRing) &&
+                  static_cast<int>(DeviceKind::kRingPair) == static_cast<int>(Port::Kind::kRingPair) &&
+                  static_cast<int>(DeviceKind::kNull) == static_cast<int>(Port::Kind::kNull) &&
+                  static_cast<int>(DeviceKind::kTap) == static_cast<int>(Port::Kind::kTap) &&
+                  static_cast<int>(DeviceKind::kAfXdp) == static_cast<int>(Port::Kind::kAfXdp) &&
+                  static_cast<int>(DeviceKind::kPci) == static_cast<int>(Port::Kind::kPci) &&
+                  static_cast<int>(DeviceKind::kOtherVdev) == static_cast<int>(Port::Kind::kOtherVdev),
+              "the public DeviceKind and Port::Kind agree value for value");
+
+const char* to_string(DeviceKind k)
+{
+    return to_string(static_cast<Port::Kind>(k));
+}
+
+DeviceInfo Engine::device() const
+{
+    DeviceInfo d;
+    d.kind = static_cast<DeviceKind>(impl_->port->kind());
+    d.name = impl_->port->name();
+    return d;
+}
+
+bool Engine::link_up() const
+{
+    return impl_->port->link_up();
+}
+
+DeviceStats Engine::device_stats() const
+{
+    const Port::Stats& ps = impl_->port->stats();
+    DeviceStats d;
+    d.rx_packets = ps.rx_pkts;
+    d.rx_bytes = ps.rx_bytes;
+    d.tx_packets = ps.tx_pkts;
+    d.tx_bytes = ps.tx_bytes;
+    d.tx_dropped = ps.tx_dropped;
+    d.alloc_failed = ps.alloc_failed;
+    return d;
+}
+
+Port& engine_port(Engine& e)
+{
+    return *EngineImpl::of(e).port;
 }
 
 const EngineConfig& Engine::config() const

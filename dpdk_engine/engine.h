@@ -1,11 +1,13 @@
 // Public C++ API of the dpdk reliable-datagram engine.
 //
-// The engine knows nothing of libfabric. One Engine drives one DPDK port
-// (Port) and any number of Endpoints on it, demultiplexed by UDP port. An
-// Endpoint talks to any other endpoint (same process, another process, another
-// host) through per-peer sessions that give exactly-once, in-order delivery
+// The engine knows nothing of libfabric. One Engine drives one DPDK device
+// and any number of Endpoints on it, demultiplexed by UDP port. An Endpoint
+// talks to any other endpoint (same process, another process, another host)
+// through per-peer sessions that give exactly-once, in-order delivery
 // (design.md section 3), and offers tagged/untagged messages, RMA and atomics
-// (section 4).
+// (section 5). This header shows the engine only: its configuration, the
+// operations, completions and counters; the device, the wire format and the
+// sessions stay behind it (engine_internal.h is for tests).
 //
 // Threading: an Engine and everything on it is single-threaded. The caller
 // serialises every call (the provider holds a lock for FI_THREAD_SAFE and
@@ -25,11 +27,10 @@
 #include <memory>
 #include <string>
 
-#include "dpdk_engine/ops/atomic_ops.h"
+#include "dpdk_engine/atomic_types.h"
+#include "dpdk_engine/port/fault_config.h"
+#include "dpdk_engine/port/port_config.h"
 #include "dpdk_engine/status.h"
-#include "dpdk_engine/port/fault.h"
-#include "dpdk_engine/port/port.h"
-#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
@@ -55,7 +56,7 @@ struct EngineConfig {
     size_t eager_limit = 16384;  // FI_DPDK_EAGER_LIMIT: larger messages use rendezvous
     uint32_t window = 256;       // FI_DPDK_WINDOW: packets in flight per session (power of two, 16..4096)
     // Send and receive windows are lent to busy sessions from a per-engine
-    // pool (window_pool.h): this many blocks of each kind are allocated at
+    // pool: this many blocks of each kind are allocated at
     // start, and the pool grows by as many when more sessions are busy at
     // once than ever before, up to window_blocks_max (0 = no cap; with a cap
     // senders queue for a block and out-of-order packets may be dropped).
@@ -73,23 +74,22 @@ struct EngineConfig {
     uint32_t unexpected_max = 65536;  // per endpoint: unexpected messages held
     // FI_DPDK_ZCOPY_MIN: payloads of at least this many bytes per packet go
     // out of the sender's memory without a copy into the frame where the
-    // port allows it (Port::tx_copies_at_send: memif, af_packet); 0 = never.
+    // device allows it (memif, af_packet); 0 = never.
     uint32_t zero_copy_min = 1024;
     // FI_DPDK_AUTOCORK: a small message posted while its session has frames
     // in flight and unacknowledged waits for the next progress() call (or
     // the next post that cannot wait) and leaves packed with the others
-    // posted meanwhile (EngineImpl::kick_send); false = every post without
+    // posted meanwhile; false = every post without
     // kOpMore is framed at once.
     bool autocork = true;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
     // progress() call yields the CPU; after sleep_after_us it sleeps sleep_us.
-    // Yield early: when two busy pollers share a core (common on a loaded
-    // 2-core machine), the one waiting keeps the core until it yields, so
-    // each half round trip cost yield_after_us (memif ping-pong on one core:
-    // 218 us median at 200, 12 us at 5). On separate cores it changes
-    // nothing measurable (8 B and 4 KiB memif latency, best of 3).
+    // Yield early: when two busy pollers share a core, the one waiting keeps
+    // the core until it yields, so each half round trip costs yield_after_us;
+    // on separate cores an early yield costs nothing measurable (design.md
+    // section 4 has the measurement).
     uint32_t yield_after_us = 10;
     uint32_t sleep_after_us = 20000;
     uint32_t sleep_us = 50;
@@ -170,6 +170,14 @@ enum OpFlags : uint32_t {
                                     // until every earlier operation to that peer has completed
 };
 
+// The wire protocol version this engine speaks (a peer of another version
+// is refused at its first packet).
+uint8_t protocol_version();
+// Largest datagram payload (Endpoint::send_datagram) on a device of this
+// L3 MTU, before any engine exists; Endpoint::max_datagram() is the same for
+// the engine's own device.
+size_t max_datagram_payload(uint16_t mtu);
+
 constexpr size_t kMaxIov = 4;              // iov_limit
 constexpr size_t kInjectSize = 2048 - 64;  // largest kOpInject payload
 constexpr size_t kMaxAtomicBytes = 1024;   // operands per atomic request
@@ -214,7 +222,7 @@ struct AtomicArgs {
     Address dest;
     AtomicOp op = AtomicOp::kSum;
     AtomicType type = AtomicType::kUint64;
-    wire::AtomicKind kind = wire::AtomicKind::kPlain;
+    AtomicKind kind = AtomicKind::kPlain;
     const void* operands = nullptr;  // count elements
     const void* compare = nullptr;   // kCompare: count elements
     void* result = nullptr;          // kFetch/kCompare: count elements
@@ -226,7 +234,20 @@ struct AtomicArgs {
     uint64_t user_data = 0;  // echoed in every completion of this operation
 };
 
-// FI_EP_MSG connection management (connection.cpp, wire::ConnExt).
+// FI_EP_MSG connection management: reliable control
+// packets between two endpoints that the provider gives their meaning:
+//   client C -> listener L : kConnReq  conn_id chosen by C, private data
+//   new endpoint N -> C    : kAccept   conn_id echoed (C then talks to N)
+//   L -> C                 : kReject   conn_id echoed
+//   either side -> peer    : kShutdown conn_id of the connection
+enum class ConnKind : uint8_t {
+    kConnReq = 1,
+    kAccept = 2,
+    kReject = 3,
+    kShutdown = 4,
+};
+constexpr size_t kMaxConnData = 256;  // private data bytes per control packet
+
 struct ConnEvent {
     enum class What : uint8_t {
         kReceived,  // a kConnCtl packet arrived from `peer`
@@ -235,7 +256,7 @@ struct ConnEvent {
         kPeerLost,  // a connected peer stopped answering or reset (status)
     };
     What what = What::kReceived;
-    wire::ConnKind kind = wire::ConnKind::kConnReq;  // not for kPeerLost
+    ConnKind kind = ConnKind::kConnReq;  // not for kPeerLost
     Address peer;
     uint64_t conn_id = 0;
     const void* data = nullptr;  // kReceived: private data (valid during the call)
@@ -258,7 +279,7 @@ struct EndpointConfig {
     bool rma_events = false;
 };
 
-// Per-endpoint counters (design.md section 7: count every drop and retransmit).
+// Per-endpoint counters: every drop and every retransmission is counted.
 struct EndpointStats {
     uint64_t tx_packets, tx_bytes, rx_packets, rx_bytes;
     uint64_t retransmits, rto_fires, fast_retransmits;
@@ -266,11 +287,11 @@ struct EndpointStats {
     uint64_t acks_sent, acks_received, resets_sent, resets_received;
     uint64_t rnr_stalls, window_stalls, unexpected_msgs, unexpected_spilled, rendezvous;
     uint64_t rma_refused, protocol_errors, sessions, session_failures;
-    // FI_EP_DGRAM (datagram.cpp): datagrams sent and received, received ones
+    // FI_EP_DGRAM: datagrams sent and received, received ones
     // dropped because no receive matched (or none was posted), received ones
     // truncated into a smaller buffer.
     uint64_t dgram_tx, dgram_rx, dgram_rx_dropped, dgram_truncated;
-    // FI_EP_MSG (connection.cpp): connection control packets received,
+    // FI_EP_MSG: connection control packets received,
     // connected peers lost (timeout or reset).
     uint64_t conn_ctl_rx, conn_peers_lost;
     uint64_t no_session;  // ACK or reset from a peer we hold no session with: dropped
@@ -278,19 +299,19 @@ struct EndpointStats {
     // original packet's timestamp: the peer was slow, nothing was lost);
     // their window cut was undone. Included in rto_fires.
     uint64_t spurious_rtos;
-    // Window pool (window_pool.h) at its cap: times a session had to queue
+    // Window pool at its cap (EngineConfig::window_blocks_max): times a session had to queue
     // for a send window, out-of-order packets dropped for want of a receive
     // ring (the sender retransmits them).
     uint64_t tx_window_waits, rx_window_drops;
-    // Issue 6: CTSs that found no free operation and went later (retried
+    // CTSs that found no free operation and went later (retried
     // from the session timers), RMA/atomic requests failed kResponseTimeout
     // (acknowledged, no response within FI_DPDK_TIMEOUT_MS).
     uint64_t cts_deferred, response_timeouts;
     // Sequenced packets whose payload went out of the sender's memory in
     // external mbufs (FI_DPDK_ZCOPY_MIN), not copied into the frame.
     uint64_t zero_copy_tx;
-    // Issue 5, message rate: kMsgPacked frames sent (retransmissions not
-    // counted) and the messages they carried.
+    // Frames sent with several small messages packed in each
+    // (retransmissions not counted), and the messages they carried.
     uint64_t packed_frames, packed_msgs;
     // Messages posted without kOpMore that autocork (EngineConfig::autocork)
     // held back for packing because their session had frames in flight.
@@ -317,11 +338,39 @@ struct EngineStats {
     uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
     uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
     uint64_t rx_loopback;     // frames between endpoints of this engine
-    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (Port::set_rx_split)
+    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (memif_in_place)
+};
+
+// The kind of device an engine drives, from PortConfig::device.
+enum class DeviceKind : uint8_t {
+    kAfPacket,
+    kMemif,
+    kRing,
+    kRingPair,
+    kNull,
+    kTap,
+    kAfXdp,
+    kPci,
+    kOtherVdev,
+};
+// "af_packet", "memif", "ring", ...; never null.
+const char* to_string(DeviceKind k);
+
+struct DeviceInfo {
+    DeviceKind kind = DeviceKind::kOtherVdev;
+    std::string name;  // the DPDK device's name
+};
+
+// Frames through the device, both directions (frames between endpoints of
+// one engine never reach it).
+struct DeviceStats {
+    uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes;
+    uint64_t tx_dropped;    // refused by a full transmit ring
+    uint64_t alloc_failed;  // no packet buffer for a frame
 };
 
 // Memory of the sessions of an engine: what every session keeps, and the
-// window pool that busy sessions borrow from (window_pool.h).
+// window pool that busy sessions borrow from (EngineConfig::window_blocks).
 struct WindowStats {
     size_t session_bytes;                    // sizeof one session (what an idle peer costs, plus its map entry)
     size_t tx_block_bytes;                   // one send window (FI_DPDK_WINDOW entries)
@@ -362,14 +411,14 @@ class Endpoint {
     // being resolved, or a memif link is down, e.g. its peer still
     // connecting: progress and retry).
     int send_datagram(const SendArgs& a);
-    // Largest datagram payload on this port.
+    // Largest datagram payload on this engine's device.
     size_t max_datagram() const;
 
     // FI_EP_MSG: queues a reliable connection control packet to `dest`
     // carrying `len` bytes of private data; its fate comes back through
     // EndpointConfig::on_conn (kSent or kFailed). 0; -EINVAL (no on_conn,
-    // len > wire::kMaxConnData, null data with len); -ENOMEM; -EAGAIN.
-    int send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, const void* data, size_t len);
+    // len > kMaxConnData, null data with len); -ENOMEM; -EAGAIN.
+    int send_conn(Address dest, ConnKind kind, uint64_t conn_id, const void* data, size_t len);
     // Marks the session to `peer` connected (on) or not: a connected session
     // probes an idle peer (keepalive every FI_DPDK_TIMEOUT_MS / 4) so that
     // a dead one is noticed within FI_DPDK_TIMEOUT_MS, then reported as
@@ -406,7 +455,10 @@ class Endpoint {
 
 class Engine {
  public:
-    // Opens the port (starting EAL if needed). 0 or the Port::open errors.
+    // Opens the device (starting DPDK's EAL if needed). 0, or a negative
+    // errno of opening it: -EINVAL (bad device string, ip, mtu or EAL
+    // arguments), -EBUSY, -EEXIST, -ENODEV, -ENOMEM, -ECONNREFUSED (memif),
+    // -EIO (the reasons of each: Port::open in port/port.h).
     static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
     ~Engine();
 
@@ -433,7 +485,7 @@ class Engine {
     // disarm_wait() once awake, so that the busy path pays no system call
     // for signals; -EAGAIN: packets are already waiting, nothing armed:
     // call progress() instead of sleeping; -EIO: cannot arm: sleep no longer
-    // than a poll interval. Arms nest (several sleepers; Port::arm_rx_wait).
+    // than a poll interval. Arms nest (several sleepers).
     int arm_wait();
     void disarm_wait();
     // Microseconds until the engine next needs progress() for its own timers
@@ -441,14 +493,21 @@ class Engine {
     // (0 while sends wait for progress: autocork or kOpMore, see below.)
     uint32_t next_timeout_us() const;
     // Whether a send posted since the last progress() may wait for it (held
-    // by autocork or kOpMore, EngineImpl::kick_send, or a frame to an
+    // by autocork or kOpMore, or a frame to an
     // endpoint of this engine, which only progress() delivers; stays true
     // until that progress() even if a later post took them along). A
     // progress thread asleep must then be woken: nothing else would move
     // those frames.
     bool holds_tx() const;
 
-    Port& port();
+    // The device, for logs and for callers whose way of waiting depends on
+    // it (memif's wait_fd() costs its peer a system call per burst while
+    // armed, see arm_wait()).
+    DeviceInfo device() const;
+    // Whether the device's link is up: memif's comes up once its peer has
+    // connected, the others' at once.
+    bool link_up() const;
+    DeviceStats device_stats() const;
     const EngineConfig& config() const;
     const EngineStats& stats() const;
     WindowStats window_stats() const;
@@ -456,6 +515,7 @@ class Engine {
     static int resolve(const char* node, const char* service, Address* out);
 
  private:
+    friend class EngineImpl;
     explicit Engine(std::unique_ptr<EngineImpl> impl);
     std::unique_ptr<EngineImpl> impl_;
 };

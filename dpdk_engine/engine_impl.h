@@ -17,11 +17,14 @@
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/ops/rx_msg.h"
 #include "dpdk_engine/ops/tx_op.h"
+#include "dpdk_engine/port/fault.h"
 #include "dpdk_engine/port/mbuf.h"
 #include "dpdk_engine/port/netif.h"
 #include "dpdk_engine/port/pcap.h"
+#include "dpdk_engine/port/port.h"
 #include "dpdk_engine/session/session.h"
 #include "dpdk_engine/session/window_pool.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
@@ -33,6 +36,7 @@ class EngineImpl {
     explicit EngineImpl(const EngineConfig& cfg);
     ~EngineImpl();
     int init();
+    static EngineImpl& of(Engine& e) { return *e.impl_; }
 
     EngineConfig cfg;
     std::unique_ptr<Port> port;

@@ -349,24 +349,24 @@ int main(int argc, char** argv)
         die("bad peer address");
     // memif: the link comes up when both sides are there.
     if (is_server) {
-        printf("engine_bench server: port open (%s)\n", to_string(b.engine->port().kind()));
+        printf("engine_bench server: port open (%s)\n", to_string(b.engine->device().kind));
         fflush(stdout);
     }
-    while (!b.engine->port().link_up())
+    while (!b.engine->link_up())
         b.progress();
     char label[256];
     snprintf(label, sizeof label, "device '%s' (%s), MTU %u, window %u, eager limit %zu", cfg.port.device.c_str(),
-             to_string(b.engine->port().kind()), cfg.port.mtu, cfg.window, cfg.eager_limit);
+             to_string(b.engine->device().kind), cfg.port.mtu, cfg.window, cfg.eager_limit);
     if (is_server)
         server(b);
     else
         client(b, label);
-    const Port::Stats& ps = b.engine->port().stats();
+    const DeviceStats ps = b.engine->device_stats();
     const EndpointStats& es = b.ep->stats();
     printf("engine_bench %s: port tx %" PRIu64 " rx %" PRIu64 " tx_dropped %" PRIu64 " alloc_failed %" PRIu64
            "; endpoint retransmits %" PRIu64 " (rto %" PRIu64 ", fast %" PRIu64 "), duplicates %" PRIu64
            ", window stalls %" PRIu64 "\n",
-           g_role, ps.tx_pkts, ps.rx_pkts, ps.tx_dropped, ps.alloc_failed, es.retransmits, es.rto_fires,
+           g_role, ps.tx_packets, ps.rx_packets, ps.tx_dropped, ps.alloc_failed, es.retransmits, es.rto_fires,
            es.fast_retransmits, es.duplicates, es.window_stalls);
     b.engine->close_endpoint(b.ep);
     return 0;

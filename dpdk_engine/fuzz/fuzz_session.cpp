@@ -66,6 +66,7 @@
 #include <rte_mempool.h>
 
 #include "dpdk_engine/engine.h"
+#include "dpdk_engine/engine_internal.h"
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/port/port.h"
 #include "dpdk_engine/tests/fake_peer.h"
@@ -284,7 +285,7 @@ void start_ops(Endpoint* ep)
     (void)ep->read(r);
     AtomicArgs at;
     at.dest = peer;
-    at.kind = wire::AtomicKind::kFetch;
+    at.kind = AtomicKind::kFetch;
     at.operands = &operand;
     at.result = &fetched;
     at.count = 1;
@@ -295,7 +296,7 @@ void start_ops(Endpoint* ep)
 
 unsigned free_mbufs()
 {
-    return rte_mempool_avail_count(g->engine->port().pool());
+    return rte_mempool_avail_count(engine_port(*g->engine).pool());
 }
 
 // Back to the state every input starts from: no session on either endpoint

@@ -223,7 +223,7 @@ int main(int argc, char** argv)
           {T::kRmaWriteResp, A, 3, resp(3, 0), {}}});
     emit(dir, "ack-and-reset", {{T::kAck, A, 0, {}, {}}, {T::kReset, 0, 0, {}, {}}});
     {
-        // FI_EP_DGRAM and FI_EP_MSG packets (issue 4), also at our RDM endpoints.
+        // FI_EP_DGRAM and FI_EP_MSG packets, also at our RDM endpoints.
         wire::DgramExt d {};
         d.tag.set(9);
         wire::ConnExt c {};
@@ -232,7 +232,7 @@ int main(int argc, char** argv)
         emit(dir, "datagram", {{T::kDatagram, TG, 0, ext_of(d), fill(40, 17)}});
         emit(dir, "conn-ctl", {{T::kConnCtl, S, 0, ext_of(c), fill(5, 18)}});
     }
-    // Small messages packed several to a frame (issue 5): whole messages
+    // Small messages packed several to a frame: whole messages
     // after an eager one, unexpected ones, an empty one, then more.
     emit(dir, "packed",
          {{T::kMsgEager, uint16_t(S | L), 0, msg(0, 0, 10, 0), fill(10, 19)},

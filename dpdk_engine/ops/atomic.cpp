@@ -13,12 +13,18 @@ namespace dpdk_engine {
 
 namespace {
 
+// AtomicExt::kind carries the public AtomicKind as its value.
+static_assert(static_cast<uint8_t>(AtomicKind::kPlain) == static_cast<uint8_t>(wire::AtomicKind::kPlain) &&
+                  static_cast<uint8_t>(AtomicKind::kFetch) == static_cast<uint8_t>(wire::AtomicKind::kFetch) &&
+                  static_cast<uint8_t>(AtomicKind::kCompare) == static_cast<uint8_t>(wire::AtomicKind::kCompare),
+              "the public AtomicKind and the wire's agree value for value");
+
 // Access a remote atomic needs at the target.
-uint32_t atomic_access(AtomicOp op, wire::AtomicKind kind)
+uint32_t atomic_access(AtomicOp op, AtomicKind kind)
 {
     if (op == AtomicOp::kRead)
         return kMrRemoteRead;
-    if (kind == wire::AtomicKind::kPlain)
+    if (kind == AtomicKind::kPlain)
         return kMrRemoteWrite;
     return kMrRemoteRead | kMrRemoteWrite;
 }
@@ -33,8 +39,8 @@ int Endpoint::atomic(const AtomicArgs& a)
         return -EINVAL;
     if (a.count > kMaxAtomicBytes / size)
         return -EINVAL;
-    bool compare = a.kind == wire::AtomicKind::kCompare;
-    if ((compare && !a.compare) || (a.kind != wire::AtomicKind::kPlain && !a.result))
+    bool compare = a.kind == AtomicKind::kCompare;
+    if ((compare && !a.compare) || (a.kind != AtomicKind::kPlain && !a.result))
         return -EINVAL;
     // The target executes a request from one packet (AtomicExt has no
     // offset): operands + compare values must fit one, as must the fetched
@@ -55,7 +61,7 @@ int Endpoint::atomic(const AtomicArgs& a)
     // Operands are copied, so inject-complete is met at once for a plain
     // atomic; fetching kinds complete when the result is here.
     op->flags = a.flags & ~(kOpTagged | kOpRemoteData);
-    if (a.kind != wire::AtomicKind::kPlain)
+    if (a.kind != AtomicKind::kPlain)
         op->flags &= ~kOpInjectComplete;
     op->context = a.context;
     op->user_data = a.user_data;
@@ -84,24 +90,24 @@ Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& 
         return Delivery::kBlocked;
     auto op = static_cast<AtomicOp>(x->op);
     auto type = static_cast<AtomicType>(x->datatype);
-    auto kind = static_cast<wire::AtomicKind>(x->kind);
+    auto kind = static_cast<AtomicKind>(x->kind);
     uint32_t count = x->count.get();
     size_t size = x->datatype <= static_cast<uint8_t>(AtomicType::kLongDoubleComplex) ? atomic_type_size(type) : 0;
-    bool kind_ok = x->kind <= static_cast<uint8_t>(wire::AtomicKind::kCompare);
+    bool kind_ok = x->kind <= static_cast<uint8_t>(AtomicKind::kCompare);
     bool op_ok = x->op <= static_cast<uint8_t>(AtomicOp::kMswap);
     uint64_t bytes = uint64_t(count) * size;
     wire::WireStatus status = wire::WireStatus::kOk;
     if (!kind_ok || !op_ok || size == 0 || count == 0 || bytes > kMaxAtomicBytes || !atomic_valid(op, type, kind))
         status = wire::WireStatus::kBadAtomic;
-    else if (p.payload_len != (kind == wire::AtomicKind::kCompare ? 2 * bytes : bytes))
+    else if (p.payload_len != (kind == AtomicKind::kCompare ? 2 * bytes : bytes))
         status = wire::WireStatus::kBadRequest;
     uint8_t* target = nullptr;
     if (status == wire::WireStatus::kOk)
         status = check_region(this, x->key.get(), x->addr.get(), bytes, atomic_access(op, kind), &target);
     TxOp* resp = respond(this, s, TxOp::Kind::kAtomicResp, x->op_id.get(), status);
     if (status == wire::WireStatus::kOk) {
-        bool fetch = kind != wire::AtomicKind::kPlain;
-        const uint8_t* compare = kind == wire::AtomicKind::kCompare ? p.payload + bytes : nullptr;
+        bool fetch = kind != AtomicKind::kPlain;
+        const uint8_t* compare = kind == AtomicKind::kCompare ? p.payload + bytes : nullptr;
         status = atomic_execute(op, type, kind, target, p.payload, compare, fetch ? resp->bounce : nullptr, count);
         resp->answer.wire_status = status;
         if (status != wire::WireStatus::kOk)
@@ -128,7 +134,7 @@ Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket&
     }
     auto status = static_cast<wire::WireStatus>(x->status.get());
     op->status = op_status(status);
-    if (status == wire::WireStatus::kOk && op->req.atomic_kind != static_cast<uint8_t>(wire::AtomicKind::kPlain)) {
+    if (status == wire::WireStatus::kOk && op->req.atomic_kind != static_cast<uint8_t>(AtomicKind::kPlain)) {
         if (p.payload_len != op->message_len)
             op->status = OpStatus::kProtocolError;
         else

@@ -1,4 +1,4 @@
-// Remote atomic operations: see atomic_ops.h.
+// Remote atomic operations: see atomic_types.h (semantics) and atomic_ops.h.
 //
 // Structure: atomic_execute() validates, then switches once over the type to
 // an instantiation of exec<T>(), which switches once over the op to a loop
@@ -20,7 +20,6 @@
 
 namespace dpdk_engine {
 
-using wire::AtomicKind;
 using wire::WireStatus;
 
 namespace {

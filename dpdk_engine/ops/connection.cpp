@@ -13,10 +13,20 @@
 
 namespace dpdk_engine {
 
-int Endpoint::send_conn(Address dest, wire::ConnKind kind, uint64_t conn_id, const void* data, size_t len)
+// ConnExt::kind carries the public ConnKind as its value; the public limit
+// of private data is the wire's.
+static_assert(static_cast<uint8_t>(ConnKind::kConnReq) == static_cast<uint8_t>(wire::ConnKind::kConnReq) &&
+                  static_cast<uint8_t>(ConnKind::kAccept) == static_cast<uint8_t>(wire::ConnKind::kAccept) &&
+                  static_cast<uint8_t>(ConnKind::kReject) == static_cast<uint8_t>(wire::ConnKind::kReject) &&
+                  static_cast<uint8_t>(ConnKind::kShutdown) == static_cast<uint8_t>(wire::ConnKind::kShutdown) &&
+                  static_cast<uint8_t>(ConnKind::kShutdown) == wire::kMaxConnKind,
+              "the public ConnKind and the wire's agree value for value");
+static_assert(kMaxConnData == wire::kMaxConnData, "private data of one kConnCtl packet");
+
+int Endpoint::send_conn(Address dest, ConnKind kind, uint64_t conn_id, const void* data, size_t len)
 {
     EndpointImpl* ep = impl(this);
-    if (!ep->cfg.on_conn || len > wire::kMaxConnData || (len && !data))
+    if (!ep->cfg.on_conn || len > kMaxConnData || (len && !data))
         return -EINVAL;
     TxOp* op;
     if (int rc = ep->start_op(dest, TxOp::Kind::kConn, &op))
@@ -66,7 +76,7 @@ void EndpointImpl::conn_op_done(const TxOp* op, OpStatus status)
         return;
     ConnEvent ev;
     ev.what = status == OpStatus::kOk ? ConnEvent::What::kSent : ConnEvent::What::kFailed;
-    ev.kind = static_cast<wire::ConnKind>(op->conn.kind);
+    ev.kind = static_cast<ConnKind>(op->conn.kind);
     ev.peer = op->session->peer;
     ev.conn_id = op->conn.conn_id;
     ev.status = status;
@@ -99,7 +109,7 @@ Delivery EndpointImpl::deliver_conn(Session* s, const wire::ParsedPacket& p)
         return Delivery::kDone;
     ConnEvent ev;
     ev.what = ConnEvent::What::kReceived;
-    ev.kind = static_cast<wire::ConnKind>(x->kind);
+    ev.kind = static_cast<ConnKind>(x->kind);
     ev.peer = s->peer;
     ev.conn_id = x->conn_id.get();
     ev.data = p.payload;

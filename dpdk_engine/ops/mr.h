@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "dpdk_engine/random.h"
-#include "dpdk_engine/wire/wire.h"
+#include "dpdk_engine/status.h"
 
 namespace dpdk_engine {
 

@@ -15,7 +15,7 @@ bool EndpointImpl::send_cts(RxMsg* m)
 {
     TxOp* op = alloc_op(TxOp::Kind::kCts, m->session);
     if (!op) {
-        // Issue 6: never a receive waiting for a CTS nothing sends. It goes
+        // Never a receive waiting for a CTS nothing sends. It goes
         // from session_timers once an operation is free again.
         if (m->state != RxMsg::State::kCtsWaiting) {
             st.cts_deferred++;

@@ -159,7 +159,7 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
 
 // The request a response answers: ours, of the expected kind, on this
 // session, still waiting. nullptr for anything else (counted by the caller).
-// Issue 6 (never a hang): a target that acknowledges a request and answers
+// Never a hang: a target that acknowledges a request and answers
 // our keepalives but never sends the response (a bug, or a forged peer)
 // would leave the request waiting forever, since the session's peer timeout
 // watches only silence. The clock starts when progress() first sees the

@@ -1,4 +1,4 @@
-// Zero-copy send of large payloads (issue 5).
+// Zero-copy send of large payloads.
 //
 // A copying send touches a 1 MiB message three times on the sender: user
 // buffer -> mbuf (memcpy), CRC over the mbuf, mbuf -> memif ring (the PMD's

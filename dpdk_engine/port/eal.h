@@ -8,8 +8,8 @@
 //
 // What rte_eal_init (DPDK 22.11, shared build as shipped by Debian) does to
 // the process, checked empirically (see tests/test_port.cpp):
-//  * dlopen()s every PMD in RTE_EAL_PMD_PATH (~150 libraries, ~120 ms, ~20 MB
-//    RSS); unavoidable with a shared DPDK, there is no option to skip it.
+//  * dlopen()s every PMD in RTE_EAL_PMD_PATH (design.md section 6 has what
+//    that costs); unavoidable with a shared DPDK, no option skips it.
 //  * pins the calling thread to the main lcore's cpuset: we pass the
 //    thread's current cpuset (--lcores=0@(cpus)) so the mask is unchanged,
 //    and restore it if it still differs afterwards.

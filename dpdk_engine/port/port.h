@@ -58,6 +58,7 @@
 
 #include <rte_ether.h>
 
+#include "dpdk_engine/port/port_config.h"
 #include "dpdk_engine/wire/wire.h"
 
 struct rte_mbuf;
@@ -117,28 +118,6 @@ uint32_t default_window(const std::string& device, uint32_t otherwise);
 // the top of ip_rcv, before routing and netfilter (both shown by test_port's
 // lo_kernel_drops_our_frames).  Receivers ignore the MAC.
 constexpr uint8_t kLoopbackMac[6] = {0x02, 0, 0, 0, 0, 0x01};
-
-struct PortConfig {
-    std::string device;        // see the header comment; "" => af_packet on iface
-    std::string iface = "lo";  // for the default af_packet device
-    std::string ip;            // our IPv4 address; "" => 127.0.0.1
-    uint16_t mtu = 1500;       // L3 MTU, kMinMtu..kMaxMtu
-    unsigned mbufs = 0;        // pool size; 0 => 16384
-    // Sequenced frames one session may have in flight (the engine's window):
-    // memif sizes its ring to twice this, so a full window plus ACKs and
-    // retransmissions never meets a full ring (Port::flush drops what a full
-    // ring refuses; each drop costs a retransmission and a window of
-    // out-of-order frames).  0 => the ring's default size.
-    unsigned frames_in_flight = 0;
-    bool hugepages = false;  // EAL with hugepages (only the first Port's EAL
-                             // options count: EAL starts once per process)
-    std::string eal_args;    // extra EAL arguments (FI_DPDK_EAL_ARGS)
-    // memif: the engine reads large payloads in the ring (Port::set_rx_split)
-    // and writes frames into it (Port::set_tx_fill) instead of the PMD copying
-    // every frame out and in (FI_DPDK_MEMIF_IN_PLACE).
-    bool memif_in_place = true;
-    bool verbose = false;  // EAL/PMD logging at INFO on stderr
-};
 
 class Port {
  public:

@@ -201,7 +201,7 @@ struct Peer {
         if (rc)
             die("open_endpoint(port %u) = %d (%s)", ec.port, rc, strerror(-rc));
         say("device '%s' (%s), endpoint %s, peer timeout %u ms, fault %s", cfg.port.device.c_str(),
-            to_string(engine->port().kind()), addr_str(ep->address()).c_str(), cfg.peer_timeout_ms,
+            to_string(engine->device().kind), addr_str(ep->address()).c_str(), cfg.peer_timeout_ms,
             cfg.fault.enabled() ? "on" : "off");
     }
 
@@ -209,9 +209,9 @@ struct Peer {
     void wait_link()
     {
         uint64_t end = now_ms() + 10000;
-        while (!engine->port().link_up()) {
+        while (!engine->link_up()) {
             if (now_ms() > end)
-                die("link of %s not up after 10 s", engine->port().name().c_str());
+                die("link of %s not up after 10 s", engine->device().name.c_str());
             engine->progress();
             usleep(1000);
         }

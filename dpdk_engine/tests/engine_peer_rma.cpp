@@ -160,7 +160,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
             a.dest = p.peer;
             a.op = AtomicOp::kSum;
             a.type = AtomicType::kUint64;
-            a.kind = wire::AtomicKind::kFetch;
+            a.kind = AtomicKind::kFetch;
             a.operands = &one;
             a.result = &fetched[ap];
             a.count = 1;
@@ -189,7 +189,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
                 a.dest = p.peer;
                 a.op = AtomicOp::kCswap;
                 a.type = AtomicType::kUint64;
-                a.kind = wire::AtomicKind::kCompare;
+                a.kind = AtomicKind::kCompare;
                 a.operands = &val;
                 a.compare = &cmp;
                 a.result = &old;
@@ -215,7 +215,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
                 a.dest = p.peer;
                 a.op = AtomicOp::kCswap;
                 a.type = AtomicType::kUint64;
-                a.kind = wire::AtomicKind::kCompare;
+                a.kind = AtomicKind::kCompare;
                 a.operands = &val;
                 a.compare = &cmp;
                 a.result = &old;
@@ -240,7 +240,7 @@ void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)
                 a.dest = p.peer;
                 a.op = k ? AtomicOp::kMax : AtomicOp::kMin;
                 a.type = AtomicType::kInt32;
-                a.kind = wire::AtomicKind::kPlain;
+                a.kind = AtomicKind::kPlain;
                 a.operands = &mm[k];
                 a.count = 1;
                 a.addr = counter_addr + 8 + 4 * uint64_t(k);

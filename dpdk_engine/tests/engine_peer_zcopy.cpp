@@ -20,6 +20,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "dpdk_engine/engine_internal.h"
 #include "dpdk_engine/tests/engine_peer.h"
 
 namespace engine_peer {
@@ -85,7 +86,7 @@ struct Snapshot {
 Snapshot pool_snapshot(Peer& p)
 {
     p.run_for(300);  // ACKs and the rx ring refill settle
-    rte_mempool* mp = p.engine->port().pool();
+    rte_mempool* mp = engine_port(*p.engine).pool();
     return Snapshot {rte_mempool_avail_count(mp), external_mbufs(mp)};
 }
 

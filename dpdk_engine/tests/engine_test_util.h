@@ -23,6 +23,7 @@
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/tests/engine_test_common.h"
+#include "dpdk_engine/wire/wire.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-// Quiescence checks of the engine tests (issue 21: a message lost for ever
-// in fi_pingpong under faults): engine_quiet(), what a caller about to stop
+// Quiescence checks of the engine tests (a message once lost for ever in
+// fi_pingpong under faults): engine_quiet(), what a caller about to stop
 // calling progress() can see, and the watchdog that turns a silent hang into
 // a failure with a diagnostic. Used by the stream tests (test_engine.cpp) and
 // the ping-pong (test_engine_pingpong.cpp).

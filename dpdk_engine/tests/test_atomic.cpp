@@ -1,4 +1,4 @@
-// cmocka tests of the remote atomic operations (atomic_ops.h).
+// cmocka tests of the remote atomic operations (atomic_types.h, atomic_ops.h).
 //
 // Every op x type x kind is run over the cross product of boundary values
 // (target, operand, compare) and compared with a reference written here
@@ -28,11 +28,11 @@ extern "C" {
 using dpdk_engine::atomic_execute;
 using dpdk_engine::atomic_type_size;
 using dpdk_engine::atomic_valid;
+using dpdk_engine::AtomicKind;
 using dpdk_engine::AtomicOp;
 using dpdk_engine::AtomicType;
 using dpdk_engine::kAtomicOpCount;
 using dpdk_engine::kAtomicTypeCount;
-using dpdk_engine::wire::AtomicKind;
 using dpdk_engine::wire::WireStatus;
 
 namespace {

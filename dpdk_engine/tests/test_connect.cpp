@@ -51,14 +51,14 @@ struct Event {
 
 struct ConnEp : Ep {
     std::vector<Event> log;
-    size_t count_conn(ConnEvent::What w, wire::ConnKind k) const
+    size_t count_conn(ConnEvent::What w, ConnKind k) const
     {
         size_t n = 0;
         for (const Event& e : log)
             n += e.is_conn && e.ev.what == w && (w == ConnEvent::What::kPeerLost || e.ev.kind == k);
         return n;
     }
-    const Event* find_conn(ConnEvent::What w, wire::ConnKind k) const
+    const Event* find_conn(ConnEvent::What w, ConnKind k) const
     {
         for (const Event& e : log)
             if (e.is_conn && e.ev.what == w && (w == ConnEvent::What::kPeerLost || e.ev.kind == k))
@@ -221,31 +221,29 @@ void handshake(const Mode& mode)
     uint8_t priv[64];
     for (int i = 0; i < 64; i++)
         priv[i] = static_cast<uint8_t>(i ^ 0x3c);
-    uint8_t toobig[wire::kMaxConnData + 1] = {};
-    CHECK(client->ep->send_conn(listener->addr(), wire::ConnKind::kConnReq, 1, toobig, sizeof(toobig)) == -EINVAL,
+    uint8_t toobig[kMaxConnData + 1] = {};
+    CHECK(client->ep->send_conn(listener->addr(), ConnKind::kConnReq, 1, toobig, sizeof(toobig)) == -EINVAL,
           "oversized private data accepted");
 
     const uint64_t id = 0x1122334455667788ull;
-    CHECK(client->ep->send_conn(listener->addr(), wire::ConnKind::kConnReq, id, priv, sizeof(priv)) == 0,
-          "connreq");
-    CHECK(p.run_until([&] { return listener->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kConnReq); },
-                      5000),
+    CHECK(client->ep->send_conn(listener->addr(), ConnKind::kConnReq, id, priv, sizeof(priv)) == 0, "connreq");
+    CHECK(p.run_until([&] { return listener->count_conn(ConnEvent::What::kReceived, ConnKind::kConnReq); }, 5000),
           "no CONNREQ at the listener");
-    const Event* req = listener->find_conn(ConnEvent::What::kReceived, wire::ConnKind::kConnReq);
+    const Event* req = listener->find_conn(ConnEvent::What::kReceived, ConnKind::kConnReq);
     CHECK(req->ev.conn_id == id && req->ev.peer == client->addr(), "connreq fields");
     CHECK(req->data.size() == 64 && memcmp(req->data.data(), priv, 64) == 0, "connreq private data");
 
-    CHECK(server->ep->send_conn(client->addr(), wire::ConnKind::kAccept, id, "welcome", 7) == 0, "accept");
+    CHECK(server->ep->send_conn(client->addr(), ConnKind::kAccept, id, "welcome", 7) == 0, "accept");
     CHECK(p.run_until(
               [&] {
-                  return client->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kAccept) &&
-                         server->count_conn(ConnEvent::What::kSent, wire::ConnKind::kAccept);
+                  return client->count_conn(ConnEvent::What::kReceived, ConnKind::kAccept) &&
+                         server->count_conn(ConnEvent::What::kSent, ConnKind::kAccept);
               },
               5000),
           "accept not delivered/acknowledged");
-    const Event* acc = client->find_conn(ConnEvent::What::kReceived, wire::ConnKind::kAccept);
+    const Event* acc = client->find_conn(ConnEvent::What::kReceived, ConnKind::kAccept);
     CHECK(acc->ev.peer == server->addr() && acc->ev.conn_id == id && acc->data.size() == 7, "accept fields");
-    CHECK(client->count_conn(ConnEvent::What::kSent, wire::ConnKind::kConnReq) == 1, "connreq acknowledged once");
+    CHECK(client->count_conn(ConnEvent::What::kSent, ConnKind::kConnReq) == 1, "connreq acknowledged once");
     CHECK(client->ep->set_connected(server->addr(), true) == 0, "set_connected");
     CHECK(server->ep->set_connected(client->addr(), true) == 0, "set_connected");
 
@@ -259,13 +257,12 @@ void handshake(const Mode& mode)
         sbuf[i] = i;
         CHECK(send_msg(client, server, &sbuf[i], 4, kOpCompletion) == 0, "send");
     }
-    CHECK(client->ep->send_conn(server->addr(), wire::ConnKind::kShutdown, id, nullptr, 0) == 0, "shutdown");
-    CHECK(p.run_until([&] { return server->count_conn(ConnEvent::What::kReceived, wire::ConnKind::kShutdown); },
-                      10000),
+    CHECK(client->ep->send_conn(server->addr(), ConnKind::kShutdown, id, nullptr, 0) == 0, "shutdown");
+    CHECK(p.run_until([&] { return server->count_conn(ConnEvent::What::kReceived, ConnKind::kShutdown); }, 10000),
           "no SHUTDOWN");
     size_t recvs_before = 0;
     for (const Event& e : server->log) {
-        if (e.is_conn && e.ev.what == ConnEvent::What::kReceived && e.ev.kind == wire::ConnKind::kShutdown)
+        if (e.is_conn && e.ev.what == ConnEvent::What::kReceived && e.ev.kind == ConnKind::kShutdown)
             break;
         recvs_before += e.c.type == CompletionType::kRecv && e.c.status == OpStatus::kOk;
     }
@@ -273,7 +270,7 @@ void handshake(const Mode& mode)
     for (uint32_t i = 0; i < kMsgs; i++)
         CHECK(rbuf[i] == i, "message %u holds %u", i, rbuf[i]);
     // Nothing about lost peers while both live.
-    CHECK(client->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0, "spurious peer loss");
+    CHECK(client->count_conn(ConnEvent::What::kPeerLost, ConnKind::kConnReq) == 0, "spurious peer loss");
     // After SHUTDOWN the receiver flushes its receives.
     uint32_t spare;
     CHECK(post(server, &spare, 4) == 0, "post");
@@ -347,18 +344,17 @@ void test_conn_to_nobody(void**)
     Address nobody = other->addr();
     nobody.port = static_cast<uint16_t>(nobody.port + 1);
     uint64_t t0 = now_ms();
-    CHECK(client->ep->send_conn(nobody, wire::ConnKind::kConnReq, 9, "x", 1) == 0, "connreq");
-    CHECK(
-        p.run_until([&] { return client->count_conn(ConnEvent::What::kFailed, wire::ConnKind::kConnReq); }, 5000),
-        "connect to nobody never failed");
+    CHECK(client->ep->send_conn(nobody, ConnKind::kConnReq, 9, "x", 1) == 0, "connreq");
+    CHECK(p.run_until([&] { return client->count_conn(ConnEvent::What::kFailed, ConnKind::kConnReq); }, 5000),
+          "connect to nobody never failed");
     uint64_t took = now_ms() - t0;
-    const Event* f = client->find_conn(ConnEvent::What::kFailed, wire::ConnKind::kConnReq);
+    const Event* f = client->find_conn(ConnEvent::What::kFailed, ConnKind::kConnReq);
     CHECK(f->ev.status == OpStatus::kPeerTimeout && f->ev.conn_id == 9, "failure %s", to_string(f->ev.status));
     // Bounded, not timed: generous on a loaded machine.
     CHECK(took >= 250 && took < 10000, "failed after %lu ms (timeout 300)", (unsigned long)took);
     // A DGRAM-style endpoint (no on_conn) refuses connection packets.
     ConnEp* plain = open_ep(p, 1, false);
-    CHECK(client->ep->send_conn(plain->addr(), wire::ConnKind::kConnReq, 10, nullptr, 0) == 0, "connreq");
+    CHECK(client->ep->send_conn(plain->addr(), ConnKind::kConnReq, 10, nullptr, 0) == 0, "connreq");
     p.run_for(100);
     CHECK(plain->ep->stats().protocol_errors == 1 && plain->log.empty(), "connreq to a plain endpoint");
 }
@@ -372,17 +368,15 @@ void test_conn_peer_killed(void**)
     CHECK(b->ep->set_connected(a->addr(), true) == 0, "connected");
     // Idle but alive: the keepalive keeps it up well past the timeout.
     p.run_for(2500);
-    CHECK(a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 0,
-          "live idle peer declared lost");
+    CHECK(a->count_conn(ConnEvent::What::kPeerLost, ConnKind::kConnReq) == 0, "live idle peer declared lost");
     // The peer's engine dies: noticed with nothing outstanding.
     p.kill(1);
     uint64_t t0 = now_ms();
-    CHECK(p.run_until([&] { return a->count_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq) == 1; },
-                      15000),
+    CHECK(p.run_until([&] { return a->count_conn(ConnEvent::What::kPeerLost, ConnKind::kConnReq) == 1; }, 15000),
           "dead peer never reported");
     uint64_t took = now_ms() - t0;
     CHECK(took < 10000, "dead peer reported after %lu ms (timeout 1000)", (unsigned long)took);
-    CHECK(a->find_conn(ConnEvent::What::kPeerLost, wire::ConnKind::kConnReq)->ev.status == OpStatus::kPeerTimeout,
+    CHECK(a->find_conn(ConnEvent::What::kPeerLost, ConnKind::kConnReq)->ev.status == OpStatus::kPeerTimeout,
           "loss status");
     CHECK(a->ep->stats().conn_peers_lost == 1, "loss counted");
 }

@@ -1,5 +1,5 @@
-// Autocork (EngineConfig::autocork, FI_DPDK_AUTOCORK; issue 5, message rate
-// without FI_MORE): a small message posted while its session has frames in
+// Autocork (EngineConfig::autocork, FI_DPDK_AUTOCORK; message rate without
+// FI_MORE): a small message posted while its session has frames in
 // flight waits for the next progress() call, or the next post that cannot
 // wait, and leaves packed (kMsgPacked) with the others posted meanwhile; a
 // message to an idle session leaves at once. Frame counts are read right
@@ -232,7 +232,7 @@ void test_autocork_order_with_rdv_and_rma(void** state)
     AtomicArgs aa;
     aa.dest = b->addr();
     aa.op = AtomicOp::kSum;
-    aa.kind = wire::AtomicKind::kFetch;
+    aa.kind = AtomicKind::kFetch;
     aa.operands = &operand;
     aa.result = &fetched;
     aa.count = 1;

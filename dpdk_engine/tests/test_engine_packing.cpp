@@ -1,4 +1,4 @@
-// Small messages packed several to a frame (wire::kMsgPacked, issue 5): the
+// Small messages packed several to a frame (wire::kMsgPacked): the
 // sender packs what kOpMore (FI_MORE) leaves queued, the receiver unpacks
 // every record in order, exactly once, under loss, duplication, reordering
 // and corruption (the modes), with a receiver that runs out of room part

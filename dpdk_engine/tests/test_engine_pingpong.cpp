@@ -1,7 +1,7 @@
 // Engine tests (see test_engine.cpp): alternating ping-pong under faults,
-// the quiescence watchdog, and a seed sweep of the lossy tests (issue 21).
+// the quiescence watchdog, and a seed sweep of the lossy tests.
 //
-// Issue 21: fi_pingpong (one message at a time, request then response,
+// fi_pingpong (one message at a time, request then response,
 // 64 B..1 MiB, eager and rendezvous) lost a message for ever under
 // FI_DPDK_FAULT=loss=0.05,dup=0.01,reorder=0.01,seed=11. Between sizes
 // fi_pingpong stops calling the provider (it syncs out of band), and a side
@@ -22,7 +22,7 @@
 //             operation), then stops while the other side collects its
 //             completions alone. Every payload is checked byte for byte,
 //             every completion counted exactly once, nothing may be left.
-//   watchdog_catches_hang  the hang of issue 21 on purpose (a side stops
+//   watchdog_catches_hang  that hang on purpose (a side stops
 //             with its lost message outstanding): the watchdog reports it.
 //   sweep     per seed: the ping-pong (one exchange per size, one of the six
 //             tagged x send-kind combinations) and one small variant of the
@@ -414,7 +414,7 @@ void test_pingpong(void** state)
                                                                      : 8; }, 0x3f, false);
 }
 
-// The hang of issue 21 made on purpose, to show the watchdog catches it and
+// The fi_pingpong hang made on purpose, to show the watchdog catches it and
 // says why: side 1 injects an answer (complete at post) that is lost (side 0
 // receives nothing: loss=1) and stops calling progress() at once, as the
 // provider did before its fix, although its engine still reports the

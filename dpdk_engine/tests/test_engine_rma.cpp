@@ -329,8 +329,8 @@ struct AtomicStats {
 // Runs `op` on count elements of T at the target (region of b) and checks
 // the target and the fetched values.
 template <typename T>
-void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp op, wire::AtomicKind kind,
-                 size_t count, Rng& rng, uint64_t timeout, AtomicStats& st)
+void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp op, AtomicKind kind, size_t count,
+                 Rng& rng, uint64_t timeout, AtomicStats& st)
 {
     size_t off = 64 * (1 + rng.below(8));  // aligned
     T* target = reinterpret_cast<T*>(region + off);
@@ -349,8 +349,8 @@ void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp 
     aa.type = type_of<T>();
     aa.kind = kind;
     aa.operands = opnd.data();
-    aa.compare = kind == wire::AtomicKind::kCompare ? cmp.data() : nullptr;
-    aa.result = kind == wire::AtomicKind::kPlain ? nullptr : result.data();
+    aa.compare = kind == AtomicKind::kCompare ? cmp.data() : nullptr;
+    aa.result = kind == AtomicKind::kPlain ? nullptr : result.data();
     aa.count = count;
     aa.addr = reinterpret_cast<uint64_t>(target);
     aa.key = key;
@@ -368,7 +368,7 @@ void atomic_case(Pair& p, Ep* a, Ep* b, uint8_t* region, uint64_t key, AtomicOp 
     for (size_t i = 0; i < count; i++) {
         CHECK(mcmp(&target[i], &expect[i], sizeof(T)) == 0, "atomic %s %s kind %d elem %zu: target wrong",
               to_string(op), to_string(type_of<T>()), int(kind), i);
-        if (kind != wire::AtomicKind::kPlain)
+        if (kind != AtomicKind::kPlain)
             CHECK(mcmp(&result[i], &before[i], sizeof(T)) == 0, "atomic %s %s elem %zu: fetched wrong",
                   to_string(op), to_string(type_of<T>()), i);
     }
@@ -388,7 +388,7 @@ void test_atomics(void** state)
     CHECK(p.mr[1]->add(region, sizeof region, kMrAccessAll, 0, &key) == 0, "mr add");
     Rng rng(mix(g_seed, 0xA7));
     AtomicStats st;
-    using K = wire::AtomicKind;
+    using K = AtomicKind;
     const AtomicOp arith[] = {AtomicOp::kMin,  AtomicOp::kMax,  AtomicOp::kSum,  AtomicOp::kProd,
                               AtomicOp::kLor,  AtomicOp::kLand, AtomicOp::kBor,  AtomicOp::kBand,
                               AtomicOp::kLxor, AtomicOp::kBxor, AtomicOp::kWrite};
@@ -654,9 +654,9 @@ void test_protection(void** state)
                 aa.dest = cs.target->addr();
                 aa.op = cs.kind == 'c' ? AtomicOp::kCswap : AtomicOp::kSum;
                 aa.type = AtomicType::kUint64;
-                aa.kind = cs.kind == 'c'   ? wire::AtomicKind::kCompare
-                          : cs.kind == 'f' ? wire::AtomicKind::kFetch
-                                           : wire::AtomicKind::kPlain;
+                aa.kind = cs.kind == 'c'   ? AtomicKind::kCompare
+                          : cs.kind == 'f' ? AtomicKind::kFetch
+                                           : AtomicKind::kPlain;
                 aa.operands = opnd;
                 aa.compare = cmpv;
                 aa.result = res;

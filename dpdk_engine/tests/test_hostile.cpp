@@ -45,6 +45,7 @@
 #include <rte_mempool.h>
 
 #include "dpdk_engine/engine.h"
+#include "dpdk_engine/engine_internal.h"
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/tests/fake_peer.h"
 
@@ -449,7 +450,7 @@ void test_forget_peer(void**)
     Rig r;
     Sink sink;
     Endpoint* ep = r.open(&sink);
-    const unsigned free_before = rte_mempool_avail_count(r.engine->port().pool());
+    const unsigned free_before = rte_mempool_avail_count(engine_port(*r.engine).pool());
     const Address me = ep->address();
     // Ours toward peer 0, never answered: an RMA write and a message.
     static char src[64] = "pending";
@@ -493,7 +494,7 @@ void test_forget_peer(void**)
     assert_int_equal(live_sessions(ep), 0);
     assert_int_equal(sink.c.size(), 3);  // its message went without a word
     r.run();
-    assert_int_equal(rte_mempool_avail_count(r.engine->port().pool()), free_before);
+    assert_int_equal(rte_mempool_avail_count(engine_port(*r.engine).pool()), free_before);
 
     // "dropped" is gone: a new receive stays empty. The old stream is a
     // stranger's now; a new stream from the same address delivers.

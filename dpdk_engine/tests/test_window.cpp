@@ -1,5 +1,5 @@
-// test_window: what a peer session costs (issue 5: state per peer session
-// <= 4 KiB) and the window pool that busy sessions borrow from
+// test_window: what a peer session costs (the state of a peer session must
+// stay <= 4 KiB) and the window pool that busy sessions borrow from
 // (dpdk_engine/session/window_pool.h).
 //
 //   idle_session   - a session that has talked and gone quiet keeps

@@ -29,8 +29,8 @@ namespace wire {
 
 // A big-endian unsigned integer stored as bytes: no alignment, no implicit
 // host-order reads. Use get()/set(): one unaligned load or store and a
-// bswap. (A shift-per-byte loop is what we had: GCC 12 -O2 did not fold it,
-// and it cost ~350 instructions per packet sent, a third of building one.)
+// bswap, which compilers do not reliably make of a shift-per-byte loop
+// (design.md section 2 has what that loop cost).
 template <typename T> struct BigEndian {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "be16/be32/be64 only");
     uint8_t bytes[sizeof(T)];
@@ -207,8 +207,8 @@ struct AtomicExt {
     be64 addr;
     be64 key;
     be32 op_id;
-    uint8_t op;        // AtomicOp (atomic_ops.h)
-    uint8_t datatype;  // AtomicType (atomic_ops.h)
+    uint8_t op;        // AtomicOp (atomic_types.h)
+    uint8_t datatype;  // AtomicType (atomic_types.h)
     uint8_t kind;      // AtomicKind
     uint8_t reserved;
     be32 count;  // number of elements
@@ -269,7 +269,7 @@ struct ConnExt {
 static_assert(sizeof(ConnExt) == 16, "ConnExt is frozen at 16 bytes");
 constexpr size_t kMaxConnData = 256;  // private data bytes per kConnCtl packet
 
-// kMsgPacked: several whole eager messages in one sequenced frame (issue 5,
+// kMsgPacked: several whole eager messages in one sequenced frame (for the
 // small-message rate). One Ethernet/IP/UDP/transport header, one CRC, one
 // PSN, one descriptor and one acknowledgement for `count` messages, as in
 // eRPC's and Homa's batching of small RPCs. The frame is the unit of

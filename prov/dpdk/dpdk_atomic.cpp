@@ -5,7 +5,7 @@
 //
 // One element vector per call (iov_count 1, rma_iov_count 1) of at most
 // dpdk_engine::kMaxAtomicBytes bytes.
-#include "dpdk_engine/ops/atomic_ops.h"
+#include "dpdk_engine/atomic_types.h"
 #include "prov/dpdk/dpdk_prov.h"
 
 namespace dpdk_fi {
@@ -27,7 +27,7 @@ static_assert(int(AtomicType::kInt8) == FI_INT8 && int(AtomicType::kUint64) == F
 
 namespace {
 
-using dpdk_engine::wire::AtomicKind;
+using dpdk_engine::AtomicKind;
 
 Ep* ep_of(fid_ep* f)
 {

@@ -121,9 +121,7 @@ int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
 // Largest FI_EP_DGRAM message: one packet of the configured MTU.
 size_t dgram_max_msg()
 {
-    return static_cast<size_t>(params().engine.port.mtu) - dpdk_engine::wire::kIpv4HeaderLen -
-           dpdk_engine::wire::kUdpHeaderLen - sizeof(dpdk_engine::wire::TransportHeader) -
-           sizeof(dpdk_engine::wire::DgramExt);
+    return dpdk_engine::max_datagram_payload(params().engine.port.mtu);
 }
 
 int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)
@@ -134,7 +132,7 @@ int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)
         return reject("max_msg_size above the FI_EP_DGRAM limit (one packet)");
     if (h->protocol != FI_PROTO_UNSPEC)
         return reject("protocol");
-    if (h->protocol_version > dpdk_engine::wire::kVersion)
+    if (h->protocol_version > dpdk_engine::protocol_version())
         return reject("protocol version");
     if (h->max_msg_size > dpdk_engine::kMaxMessageSize)
         return reject("max_msg_size");
@@ -309,7 +307,7 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     fi_ep_attr* ea = fi->ep_attr;
     ea->type = type;
     ea->protocol = FI_PROTO_UNSPEC;
-    ea->protocol_version = dpdk_engine::wire::kVersion;
+    ea->protocol_version = dpdk_engine::protocol_version();
     ea->max_msg_size = dgram ? dgram_max_msg() : dpdk_engine::kMaxMessageSize;
     ea->msg_prefix_size = !prefix ? 0 : he && he->msg_prefix_size ? he->msg_prefix_size : kMsgPrefixSize;
     // Every packet of a session is applied in order, whatever its size.

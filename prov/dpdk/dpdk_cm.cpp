@@ -3,7 +3,7 @@
 // fi_shutdown, and the EQ events they raise.
 //
 // Every step is a reliable connection control packet of the engine
-// (dpdk_engine/ops/connection.cpp, wire::ConnExt), so it is retransmitted until
+// (dpdk_engine/ops/connection.cpp), so it is retransmitted until
 // acknowledged and fails after FI_DPDK_TIMEOUT_MS of silence:
 //
 //   client ep C             listener (pep) L          new ep N (fi_endpoint
@@ -31,7 +31,7 @@
 namespace dpdk_fi {
 
 using dpdk_engine::ConnEvent;
-using dpdk_engine::wire::ConnKind;
+using dpdk_engine::ConnKind;
 
 namespace {
 

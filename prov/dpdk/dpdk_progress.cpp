@@ -395,7 +395,7 @@ void SharedEngine::thread_main() noexcept
     // were received by someone else while we slept (an application thread
     // busy-polling its CQ: cq_readfrom progresses too), stay on the timer
     // instead and arm once things are quiet.
-    const bool arm_costs = engine_->port().kind() == dpdk_engine::Port::Kind::kMemif;
+    const bool arm_costs = engine_->device().kind == dpdk_engine::DeviceKind::kMemif;
     while (!stop_.load(std::memory_order_relaxed)) {
         int events, fd;
         uint32_t next;
@@ -404,7 +404,7 @@ void SharedEngine::thread_main() noexcept
             if (armed)
                 engine_->disarm_wait();
             armed = false;
-            const bool others_busy = arm_costs && engine_->port().stats().rx_pkts != rx_at_sleep;
+            const bool others_busy = arm_costs && engine_->device_stats().rx_packets != rx_at_sleep;
             events = engine_->progress(false);
             next = engine_->next_timeout_us();
             fd = engine_->wait_fd();
@@ -416,7 +416,7 @@ void SharedEngine::thread_main() noexcept
                 if (!armed)
                     fd = -1;  // poll with the timer
             }
-            rx_at_sleep = engine_->port().stats().rx_pkts;
+            rx_at_sleep = engine_->device_stats().rx_packets;
             // Decided under the lock: a post after this point that leaves
             // sends waiting for progress wakes us (wake_thread_for_tx).
             thread_sleeping_ = events <= 0;
@@ -449,7 +449,7 @@ void SharedEngine::standby_main() noexcept
     // Where packets arriving while the application is away can wake us
     // without arming anything (af_packet, tap); memif's needs arming, which
     // costs its peer a system call per burst: polled with the timer instead.
-    const int fd = engine_->port().kind() == dpdk_engine::Port::Kind::kMemif ? -1 : engine_->wait_fd();
+    const int fd = engine_->device().kind == dpdk_engine::DeviceKind::kMemif ? -1 : engine_->wait_fd();
     const int64_t period = standby_period_us_;
     // While away with nothing due, how long to sleep without a packet.
     constexpr int64_t kAwayCapUs = 100000;

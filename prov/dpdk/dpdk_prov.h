@@ -693,7 +693,7 @@ struct Mr {
 
 // ---- connection management (dpdk_cm.cpp)
 // Private data of fi_connect/fi_accept/fi_reject (FI_OPT_CM_DATA_SIZE).
-constexpr size_t kCmDataSize = dpdk_engine::wire::kMaxConnData;
+constexpr size_t kCmDataSize = dpdk_engine::kMaxConnData;
 
 // FI_EP_MSG endpoint states.
 enum class ConnState : uint8_t {
