@@ -47,7 +47,7 @@ RmaArgs rma(const Ep* to, const iovec* iov, uint64_t addr, uint64_t key, uint32_
     return ra;
 }
 
-AtomicArgs add_u64(const Ep* to, const uint64_t* operand, uint64_t* result, wire::AtomicKind kind, AtomicOp op,
+AtomicArgs add_u64(const Ep* to, const uint64_t* operand, uint64_t* result, AtomicKind kind, AtomicOp op,
                    uint64_t addr, uint64_t key, uintptr_t context)
 {
     AtomicArgs aa;
@@ -103,14 +103,12 @@ void test_rma_events(void** state)
     CHECK(a->ep->read(rma(b, &back_iov, base + 100, key, kOpCompletion, 3)) == 0, "read");
     const uint64_t one = 1;
     uint64_t fetched = 0, read_back = 0;
-    CHECK(a->ep->atomic(
-              add_u64(b, &one, nullptr, wire::AtomicKind::kPlain, AtomicOp::kSum, base + 50000, key, 4)) == 0,
+    CHECK(a->ep->atomic(add_u64(b, &one, nullptr, AtomicKind::kPlain, AtomicOp::kSum, base + 50000, key, 4)) == 0,
           "add");
-    CHECK(a->ep->atomic(
-              add_u64(b, &one, &fetched, wire::AtomicKind::kFetch, AtomicOp::kSum, base + 50000, key, 5)) == 0,
+    CHECK(a->ep->atomic(add_u64(b, &one, &fetched, AtomicKind::kFetch, AtomicOp::kSum, base + 50000, key, 5)) == 0,
           "fetch-add");
-    CHECK(a->ep->atomic(
-              add_u64(b, &one, &read_back, wire::AtomicKind::kFetch, AtomicOp::kRead, base + 50000, key, 6)) == 0,
+    CHECK(a->ep->atomic(add_u64(b, &one, &read_back, AtomicKind::kFetch, AtomicOp::kRead, base + 50000, key, 6)) ==
+              0,
           "atomic read");
     for (uintptr_t i = 1; i <= 6; i++)
         CHECK_STATUS(take(p, a, ctx(i), t), OpStatus::kOk);
