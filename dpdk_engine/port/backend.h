@@ -86,8 +86,12 @@ class PortBackend {
     virtual int arm_rx_wait() { return 0; }
     virtual void disarm_rx_wait() { }
     virtual unsigned rx_wait_armed() const { return 0; }
-    virtual void set_rx_split(size_t (* /*split*/)(const uint8_t* frame, size_t len)) { }
-    virtual bool set_tx_fill(size_t (* /*fill*/)(uint8_t* dst, size_t cap, const rte_mbuf* m)) { return false; }
+    // on: the wire layer's split (or fill), or hook where not null (tests).
+    virtual void set_rx_split(bool /*on*/, size_t (* /*hook*/)(const uint8_t* frame, size_t len)) { }
+    virtual bool set_tx_fill(bool /*on*/, size_t (* /*hook*/)(uint8_t* dst, size_t cap, const rte_mbuf* m))
+    {
+        return false;
+    }
     // The UDP port reservations changed (port -> kernel socket); a negative
     // errno refuses the change (the core then takes it back).
     virtual int reservations_changed(const std::map<uint16_t, int>& /*reservations*/) { return 0; }

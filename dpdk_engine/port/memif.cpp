@@ -175,7 +175,7 @@ int MemifBackend::arm_rx_wait()
     link_polls_ = 0;
     // Slots the engine has finished with since the last burst go back before
     // we sleep: the peer may be waiting for them.
-    if (rx_split_)
+    if (rx_in_place_)
         give_back(ring);
     if (first) {
         // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
@@ -271,7 +271,7 @@ void MemifBackend::prime_rx()
     if (!link_up())
         return;
     rte_mbuf* none[1];
-    if (rx_split_)
+    if (rx_in_place_)
         rx_in_place(none, 0);
     else
         rte_eth_rx_burst(port_id(), 0, none, 0);
@@ -457,7 +457,7 @@ uint16_t MemifBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
 {
     if (peer_leaving_ && quiet())
         return 0;
-    const uint16_t got = rx_split_ ? rx_in_place(pkts, n) : rte_eth_rx_burst(port_id(), 0, pkts, n);
+    const uint16_t got = rx_in_place_ ? rx_in_place(pkts, n) : rte_eth_rx_burst(port_id(), 0, pkts, n);
     return got > 0 ? take_goodbyes(pkts, got) : 0;
 }
 
@@ -470,7 +470,7 @@ bool MemifBackend::tx_ready()
 
 unsigned MemifBackend::tx_burst(rte_mbuf** pkts, unsigned n)
 {
-    return tx_fill_ ? tx_fill(pkts, n) : rte_eth_tx_burst(port_id(), 0, pkts, static_cast<uint16_t>(n));
+    return tx_in_place_ ? tx_fill(pkts, n) : rte_eth_tx_burst(port_id(), 0, pkts, static_cast<uint16_t>(n));
 }
 
 }  // namespace dpdk_engine

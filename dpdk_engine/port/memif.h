@@ -43,8 +43,8 @@ class MemifBackend final : public PortBackend {
     int arm_rx_wait() override;
     void disarm_rx_wait() override;
     unsigned rx_wait_armed() const override { return wait_arms_; }
-    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len)) override;
-    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m)) override;
+    void set_rx_split(bool on, size_t (*hook)(const uint8_t* frame, size_t len)) override;
+    bool set_tx_fill(bool on, size_t (*hook)(uint8_t* dst, size_t cap, const rte_mbuf* m)) override;
 
     void close_device(void (*close_fn)(void*), void* arg) override;
     void closing() override;
@@ -79,8 +79,12 @@ class MemifBackend final : public PortBackend {
     bool give_back(void* ring);
     static void slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
     std::unique_ptr<InPlace> in_place_;                // set_rx_split, else null
-    size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;
-    size_t (*tx_fill_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
+    // The wire layer's split_point and copy_and_seal are called directly;
+    // a test's hook, where set, instead.
+    bool rx_in_place_ = false;
+    bool tx_in_place_ = false;
+    size_t (*rx_split_hook_)(const uint8_t* frame, size_t len) = nullptr;
+    size_t (*tx_fill_hook_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
 
     const std::string path_;   // the socket's; "" from a raw vdev string
     std::string server_path_;  // "<path>.server", locked by the live server

@@ -34,6 +34,7 @@
 
 #include "dpdk_engine/port/memif.h"
 #include "dpdk_engine/port/memif22.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
@@ -47,12 +48,12 @@ void MemifBackend::slot_freed(void* /*addr*/, void* opaque)
     --owner->lent;
 }
 
-void MemifBackend::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len))
+void MemifBackend::set_rx_split(bool on, size_t (*hook)(const uint8_t* frame, size_t len))
 {
-    rx_split_ = nullptr;
+    rx_in_place_ = false;
     if (rxq_ == nullptr)
         return;  // no 22.11 mirror
-    if (split != nullptr && !in_place_) {
+    if (on && !in_place_) {
         in_place_.reset(new InPlace);
         for (InPlace::Slot& s : in_place_->slots) {
             s.shinfo.free_cb = slot_freed;
@@ -63,7 +64,8 @@ void MemifBackend::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len
             s.done = false;
         }
     }
-    rx_split_ = split;
+    rx_split_hook_ = hook;
+    rx_in_place_ = on;
 }
 
 // Gives back every done slot at the front, in ring order, if `ring` is
@@ -162,7 +164,7 @@ uint16_t MemifBackend::rx_in_place(rte_mbuf** pkts, uint16_t n)
             ++stats().alloc_failed;
             break;  // the slot stays in the ring for the next burst
         }
-        size_t head_len = rx_split_(frame, d.length);
+        size_t head_len = rx_split_hook_ ? rx_split_hook_(frame, d.length) : wire::split_point(frame, d.length);
         // Not lent again while an mbuf of an earlier lending lives (after a
         // reconnect, see above): copied instead.
         if (head_len >= d.length || rte_mbuf_ext_refcnt_read(&slot.shinfo) != 0)

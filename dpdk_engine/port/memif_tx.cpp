@@ -23,14 +23,16 @@
 
 #include "dpdk_engine/port/memif.h"
 #include "dpdk_engine/port/memif22.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
-bool MemifBackend::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m))
+bool MemifBackend::set_tx_fill(bool on, size_t (*hook)(uint8_t* dst, size_t cap, const rte_mbuf* m))
 {
     if (txq_ == nullptr || bsize_ == 0)
         return false;
-    tx_fill_ = fill;
+    tx_fill_hook_ = hook;
+    tx_in_place_ = on;
     return true;
 }
 
@@ -64,7 +66,9 @@ unsigned MemifBackend::tx_fill(rte_mbuf** pkts, unsigned n)
         const uint32_t offset = d.offset;
         const uint32_t cap = c2s ? bsize_ : d.length;
         uint8_t* buf = desc_buffer(pp, region, offset, cap);
-        const size_t len = buf ? tx_fill_(buf, cap, pkts[sent]) : 0;
+        const size_t len = buf == nullptr  ? 0
+                           : tx_fill_hook_ ? tx_fill_hook_(buf, cap, pkts[sent])
+                                           : wire::copy_and_seal(buf, cap, pkts[sent]);
         if (len == 0)
             ++stats().tx_dropped;  // sent empty: the receiver drops it as truncated
         d.length = static_cast<uint32_t>(len);

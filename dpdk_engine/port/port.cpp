@@ -522,14 +522,24 @@ int Port::alloc_bulk(rte_mbuf** m, unsigned n)
     return 0;
 }
 
+void Port::set_rx_split()
+{
+    backend_->set_rx_split(true, nullptr);
+}
+
 void Port::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len))
 {
-    backend_->set_rx_split(split);
+    backend_->set_rx_split(split != nullptr, split);
+}
+
+bool Port::set_tx_fill()
+{
+    return backend_->set_tx_fill(true, nullptr);
 }
 
 bool Port::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m))
 {
-    return backend_->set_tx_fill(fill);
+    return backend_->set_tx_fill(fill != nullptr, fill);
 }
 
 int Port::arm_rx_wait()

@@ -182,17 +182,24 @@ class Port {
     // rx_burst(): a caller that keeps a frame copies it first.  The peer can
     // still write that memory: split reads it as untrusted, and the payload
     // must be read once (checked while copied).  The split is the wire
-    // layer's (tests pass their own); nullptr: every frame is copied by the
-    // PMD (the state after open).  A no-op on other ports.
-    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len) = wire::split_point);
+    // layer's (wire::split_point, called directly); without set_rx_split()
+    // every frame is copied by the PMD (the state after open).  A no-op on
+    // other ports.
+    void set_rx_split();
+    // The same with split in place of the wire layer's (tests, whose frames
+    // are not the transport's); nullptr: every frame copied again.
+    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
     // memif (22.11, see memif_tx.cpp): flush() writes each frame into
     // the ring itself, through fill(dst, cap, m), which copies the frame `m`
     // (any chain) to dst (cap bytes) and returns its length, 0 when it does
     // not fit (dropped).  The fill may finish the frame as it copies it: the
-    // default, the wire layer's copy_and_seal, seals payload CRCs there (tests
-    // pass their own).  Returns false, and changes nothing, where the ring
-    // cannot be reached (not memif, another DPDK).
-    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m) = wire::copy_and_seal);
+    // wire layer's copy_and_seal (called directly) seals payload CRCs there.
+    // Returns false, and changes nothing, where the ring cannot be reached
+    // (not memif, another DPDK).
+    bool set_tx_fill();
+    // The same with fill in place of the wire layer's (tests); nullptr: the
+    // PMD writes the ring again.
+    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
     // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
     // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
     // Port (sent or freed and counted in tx_dropped).
