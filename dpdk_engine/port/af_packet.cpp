@@ -1,6 +1,6 @@
-// Port, af_packet side: the kernel-side plumbing of the af_packet PMD (its
-// socket found and tuned, the classic BPF rx filter, UDP port reservations,
-// fanout-group lock files). See port.h for the facts behind it.
+// Port's af_packet backend (af_packet.h): the ring sizing, the PMD's socket
+// found and tuned, the classic BPF rx filter, the fanout-group lock. See
+// af_packet.h for the facts behind it.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,19 +12,25 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <net/if.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <rte_ether.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
 
-#include "dpdk_engine/port/port.h"
-#include "dpdk_engine/port/port_internal.h"
+#include "dpdk_engine/port/af_packet.h"
 
 namespace dpdk_engine {
-namespace port_internal {
+namespace {
+
+using namespace port_internal;
 
 std::set<int> open_fds()
 {
@@ -68,40 +74,6 @@ int find_new_packet_socket(const std::set<int>& before, int ifindex)
     return found;
 }
 
-// A lock file held with flock() for as long as the resource is ours.
-// Unlinked by its holder on release; acquirers re-check that the path still
-// names the inode they locked, so unlink-while-waiting cannot hand the same
-// lock to two processes.  Returns fd >= 0, -EWOULDBLOCK if held elsewhere
-// (nonblocking mode), or -errno.
-int lock_file(const std::string& path, bool nonblocking)
-{
-    for (int attempt = 0; attempt < 16; ++attempt) {
-        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (fd < 0)
-            return -errno;
-        if (flock(fd, LOCK_EX | (nonblocking ? LOCK_NB : 0)) != 0) {
-            int e = errno;
-            close(fd);
-            return e == EWOULDBLOCK ? -EWOULDBLOCK : -e;
-        }
-        struct stat a, b;
-        if (fstat(fd, &a) == 0 && stat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
-            return fd;
-        close(fd);  // unlinked by its previous holder meanwhile: retry
-    }
-    return -EAGAIN;
-}
-
-void unlock_file(const std::string& path, int* fd)
-{
-    if (*fd < 0)
-        return;
-    unlink(path.c_str());
-    close(*fd);
-    *fd = -1;
-}
-
-namespace {
 std::string lock_dir()
 {
     struct stat st;
@@ -109,8 +81,6 @@ std::string lock_dir()
         return "/dev/shm";
     return "/tmp";
 }
-
-}  // namespace
 
 std::string fanout_lock_path(int ifindex, int fanout)
 {
@@ -120,10 +90,6 @@ std::string fanout_lock_path(int ifindex, int fanout)
     return lock_dir() + "/dpdkfi-fanout-" + std::to_string(ns.st_ino) + "-" + std::to_string(ifindex) + "-" +
            std::to_string(fanout & 0xffff) + ".lock";
 }
-
-}  // namespace port_internal
-
-namespace {
 
 // ---- classic BPF ---------------------------------------------------------
 // A tiny assembler: jumps name a label (kNext, kDrop, kAccept); offsets are
@@ -164,7 +130,7 @@ constexpr size_t kMaxFilterPorts = 200;  // keeps every jump within 255
 // The af_packet rx filter (offsets from the Ethernet header):
 //   drop our own outgoing copies (pkttype, belt and braces with
 //   PACKET_IGNORE_OUTGOING), accept ARP and ICMP where we answer them, then
-//   only unfragmented IPv4/UDP whose payload starts with kTransportMagic and
+//   only unfragmented IPv4/UDP whose payload starts with wire::kMagic and
 //   whose destination port is one we reserved.  With no port reserved no
 //   UDP frame passes: a fresh port on a busy lo would otherwise fill its
 //   ring with other processes' traffic before its first endpoint exists.
@@ -192,9 +158,9 @@ bool build_rx_filter(bool arp_icmp, const std::vector<uint16_t>& ports, std::vec
     stmt(BPF_LDX | BPF_B | BPF_MSH, 14);                     // X = 4*IHL
     stmt(BPF_LD | BPF_H | BPF_IND, 14 + 8);                  // UDP payload[0..1]
     if (ports.size() > kMaxFilterPorts) {
-        jump(BPF_JMP | BPF_JEQ | BPF_K, kTransportMagic, kAccept, kDrop);
+        jump(BPF_JMP | BPF_JEQ | BPF_K, wire::kMagic, kAccept, kDrop);
     } else {
-        jump(BPF_JMP | BPF_JEQ | BPF_K, kTransportMagic, kNext, kDrop);
+        jump(BPF_JMP | BPF_JEQ | BPF_K, wire::kMagic, kNext, kDrop);
         stmt(BPF_LD | BPF_H | BPF_IND, 14 + 2);  // UDP dst port
         for (size_t i = 0; i < ports.size(); ++i)
             jump(BPF_JMP | BPF_JEQ | BPF_K, ports[i], kAccept, i + 1 == ports.size() ? kDrop : kNext);
@@ -210,14 +176,149 @@ int attach_filter(int fd, std::vector<sock_filter>& prog)
     return 0;
 }
 
+// ---- ring sizing ----------------------------------------------------------
+constexpr unsigned kAfPacketHeadroom = 66;  // TPACKET2 hdr + sockaddr_ll, aligned: tp_mac
+constexpr unsigned kAfPacketTxOffset = 32;  // TPACKET2_HDRLEN - sizeof(sockaddr_ll)
+constexpr unsigned kAfPacketBlock = 1u << 17;
+
 }  // namespace
 
-int Port::install_rx_filter()
+std::unique_ptr<PortBackend> make_af_packet_backend(Port& port)
+{
+    return std::unique_ptr<PortBackend>(new AfPacketBackend(port));
+}
+
+AfPacketBackend::~AfPacketBackend()
+{
+    unlock_file(fanout_lock_path_, &fanout_lock_fd_);
+}
+
+int AfPacketBackend::configure(DeviceOpen* plan)
+{
+    KvList kv = parse_kv(plan->args);
+    const std::string* ifa = kv_get(kv, "iface");
+    if (ifa == nullptr)
+        return -EINVAL;
+    iface_ = *ifa;
+    const std::string* q = kv_get(kv, "qpairs");
+    if (q != nullptr && *q != "1")
+        return -EINVAL;  // one queue: fanout would split
+    // The kernel puts the frame at tp_mac = 66 within a ring slot and the
+    // PMD transmits from offset 32; slots are 16-byte aligned and pack into
+    // 128 KiB blocks.  ~2048 slots (3.2 MB per direction at MTU 1500),
+    // capped at 16 MiB per direction for jumbo frames.
+    // framesz must divide the block size: the kernel never lets a slot
+    // straddle a block, while the PMD addresses slot i at i * framesz. With
+    // a remainder the two disagree from the second block on and tx stalls
+    // for good after the first block's slots (seen: 81 frames at MTU 1500).
+    const unsigned frame = RTE_ETHER_HDR_LEN + plan->cfg.mtu;
+    unsigned framesz = 64;
+    while (framesz < frame + kAfPacketHeadroom)
+        framesz <<= 1;
+    unsigned per_block = kAfPacketBlock / framesz;
+    unsigned want = std::max(256u, std::min(2048u, (16u << 20) / framesz));
+    unsigned framecnt = align_up(want, per_block);
+    if (!kv_get(kv, "qpairs"))
+        plan->args += ",qpairs=1";
+    if (!kv_get(kv, "blocksz") && !kv_get(kv, "framesz") && !kv_get(kv, "framecnt")) {
+        plan->args += ",blocksz=" + std::to_string(kAfPacketBlock) + ",framesz=" + std::to_string(framesz) +
+                      ",framecnt=" + std::to_string(framecnt);
+        plan->data_room = std::max(plan->data_room, framesz - kAfPacketTxOffset);
+    } else {
+        const std::string* fs = kv_get(kv, "framesz");
+        unsigned user_fs = fs ? static_cast<unsigned>(atoi(fs->c_str())) : 2048;
+        plan->data_room = std::max(plan->data_room, user_fs - kAfPacketTxOffset);
+    }
+    // Bypassing the qdisc saves a lock round trip per frame; lo has none.
+    if (!kv_get(kv, "qdisc_bypass"))
+        plan->args += ",qdisc_bypass=1";
+    loopback_ = iface_ == "lo";
+    plan->loopback = loopback_;
+    plan->needs_arp = !loopback_;
+    plan->tx_copies = true;
+    return 0;
+}
+
+int AfPacketBackend::create(DeviceOpen* plan)
+{
+    ifindex_ = static_cast<int>(if_nametoindex(iface_.c_str()));
+    if (ifindex_ == 0)
+        return -ENODEV;
+    // Claim the fanout group the PMD is about to join (22.11 uses id
+    // (getpid() ^ ifindex) & 0xffff) before creating anything: a second
+    // socket in the group, even briefly, would take its share of the first
+    // port's frames.  Checked again against the real id below.
+    const int predicted = (getpid() ^ ifindex_) & 0xffff;
+    std::string path = fanout_lock_path(ifindex_, predicted);
+    int lfd = lock_file(path, true);
+    if (lfd == -EWOULDBLOCK)
+        return -EBUSY;
+    if (lfd >= 0) {  // else no writable lock dir: just unchecked
+        fanout_lock_fd_ = lfd;
+        fanout_lock_path_ = path;
+    }
+    const std::set<int> fds_before = open_fds();
+    int rc = PortBackend::create(plan);
+    if (rc != 0)
+        return rc;
+    return tune_socket(fds_before);
+}
+
+// The PMD's socket: found, its fanout group locked, outgoing copies ignored,
+// the rx filter attached (no port reserved yet: no UDP passes).
+int AfPacketBackend::tune_socket(const std::set<int>& fds_before)
+{
+    rx_fd_ = find_new_packet_socket(fds_before, ifindex_);
+    if (rx_fd_ < 0)
+        return -EIO;
+    int fanout = 0;
+    socklen_t len = sizeof(fanout);
+    if (getsockopt(rx_fd_, SOL_PACKET, PACKET_FANOUT, &fanout, &len) == 0 && fanout != 0) {
+        std::string path = fanout_lock_path(ifindex_, fanout);
+        if (path != fanout_lock_path_) {  // another PMD version's formula
+            unlock_file(fanout_lock_path_, &fanout_lock_fd_);
+            int lfd = lock_file(path, true);
+            if (lfd == -EWOULDBLOCK)
+                return -EBUSY;
+            if (lfd >= 0) {
+                fanout_lock_fd_ = lfd;
+                fanout_lock_path_ = path;
+            }
+        }
+    }
+    int one = 1;
+    if (setsockopt(rx_fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) != 0 &&
+        errno != ENOPROTOOPT)  // kernels < 4.20: the BPF pkttype test covers it
+        return -errno;
+    return install_rx_filter({});
+}
+
+int AfPacketBackend::started()
+{
+    // The PMD bound its socket before we could attach the filter: whatever
+    // arrived in between (any lo traffic) is still in the ring.
+    rte_mbuf* junk[32];
+    uint16_t n;
+    while ((n = rte_eth_rx_burst(port_id(), 0, junk, 32)) > 0)
+        rte_pktmbuf_free_bulk(junk, n);
+    kernel_rx_stats(nullptr, nullptr);  // reset: count from here on
+    return rx_fd_;
+}
+
+void AfPacketBackend::close_unstarted()
+{
+    // The PMD closes its socket in dev_stop only.
+    if (rx_fd_ >= 0)
+        close(rx_fd_);
+    rx_fd_ = -1;
+}
+
+int AfPacketBackend::install_rx_filter(const std::map<uint16_t, int>& reservations)
 {
     if (rx_fd_ < 0)
         return 0;
     std::vector<uint16_t> ports;
-    for (const auto& r : udp_reservations_)
+    for (const auto& r : reservations)
         ports.push_back(r.first);
     std::vector<sock_filter> prog;
     if (!build_rx_filter(!loopback_, ports, &prog))
@@ -225,59 +326,12 @@ int Port::install_rx_filter()
     return attach_filter(rx_fd_, prog);
 }
 
-int Port::reserve_udp_port(uint16_t wanted, uint16_t* got)
+int AfPacketBackend::reservations_changed(const std::map<uint16_t, int>& reservations)
 {
-    if (got == nullptr)
-        return -EINVAL;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    // Drop-all before bind: not one of our frames is ever queued to it.
-    sock_filter drop_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
-    sock_fprog fp {1, drop_all};
-    int one = 1;
-    int rc = 0;
-    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof(fp)) != 0 ||
-        setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) != 0) {
-        rc = -errno;
-    } else {
-        sockaddr_in a {};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(wanted);
-        a.sin_addr.s_addr = htonl(INADDR_ANY);
-        socklen_t len = sizeof(a);
-        if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-            rc = -errno;
-        else
-            *got = ntohs(a.sin_port);
-    }
-    if (rc != 0) {
-        close(fd);
-        return rc;
-    }
-    udp_reservations_[*got] = fd;
-    rc = install_rx_filter();
-    if (rc != 0) {
-        udp_reservations_.erase(*got);
-        close(fd);
-        install_rx_filter();
-        return rc;
-    }
-    return 0;
+    return install_rx_filter(reservations);
 }
 
-void Port::release_udp_port(uint16_t port)
-{
-    auto it = udp_reservations_.find(port);
-    if (it == udp_reservations_.end())
-        return;
-    close(it->second);
-    udp_reservations_.erase(it);
-    install_rx_filter();
-}
-
-int Port::kernel_rx_stats(uint64_t* received, uint64_t* dropped)
+int AfPacketBackend::kernel_rx_stats(uint64_t* received, uint64_t* dropped)
 {
     if (rx_fd_ < 0)
         return -ENOTSUP;

@@ -1,16 +1,20 @@
-// Port, memif side: rx interrupts for DPDK 22.11's memif PMD (a mirror of
-// its private ring structures, see the comment below) and closing memif
-// from EAL's interrupt thread.
+// Port's memif backend (memif.h): sizing and the server/client role, rx
+// interrupts for DPDK 22.11's memif PMD (through the mirror of its private
+// ring structures, memif22.h), the goodbye, and closing memif from EAL's
+// interrupt thread.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,16 +27,16 @@
 #include <rte_mbuf.h>
 #include <rte_version.h>
 
-#include "dpdk_engine/port/port.h"
-#include "dpdk_engine/port/port_internal.h"
+#include "dpdk_engine/port/memif.h"
 #include "dpdk_engine/port/memif22.h"
 
 namespace dpdk_engine {
+namespace {
 
-namespace port_internal {
+using namespace port_internal;
 
 // Runs fn in EAL's interrupt thread and waits for it.  The memif PMD handles
-// its control channel there; see Port::teardown().  Falls back to running
+// its control channel there; see MemifBackend::close_device().  Falls back to running
 // fn here if the alarm cannot be set or has not run after `patience`.
 void run_in_interrupt_thread(void (*fn)(void*), void* arg)
 {
@@ -71,28 +75,28 @@ void run_in_interrupt_thread(void (*fn)(void*), void* arg)
     call.cv.wait(g, [&] { return call.done; });
 }
 
-}  // namespace port_internal
+}  // namespace
 
-bool Port::setup_memif_wait()
+bool MemifBackend::setup_wait()
 {
     using namespace memif22;
     if (!is_22_11())
         return false;
-    // &rte_eth_devices[port_id_]: an internal symbol, looked up rather than
+    // &rte_eth_devices[port_id()]: an internal symbol, looked up rather than
     // linked so that another DPDK only loses this feature.
     auto* devs = static_cast<EthDev*>(dlsym(RTLD_DEFAULT, "rte_eth_devices"));
     if (devs == nullptr)
         return false;
-    const EthDev& dev = devs[port_id_];
-    const struct rte_eth_fp_ops& fp = rte_eth_fp_ops[port_id_];
+    const EthDev& dev = devs[port_id()];
+    const struct rte_eth_fp_ops& fp = rte_eth_fp_ops[port_id()];
     if (dev.data == nullptr || dev.process_private == nullptr || fp.rxq.data == nullptr ||
         dev.burst_fns[0] != reinterpret_cast<void*>(fp.rx_pkt_burst) ||
-        strncmp(dev.data, vdev_name_.c_str(), RTE_ETH_NAME_MAX_LEN) != 0)
+        strncmp(dev.data, vdev_name().c_str(), RTE_ETH_NAME_MAX_LEN) != 0)
         return false;
     void* const* rx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN);
     auto* q = static_cast<Queue*>(fp.rxq.data[0]);
-    if (q == nullptr || rx_queues == nullptr || rx_queues[0] != q || q->mempool != pool_ ||
-        q->in_port != port_id_ || q->intr_handle == nullptr || (q->type != 0 && q->type != 1))
+    if (q == nullptr || rx_queues == nullptr || rx_queues[0] != q || q->mempool != pool() ||
+        q->in_port != port_id() || q->intr_handle == nullptr || (q->type != 0 && q->type != 1))
         return false;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -108,15 +112,15 @@ bool Port::setup_memif_wait()
     }
     wait_fd_ = ep;
     wait_tfd_ = tfd;
-    memif_rxq_ = q;
-    memif_proc_ = dev.process_private;
-    // The tx queue too, for set_tx_fill (port_memif_tx.cpp).
+    rxq_ = q;
+    proc_ = dev.process_private;
+    // The tx queue too, for set_tx_fill (memif_tx.cpp).
     void* const* tx_queues =
         *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN + sizeof(void*));
     auto* tq = static_cast<Queue*>(fp.txq.data[0]);
-    if (tq != nullptr && tx_queues != nullptr && tx_queues[0] == tq && tq->in_port == port_id_ &&
+    if (tq != nullptr && tx_queues != nullptr && tx_queues[0] == tq && tq->in_port == port_id() &&
         tq->intr_handle != nullptr && tq->type == 1 - q->type)
-        memif_txq_ = tq;
+        txq_ = tq;
     return true;
 }
 
@@ -125,13 +129,13 @@ bool Port::setup_memif_wait()
 // regions from EAL's interrupt thread at (re)connect and unmaps them at
 // disconnect, after marking the link down; like eth_memif_rx() we look at
 // the link first.
-void* Port::memif_ring(const void* queue) const
+void* MemifBackend::ring_of(const void* queue) const
 {
     using namespace memif22;
-    if (queue == nullptr || memif_peer_leaving_ || !link_up())
+    if (queue == nullptr || peer_leaving_ || !link_up())
         return nullptr;
     const auto* q = static_cast<const Queue*>(queue);
-    const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
+    const auto* pp = static_cast<const ProcessPrivate*>(proc_);
     if (q->region >= pp->regions_num || q->region >= 256 || q->log2_ring_size > kMemifMaxLog2Ring)
         return nullptr;
     const Region* r = pp->regions[q->region];
@@ -142,7 +146,7 @@ void* Port::memif_ring(const void* queue) const
     return ring->cookie == kCookie ? ring : nullptr;
 }
 
-void Port::set_wait_timer(unsigned us)
+void MemifBackend::set_wait_timer(unsigned us)
 {
     itimerspec its {};
     its.it_value.tv_sec = us / 1000000;
@@ -150,29 +154,29 @@ void Port::set_wait_timer(unsigned us)
     timerfd_settime(wait_tfd_, 0, &its, nullptr);  // also clears an expiry
 }
 
-int Port::arm_rx_wait()
+int MemifBackend::arm_rx_wait()
 {
     using namespace memif22;
-    if (memif_rxq_ == nullptr)
-        return 0;  // none, or always live
+    if (rxq_ == nullptr)
+        return 0;  // no 22.11 mirror: no wait fd
     const bool first = wait_arms_++ == 0;
-    auto* ring = static_cast<Ring*>(memif_ring());
-    const auto* q = static_cast<const Queue*>(memif_rxq_);
+    auto* ring = static_cast<Ring*>(rx_ring());
+    const auto* q = static_cast<const Queue*>(rxq_);
     const int efd = ring ? queue_event_fd(q) : -1;
     if (efd < 0) {
         // No peer (or still connecting): nothing can arrive, but nothing tells
         // us when a peer comes either: look again, less often the longer.
         if (first) {
             unsigned shift = std::min(link_polls_++, 7u);
-            set_wait_timer(std::min(kMemifLinkPollMaxUs, kMemifLinkPollUs << shift));
+            set_wait_timer(std::min(kLinkPollMaxUs, kLinkPollUs << shift));
         }
         return 0;
     }
     link_polls_ = 0;
     // Slots the engine has finished with since the last burst go back before
     // we sleep: the peer may be waiting for them.
-    if (rx_split_)
-        memif_give_back(ring);
+    if (rx_in_place_)
+        give_back(ring);
     if (first) {
         // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
         int fl = fcntl(efd, F_GETFL);
@@ -189,7 +193,7 @@ int Port::arm_rx_wait()
             --wait_arms_;
             return -EIO;
         }
-        set_wait_timer(kMemifSafetyUs);
+        set_wait_timer(kSafetyUs);
     }
     __atomic_and_fetch(&ring->flags, static_cast<uint16_t>(~kMaskInt), __ATOMIC_SEQ_CST);
     uint64_t v;
@@ -214,16 +218,16 @@ int Port::arm_rx_wait()
     return 0;
 }
 
-void Port::disarm_rx_wait()
+void MemifBackend::disarm_rx_wait()
 {
     using namespace memif22;
-    if (wait_arms_ == 0 || --wait_arms_ > 0 || memif_rxq_ == nullptr)
+    if (wait_arms_ == 0 || --wait_arms_ > 0 || rxq_ == nullptr)
         return;
     // Back to polling mode.  An eventfd count left behind (a burst after we
     // woke) is drained by the next arm; until then rx_wait_fd() may read as
     // ready, which only costs a sleeper that skips arm_rx_wait() a spurious
     // wake-up.
-    if (auto* ring = static_cast<Ring*>(memif_ring()))
+    if (auto* ring = static_cast<Ring*>(rx_ring()))
         __atomic_or_fetch(&ring->flags, kMaskInt, __ATOMIC_RELAXED);
 }
 
@@ -236,7 +240,7 @@ void Port::disarm_rx_wait()
 // a process lingering at close while its peer closed, under load 13).  The
 // PMD has no lock we could take, so a closing port tells its peer first: a
 // goodbye frame (Ethernet only, the IEEE local-experimental EtherType, never
-// passed up), then waits kMemifGoodbyeWaitUs before disconnecting.  The
+// passed up), then waits kGoodbyeWaitUs before disconnecting.  The
 // peer takes it out of its rx burst and from then on touches neither ring
 // (rx_burst returns 0, flush drops) until the link has dropped, or for at
 // most kMemifQuietMaxUs if it never does.  A peer killed with -9 says no
@@ -262,36 +266,36 @@ uint64_t monotonic_us()
 // (fi_dpdk_stats -n 2 over memif, every run).  So the first flush after the
 // link comes up runs an empty receive burst first: it takes no frame, it
 // only hands over the slots (on a server it does nothing).  Once per link.
-void Port::memif_prime_rx()
+void MemifBackend::prime_rx()
 {
     if (!link_up())
         return;
     rte_mbuf* none[1];
-    if (rx_split_)
-        memif_rx_in_place(none, 0);
+    if (rx_in_place_)
+        rx_in_place(none, 0);
     else
-        rte_eth_rx_burst(port_id_, 0, none, 0);
-    memif_rx_primed_ = true;
+        rte_eth_rx_burst(port_id(), 0, none, 0);
+    rx_primed_ = true;
 }
 
 // True while the rings must be left alone; clears the goodbye state once the
-// link has dropped and come back (a new peer), or after kMemifQuietMaxUs.
-bool Port::memif_quiet()
+// link has dropped and come back (a new peer), or after kQuietMaxUs.
+bool MemifBackend::quiet()
 {
     const bool up = link_up();
     if (!up) {
-        memif_seen_down_ = true;
-        memif_rx_primed_ = false;  // a new peer gets our slots again
+        seen_down_ = true;
+        rx_primed_ = false;  // a new peer gets our slots again
         return true;
     }
-    if (memif_seen_down_ || monotonic_us() - memif_goodbye_us_ > kMemifQuietMaxUs) {
-        memif_peer_leaving_ = memif_seen_down_ = false;
+    if (seen_down_ || monotonic_us() - goodbye_us_ > kQuietMaxUs) {
+        peer_leaving_ = seen_down_ = false;
         return false;
     }
     return true;
 }
 
-uint16_t Port::memif_take_goodbyes(rte_mbuf** pkts, uint16_t got)
+uint16_t MemifBackend::take_goodbyes(rte_mbuf** pkts, uint16_t got)
 {
     uint16_t kept = 0;
     for (uint16_t i = 0; i < got; ++i) {
@@ -304,19 +308,19 @@ uint16_t Port::memif_take_goodbyes(rte_mbuf** pkts, uint16_t got)
             continue;
         }
         rte_pktmbuf_free(pkts[i]);
-        ++stats_.peer_goodbyes;
-        memif_peer_leaving_ = true;
-        memif_seen_down_ = false;
-        memif_goodbye_us_ = monotonic_us();
+        ++stats().peer_goodbyes;
+        peer_leaving_ = true;
+        seen_down_ = false;
+        goodbye_us_ = monotonic_us();
     }
     return kept;
 }
 
-void Port::memif_say_goodbye()
+void MemifBackend::say_goodbye()
 {
-    if (!started_ || memif_peer_leaving_ || !link_up())
+    if (!started() || peer_leaving_ || !link_up())
         return;  // nobody to tell
-    rte_mbuf* m = alloc();
+    rte_mbuf* m = port_.alloc();
     if (m == nullptr)
         return;
     auto* eh = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN));
@@ -326,11 +330,147 @@ void Port::memif_say_goodbye()
     }
     memset(eh, 0, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN);
     memset(&eh->dst_addr, 0xff, sizeof(eh->dst_addr));
-    eh->src_addr = mac_;
+    eh->src_addr = port_.mac();
     eh->ether_type = rte_cpu_to_be_16(kGoodbyeEtherType);
-    tx(m);
-    if (flush() == 1)
-        usleep(kMemifGoodbyeWaitUs);
+    port_.tx(m);
+    if (port_.flush() == 1)
+        usleep(kGoodbyeWaitUs);
+}
+
+// ---- open and close ------------------------------------------------------
+
+std::unique_ptr<PortBackend> make_memif_backend(Port& port, const std::string& socket_path)
+{
+    return std::unique_ptr<PortBackend>(new MemifBackend(port, socket_path));
+}
+
+MemifBackend::MemifBackend(Port& port, const std::string& socket_path) : PortBackend(port), path_(socket_path)
+{ }
+
+MemifBackend::~MemifBackend()
+{
+    if (mutex_fd_ >= 0)
+        close(mutex_fd_);
+    if (wait_fd_ >= 0)
+        close(wait_fd_);
+    if (wait_tfd_ >= 0)
+        close(wait_tfd_);
+    // The server has removed its socket file in rte_vdev_uninit; now let the
+    // next process become server.
+    unlock_file(server_path_, &server_fd_);
+}
+
+int MemifBackend::configure(DeviceOpen* plan)
+{
+    // One frame per memif buffer (no descriptor chains), and mbufs at least
+    // as large so the PMD takes its bulk, non-chaining rx path.
+    const unsigned bsize = align_up(RTE_ETHER_HDR_LEN + plan->cfg.mtu, 128);
+    unsigned log2 = bsize <= 2048 ? 11 : 10;
+    // Twice the window (PortConfig::frames_in_flight).  Seen with
+    // FI_DPDK_WINDOW=1024 on the default 1024-slot ring: 2 frames dropped
+    // and 1022 out of order per second of a 1 MiB stream.  The client's
+    // rsize sizes both rings (it creates them); both sides normally share
+    // the window.  FI_DPDK_WINDOW=4096 at MTU 9000: 8192 slots, ~74 MB of
+    // shared memory per direction.
+    while ((1u << log2) < 2 * plan->cfg.frames_in_flight && log2 < kMemifMaxLog2Ring)
+        ++log2;
+    plan->data_room = std::max(plan->data_room, bsize);
+    bsize_ = bsize;
+    plan->args = "id=0,socket=" + path_ + ",socket-abstract=no,bsize=" + std::to_string(bsize) +
+                 ",rsize=" + std::to_string(log2);
+    plan->needs_arp = false;
+    // The PMD copies at send unless asked for its zero-copy mode, which
+    // "memif:<path>" never does; a raw vdev string might.
+    plan->tx_copies = !path_.empty();
+    return 0;
+}
+
+int MemifBackend::create(DeviceOpen* plan)
+{
+    // Role: whoever holds "<path>.server" is the live server (the lock dies
+    // with its process); "<path>.lock" serialises the decision with the
+    // creation of the listening socket, so simultaneous starts agree.  It
+    // is never unlinked (that would reopen the race), and is held until
+    // the port has started (server listening / client connected).
+    const std::string mutex_path = path_ + ".lock";
+    mutex_fd_ = ::open(mutex_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (mutex_fd_ < 0)
+        return -errno;
+    if (flock(mutex_fd_, LOCK_EX) != 0)
+        return -errno;
+    server_path_ = path_ + ".server";
+    int sfd = lock_file(server_path_, true);
+    if (sfd >= 0) {
+        server_fd_ = sfd;
+        unlink(path_.c_str());  // stale socket of a dead server, if any
+        plan->args = "role=server," + plan->args;
+    } else if (sfd == -EWOULDBLOCK) {
+        if (access(path_.c_str(), F_OK) != 0)
+            return -ECONNREFUSED;
+        plan->args = "role=client," + plan->args;
+    } else {
+        return sfd;
+    }
+    return PortBackend::create(plan);
+}
+
+int MemifBackend::started()
+{
+    setup_wait();  // else no wait fd: callers fall back to timers
+    close(mutex_fd_);
+    mutex_fd_ = -1;
+    return wait_fd_;
+}
+
+void MemifBackend::close_device(void (*close_fn)(void*), void* arg)
+{
+    if (port_id() == UINT16_MAX) {
+        close_fn(arg);
+        return;
+    }
+    // A peer that closes makes EAL's interrupt thread tear the connection
+    // down (memif_intr_handler -> memif_disconnect, which unmaps and
+    // rte_free()s the regions).  Doing our own close on that thread
+    // serialises the two: from here, neither our last flush and goodbye
+    // (a SIGSEGV in eth_memif_tx when both sides closed at once) nor our
+    // dev_stop/dev_close (both sides freed the same regions: "EAL: Error:
+    // Invalid memory") can run while the PMD unmaps.
+    run_in_interrupt_thread(close_fn, arg);
+}
+
+void MemifBackend::closing()
+{
+    if (wait_arms_ > 0) {
+        wait_arms_ = 1;
+        disarm_rx_wait();
+    }
+}
+
+void MemifBackend::before_stop()
+{
+    say_goodbye();
+}
+
+// ---- bursts ----------------------------------------------------------------
+
+uint16_t MemifBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
+{
+    if (peer_leaving_ && quiet())
+        return 0;
+    const uint16_t got = rx_in_place_ ? rx_in_place(pkts, n) : rte_eth_rx_burst(port_id(), 0, pkts, n);
+    return got > 0 ? take_goodbyes(pkts, got) : 0;
+}
+
+bool MemifBackend::tx_ready()
+{
+    if (!rx_primed_)
+        prime_rx();
+    return !(peer_leaving_ && quiet());  // nobody reads; keep off the ring
+}
+
+unsigned MemifBackend::tx_burst(rte_mbuf** pkts, unsigned n)
+{
+    return tx_in_place_ ? tx_fill(pkts, n) : rte_eth_tx_burst(port_id(), 0, pkts, static_cast<uint16_t>(n));
 }
 
 }  // namespace dpdk_engine

@@ -1,6 +1,6 @@
-// Internal to the Port's memif side (port_memif.cpp, port_memif_rx.cpp): a
-// mirror of DPDK 22.11's private memif structures. Not part of the engine's
-// API.
+// Internal to Port's memif backend (memif.cpp, memif_rx.cpp, memif_tx.cpp):
+// a mirror of DPDK 22.11's private memif structures, and the state of the
+// rings read in place. Not part of the engine's API.
 #ifndef DPDK_ENGINE_PORT_MEMIF22_H
 #define DPDK_ENGINE_PORT_MEMIF22_H
 
@@ -14,7 +14,7 @@
 #include <rte_mbuf.h>
 #include <rte_version.h>
 
-#include "dpdk_engine/port/port.h"
+#include "dpdk_engine/port/memif.h"
 
 namespace dpdk_engine {
 
@@ -143,14 +143,14 @@ inline bool ring_pending(const Queue* q, const Ring* r)
 
 }  // namespace memif22
 
-// Port::set_rx_split's state (port_memif_rx.cpp): which ring slots the
+// Port::set_rx_split's state (memif_rx.cpp): which ring slots the
 // engine still reads in place.  A slot goes back to the peer (tail on a
 // server's C2S ring, head refill on a client's S2C ring) once it and every
 // slot before it are done: copied out, or their mbuf freed.
-struct Port::MemifInPlace {
+struct MemifBackend::InPlace {
     struct Slot {
-        rte_mbuf_ext_shared_info shinfo;  // free_cb: Port::memif_slot_freed
-        MemifInPlace* owner;
+        rte_mbuf_ext_shared_info shinfo;  // free_cb: MemifBackend::slot_freed
+        InPlace* owner;
         uint32_t generation;  // owner's when lent: a late free after a resync is ignored
         bool done;
     };

@@ -1,4 +1,4 @@
-// Port, memif side: receiving from the ring ourselves (Port::set_rx_split).
+// Port's memif backend: receiving from the ring ourselves (Port::set_rx_split).
 //
 // Why: 22.11's eth_memif_rx() copies every frame out of the shared ring
 // into an mbuf, and the engine then copies the payload again, into the
@@ -10,7 +10,7 @@
 // engine's one fused copy-and-check is then the only pass over it.
 //
 // The ring protocol is the PMD's (drivers/net/memif/rte_eth_memif.c,
-// memif.h), driven through the mirror in port_memif22.h:
+// memif.h), driven through the mirror in memif22.h:
 //  * server, C2S ring: the client publishes frames by advancing head; we
 //    receive from mq->last_head and give slots back by advancing tail;
 //  * client, S2C ring: the server publishes by advancing tail; we receive
@@ -32,46 +32,49 @@
 
 #include <rte_memcpy.h>
 
-#include "dpdk_engine/port/port.h"
+#include "dpdk_engine/port/memif.h"
 #include "dpdk_engine/port/memif22.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
-void Port::memif_slot_freed(void* /*addr*/, void* opaque)
+
+void MemifBackend::slot_freed(void* /*addr*/, void* opaque)
 {
-    auto* slot = static_cast<MemifInPlace::Slot*>(opaque);
-    MemifInPlace* owner = slot->owner;
+    auto* slot = static_cast<InPlace::Slot*>(opaque);
+    InPlace* owner = slot->owner;
     if (slot->generation != owner->generation)
         return;
     slot->done = true;
     --owner->lent;
 }
 
-void Port::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len))
+void MemifBackend::set_rx_split(bool on, size_t (*hook)(const uint8_t* frame, size_t len))
 {
-    rx_split_ = nullptr;
-    if (kind_ != Kind::kMemif || memif_rxq_ == nullptr)
+    rx_in_place_ = false;
+    if (rxq_ == nullptr)
         return;  // no 22.11 mirror
-    if (split != nullptr && !memif_in_place_) {
-        memif_in_place_.reset(new MemifInPlace);
-        for (MemifInPlace::Slot& s : memif_in_place_->slots) {
-            s.shinfo.free_cb = memif_slot_freed;
+    if (on && !in_place_) {
+        in_place_.reset(new InPlace);
+        for (InPlace::Slot& s : in_place_->slots) {
+            s.shinfo.free_cb = slot_freed;
             s.shinfo.fcb_opaque = &s;
             rte_mbuf_ext_refcnt_set(&s.shinfo, 0);
-            s.owner = memif_in_place_.get();
+            s.owner = in_place_.get();
             s.generation = 0;
             s.done = false;
         }
     }
-    rx_split_ = split;
+    rx_split_hook_ = hook;
+    rx_in_place_ = on;
 }
 
 // Gives back every done slot at the front, in ring order, if `ring` is
 // still the one we were reading (else false: a reconnect started over).
-bool Port::memif_give_back(void* ring)
+bool MemifBackend::give_back(void* ring)
 {
     using namespace memif22;
-    MemifInPlace& st = *memif_in_place_;
-    const auto* q = static_cast<const Queue*>(memif_rxq_);
+    InPlace& st = *in_place_;
+    const auto* q = static_cast<const Queue*>(rxq_);
     if (ring != st.ring || (q->type == kRingC2S ? q->last_head : q->last_tail) != st.read)
         return false;
     const uint16_t size = static_cast<uint16_t>(1u << q->log2_ring_size);
@@ -98,30 +101,30 @@ bool Port::memif_give_back(void* ring)
         return true;
     Desc* desc = ring_desc(st.ring);
     while (head != target)
-        desc[head++ & mask].length = memif_bsize_;
+        desc[head++ & mask].length = bsize_;
     __atomic_store_n(&st.ring->head, head, __ATOMIC_RELEASE);
     return true;
 }
 
-uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n)
+uint16_t MemifBackend::rx_in_place(rte_mbuf** pkts, uint16_t n)
 {
     using namespace memif22;
-    MemifInPlace& st = *memif_in_place_;
-    auto* ring = static_cast<Ring*>(memif_ring());
+    InPlace& st = *in_place_;
+    auto* ring = static_cast<Ring*>(rx_ring());
     if (ring == nullptr)
         return 0;  // not connected: the PMD's rx returns 0 too
-    auto* q = static_cast<Queue*>(memif_rxq_);
+    auto* q = static_cast<Queue*>(rxq_);
     const bool c2s = q->type == kRingC2S;
     const uint16_t mask = static_cast<uint16_t>((1u << q->log2_ring_size) - 1);
     // What the engine freed since the last burst goes back first.
-    if (!memif_give_back(ring)) {
+    if (!give_back(ring)) {
         // A (re)connect: the PMD started the rings over.  Anything still lent
         // (a caller broke the rx_burst contract) is forgotten: its late free is
         // ignored, and its slot is not lent again while that mbuf lives.
         if (st.lent != 0)
             ++st.generation;
         st.lent = 0;
-        for (MemifInPlace::Slot& s : st.slots)
+        for (InPlace::Slot& s : st.slots)
             s.done = false;
         st.in_chain = false;
         st.unpublished = true;
@@ -138,40 +141,40 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n)
     }
     const uint16_t last =
         c2s ? __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) : __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
-    const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
+    const auto* pp = static_cast<const ProcessPrivate*>(proc_);
     const Desc* desc = ring_desc(ring);
-    const unsigned room = rte_pktmbuf_data_room_size(pool_) - RTE_PKTMBUF_HEADROOM;
+    const unsigned room = rte_pktmbuf_data_room_size(pool()) - RTE_PKTMBUF_HEADROOM;
     uint16_t cur = st.read;
     uint16_t got = 0;
     while (cur != last && got < n) {
-        MemifInPlace::Slot& slot = st.slots[cur & mask];
+        InPlace::Slot& slot = st.slots[cur & mask];
         Desc d;
         memcpy(&d, &desc[cur & mask], sizeof(d));  // once: the peer may rewrite it
         const uint8_t* frame = desc_buffer(pp, d.region, d.offset, d.length);
         const bool chained = (d.flags & kDescNext) || st.in_chain;  // we never chain: bsize holds a frame
         st.in_chain = d.flags & kDescNext;                          // the whole chain is dropped
         if (chained || frame == nullptr || d.length > room) {
-            ++stats_.rx_bad_desc;
+            ++stats().rx_bad_desc;
             slot.done = true;
             ++cur;
             continue;
         }
-        rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+        rte_mbuf* m = rte_pktmbuf_alloc(pool());
         if (m == nullptr) {
-            ++stats_.alloc_failed;
+            ++stats().alloc_failed;
             break;  // the slot stays in the ring for the next burst
         }
-        size_t head_len = rx_split_(frame, d.length);
+        size_t head_len = rx_split_hook_ ? rx_split_hook_(frame, d.length) : wire::split_point(frame, d.length);
         // Not lent again while an mbuf of an earlier lending lives (after a
         // reconnect, see above): copied instead.
         if (head_len >= d.length || rte_mbuf_ext_refcnt_read(&slot.shinfo) != 0)
             head_len = 0;
-        rte_mbuf* lent = head_len ? rte_pktmbuf_alloc(pool_) : nullptr;
+        rte_mbuf* lent = head_len ? rte_pktmbuf_alloc(pool()) : nullptr;
         if (head_len != 0 && lent != nullptr) {
             rte_memcpy(rte_pktmbuf_mtod(m, void*), frame, head_len);
             rte_mbuf_ext_refcnt_set(&slot.shinfo, 1);
             slot.generation = st.generation;
-            slot.done = false;  // until memif_slot_freed
+            slot.done = false;  // until slot_freed
             rte_pktmbuf_attach_extbuf(lent, const_cast<uint8_t*>(frame) + head_len, RTE_BAD_IOVA,
                                       static_cast<uint16_t>(d.length - head_len), &slot.shinfo);
             lent->data_len = static_cast<uint16_t>(d.length - head_len);
@@ -180,14 +183,14 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n)
             m->next = lent;
             m->nb_segs = 2;
             ++st.lent;
-            ++stats_.rx_in_place;
+            ++stats().rx_in_place;
         } else {
             rte_memcpy(rte_pktmbuf_mtod(m, void*), frame, d.length);
             m->data_len = static_cast<uint16_t>(d.length);
             slot.done = true;
         }
         m->pkt_len = d.length;
-        m->port = port_id_;
+        m->port = port_id();
         pkts[got++] = m;
         ++cur;
     }
@@ -196,7 +199,7 @@ uint16_t Port::memif_rx_in_place(rte_mbuf** pkts, uint16_t n)
         q->last_head = cur;
     else
         q->last_tail = cur;
-    memif_give_back(ring);  // the copied ones
+    give_back(ring);  // the copied ones
     return got;
 }
 

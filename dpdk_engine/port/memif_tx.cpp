@@ -1,15 +1,15 @@
-// Port, memif side: writing frames into the ring ourselves (Port::set_tx_fill).
+// Port's memif backend: writing frames into the ring ourselves (Port::set_tx_fill).
 //
 // Why: 22.11's eth_memif_tx() copies each frame into a ring buffer with
 // rte_memcpy, and a frame whose payload has its own CRC needs one more pass
 // over the payload to compute it.  On a 1 MiB stream (receiving in place,
-// port_memif_rx.cpp) the sender became the slower side: about half its
-// core in the driver's copy, a quarter in the CRC.  Here the engine's fill
-// function copies the frame into the ring buffer and computes the CRC in
-// the same pass (EngineImpl::seal_at_send).
+// memif_rx.cpp) the sender became the slower side: about half its
+// core in the driver's copy, a quarter in the CRC.  Here the fill function
+// (the wire layer's copy_and_seal) copies the frame into the ring buffer and
+// computes the CRC in the same pass.
 //
 // The ring protocol is the PMD's (eth_memif_tx in drivers/net/memif/
-// rte_eth_memif.c), through the mirror in port_memif22.h:
+// rte_eth_memif.c), through the mirror in memif22.h:
 //  * client, C2S ring: slots from head up to tail + ring size are ours; the
 //    buffer of each is where the descriptor says (we, the client, set it up
 //    at connect), pkt_buffer_size bytes; publish by advancing head;
@@ -21,28 +21,30 @@
 // eventfd unless the receiver masked it (polling); so do we.
 #include <unistd.h>
 
-#include "dpdk_engine/port/port.h"
+#include "dpdk_engine/port/memif.h"
 #include "dpdk_engine/port/memif22.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
-bool Port::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m))
+bool MemifBackend::set_tx_fill(bool on, size_t (*hook)(uint8_t* dst, size_t cap, const rte_mbuf* m))
 {
-    if (kind_ != Kind::kMemif || memif_txq_ == nullptr || memif_bsize_ == 0)
+    if (txq_ == nullptr || bsize_ == 0)
         return false;
-    tx_fill_ = fill;
+    tx_fill_hook_ = hook;
+    tx_in_place_ = on;
     return true;
 }
 
 // Sends pkts[0..n) (frees them); returns how many the ring took.
-unsigned Port::memif_tx_fill(rte_mbuf** pkts, unsigned n)
+unsigned MemifBackend::tx_fill(rte_mbuf** pkts, unsigned n)
 {
     using namespace memif22;
-    auto* ring = static_cast<Ring*>(memif_ring(memif_txq_));
+    auto* ring = static_cast<Ring*>(ring_of(txq_));
     if (ring == nullptr)
         return 0;  // not connected: the PMD refuses too
-    const auto* q = static_cast<const Queue*>(memif_txq_);
-    const auto* pp = static_cast<const ProcessPrivate*>(memif_proc_);
+    const auto* q = static_cast<const Queue*>(txq_);
+    const auto* pp = static_cast<const ProcessPrivate*>(proc_);
     const bool c2s = q->type == kRingC2S;
     const uint16_t size = static_cast<uint16_t>(1u << q->log2_ring_size);
     const uint16_t mask = size - 1;
@@ -62,11 +64,13 @@ unsigned Port::memif_tx_fill(rte_mbuf** pkts, unsigned n)
         Desc& d = desc[slot & mask];
         const uint16_t region = d.region;
         const uint32_t offset = d.offset;
-        const uint32_t cap = c2s ? memif_bsize_ : d.length;
+        const uint32_t cap = c2s ? bsize_ : d.length;
         uint8_t* buf = desc_buffer(pp, region, offset, cap);
-        const size_t len = buf ? tx_fill_(buf, cap, pkts[sent]) : 0;
+        const size_t len = buf == nullptr  ? 0
+                           : tx_fill_hook_ ? tx_fill_hook_(buf, cap, pkts[sent])
+                                           : wire::copy_and_seal(buf, cap, pkts[sent]);
         if (len == 0)
-            ++stats_.tx_dropped;  // sent empty: the receiver drops it as truncated
+            ++stats().tx_dropped;  // sent empty: the receiver drops it as truncated
         d.length = static_cast<uint32_t>(len);
         d.flags = 0;
         rte_pktmbuf_free(pkts[sent]);

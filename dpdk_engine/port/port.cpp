@@ -1,66 +1,40 @@
-// Port: see port.h for the contract and the af_packet/memif findings.
-// This file: device classification, Port::open/teardown and the bursts;
-// port_af_packet.cpp (socket tuning, BPF filter, UDP port reservations),
-// port_memif.cpp (22.11 memif rx interrupts) and port_ringpair.cpp hold the
-// kind-specific parts.
+// Port, the core every device shares: the device string classified into
+// its backend (backend.h), open and close, the bursts and the tx batch, the
+// mbuf pool, the UDP port reservations. Each backend file holds what one
+// family of devices adds (af_packet.cpp, memif*.cpp, ring.cpp, vdev.cpp).
 #include "dpdk_engine/port/port.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
-#include <linux/if_packet.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <set>
 #include <utility>
-#include <vector>
 
-#include <rte_alarm.h>
 #include <rte_bus_vdev.h>
-#include <rte_cycles.h>
-#include <rte_dev.h>
 #include <rte_errno.h>
-#include <rte_eth_ring.h>
 #include <rte_ethdev.h>
-#include <rte_interrupts.h>
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
-#include <rte_ring.h>
-#include <rte_version.h>
 
+#include "dpdk_engine/port/backend.h"
 #include "dpdk_engine/port/eal.h"
-#include "dpdk_engine/port/port_internal.h"
-#include "dpdk_engine/port/memif22.h"
 
 namespace dpdk_engine {
-namespace {
-
-using namespace port_internal;
-
-std::atomic<unsigned> g_instance {0};  // unique vdev / mempool names
-
-using KvList = std::vector<std::pair<std::string, std::string>>;
+namespace port_internal {
 
 KvList parse_kv(const std::string& s)
 {
@@ -90,6 +64,58 @@ const std::string* kv_get(const KvList& kv, const std::string& key)
             return &p.second;
     return nullptr;
 }
+
+int pool_create(const std::string& name, unsigned n, unsigned data_room, rte_mempool** out)
+{
+    const unsigned cache = std::min(256u, n / 4);
+    *out =
+        rte_pktmbuf_pool_create(name.c_str(), n, cache, 0, static_cast<uint16_t>(data_room + RTE_PKTMBUF_HEADROOM),
+                                static_cast<int>(rte_socket_id()));
+    if (*out == nullptr)
+        return rte_errno ? -rte_errno : -ENOMEM;
+    return 0;
+}
+
+// A lock file held with flock() for as long as the resource is ours.
+// Unlinked by its holder on release; acquirers re-check that the path still
+// names the inode they locked, so unlink-while-waiting cannot hand the same
+// lock to two processes.  Returns fd >= 0, -EWOULDBLOCK if held elsewhere
+// (nonblocking mode), or -errno.
+int lock_file(const std::string& path, bool nonblocking)
+{
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return -errno;
+        if (flock(fd, LOCK_EX | (nonblocking ? LOCK_NB : 0)) != 0) {
+            int e = errno;
+            close(fd);
+            return e == EWOULDBLOCK ? -EWOULDBLOCK : -e;
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+            return fd;
+        close(fd);  // unlinked by its previous holder meanwhile: retry
+    }
+    return -EAGAIN;
+}
+
+void unlock_file(const std::string& path, int* fd)
+{
+    if (*fd < 0)
+        return;
+    unlink(path.c_str());
+    close(*fd);
+    *fd = -1;
+}
+
+}  // namespace port_internal
+
+namespace {
+
+using namespace port_internal;
+
+std::atomic<unsigned> g_instance {0};  // unique vdev / mempool names
 
 bool starts_with(const std::string& s, const char* prefix)
 {
@@ -154,27 +180,6 @@ uint32_t default_window(const std::string& device, uint32_t otherwise)
 
 namespace {
 
-// ---- sizing --------------------------------------------------------------
-constexpr unsigned kAfPacketHeadroom = 66;  // TPACKET2 hdr + sockaddr_ll, aligned: tp_mac
-constexpr unsigned kAfPacketTxOffset = 32;  // TPACKET2_HDRLEN - sizeof(sockaddr_ll)
-constexpr unsigned kAfPacketBlock = 1u << 17;
-
-unsigned align_up(unsigned v, unsigned a)
-{
-    return (v + a - 1) / a * a;
-}
-
-// Closes an fd (dropping any flock on it) when open() returns, whatever
-// path it takes.
-struct ScopedFd {
-    int fd = -1;
-    ~ScopedFd()
-    {
-        if (fd >= 0)
-            close(fd);
-    }
-};
-
 // Quiet mode: PMDs log at ERR for things that are fine for us (af_packet
 // replays the MAC through SIOCSIFHWADDR, which lo refuses; tap cannot add
 // its multiq qdisc nor reach secondary processes we do not have).  While a
@@ -217,21 +222,6 @@ class LogCapture {
 
 }  // namespace
 
-namespace port_internal {
-
-int pool_create(const std::string& name, unsigned n, unsigned data_room, rte_mempool** out)
-{
-    const unsigned cache = std::min(256u, n / 4);
-    *out =
-        rte_pktmbuf_pool_create(name.c_str(), n, cache, 0, static_cast<uint16_t>(data_room + RTE_PKTMBUF_HEADROOM),
-                                static_cast<int>(rte_socket_id()));
-    if (*out == nullptr)
-        return rte_errno ? -rte_errno : -ENOMEM;
-    return 0;
-}
-
-}  // namespace port_internal
-
 const char* to_string(Port::Kind k)
 {
     switch (k) {
@@ -248,6 +238,24 @@ const char* to_string(Port::Kind k)
     return "?";
 }
 
+int PortBackend::create(DeviceOpen* plan)
+{
+    int rc = rte_vdev_init(vdev_name().c_str(), plan->args.c_str());
+    // The vdev bus returns -EEXIST for a name in use, and -1 both when no
+    // driver matches the name and when the driver's probe failed (bad
+    // interface, socket error...): for our known drivers it is the latter.
+    if (rc == -1)
+        return port_.kind() == Port::Kind::kOtherVdev ? -ENODEV : -EIO;
+    if (rc != 0)
+        return rc < 0 ? rc : -ENODEV;
+    set_vdev_created();
+    uint16_t id = 0;
+    if (rte_eth_dev_get_port_by_name(vdev_name().c_str(), &id) != 0)
+        return -ENODEV;
+    set_port_id(id);
+    return 0;
+}
+
 int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
 {
     if (out == nullptr || cfg.mtu < kMinMtu || cfg.mtu > kMaxMtu)
@@ -259,132 +267,79 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
         return -EINVAL;
     p->ip_be_ = ip.s_addr;
 
-    // ---- classify the device string
-    const unsigned id = g_instance.fetch_add(1);
-    std::string args;
-    std::string memif_path, ring_name;
-    int ring_side = 0;
+    // ---- classify the device string: the kind, the vdev, the backend
+    DeviceOpen plan(cfg, g_instance.fetch_add(1));
+    const std::string id = std::to_string(plan.id);
     if (cfg.device.empty()) {
         if (cfg.iface.empty() || cfg.iface.find_first_of(",=") != std::string::npos)
             return -EINVAL;
         p->kind_ = Kind::kAfPacket;
-        p->vdev_name_ = "net_af_packet_fi" + std::to_string(id);
-        args = "iface=" + cfg.iface;
+        p->vdev_name_ = "net_af_packet_fi" + id;
+        plan.args = "iface=" + cfg.iface;
+        p->backend_ = make_af_packet_backend(*p);
     } else if (starts_with(cfg.device, "memif:")) {
-        memif_path = cfg.device.substr(6);
-        if (memif_path.empty() || memif_path.size() > 100 || memif_path.find_first_of(",=") != std::string::npos)
+        const std::string path = cfg.device.substr(6);
+        if (path.empty() || path.size() > 100 || path.find_first_of(",=") != std::string::npos)
             return -EINVAL;
         p->kind_ = Kind::kMemif;
-        p->vdev_name_ = "net_memif_fi" + std::to_string(id);
+        p->vdev_name_ = "net_memif_fi" + id;
+        p->backend_ = make_memif_backend(*p, path);
     } else if (starts_with(cfg.device, "ringpair:")) {
         size_t colon = cfg.device.rfind(':');
-        ring_name = cfg.device.substr(9, colon - 9);
-        std::string side = cfg.device.substr(colon + 1);
+        const std::string ring_name = cfg.device.substr(9, colon - 9);
+        const std::string side = cfg.device.substr(colon + 1);
         if (colon < 9 || ring_name.empty() || ring_name.size() > 20 || (side != "0" && side != "1"))
             return -EINVAL;
-        ring_side = side[0] - '0';
         p->kind_ = Kind::kRingPair;
         p->vdev_name_ = "net_ring_rp_" + ring_name + "_" + side;
+        p->backend_ = make_ring_backend(*p, p->kind_, ring_name, side[0] - '0');
     } else if (looks_like_pci(cfg.device)) {
         p->kind_ = Kind::kPci;
+        p->backend_ = make_vdev_backend(*p, p->kind_, cfg.device);
     } else {
         size_t comma = cfg.device.find(',');
         p->vdev_name_ = cfg.device.substr(0, comma);
         if (comma != std::string::npos)
-            args = cfg.device.substr(comma + 1);
+            plan.args = cfg.device.substr(comma + 1);
         p->kind_ = kind_of_driver(p->vdev_name_);
         if (p->vdev_name_.empty() || p->vdev_name_.find('=') != std::string::npos)
             return -EINVAL;
+        switch (p->kind_) {
+        case Kind::kAfPacket: p->backend_ = make_af_packet_backend(*p); break;
+        case Kind::kMemif: p->backend_ = make_memif_backend(*p, ""); break;
+        case Kind::kRing:
+        case Kind::kNull:
+        case Kind::kRingPair: p->backend_ = make_ring_backend(*p, p->kind_, "", 0); break;
+        case Kind::kTap:
+        case Kind::kAfXdp:
+        case Kind::kPci:
+        case Kind::kOtherVdev: p->backend_ = make_vdev_backend(*p, p->kind_, cfg.device); break;
+        }
     }
     p->name_ = p->kind_ == Kind::kPci ? cfg.device : p->vdev_name_;
-    p->tx_copies_ = p->kind_ == Kind::kAfPacket || !memif_path.empty();
-    const unsigned frame = RTE_ETHER_HDR_LEN + cfg.mtu;
 
-    // ---- per-kind sizing (mbuf data room must hold what the PMD writes)
-    unsigned data_room = align_up(frame, 64);
-    KvList kv = parse_kv(args);
-    std::string iface;
-    if (p->kind_ == Kind::kAfPacket) {
-        const std::string* ifa = kv_get(kv, "iface");
-        if (ifa == nullptr)
-            return -EINVAL;
-        iface = *ifa;
-        const std::string* q = kv_get(kv, "qpairs");
-        if (q != nullptr && *q != "1")
-            return -EINVAL;  // one queue: fanout would split
-        // The kernel puts the frame at tp_mac = 66 within a ring slot and the
-        // PMD transmits from offset 32; slots are 16-byte aligned and pack into
-        // 128 KiB blocks.  ~2048 slots (3.2 MB per direction at MTU 1500),
-        // capped at 16 MiB per direction for jumbo frames.
-        // framesz must divide the block size: the kernel never lets a slot
-        // straddle a block, while the PMD addresses slot i at i * framesz. With
-        // a remainder the two disagree from the second block on and tx stalls
-        // for good after the first block's slots (seen: 81 frames at MTU 1500).
-        unsigned framesz = 64;
-        while (framesz < frame + kAfPacketHeadroom)
-            framesz <<= 1;
-        unsigned per_block = kAfPacketBlock / framesz;
-        unsigned want = std::max(256u, std::min(2048u, (16u << 20) / framesz));
-        unsigned framecnt = align_up(want, per_block);
-        if (!kv_get(kv, "qpairs"))
-            args += ",qpairs=1";
-        if (!kv_get(kv, "blocksz") && !kv_get(kv, "framesz") && !kv_get(kv, "framecnt")) {
-            args += ",blocksz=" + std::to_string(kAfPacketBlock) + ",framesz=" + std::to_string(framesz) +
-                    ",framecnt=" + std::to_string(framecnt);
-            data_room = std::max(data_room, framesz - kAfPacketTxOffset);
-        } else {
-            const std::string* fs = kv_get(kv, "framesz");
-            unsigned user_fs = fs ? static_cast<unsigned>(atoi(fs->c_str())) : 2048;
-            data_room = std::max(data_room, user_fs - kAfPacketTxOffset);
-        }
-        // Bypassing the qdisc saves a lock round trip per frame; lo has none.
-        if (!kv_get(kv, "qdisc_bypass"))
-            args += ",qdisc_bypass=1";
-        p->loopback_ = iface == "lo";
-    } else if (p->kind_ == Kind::kNull) {
-        // A null port otherwise "receives" an endless stream of zeroed frames.
-        if (!kv_get(kv, "no-rx") && !kv_get(kv, "size"))
-            args += (args.empty() ? "" : ",") + std::string("no-rx=1");
-    } else if (p->kind_ == Kind::kAfXdp) {
-        // The PMD registers the mempool itself as the AF_XDP umem, one chunk
-        // per mbuf object: the kernel wants 2048 <= chunk <= PAGE_SIZE
-        // (XDP_UMEM_REG fails with EINVAL otherwise), and 22.11 has no
-        // multi-buffer AF_XDP, so jumbo frames cannot work here.
-        data_room = std::max(data_room, 2048u);
-        if (data_room > 3584)
-            return -EINVAL;
-    } else if (p->kind_ == Kind::kMemif) {
-        // One frame per memif buffer (no descriptor chains), and mbufs at least
-        // as large so the PMD takes its bulk, non-chaining rx path.
-        unsigned bsize = align_up(frame, 128);
-        unsigned log2 = bsize <= 2048 ? 11 : 10;
-        // Twice the window (PortConfig::frames_in_flight).  Seen with
-        // FI_DPDK_WINDOW=1024 on the default 1024-slot ring: 2 frames dropped
-        // and 1022 out of order per second of a 1 MiB stream.  The client's
-        // rsize sizes both rings (it creates them); both sides normally share
-        // the window.  FI_DPDK_WINDOW=4096 at MTU 9000: 8192 slots, ~74 MB of
-        // shared memory per direction.
-        while ((1u << log2) < 2 * cfg.frames_in_flight && log2 < kMemifMaxLog2Ring)
-            ++log2;
-        data_room = std::max(data_room, bsize);
-        p->memif_bsize_ = bsize;
-        args = "id=0,socket=" + memif_path + ",socket-abstract=no,bsize=" + std::to_string(bsize) +
-               ",rsize=" + std::to_string(log2);
-    }
-    p->needs_arp_ = !(p->loopback_ || p->kind_ == Kind::kMemif || p->kind_ == Kind::kRing ||
-                      p->kind_ == Kind::kRingPair || p->kind_ == Kind::kNull);
+    // ---- sizing (the mbuf data room must hold what the PMD writes) and the
+    // backend's arguments
+    plan.data_room = align_up(RTE_ETHER_HDR_LEN + cfg.mtu, 64);
+    plan.nb_mbufs = cfg.mbufs ? cfg.mbufs : kDefaultMbufs;
+    int rc = p->backend_->configure(&plan);
+    if (rc != 0)
+        return rc;
+    p->loopback_ = plan.loopback;
+    p->needs_arp_ = plan.needs_arp;
+    p->tx_copies_ = plan.tx_copies;
+    p->burst_hooks_ = p->backend_->hooks_bursts();
 
     // ---- EAL
-    const unsigned nb_mbufs = cfg.mbufs ? cfg.mbufs : kDefaultMbufs;
-    const uint64_t pool_bytes = uint64_t {nb_mbufs} * (data_room + RTE_PKTMBUF_HEADROOM + sizeof(rte_mbuf) + 128);
+    const uint64_t pool_bytes =
+        uint64_t {plan.nb_mbufs} * (plan.data_room + RTE_PKTMBUF_HEADROOM + sizeof(rte_mbuf) + 128);
     EalOptions eo;
     eo.hugepages = cfg.hugepages;
     eo.verbose = cfg.verbose;
     eo.extra_args = cfg.eal_args;
     eo.memory_mb = static_cast<unsigned>(std::max<uint64_t>(512, pool_bytes * 5 / 4 / (1 << 20) + 128));
-    if (p->kind_ == Kind::kPci)
-        eo.pci_allow.push_back(cfg.device);
-    int rc = eal_ensure_started(eo);
+    p->backend_->eal_options(&eo);
+    rc = eal_ensure_started(eo);
     if (rc != 0)
         return rc;
 
@@ -399,118 +354,9 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
                 c->replay();
         }
     } replay {&capture};
-    std::set<int> fds_before;
-    int ifindex = 0;
-    ScopedFd memif_mutex;
-    if (p->kind_ == Kind::kAfPacket) {
-        ifindex = static_cast<int>(if_nametoindex(iface.c_str()));
-        if (ifindex == 0)
-            return -ENODEV;
-        // Claim the fanout group the PMD is about to join (22.11 uses id
-        // (getpid() ^ ifindex) & 0xffff) before creating anything: a second
-        // socket in the group, even briefly, would take its share of the first
-        // port's frames.  Checked again against the real id below.
-        const int predicted = (getpid() ^ ifindex) & 0xffff;
-        std::string path = fanout_lock_path(ifindex, predicted);
-        int lfd = lock_file(path, true);
-        if (lfd == -EWOULDBLOCK)
-            return -EBUSY;
-        if (lfd >= 0) {  // else no writable lock dir: just unchecked
-            p->fanout_lock_fd_ = lfd;
-            p->fanout_lock_path_ = path;
-        }
-        fds_before = open_fds();
-    }
-    if (p->kind_ == Kind::kMemif) {
-        // Role: whoever holds "<path>.server" is the live server (the lock dies
-        // with its process); "<path>.lock" serialises the decision with the
-        // creation of the listening socket, so simultaneous starts agree.  It
-        // is never unlinked (that would reopen the race), and is held until
-        // the port has started (server listening / client connected).
-        const std::string mutex_path = memif_path + ".lock";
-        memif_mutex.fd = ::open(mutex_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (memif_mutex.fd < 0)
-            return -errno;
-        if (flock(memif_mutex.fd, LOCK_EX) != 0)
-            return -errno;
-        p->memif_server_path_ = memif_path + ".server";
-        int sfd = lock_file(p->memif_server_path_, true);
-        if (sfd >= 0) {
-            p->memif_server_fd_ = sfd;
-            unlink(memif_path.c_str());  // stale socket of a dead server, if any
-            args = "role=server," + args;
-        } else if (sfd == -EWOULDBLOCK) {
-            if (access(memif_path.c_str(), F_OK) != 0)
-                return -ECONNREFUSED;
-            args = "role=client," + args;
-        } else {
-            return sfd;
-        }
-    }
-
-    if (p->kind_ == Kind::kRingPair) {
-        uint16_t pid = 0;
-        rc = port_internal::ringpair_open(ring_name, ring_side, nb_mbufs, data_room, p->vdev_name_, &pid,
-                                          &p->pool_);
-        if (rc != 0)
-            return rc;
-        p->ringpair_key_ = ring_name;
-        p->owns_pool_ = false;
-        p->vdev_created_ = true;
-        p->port_id_ = pid;
-    } else if (p->kind_ == Kind::kPci) {
-        rc = rte_eth_dev_get_port_by_name(cfg.device.c_str(), &p->port_id_);
-        if (rc != 0) {
-            // Not probed at EAL start (EAL was started earlier with --no-pci, or
-            // by the application): try now.
-            rc = rte_dev_probe(cfg.device.c_str());
-            if (rc == 0)
-                rc = rte_eth_dev_get_port_by_name(cfg.device.c_str(), &p->port_id_);
-            if (rc != 0)
-                return -ENODEV;
-        }
-    } else {
-        rc = rte_vdev_init(p->vdev_name_.c_str(), args.c_str());
-        // The vdev bus returns -EEXIST for a name in use, and -1 both when no
-        // driver matches the name and when the driver's probe failed (bad
-        // interface, socket error...): for our known drivers it is the latter.
-        if (rc == -1)
-            return p->kind_ == Kind::kOtherVdev ? -ENODEV : -EIO;
-        if (rc != 0)
-            return rc < 0 ? rc : -ENODEV;
-        p->vdev_created_ = true;
-        if (rte_eth_dev_get_port_by_name(p->vdev_name_.c_str(), &p->port_id_) != 0)
-            return -ENODEV;
-    }
-
-    // ---- af_packet socket tuning
-    if (p->kind_ == Kind::kAfPacket) {
-        p->rx_fd_ = find_new_packet_socket(fds_before, ifindex);
-        if (p->rx_fd_ < 0)
-            return -EIO;
-        int fanout = 0;
-        socklen_t len = sizeof(fanout);
-        if (getsockopt(p->rx_fd_, SOL_PACKET, PACKET_FANOUT, &fanout, &len) == 0 && fanout != 0) {
-            std::string path = fanout_lock_path(ifindex, fanout);
-            if (path != p->fanout_lock_path_) {  // another PMD version's formula
-                unlock_file(p->fanout_lock_path_, &p->fanout_lock_fd_);
-                int lfd = lock_file(path, true);
-                if (lfd == -EWOULDBLOCK)
-                    return -EBUSY;
-                if (lfd >= 0) {
-                    p->fanout_lock_fd_ = lfd;
-                    p->fanout_lock_path_ = path;
-                }
-            }
-        }
-        int one = 1;
-        if (setsockopt(p->rx_fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) != 0 &&
-            errno != ENOPROTOOPT)  // kernels < 4.20: the BPF pkttype test covers it
-            return -errno;
-        rc = p->install_rx_filter();
-        if (rc != 0)
-            return rc;
-    }
+    rc = p->backend_->create(&plan);
+    if (rc != 0)
+        return rc;
 
     // ---- mempool, queues, start
     rte_eth_dev_info info {};
@@ -518,18 +364,16 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
     if (rc != 0)
         return rc;
     if (p->pool_ == nullptr) {
-        rc = pool_create("fi_mp" + std::to_string(id), nb_mbufs, data_room, &p->pool_);
+        rc = pool_create("fi_mp" + id, plan.nb_mbufs, plan.data_room, &p->pool_);
         if (rc != 0)
             return rc;
     }
 
     rte_eth_conf conf {};
-    // tap: DPDK's rx interrupt vector holds the queue's tap fd (rx_wait_fd).
-    if (p->kind_ == Kind::kTap)
-        conf.intr_conf.rxq = 1;
+    p->backend_->eth_conf(&conf);
     // The ethdev MTU only matters to PMDs that enforce it (real NICs).
     // af_packet and memif report max_rx_pktlen 1518 and would reject more;
-    // their real limits are the ring slots / buffers sized above.
+    // their real limits are the ring slots / buffers sized by their backends.
     uint32_t mtu = cfg.mtu;
     const uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
     if (info.max_rx_pktlen > overhead && mtu + overhead > info.max_rx_pktlen)
@@ -550,22 +394,7 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
     if (rc != 0)
         return rc < 0 ? rc : -EIO;
     p->started_ = true;
-    if (p->kind_ == Kind::kAfPacket) {
-        // The PMD bound its socket before we could attach the filter: whatever
-        // arrived in between (any lo traffic) is still in the ring.
-        rte_mbuf* junk[32];
-        uint16_t n;
-        while ((n = rte_eth_rx_burst(p->port_id_, 0, junk, 32)) > 0)
-            rte_pktmbuf_free_bulk(junk, n);
-        p->kernel_rx_stats(nullptr, nullptr);  // reset: count from here on
-        p->wait_fd_ = p->rx_fd_;
-    } else if (p->kind_ == Kind::kTap) {
-        int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(p->port_id_, 0);
-        if (fd >= 0)
-            p->wait_fd_ = fd;
-    } else if (p->kind_ == Kind::kMemif) {
-        p->setup_memif_wait();  // else no wait fd: callers fall back to timers
-    }
+    p->wait_fd_ = p->backend_->started();
 
     if (p->loopback_)
         memcpy(p->mac_.addr_bytes, kLoopbackMac, sizeof(kLoopbackMac));  // see port.h
@@ -581,28 +410,11 @@ Port::~Port()
     teardown();
 }
 
-void Port::close_ethdev()
-{
-    // af_packet closes its socket in dev_stop only: if we fail before
-    // start, close it ourselves.
-    if (started_)
-        rte_eth_dev_stop(port_id_);
-    else if (kind_ == Kind::kAfPacket && rx_fd_ >= 0)
-        close(rx_fd_);
-    rte_eth_dev_close(port_id_);
-    // PCI: the device stays probed (EAL's allow-list owns it).
-    if (kind_ != Kind::kPci && vdev_created_)
-        rte_vdev_uninit(vdev_name_.c_str());
-}
-
 // What touches the rings at close (the wait flag, the last tx batch, the
-// goodbye), then the device itself.
+// backend's last word), then the device itself.
 void Port::close_rings_and_ethdev()
 {
-    if (wait_arms_ > 0) {
-        wait_arms_ = 1;
-        disarm_rx_wait();
-    }
+    backend_->closing();
     if (tx_count_ > 0 && started_)
         flush();
     if (tx_count_ > 0)
@@ -610,48 +422,30 @@ void Port::close_rings_and_ethdev()
     tx_count_ = 0;
     if (port_id_ == UINT16_MAX)
         return;
-    if (kind_ == Kind::kMemif)
-        memif_say_goodbye();
-    close_ethdev();
+    backend_->before_stop();
+    if (started_)
+        rte_eth_dev_stop(port_id_);
+    else
+        backend_->close_unstarted();
+    rte_eth_dev_close(port_id_);
+    // PCI: the device stays probed (EAL's allow-list owns it).
+    if (vdev_created_)
+        rte_vdev_uninit(vdev_name_.c_str());
 }
 
 void Port::teardown()
 {
-    if (kind_ == Kind::kMemif && port_id_ != UINT16_MAX) {
-        // A peer that closes makes EAL's interrupt thread tear the connection
-        // down (memif_intr_handler -> memif_disconnect, which unmaps and
-        // rte_free()s the regions).  Doing our own close on that thread
-        // serialises the two: from here, neither our last flush and goodbye
-        // (a SIGSEGV in eth_memif_tx when both sides closed at once) nor our
-        // dev_stop/dev_close (both sides freed the same regions: "EAL: Error:
-        // Invalid memory") can run while the PMD unmaps.
-        port_internal::run_in_interrupt_thread(
-            [](void* self) { static_cast<Port*>(self)->close_rings_and_ethdev(); }, this);
-    } else {
-        close_rings_and_ethdev();
+    if (backend_ != nullptr) {
+        backend_->close_device([](void* self) { static_cast<Port*>(self)->close_rings_and_ethdev(); }, this);
+        backend_.reset();  // its fds, locks and shared rings (a ring pair's pool)
     }
-    rx_fd_ = -1;
-    if (kind_ == Kind::kMemif && wait_fd_ >= 0)
-        close(wait_fd_);
-    if (wait_tfd_ >= 0)
-        close(wait_tfd_);
-    wait_fd_ = wait_tfd_ = -1;
-    memif_rxq_ = memif_txq_ = memif_proc_ = nullptr;
-    rx_split_ = nullptr;
-    tx_fill_ = nullptr;
-    if (!ringpair_key_.empty()) {
-        port_internal::ringpair_release(ringpair_key_);
-    } else if (pool_ != nullptr && owns_pool_) {
+    wait_fd_ = -1;
+    if (pool_ != nullptr && owns_pool_)
         rte_mempool_free(pool_);
-    }
     pool_ = nullptr;
     for (auto& r : udp_reservations_)
         close(r.second);
     udp_reservations_.clear();
-    unlock_file(fanout_lock_path_, &fanout_lock_fd_);
-    // The memif server has removed its socket file in rte_vdev_uninit; now
-    // let the next process become server.
-    unlock_file(memif_server_path_, &memif_server_fd_);
 }
 
 bool Port::link_up() const
@@ -664,11 +458,7 @@ bool Port::link_up() const
 
 uint16_t Port::rx_burst(rte_mbuf** pkts, uint16_t n)
 {
-    if (memif_peer_leaving_ && memif_quiet())
-        return 0;
-    uint16_t got = rx_split_ ? memif_rx_in_place(pkts, n) : rte_eth_rx_burst(port_id_, 0, pkts, n);
-    if (kind_ == Kind::kMemif && got > 0)
-        got = memif_take_goodbyes(pkts, got);
+    const uint16_t got = burst_hooks_ ? backend_->rx_burst(pkts, n) : rte_eth_rx_burst(port_id_, 0, pkts, n);
     uint64_t bytes = 0;
     for (uint16_t i = 0; i < got; ++i)
         bytes += pkts[i]->pkt_len;
@@ -688,9 +478,7 @@ uint16_t Port::flush()
 {
     if (tx_count_ == 0)
         return 0;
-    if (kind_ == Kind::kMemif && !memif_rx_primed_)
-        memif_prime_rx();
-    if (memif_peer_leaving_ && memif_quiet()) {  // nobody reads; keep off the ring
+    if (burst_hooks_ && !backend_->tx_ready()) {
         rte_pktmbuf_free_bulk(tx_batch_, tx_count_);
         stats_.tx_dropped += tx_count_;
         tx_count_ = 0;
@@ -703,8 +491,8 @@ uint16_t Port::flush()
         len[i] = tx_batch_[i]->pkt_len;
     unsigned sent = 0;
     for (unsigned attempt = 0; sent < tx_count_ && attempt <= kTxRetries; ++attempt)
-        sent += tx_fill_
-                    ? memif_tx_fill(tx_batch_ + sent, tx_count_ - sent)
+        sent += burst_hooks_
+                    ? backend_->tx_burst(tx_batch_ + sent, tx_count_ - sent)
                     : rte_eth_tx_burst(port_id_, 0, tx_batch_ + sent, static_cast<uint16_t>(tx_count_ - sent));
     for (unsigned i = 0; i < sent; ++i)
         stats_.tx_bytes += len[i];
@@ -732,6 +520,98 @@ int Port::alloc_bulk(rte_mbuf** m, unsigned n)
         return -ENOENT;
     }
     return 0;
+}
+
+void Port::set_rx_split()
+{
+    backend_->set_rx_split(true, nullptr);
+}
+
+void Port::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len))
+{
+    backend_->set_rx_split(split != nullptr, split);
+}
+
+bool Port::set_tx_fill()
+{
+    return backend_->set_tx_fill(true, nullptr);
+}
+
+bool Port::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m))
+{
+    return backend_->set_tx_fill(fill != nullptr, fill);
+}
+
+int Port::arm_rx_wait()
+{
+    return backend_->arm_rx_wait();
+}
+
+void Port::disarm_rx_wait()
+{
+    backend_->disarm_rx_wait();
+}
+
+unsigned Port::rx_wait_armed() const
+{
+    return backend_->rx_wait_armed();
+}
+
+int Port::kernel_rx_stats(uint64_t* received, uint64_t* dropped)
+{
+    return backend_->kernel_rx_stats(received, dropped);
+}
+
+int Port::reserve_udp_port(uint16_t wanted, uint16_t* got)
+{
+    if (got == nullptr)
+        return -EINVAL;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    // Drop-all before bind: not one of our frames is ever queued to it.
+    sock_filter drop_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
+    sock_fprog fp {1, drop_all};
+    int one = 1;
+    int rc = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof(fp)) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) != 0) {
+        rc = -errno;
+    } else {
+        sockaddr_in a {};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(wanted);
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+        socklen_t len = sizeof(a);
+        if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            rc = -errno;
+        else
+            *got = ntohs(a.sin_port);
+    }
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    udp_reservations_[*got] = fd;
+    rc = backend_->reservations_changed(udp_reservations_);
+    if (rc != 0) {
+        udp_reservations_.erase(*got);
+        close(fd);
+        backend_->reservations_changed(udp_reservations_);
+        return rc;
+    }
+    return 0;
+}
+
+void Port::release_udp_port(uint16_t port)
+{
+    auto it = udp_reservations_.find(port);
+    if (it == udp_reservations_.end())
+        return;
+    close(it->second);
+    udp_reservations_.erase(it);
+    backend_->reservations_changed(udp_reservations_);
 }
 
 }  // namespace dpdk_engine

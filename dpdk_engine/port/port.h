@@ -14,34 +14,13 @@
 //                               process (side 0 transmits to side 1 and vice
 //                               versa): for engine tests with two endpoints.
 //
-// af_packet facts that shape this class (Linux 6.x, DPDK 22.11; verified in
-// tests/test_port.cpp):
-//  * The PMD's socket is not exposed; we find it (new AF_PACKET fd after
-//    rte_vdev_init) and tune it: PACKET_IGNORE_OUTGOING (on lo every frame
-//    sent by another packet socket is otherwise seen twice: the
-//    dev_queue_xmit_nit copy and the looped-back one) and a classic BPF
-//    filter that lets through only ARP (not on lo), ICMP (not on lo) and
-//    IPv4/UDP frames carrying kTransportMagic as first payload bytes and a
-//    destination port reserved through reserve_udp_port() (none reserved:
-//    no UDP at all).  So MPI's TCP on lo, frames for other processes and
-//    our own looped-back frames to peers never reach userspace.
-//  * The PMD joins its socket to PACKET_FANOUT group (getpid() ^ ifindex):
-//    two af_packet ports on the same interface in one process share one
-//    group and each frame reaches only one of them.  open() refuses the
-//    second one (-EBUSY); use ringpair/ring for one-process tests.
-//  * On lo the kernel never delivers the frames we inject to its own UDP
-//    sockets: 127.x -> 127.x arriving from a packet socket fails the input
-//    route lookup (martian destination; "local source" with
-//    route_localnet=1) and frames to a MAC other than lo's 00:..:00 are
-//    PACKET_OTHERHOST.  So no ICMP port unreachable on lo; the reservation
-//    sockets keep ports unique (and matter on veth/tap, where the kernel
-//    does deliver).  mac() on lo is kLoopbackMac, the same in every
-//    process, so frames to a peer (learnt from its source MAC or not) are
-//    all PACKET_OTHERHOST.
-//  * Never call rte_eth_dev_set_mtu on af_packet: it runs SIOCSIFMTU on the
-//    kernel interface.  The ethdev MTU of af_packet/memif is capped at 1500
-//    by the PMDs' max_rx_pktlen; larger frames still work because the
-//    af_packet ring frames and memif buffers are sized from cfg.mtu.
+// A Port is a small core that every device shares (this class, port.cpp:
+// the ethdev, its pool, the bursts and their counters, the tx batch, the UDP
+// port reservations) and one backend object per family of devices
+// (port/backend.h): af_packet (af_packet.h has the kernel facts behind it),
+// memif, ring (ring pairs, null) and the generic vdev/PCI one.  The core
+// calls its backend at open, at close and on control events, and per burst
+// only on memif; never per packet.
 //
 // Not thread-safe: one thread (the progress context) uses a Port at a time.
 // Destroy all Ports before process exit if you want the ethdevs closed
@@ -119,6 +98,8 @@ uint32_t default_window(const std::string& device, uint32_t otherwise);
 // lo_kernel_drops_our_frames).  Receivers ignore the MAC.
 constexpr uint8_t kLoopbackMac[6] = {0x02, 0, 0, 0, 0, 0x01};
 
+class PortBackend;
+
 class Port {
  public:
     enum class Kind {
@@ -168,9 +149,9 @@ class Port {
     // Receives up to n frames.  No system call beyond the PMD's own (af_packet
     // and memif: none).  Counts rx_pkts/rx_bytes.  memif: takes the peer's
     // goodbye frame out of the burst, and receives (and sends) nothing from
-    // then until the link has dropped (see port_memif.cpp).
+    // then until the link has dropped (see memif.cpp).
     uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
-    // memif (22.11, see port_memif_rx.cpp): receive from the ring ourselves,
+    // memif (22.11, see memif_rx.cpp): receive from the ring ourselves,
     // so that a large payload is read where the peer wrote it instead of
     // being copied into an mbuf first.  For each frame, split(frame, len)
     // says how many leading bytes to copy (0: copy it whole); the rest stays
@@ -180,17 +161,24 @@ class Port {
     // rx_burst(): a caller that keeps a frame copies it first.  The peer can
     // still write that memory: split reads it as untrusted, and the payload
     // must be read once (checked while copied).  The split is the wire
-    // layer's (tests pass their own); nullptr: every frame is copied by the
-    // PMD (the state after open).  A no-op on other ports.
-    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len) = wire::split_point);
-    // memif (22.11, see port_memif_tx.cpp): flush() writes each frame into
+    // layer's (wire::split_point, called directly); without set_rx_split()
+    // every frame is copied by the PMD (the state after open).  A no-op on
+    // other ports.
+    void set_rx_split();
+    // The same with split in place of the wire layer's (tests, whose frames
+    // are not the transport's); nullptr: every frame copied again.
+    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
+    // memif (22.11, see memif_tx.cpp): flush() writes each frame into
     // the ring itself, through fill(dst, cap, m), which copies the frame `m`
     // (any chain) to dst (cap bytes) and returns its length, 0 when it does
     // not fit (dropped).  The fill may finish the frame as it copies it: the
-    // default, the wire layer's copy_and_seal, seals payload CRCs there (tests
-    // pass their own).  Returns false, and changes nothing, where the ring
-    // cannot be reached (not memif, another DPDK).
-    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m) = wire::copy_and_seal);
+    // wire layer's copy_and_seal (called directly) seals payload CRCs there.
+    // Returns false, and changes nothing, where the ring cannot be reached
+    // (not memif, another DPDK).
+    bool set_tx_fill();
+    // The same with fill in place of the wire layer's (tests); nullptr: the
+    // PMD writes the ring again.
+    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
     // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
     // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
     // Port (sent or freed and counted in tx_dropped).
@@ -219,7 +207,7 @@ class Port {
     // Sleeping until frames arrive.  rx_wait_fd() is a pollable fd that
     // becomes readable when frames may be waiting, or -1 (ring, ringpair,
     // null, af_xdp, PCI, other vdevs; memif when its PMD is not the 22.11
-    // one described in port.cpp): poll with a timer there.  A sleeper calls
+    // one described in memif22.h): poll with a timer there.  A sleeper calls
     // arm_rx_wait() first and sleeps only if it returned 0, then calls
     // disarm_rx_wait() once awake:
     //  * af_packet: the PMD's socket; tap: the rx queue's tap fd (DPDK's rx
@@ -231,10 +219,10 @@ class Port {
     //    arm_rx_wait() clears the flag, drains the eventfd and looks at the
     //    ring once more; disarm_rx_wait() sets the flag again, so the busy
     //    path (rx_burst/tx/flush while nobody sleeps) makes no system call on
-    //    either side.  The timerfd fires kMemifLinkPollUs.. kMemifLinkPollMaxUs
-    //    after an arm while no peer is connected (the PMD signals no link
-    //    change) and kMemifSafetyUs after one while connected (a peer that
-    //    reconnects meanwhile starts with a masked ring and a new eventfd).
+    //    either side.  The timerfd fires 1 ms (doubling per arm, up to 128
+    //    ms) after an arm while no peer is connected (the PMD signals no link
+    //    change) and 250 ms after one while connected (a peer that reconnects
+    //    meanwhile starts with a masked ring and a new eventfd; memif.h).
     int rx_wait_fd() const { return wait_fd_; }
     // 0: armed (sleep on rx_wait_fd(), then disarm_rx_wait()); -EAGAIN:
     // frames are already waiting, nothing armed: receive instead of sleeping;
@@ -246,7 +234,7 @@ class Port {
     int arm_rx_wait();
     void disarm_rx_wait();
     // Arms in force (arm_rx_wait() = 0 without disarm_rx_wait()).
-    unsigned rx_wait_armed() const { return wait_arms_; }
+    unsigned rx_wait_armed() const;
     // Link state without waiting (memif: true once the peer has connected).
     bool link_up() const;
     // false while a frame handed to tx() would be dropped for want of a
@@ -289,40 +277,15 @@ class Port {
     static constexpr unsigned kTxBatch = 64;
     static constexpr unsigned kTxRetries = 8;
     static constexpr unsigned kDefaultMbufs = 16384;
-    static constexpr unsigned kMemifLinkPollUs = 1000;  // doubling per arm
-    static constexpr unsigned kMemifLinkPollMaxUs = 128000;
-    static constexpr unsigned kMemifSafetyUs = 250000;
-    // memif goodbye (port_memif.cpp): how long a closing port waits after
-    // telling its peer, and how long a told peer stays off the rings if the
-    // link never drops (the closer died first, or a new peer came unseen).
-    static constexpr unsigned kMemifGoodbyeWaitUs = 10000;
-    static constexpr unsigned kMemifQuietMaxUs = 1000000;
 
  private:
+    friend class PortBackend;  // a backend reads and sets the core's state (backend.h)
     Port() = default;
-    int install_rx_filter();
     void teardown();
-    void close_ethdev();
     void close_rings_and_ethdev();
-    bool setup_memif_wait();
-    void* memif_ring(const void* queue) const;
-    void* memif_ring() const { return memif_ring(memif_rxq_); }
-    void set_wait_timer(unsigned us);
-    bool memif_quiet();
-    uint16_t memif_take_goodbyes(rte_mbuf** pkts, uint16_t got);
-    void memif_prime_rx();
-    void memif_say_goodbye();
-    struct MemifInPlace;  // port_memif_rx.cpp
-    uint16_t memif_rx_in_place(rte_mbuf** pkts, uint16_t n);
-    unsigned memif_tx_fill(rte_mbuf** pkts, unsigned n);
-    bool memif_give_back(void* ring);
-    static void memif_slot_freed(void* addr, void* opaque);  // the lent mbuf's free_cb
-    std::unique_ptr<MemifInPlace> memif_in_place_;           // set_rx_split on memif, else null
-    size_t (*rx_split_)(const uint8_t* frame, size_t len) = nullptr;
-    size_t (*tx_fill_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
-    void* memif_txq_ = nullptr;  // memif: the PMD's tx queue (22.11 layout)
-    unsigned memif_bsize_ = 0;   // memif buffer size (refilled slot length)
 
+    std::unique_ptr<PortBackend> backend_;  // the device family's part (backend.h)
+    bool burst_hooks_ = false;              // backend_->hooks_bursts(), read once at open
     Kind kind_ = Kind::kOtherVdev;
     std::string name_;
     std::string vdev_name_;  // "" for PCI (and nothing to uninit)
@@ -330,29 +293,14 @@ class Port {
     bool started_ = false;
     uint16_t port_id_ = UINT16_MAX;
     rte_mempool* pool_ = nullptr;
+    bool owns_pool_ = true;  // false: the backend's (ring pairs share one)
     uint32_t ip_be_ = 0;
     rte_ether_addr mac_ {};
     uint16_t mtu_ = 1500;
     bool loopback_ = false;
     bool needs_arp_ = true;
     bool tx_copies_ = false;
-    int rx_fd_ = -1;     // af_packet socket (owned by the PMD)
-    int wait_fd_ = -1;   // rx_wait_fd(): rx_fd_, tap's queue fd, or ours (memif)
-    int wait_tfd_ = -1;  // memif: timerfd inside wait_fd_
-    unsigned wait_arms_ = 0;
-    unsigned link_polls_ = 0;          // memif: arms in a row without a peer
-    void* memif_rxq_ = nullptr;        // memif: the PMD's rx queue and per-process
-    void* memif_proc_ = nullptr;       // data (regions), 22.11 layout (port.cpp)
-    bool memif_peer_leaving_ = false;  // its goodbye came: keep off the rings
-    bool memif_seen_down_ = false;     // ... and the link has dropped since
-    bool memif_rx_primed_ = false;     // our receive slots went to the peer (memif_prime_rx)
-    uint64_t memif_goodbye_us_ = 0;    // when the goodbye came
-    int fanout_lock_fd_ = -1;
-    std::string fanout_lock_path_;
-    int memif_server_fd_ = -1;  // held by the memif server for its lifetime
-    std::string memif_server_path_;
-    std::string ringpair_key_;  // ringpair: shared rings and pool, refcounted
-    bool owns_pool_ = true;
+    int wait_fd_ = -1;                          // rx_wait_fd(), the backend's
     std::map<uint16_t, int> udp_reservations_;  // port -> kernel socket
     rte_mbuf* tx_batch_[kTxBatch];
     unsigned tx_count_ = 0;

@@ -1,8 +1,10 @@
-// Port, ring pairs: two cross-connected net_ring ports in one process
-// ("ringpair:<name>:<0|1>", engine tests with two endpoints).
+// Port's ring backend: net_ring and net_null vdevs, and the ring pairs, two
+// cross-connected net_ring ports in one process ("ringpair:<name>:<0|1>",
+// engine tests with two endpoints). None needs ARP, none has a wait fd.
 #include <string.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -13,11 +15,12 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "dpdk_engine/port/port_internal.h"
+#include "dpdk_engine/port/backend.h"
 
 namespace dpdk_engine {
-namespace port_internal {
 namespace {
+
+using namespace port_internal;
 
 // Both sides share one mempool: an mbuf sent by one side is freed by the
 // other, so neither side's pool may disappear while the other runs.
@@ -57,8 +60,10 @@ void free_ringpair(RingPair* rp)
     rp->pool = nullptr;
 }
 
-}  // namespace
-
+// Attaches side ring_side (0 or 1) of the ring pair ring_name, creating the
+// rings and their shared pool on first use; returns 0 and the new ethdev's
+// id and the pool, or -errno. ringpair_release drops one reference (the
+// last frees rings and pool).
 int ringpair_open(const std::string& ring_name, int ring_side, unsigned nb_mbufs, unsigned data_room,
                   const std::string& vdev_name, uint16_t* port_id, rte_mempool** pool)
 {
@@ -109,5 +114,59 @@ void ringpair_release(const std::string& ring_name)
     }
 }
 
-}  // namespace port_internal
+class RingBackend final : public PortBackend {
+ public:
+    RingBackend(Port& port, Port::Kind kind, const std::string& pair_name, int pair_side)
+        : PortBackend(port), kind_(kind), pair_name_(pair_name), pair_side_(pair_side)
+    { }
+    ~RingBackend() override
+    {
+        if (pair_attached_)
+            ringpair_release(pair_name_);
+    }
+
+    int configure(DeviceOpen* plan) override
+    {
+        // A null port otherwise "receives" an endless stream of zeroed frames.
+        if (kind_ == Port::Kind::kNull) {
+            const KvList kv = parse_kv(plan->args);
+            if (!kv_get(kv, "no-rx") && !kv_get(kv, "size"))
+                plan->args += (plan->args.empty() ? "" : ",") + std::string("no-rx=1");
+        }
+        plan->needs_arp = false;
+        return 0;
+    }
+
+    int create(DeviceOpen* plan) override
+    {
+        if (kind_ != Port::Kind::kRingPair)
+            return PortBackend::create(plan);
+        uint16_t id = 0;
+        rte_mempool* shared = nullptr;
+        const int rc =
+            ringpair_open(pair_name_, pair_side_, plan->nb_mbufs, plan->data_room, vdev_name(), &id, &shared);
+        if (rc != 0)
+            return rc;
+        pair_attached_ = true;
+        set_shared_pool(shared);
+        set_vdev_created();
+        set_port_id(id);
+        return 0;
+    }
+
+ private:
+    const Port::Kind kind_;
+    const std::string pair_name_;  // ring pairs only
+    const int pair_side_;
+    bool pair_attached_ = false;  // holds a reference to the pair
+};
+
+}  // namespace
+
+std::unique_ptr<PortBackend> make_ring_backend(Port& port, Port::Kind kind, const std::string& pair_name,
+                                               int pair_side)
+{
+    return std::unique_ptr<PortBackend>(new RingBackend(port, kind, pair_name, pair_side));
+}
+
 }  // namespace dpdk_engine
