@@ -193,8 +193,11 @@ int MemifBackend::arm_rx_wait()
             --wait_arms_;
             return -EIO;
         }
-        set_wait_timer(kSafetyUs);
     }
+    // Every arm, not only the first of overlapping ones: an expiry nobody
+    // read keeps wait_fd_ readable, and sleepers whose arms overlap without
+    // pause would never see the count return to zero and spin on it.
+    set_wait_timer(kSafetyUs);
     __atomic_and_fetch(&ring->flags, static_cast<uint16_t>(~kMaskInt), __ATOMIC_SEQ_CST);
     uint64_t v;
     if (read(efd, &v, sizeof(v)) < 0) {
