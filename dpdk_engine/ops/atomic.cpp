@@ -80,7 +80,7 @@ int Endpoint::atomic(const AtomicArgs& a)
 Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::AtomicExt*>(p.ext);
-    if (!free_ops)
+    if (!can_answer(s))
         return Delivery::kBlocked;
     auto op = static_cast<AtomicOp>(x->op);
     auto type = static_cast<AtomicType>(x->datatype);
@@ -112,7 +112,7 @@ Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& 
             resp->total_len = bytes;
         }
     }
-    session_enqueue(s, resp);
+    session_enqueue_answer(s, resp);
     return Delivery::kDone;
 }
 

@@ -2,6 +2,7 @@
 //
 //   fi_write / fi_writev / fi_writemsg / fi_inject_write / fi_writedata /
 //   fi_inject_writedata, fi_read / fi_readv / fi_readmsg, FI_DELIVERY_COMPLETE,
+//   both sides fi_inject_write at once (both-inject),
 //   against a region registered with FI_MR_PROV_KEY|FI_MR_VIRT_ADDR|
 //   FI_MR_ALLOCATED, mr_mode 0 (offsets, application keys), FI_MR_BASIC and
 //   FI_MR_ENDPOINT (fabtests' default).
@@ -443,6 +444,49 @@ void inject_write()
     in.finish(&n);
 }
 
+// Both processes fi_inject_write 64 B into each other as fast as they can,
+// polling their CQ whenever the provider says -FI_EAGAIN, as a conformance
+// test of RMA does with two symmetric ranks. Each side's writes wait for the
+// other's responses, which that side produces while it posts its own: every
+// write must land, neither side stuck on -FI_EAGAIN.
+void both_inject()
+{
+    constexpr int kWrites = 5000;
+    constexpr size_t kLen = 64;
+    EpCfg cfg;
+    ep_cfg(&cfg);
+    cfg.cntrs = true;
+    Ep ep;
+    ep.open(cfg);
+    connect(ep);
+    Buf region(kLen * 64);
+    const uint64_t key = mr_prov_key(g.mode.mr_mode) ? 0 : g_key_seq++;
+    MrGuard mr(reg_mr(g.domain, region.data(), region.size(), FI_REMOTE_WRITE, key, g.mode.mr_mode, ep.ep));
+    send_mr(describe(mr.get(), region.data(), region.size(), g.mode.mr_mode));
+    const RemoteMr peer = recv_mr();
+    oob.barrier("both regions known");
+    Buf src(kLen);
+    const uint64_t deadline = now_ms() + uint64_t(opts.timeout_ms) * 3;
+    uint64_t eagain = 0;
+    for (int i = 0; i < kWrites; i++) {
+        fill(src.data(), kLen, 5000 + uint64_t(i));
+        const uint64_t off = (uint64_t(i) % 64) * kLen;
+        ssize_t ret;
+        while ((ret = fi_inject_write(ep.ep, src.data(), kLen, ep.peer, peer.addr + off, peer.key)) ==
+               -FI_EAGAIN) {
+            eagain++;
+            ep.tx.pump();
+            FT_REQUIRE(now_ms() < deadline, "write %d of %d: -FI_EAGAIN for %d s (%" PRIu64 " times)", i, kWrites,
+                       opts.timeout_ms * 3 / 1000, eagain);
+        }
+        FT_REQUIRE(ret == 0, "fi_inject_write %d = %zd (%s)", i, ret, fi_strerror(int(-ret)));
+    }
+    int r = fi_cntr_wait(ep.write_cntr, kWrites, opts.timeout_ms);
+    FT_CHECK(r == 0, "fi_cntr_wait(write, %d) = %d, counter %" PRIu64, kWrites, r, fi_cntr_read(ep.write_cntr));
+    log("%d writes each way, -FI_EAGAIN %" PRIu64 " times", kWrites, eagain);
+    oob.barrier("both done");
+}
+
 // fi_writedata / fi_inject_writedata / fi_writemsg FI_REMOTE_CQ_DATA: the
 // target gets FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA with the data.
 void writedata()
@@ -579,6 +623,7 @@ int main(int argc, char** argv)
         run((prefix + "vectors-msgs").c_str(), vectors_and_msgs);
         run((prefix + "inject-write").c_str(), inject_write);
         run((prefix + "inject-complete").c_str(), inject_complete);
+        run((prefix + "both-inject").c_str(), both_inject);
         run((prefix + "writedata").c_str(), writedata);
         run((prefix + "delivery-complete").c_str(), delivery_complete_default);
         int cret = fi_close(&g.domain->fid);
