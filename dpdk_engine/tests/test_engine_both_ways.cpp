@@ -12,11 +12,11 @@ namespace engine_test {
 namespace {
 
 enum class Flood : uint8_t {
-    kWrite,   // 64 B inject writes into the peer's region
-    kRead,    // 64 B reads of the peer's region
-    kFetch,   // fetch-and-add of one uint64 at the peer
-    kPlain,   // plain atomic add (no fetched value)
-    kMixed,   // all of them, in turn
+    kWrite,  // 64 B inject writes into the peer's region
+    kRead,   // 64 B reads of the peer's region
+    kFetch,  // fetch-and-add of one uint64 at the peer
+    kPlain,  // plain atomic add (no fetched value)
+    kMixed,  // all of them, in turn
 };
 
 constexpr size_t kLen = 64;
@@ -32,7 +32,7 @@ struct Side {
     uint64_t base = 0;
     int posted = 0;
     uint64_t eagain = 0;
-    std::vector<uint64_t> fetched;        // result of fetch i
+    std::vector<uint64_t> fetched;                // result of fetch i
     std::vector<std::vector<uint8_t>> read_back;  // data of read i
     uint64_t operand = 1;
 };
@@ -165,8 +165,9 @@ void flood_both_ways(void** state, Flood f, int n)
             }
             case Flood::kFetch:
                 // Executed in order at the target: fetch k saw every add before it.
-                CHECK(me.fetched[size_t(k)] == fetches + adds, "side %d fetch %d returned %" PRIu64 ", expected %" PRIu64,
-                      i, k, me.fetched[size_t(k)], fetches + adds);
+                CHECK(me.fetched[size_t(k)] == fetches + adds,
+                      "side %d fetch %d returned %" PRIu64 ", expected %" PRIu64, i, k, me.fetched[size_t(k)],
+                      fetches + adds);
                 fetches++;
                 break;
             case Flood::kPlain: adds++; break;
@@ -175,8 +176,8 @@ void flood_both_ways(void** state, Flood f, int n)
         }
         uint64_t counter;
         memcpy(&counter, peer.region.data() + kCounterOff, 8);
-        CHECK(counter == fetches + adds, "side %d: the peer's counter is %" PRIu64 ", expected %" PRIu64, i, counter,
-              fetches + adds);
+        CHECK(counter == fetches + adds, "side %d: the peer's counter is %" PRIu64 ", expected %" PRIu64, i,
+              counter, fetches + adds);
         // The last write to each slot is what the slot holds.
         for (size_t slot = 0; slot < kSlots; slot++) {
             int last = -1;
@@ -188,8 +189,8 @@ void flood_both_ways(void** state, Flood f, int n)
             if (last < 0)
                 continue;
             std::vector<uint8_t> want = payload(kLen, 0x6000 + uint64_t(last) + 100000 * uint64_t(i));
-            CHECK(mcmp(peer.region.data() + slot * kLen, want.data(), kLen) == 0, "side %d: slot %zu at the peer", i,
-                  slot);
+            CHECK(mcmp(peer.region.data() + slot * kLen, want.data(), kLen) == 0, "side %d: slot %zu at the peer",
+                  i, slot);
         }
     }
     // Each side had more requests out than the other answers at a time, and
