@@ -316,6 +316,11 @@ struct EndpointStats {
     // Messages posted without kOpMore that autocork (EngineConfig::autocork)
     // held back for packing because their session had frames in flight.
     uint64_t tx_corked;
+    // Responses (docs/design.md): times a session's requests waited for one
+    // of its kRequestCredits, and deliveries of a peer's request that waited
+    // for an answer slot (a peer over its credits, or no memory to grow the
+    // answer pool; each is also an rnr stall).
+    uint64_t credit_waits, answer_stalls;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -86,7 +86,7 @@ int Endpoint::atomic(const AtomicArgs& a)
 Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::AtomicExt*>(p.ext);
-    if (!free_ops)
+    if (!can_answer(s))
         return Delivery::kBlocked;
     auto op = static_cast<AtomicOp>(x->op);
     auto type = static_cast<AtomicType>(x->datatype);
@@ -118,7 +118,7 @@ Delivery EndpointImpl::deliver_atomic_req(Session* s, const wire::ParsedPacket& 
             resp->total_len = bytes;
         }
     }
-    session_enqueue(s, resp);
+    session_enqueue_answer(s, resp);
     if (cfg.rma_events && status == wire::WireStatus::kOk)
         report_rma_event(s, x->key.get(), target, bytes, atomic_access(op, kind));
     return Delivery::kDone;

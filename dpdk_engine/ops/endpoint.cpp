@@ -119,6 +119,7 @@ EndpointImpl::EndpointImpl(EngineImpl* e, const EndpointConfig& c, Address a) : 
         free_recvs = &recv_pool[i];
     }
     grow_msgs();
+    grow_answers();
 }
 
 EndpointImpl::~EndpointImpl()
@@ -155,12 +156,14 @@ Session* EndpointImpl::session_for(Address peer, bool create)
     return s;
 }
 
-TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
+namespace {
+
+// Bytes of bounce storage per answer: the fetched values of an atomic.
+constexpr size_t kAnswerBounceSize = kMaxAtomicBytes;
+
+// Starts a pooled op taken from a free list as a new op of `kind` on s.
+void start_pooled_op(TxOp* op, TxOp::Kind kind, Session* s)
 {
-    TxOp* op = free_ops;
-    if (!op)
-        return nullptr;
-    free_ops = op->next;
     uint8_t* bounce = op->bounce;
     uint32_t generation = op->generation + 1;
     *op = TxOp();  // the message part: started by TxOp()
@@ -175,17 +178,86 @@ TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
     case TxOp::Part::kConn: new (&op->conn) TxOp::ConnPart(); break;
     }
     op->session = s;
-    uint32_t index = static_cast<uint32_t>(op - op_pool.data());
-    op->id = index | ((generation & ((1u << (32 - kOpIndexBits)) - 1)) << kOpIndexBits);
     s->ops.push_back(op);
+}
+
+}  // namespace
+
+TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
+{
+    TxOp* op = free_ops;
+    if (!op)
+        return nullptr;
+    free_ops = op->next;
+    start_pooled_op(op, kind, s);
+    uint32_t index = static_cast<uint32_t>(op - op_pool.data());
+    op->id = index | ((op->generation & ((1u << (32 - kOpIndexBits)) - 1)) << kOpIndexBits);
     ops_in_use++;
+    return op;
+}
+
+bool EndpointImpl::grow_answers()
+{
+    const uint32_t n = kAnswersPerSession;
+    std::unique_ptr<TxOp[]> chunk(new (std::nothrow) TxOp[n]);
+    std::unique_ptr<uint8_t[]> bounce(new (std::nothrow) uint8_t[size_t(n) * kAnswerBounceSize]);
+    if (!chunk || !bounce)
+        return false;
+    try {
+        answer_chunks.reserve(answer_chunks.size() + 1);
+        answer_bounce.reserve(answer_bounce.size() + 1);
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+    for (uint32_t i = n; i-- > 0;) {
+        TxOp& op = chunk[i];
+        op.bounce = &bounce[size_t(i) * kAnswerBounceSize];
+        // Never looked up by id (op_by_id finds only the application's).
+        op.id = ~0u;
+        op.next = free_answers;
+        free_answers = &op;
+    }
+    answer_chunks.push_back(std::move(chunk));
+    answer_bounce.push_back(std::move(bounce));
+    return true;
+}
+
+bool EndpointImpl::can_answer(Session* s)
+{
+    if (s->answers < kAnswersPerSession && (free_answers || grow_answers()))
+        return true;
+    st.answer_stalls++;
+    return false;
+}
+
+TxOp* EndpointImpl::alloc_answer(TxOp::Kind kind, Session* s)
+{
+    TxOp* op = free_answers;
+    if (!op || s->answers >= kAnswersPerSession)
+        return nullptr;
+    free_answers = op->next;
+    start_pooled_op(op, kind, s);
+    op->id = ~0u;
+    s->answers++;
     return op;
 }
 
 void EndpointImpl::free_op(TxOp* op)
 {
-    op->session->ops.remove(op);
+    Session* s = op->session;
+    s->ops.remove(op);
+    const bool answer = is_response(op->kind);
+    if (op->holds_credit) {
+        op->holds_credit = false;
+        s->requests_out--;  // the session's next request may go (its FIFO is pumped while it waits)
+    }
     op->kind = TxOp::Kind::kFree;
+    if (answer) {
+        s->answers--;
+        op->next = free_answers;
+        free_answers = op;
+        return;
+    }
     op->next = free_ops;
     free_ops = op;
     ops_in_use--;
@@ -402,25 +474,26 @@ void Endpoint::dump_stats(FILE* f) const
     uint32_t a = ep->addr.ip_be;
     const auto* b = reinterpret_cast<const uint8_t*>(&a);
     snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
-    fprintf(f,
-            "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
-            " rx_bytes %" PRIu64 " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64
-            " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
-            " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
-            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
-            " rendezvous %" PRIu64 " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64
-            " session_failures %" PRIu64 " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64
-            " dgram_truncated %" PRIu64 " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64
-            " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
-            " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
-            " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 "\n",
-            ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
-            s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
-            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
-            s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
-            s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
-            s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
-            s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked);
+    fprintf(
+        f,
+        "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64 " rx_bytes %" PRIu64
+        " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64 " duplicates %" PRIu64
+        " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64 " acks_sent %" PRIu64
+        " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64 " rnr_stalls %" PRIu64
+        " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64 " rendezvous %" PRIu64
+        " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
+        " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
+        " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
+        " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
+        " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64 " packed_frames %" PRIu64 " packed_msgs %" PRIu64
+        " tx_corked %" PRIu64 " credit_waits %" PRIu64 " answer_stalls %" PRIu64 "\n",
+        ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
+        s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
+        s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
+        s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
+        s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
+        s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred, s.response_timeouts,
+        s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits, s.answer_stalls);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

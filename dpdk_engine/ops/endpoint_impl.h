@@ -47,6 +47,15 @@ class EndpointImpl : public Endpoint {
     std::vector<uint8_t> bounce_slab;
     TxOp* free_ops = nullptr;
     uint32_t ops_in_use = 0;
+    // The answers to peers' requests (tx_op.h, kRequestCredits): a pool of
+    // their own, so a full pool of the application's operations never stops
+    // the delivery of a request. Grows by a chunk of kAnswersPerSession when
+    // more answers are alive at once than ever before (as many peers
+    // answered at once), never past kAnswersPerSession per session.
+    std::vector<std::unique_ptr<TxOp[]>> answer_chunks;
+    std::vector<std::unique_ptr<uint8_t[]>> answer_bounce;
+    TxOp* free_answers = nullptr;
+    bool grow_answers();
     std::vector<PostedRecv> recv_pool;
     PostedRecv* free_recvs = nullptr;
     // Messages being received or waiting unexpected. Grows in chunks (the
@@ -89,6 +98,12 @@ class EndpointImpl : public Endpoint {
         *out = alloc_op(kind, s);
         return *out ? 0 : -EAGAIN;
     }
+    // An answer of `kind` on s from the answer pool; nullptr when s has
+    // kAnswersPerSession alive or no memory is left (can_answer says so first).
+    TxOp* alloc_answer(TxOp::Kind kind, Session* s);
+    // Whether a request of s can be answered now; else its delivery waits
+    // (counted in answer_stalls).
+    bool can_answer(Session* s);
     void free_op(TxOp* op);
     TxOp* op_by_id(uint32_t id);
     void complete(const Completion& c);
@@ -171,7 +186,8 @@ class EndpointImpl : public Endpoint {
 // ---- the target side of one-sided operations (rma.cpp; atomic.cpp too)
 // (A response's WireStatus becomes the initiator's OpStatus by op_status,
 // status.h.)
-// Queues a response; the caller has made sure an op slot is free.
+// An answer op for a response (alloc_answer); the caller has made sure one
+// is free (can_answer).
 TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status);
 // Where [addr, addr + len) of region `key` is, if `access` is allowed there.
 wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uint64_t len, uint32_t access,

@@ -72,7 +72,7 @@ int Endpoint::read(const RmaArgs& a)
 
 TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, wire::WireStatus status)
 {
-    TxOp* op = ep->alloc_op(kind, s);
+    TxOp* op = ep->alloc_answer(kind, s);
     op->answer.peer_op_id = peer_op;
     op->answer.wire_status = status;
     if (status != wire::WireStatus::kOk)
@@ -99,8 +99,8 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
         s->write_refused = false;
     else if (s->write_refused && s->refused_write_op == op_id)
         return Delivery::kDone;  // refused at an earlier segment: drop the rest
-    if ((last || offset == 0) && !free_ops)
-        return Delivery::kBlocked;  // a response may be needed: wait for a slot
+    if ((last || offset == 0) && !can_answer(s))
+        return Delivery::kBlocked;  // a response may be needed: the peer is over its credits
     wire::WireStatus status = wire::WireStatus::kOk;
     uint8_t* dst = nullptr;
     if (offset > total || p.payload_len > total - offset) {
@@ -114,7 +114,7 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
     if (status != wire::WireStatus::kOk) {
         s->write_refused = true;
         s->refused_write_op = op_id;
-        session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
+        session_enqueue_answer(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
         return Delivery::kDone;
     }
     const iovec target {dst, p.payload_len};
@@ -122,7 +122,7 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
         return Delivery::kCorrupt;  // nothing else changed yet: the retransmission rewrites it
     if (!last)
         return Delivery::kDone;
-    session_enqueue(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
+    session_enqueue_answer(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
     if (cfg.rma_events)  // every segment is in place: the segments came in order
         report_rma_event(s, x->key.get(), dst - offset, total, kMrRemoteWrite);
     if (p.flags & wire::kFlagRemoteData) {
@@ -140,7 +140,7 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
 Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::RmaExt*>(p.ext);
-    if (!free_ops)
+    if (!can_answer(s))
         return Delivery::kBlocked;
     uint64_t len = x->total_len.get();
     uint8_t* src = nullptr;
@@ -151,7 +151,7 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
         op->iov_count = 1;
         op->total_len = len;
     }
-    session_enqueue(s, op);
+    session_enqueue_answer(s, op);
     if (cfg.rma_events && status == wire::WireStatus::kOk)
         report_rma_event(s, x->key.get(), src, len, kMrRemoteRead);
     return Delivery::kDone;

@@ -21,6 +21,19 @@ constexpr size_t kBounceSize = 2048;
 static_assert(kInjectSize <= kBounceSize, "inject payload fits the bounce buffer");
 static_assert(2 * kMaxAtomicBytes <= kBounceSize, "atomic operands + compare fit the bounce buffer");
 
+// Responses (docs/design.md, "Responses"). A request that the target must
+// answer (an RMA write or read, an atomic) takes one of kRequestCredits of
+// its session when its first packet is cut, and gives it back when it ends:
+// an initiator never has more of them outstanding at one target. The target
+// answers from a pool of its own (EndpointImpl::alloc_answer), never from
+// the operations the application posts, and keeps room for
+// kAnswersPerSession answers per peer, twice the credits: the answers it
+// still holds for a peer's old stream after the peer restarted it fit too.
+// So delivering a request never waits for an answer slot, and the answers
+// that free the peer's operations never wait behind a stalled delivery.
+constexpr uint32_t kRequestCredits = 64;
+constexpr uint32_t kAnswersPerSession = 2 * kRequestCredits;
+
 // One send-side operation. Lives in the endpoint's fixed pool; its id on the
 // wire is index | generation << 20 so a late response to a recycled slot is
 // recognised and dropped.
@@ -44,6 +57,7 @@ struct TxOp {
     Kind kind = Kind::kFree;
     bool queued = false;         // in the session's transmit FIFO
     bool response_done = false;  // the response (or CTS) it waits for arrived
+    bool holds_credit = false;   // a request that took one of its session's kRequestCredits
     OpStatus status = OpStatus::kOk;
     uint32_t id = 0;  // wire id
     uint32_t generation = 0;
@@ -159,6 +173,18 @@ inline KindInfo kind_info(TxOp::Kind k)
     case TxOp::Kind::kConn: return {P::kConn, false, C::kSend};
     }
     return {P::kNone, false, C::kSend};
+}
+
+// A request the target answers (its operation waits for the response).
+inline bool needs_response(TxOp::Kind k)
+{
+    return k == TxOp::Kind::kWrite || k == TxOp::Kind::kRead || k == TxOp::Kind::kAtomic;
+}
+
+// The target's answer to such a request: taken from the answer pool.
+inline bool is_response(TxOp::Kind k)
+{
+    return k == TxOp::Kind::kReadResp || k == TxOp::Kind::kWriteResp || k == TxOp::Kind::kAtomicResp;
 }
 
 // The packet type of op's packets (its family row: packet_family.h).

@@ -238,10 +238,36 @@ void session_unqueue(Session* s, TxOp* op)
             *pp = op->fifo_next;
             if (*tail == op)
                 *tail = prev;
+            if (s->answer_tail == op)
+                s->answer_tail = prev && is_response(prev->kind) ? prev : nullptr;
             break;
         }
     }
     op->queued = false;
+}
+
+void session_enqueue_answer(Session* s, TxOp* op)
+{
+    // After the answers already queued; else first, unless the head is an
+    // operation part way cut (its remaining packets stay together).
+    TxOp* after = s->answer_tail;
+    if (!after && s->fifo_head && s->fifo_head->header_sent)
+        after = s->fifo_head;
+    if (!after) {
+        op->queued = true;
+        op->fifo_next = s->fifo_head;
+        s->fifo_head = op;
+        if (!s->fifo_tail)
+            s->fifo_tail = op;
+    } else if (after == s->fifo_tail) {
+        session_enqueue(s, op);
+    } else {
+        op->queued = true;
+        op->fifo_next = after->fifo_next;
+        after->fifo_next = op;
+    }
+    s->answer_tail = op;
+    s->ep->engine->activate(s);
 }
 
 void session_pump(Session* s, uint64_t now)
@@ -281,6 +307,19 @@ void session_pump(Session* s, uint64_t now)
             last_of_fifo = !s->fifo_head;
         } else {
             TxOp* op = s->fifo_head;
+            if (needs_response(op->kind) && !op->header_sent) {
+                // The target answers at most kRequestCredits of our requests
+                // at a time (tx_op.h): the rest wait here, in order.
+                if (s->requests_out >= kRequestCredits) {
+                    if (!s->credit_wait)
+                        s->ep->st.credit_waits++;
+                    s->credit_wait = true;
+                    break;
+                }
+                s->credit_wait = false;
+                op->holds_credit = true;
+                s->requests_out++;
+            }
             auto type = packet_type(op->kind);
             pkt.op = op;
             pkt.type = static_cast<uint8_t>(type);
@@ -298,6 +337,8 @@ void session_pump(Session* s, uint64_t now)
             awaited = ack_completes_op(op);
             op->inflight++;
             if (done_cutting) {
+                if (op == s->answer_tail)
+                    s->answer_tail = nullptr;  // the last queued answer leaves
                 s->fifo_head = op->fifo_next;
                 if (!s->fifo_head)
                     s->fifo_tail = nullptr;
@@ -519,8 +560,9 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     // Forget every packet in flight before completing operations, so no
     // completion callback sees a half-torn session.
     session_drop_tx_window(s);
-    s->fifo_head = s->fifo_tail = nullptr;
+    s->fifo_head = s->fifo_tail = s->answer_tail = nullptr;
     s->fence_head = s->fence_tail = nullptr;
+    s->credit_wait = false;
     s->tx_deferred = false;
     s->deferred_msgs = s->deferred_bytes = 0;
     // Our own operations fail. Our answers to the peer (CTS, responses) are
@@ -554,7 +596,10 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     while (TxOp* op = keep.head) {
         keep.remove(op);
         s->ops.push_back(op);
-        session_enqueue(s, op);
+        if (is_response(op->kind))
+            session_enqueue_answer(s, op);
+        else
+            session_enqueue(s, op);
     }
 
     if (!rx_too) {

@@ -59,6 +59,9 @@ struct Session {
     TxOp* fifo_tail = nullptr;
     TxOp* fence_head = nullptr;  // kOpFence: ops held until earlier ones complete (session_enqueue)
     TxOp* fence_tail = nullptr;
+    // The last answer at the front of the FIFO (answers go ahead of our own
+    // requests: session_enqueue_answer), null when none is queued.
+    TxOp* answer_tail = nullptr;
     List<TxOp> ops;              // every op bound to this session
     RxMsg* cur_eager = nullptr;  // eager message being reassembled
     RttEstimator rtt;
@@ -90,6 +93,8 @@ struct Session {
     uint32_t rto_prior_cwnd = 0;
     uint32_t rdv_waiting = 0;  // CTSs we sent whose data has not all come
     uint32_t next_msg_id = 0;
+    uint32_t requests_out = 0;  // our requests holding one of kRequestCredits
+    uint32_t answers = 0;       // our answers to the peer alive (at most kAnswersPerSession)
 
     // ---- receive direction
     uint32_t rx_stream = 0;  // 0 = none adopted yet
@@ -134,7 +139,8 @@ struct Session {
     // frames are in flight: EngineImpl::kick_send), not for the window: the
     // next post that cannot wait sends them, else progress().
     bool tx_deferred = false;
-    bool active = false;  // in EngineImpl::active_
+    bool active = false;       // in EngineImpl::active_
+    bool credit_wait = false;  // the FIFO's head is a request waiting for a credit (counted once)
 
     explicit Session(uint32_t window, const EngineConfig& cfg);
 };
@@ -153,6 +159,9 @@ enum class Delivery : uint8_t {
 void session_enqueue(Session* s, TxOp* op);
 // Takes a queued op out of the FIFO or the fence queue (failure paths).
 void session_unqueue(Session* s, TxOp* op);
+// Queues an answer to the peer (a response) ahead of our own operations
+// that have not started, behind the answers queued before it.
+void session_enqueue_answer(Session* s, TxOp* op);
 void session_pump(Session* s, uint64_t now);
 void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t now);
 void session_drain(Session* s, uint64_t now);

@@ -2,6 +2,7 @@
 //
 //   fi_write / fi_writev / fi_writemsg / fi_inject_write / fi_writedata /
 //   fi_inject_writedata, fi_read / fi_readv / fi_readmsg, FI_DELIVERY_COMPLETE,
+//   both sides fi_inject_write (both-inject) or fi_read (both-read) at once,
 //   against a region registered with FI_MR_PROV_KEY|FI_MR_VIRT_ADDR|
 //   FI_MR_ALLOCATED, mr_mode 0 (offsets, application keys), FI_MR_BASIC and
 //   FI_MR_ENDPOINT (fabtests' default).
@@ -443,6 +444,66 @@ void inject_write()
     in.finish(&n);
 }
 
+// Both processes fi_inject_write (or fi_read) 64 B into (from) each other
+// as fast as they can, polling their CQ whenever the provider says
+// -FI_EAGAIN, as a conformance test of RMA does with two symmetric ranks.
+// Each side's requests wait for the other's responses, which that side
+// produces while it posts its own: every request must complete, neither
+// side stuck on -FI_EAGAIN.
+void both_flood(bool read)
+{
+    constexpr int kOps = 5000;
+    constexpr size_t kLen = 64;
+    const char* what = read ? "fi_read" : "fi_inject_write";
+    EpCfg cfg;
+    ep_cfg(&cfg);
+    cfg.cntrs = true;
+    Ep ep;
+    ep.open(cfg);
+    connect(ep);
+    Buf region(kLen * 64);
+    fill(region.data(), region.size(), 4000);
+    const uint64_t key = mr_prov_key(g.mode.mr_mode) ? 0 : g_key_seq++;
+    MrGuard mr(reg_mr(g.domain, region.data(), region.size(), read ? FI_REMOTE_READ : FI_REMOTE_WRITE, key,
+                      g.mode.mr_mode, ep.ep));
+    send_mr(describe(mr.get(), region.data(), region.size(), g.mode.mr_mode));
+    const RemoteMr peer = recv_mr();
+    oob.barrier("both regions known");
+    Buf src(kLen), dst(kLen * kOps);
+    std::vector<fi_context2> ctx(kOps);
+    const uint64_t deadline = now_ms() + uint64_t(opts.timeout_ms) * 3;
+    uint64_t eagain = 0;
+    for (int i = 0; i < kOps; i++) {
+        fill(src.data(), kLen, 5000 + uint64_t(i));
+        const uint64_t off = (uint64_t(i) % 64) * kLen;
+        ssize_t ret;
+        while ((ret = read ? fi_read(ep.ep, dst.data() + size_t(i) * kLen, kLen, nullptr, ep.peer, peer.addr + off,
+                                     peer.key, &ctx[size_t(i)])
+                           : fi_inject_write(ep.ep, src.data(), kLen, ep.peer, peer.addr + off, peer.key)) ==
+               -FI_EAGAIN) {
+            eagain++;
+            ep.tx.pump();
+            FT_REQUIRE(now_ms() < deadline, "%s %d of %d: -FI_EAGAIN for %d s (%" PRIu64 " times)", what, i, kOps,
+                       opts.timeout_ms * 3 / 1000, eagain);
+        }
+        FT_REQUIRE(ret == 0, "%s %d = %zd (%s)", what, i, ret, fi_strerror(int(-ret)));
+    }
+    fid_cntr* cntr = read ? ep.read_cntr : ep.write_cntr;
+    while (fi_cntr_read(cntr) < uint64_t(kOps) && now_ms() < deadline)
+        ep.tx.pump();
+    FT_CHECK(fi_cntr_read(cntr) == uint64_t(kOps), "%s counter %" PRIu64 " of %d", what, fi_cntr_read(cntr), kOps);
+    if (read) {
+        // The peer's region never changes: every read returns its fill.
+        Buf want(kLen * 64);
+        fill(want.data(), want.size(), 4000);
+        for (int i = 0; i < kOps; i++)
+            FT_CHECK(memcmp(dst.data() + size_t(i) * kLen, want.data() + (size_t(i) % 64) * kLen, kLen) == 0,
+                     "read %d differs", i);
+    }
+    log("%d %s each way, -FI_EAGAIN %" PRIu64 " times", kOps, what, eagain);
+    oob.barrier("both done");
+}
+
 // fi_writedata / fi_inject_writedata / fi_writemsg FI_REMOTE_CQ_DATA: the
 // target gets FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA with the data.
 void writedata()
@@ -579,6 +640,8 @@ int main(int argc, char** argv)
         run((prefix + "vectors-msgs").c_str(), vectors_and_msgs);
         run((prefix + "inject-write").c_str(), inject_write);
         run((prefix + "inject-complete").c_str(), inject_complete);
+        run((prefix + "both-inject").c_str(), [] { both_flood(false); });
+        run((prefix + "both-read").c_str(), [] { both_flood(true); });
         run((prefix + "writedata").c_str(), writedata);
         run((prefix + "delivery-complete").c_str(), delivery_complete_default);
         int cret = fi_close(&g.domain->fid);
