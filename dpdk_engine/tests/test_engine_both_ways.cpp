@@ -83,7 +83,7 @@ int post_one(Side& me, const Side& peer, Flood f, int i)
         aa.dest = peer.ep->addr();
         aa.op = AtomicOp::kSum;
         aa.type = AtomicType::kUint64;
-        aa.kind = fetch ? wire::AtomicKind::kFetch : wire::AtomicKind::kPlain;
+        aa.kind = fetch ? AtomicKind::kFetch : AtomicKind::kPlain;
         aa.operands = &me.operand;
         aa.result = fetch ? &me.fetched[size_t(i)] : nullptr;
         aa.count = 1;
