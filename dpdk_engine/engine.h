@@ -181,6 +181,11 @@ size_t max_datagram_payload(uint16_t mtu);
 constexpr size_t kMaxIov = 4;              // iov_limit
 constexpr size_t kInjectSize = 2048 - 64;  // largest kOpInject payload
 constexpr size_t kMaxAtomicBytes = 1024;   // operands per atomic request
+// Write-after-read ordering (max_order_war_size): the first bytes of an RMA
+// read are copied at the target when the read is served, so a write the
+// initiator posted after it cannot show through; the rest is read from the
+// region as the response leaves. Atomics capture all their results.
+constexpr size_t kMaxOrderWarSize = kMaxAtomicBytes;
 constexpr uint64_t kMaxMessageSize = 1ull << 40;
 
 struct SendArgs {

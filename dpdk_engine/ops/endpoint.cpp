@@ -158,8 +158,10 @@ Session* EndpointImpl::session_for(Address peer, bool create)
 
 namespace {
 
-// Bytes of bounce storage per answer: the fetched values of an atomic.
+// Bytes of bounce storage per answer: the fetched values of an atomic, or
+// the first bytes of a read (kMaxOrderWarSize).
 constexpr size_t kAnswerBounceSize = kMaxAtomicBytes;
+static_assert(kMaxOrderWarSize <= kAnswerBounceSize, "a read's ordered head fits the answer's bounce buffer");
 
 // Starts a pooled op taken from a free list as a new op of `kind` on s.
 void start_pooled_op(TxOp* op, TxOp::Kind kind, Session* s)

@@ -147,8 +147,15 @@ Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
     wire::WireStatus status = check_region(this, x->key.get(), x->addr.get(), len, kMrRemoteRead, &src);
     TxOp* op = respond(this, s, TxOp::Kind::kReadResp, x->op_id.get(), status);
     if (status == wire::WireStatus::kOk && len) {
-        op->iov[0] = {src, len};
-        op->iov_count = 1;
+        // The head is copied now, the rest read when it is cut: writes
+        // delivered after this request and before the response leaves
+        // cannot reach what the read returns in its first kMaxOrderWarSize
+        // bytes (FI_ORDER_RMA_WAR, max_order_war_size).
+        const uint64_t head = len < kMaxOrderWarSize ? len : kMaxOrderWarSize;
+        memcpy(op->bounce, src, head);
+        op->iov[0] = {op->bounce, head};
+        op->iov[1] = {src + head, len - head};
+        op->iov_count = len > head ? 2 : 1;
         op->total_len = len;
     }
     session_enqueue_answer(s, op);

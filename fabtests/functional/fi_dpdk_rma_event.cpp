@@ -22,6 +22,9 @@
 //   fence/read-write     a fenced read after a write returns the written
 //                        data; a fenced write after a read does not change
 //                        what the read returns
+//   order/war            without a fence, a write posted after a read of
+//                        the same bytes (max_order_war_size of them, as
+//                        FI_ORDER_RMA_WAR promises) never shows in the read
 //
 // Delivery times are the median and worst over the rounds; the check is the
 // bound fi_dpdk_shmem uses (far below the progress thread's idle sleep), the
@@ -410,6 +413,40 @@ void fence_read_write()
     oob.barrier("done");
 }
 
+void order_war()
+{
+    const size_t war = fab.info->ep_attr->max_order_war_size;
+    FT_REQUIRE(war >= 8, "max_order_war_size %zu", war);
+    const size_t len = war < 32 * 1024 ? war : 32 * 1024;
+    FT_REQUIRE(fab.info->tx_attr->msg_order & FI_ORDER_RMA_WAR, "FI_ORDER_RMA_WAR not offered");
+    Ep ep;
+    ep.open();
+    connect(ep);
+    Buf region(kRegion);
+    fill(region.data(), kRegion, 0x40);
+    MrGuard mr(
+        reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 0x52, g_mr_mode, ep.ep));
+    if (opts.server()) {
+        send_mr(describe(mr.get(), region.data(), kRegion, g_mr_mode));
+        oob.barrier("done");
+        return;
+    }
+    const RemoteMr rm = recv_mr();
+    Buf out(len), in(len);
+    fi_context wctx {}, rctx {};
+    // Each round the target holds pattern p; the read of it and the write of
+    // p + 1 leave back to back, so they reach the target in one burst.
+    for (int round = 0; round < 200; round++) {
+        const uint8_t old = static_cast<uint8_t>(0x40 + round), next = static_cast<uint8_t>(0x41 + round);
+        fill(out.data(), len, next);
+        FT_POST(fi_read(ep.ep, in.data(), len, nullptr, ep.peer, rm.addr, rm.key, &rctx));
+        FT_POST(fi_write(ep.ep, out.data(), len, nullptr, ep.peer, rm.addr, rm.key, &wctx));
+        ep.tx.expect_all({&rctx, &wctx}, "read, then write");
+        check_pattern(in.data(), len, old, "a read before a write of the same bytes");
+    }
+    oob.barrier("done");
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -433,6 +470,7 @@ int main(int argc, char** argv)
     run("events/self-poll", self_poll);
     run("fence/held", fence_held);
     run("fence/read-write", fence_read_write);
+    run("order/war", order_war);
 
     int ret = finish();
     teardown();

@@ -141,7 +141,7 @@ int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)
     if (h->auth_key_size)
         return reject("authorization keys");
     if (h->max_order_raw_size > dpdk_engine::kMaxMessageSize ||
-        h->max_order_war_size > dpdk_engine::kMaxMessageSize ||
+        h->max_order_war_size > dpdk_engine::kMaxOrderWarSize ||
         h->max_order_waw_size > dpdk_engine::kMaxMessageSize)
         return reject("max_order_*_size");
     return 0;
@@ -310,9 +310,11 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ea->protocol_version = dpdk_engine::protocol_version();
     ea->max_msg_size = dgram ? dgram_max_msg() : dpdk_engine::kMaxMessageSize;
     ea->msg_prefix_size = !prefix ? 0 : he && he->msg_prefix_size ? he->msg_prefix_size : kMsgPrefixSize;
-    // Every packet of a session is applied in order, whatever its size.
+    // Every packet of a session is applied in order, whatever its size; a
+    // read's data is taken from the region as its response leaves, except
+    // the first kMaxOrderWarSize bytes (copied when it is served).
     ea->max_order_raw_size = he && he->max_order_raw_size ? he->max_order_raw_size : dpdk_engine::kMaxMessageSize;
-    ea->max_order_war_size = he && he->max_order_war_size ? he->max_order_war_size : dpdk_engine::kMaxMessageSize;
+    ea->max_order_war_size = he && he->max_order_war_size ? he->max_order_war_size : dpdk_engine::kMaxOrderWarSize;
     ea->max_order_waw_size = he && he->max_order_waw_size ? he->max_order_waw_size : dpdk_engine::kMaxMessageSize;
     if (dgram)  // nothing is ordered between unreliable datagrams
         ea->max_order_raw_size = ea->max_order_war_size = ea->max_order_waw_size = 0;
