@@ -45,6 +45,16 @@ struct Address {
     bool operator!=(const Address& o) const { return !(*this == o); }
 };
 
+// One peer of one endpoint, named so that a posting finds its session
+// without a hash lookup (Endpoint::peer). Only a hint beside the Address:
+// a handle that went stale (the session was forgotten and its slot reused)
+// or belongs to another peer or endpoint is ignored and the Address looked
+// up instead. 0 = none.
+struct PeerHandle {
+    uint32_t value = 0;
+    bool valid() const { return value != 0; }
+};
+
 // Protocol and resource knobs. Defaults are the documented defaults of the
 // FI_DPDK_* parameters.
 struct EngineConfig {
@@ -174,6 +184,7 @@ struct SendArgs {
     uint32_t flags = 0;
     void* context = nullptr;
     uint64_t user_data = 0;  // echoed in every completion of this operation
+    PeerHandle peer;         // optional: Endpoint::peer(dest), saves the lookup of dest
 };
 
 struct RecvArgs {
@@ -198,6 +209,7 @@ struct RmaArgs {
     uint32_t flags = 0;
     void* context = nullptr;
     uint64_t user_data = 0;  // echoed in every completion of this operation
+    PeerHandle peer;         // optional: Endpoint::peer(dest), saves the lookup of dest
 };
 
 struct AtomicArgs {
@@ -214,6 +226,7 @@ struct AtomicArgs {
     uint32_t flags = 0;
     void* context = nullptr;
     uint64_t user_data = 0;  // echoed in every completion of this operation
+    PeerHandle peer;         // optional: Endpoint::peer(dest), saves the lookup of dest
 };
 
 // FI_EP_MSG connection management (connection.cpp, wire::ConnExt).
@@ -373,6 +386,10 @@ class Endpoint {
     // 0; -ENOENT (no session with `peer`); -EBUSY (the callback posted to
     // `peer` again: the session stays, with those operations).
     int forget_peer(Address peer);
+    // The handle of the session with `peer` (made if new), to pass in the
+    // Args of later postings to it; {} when no session can be made. A
+    // handle stays good until forget_peer(peer).
+    PeerHandle peer(Address peer);
 
     Address address() const;
     const EndpointStats& stats() const;

@@ -150,9 +150,48 @@ Session* EndpointImpl::session_for(Address peer, bool create)
     s->peer = peer;
     s->last_heard_us = now_us();
     sessions.emplace(address_key(peer), s);
+    assign_slot(s);
     st.sessions++;
     last_session = s;
     return s;
+}
+
+void EndpointImpl::assign_slot(Session* s)
+{
+    uint32_t index;
+    if (!free_slots.empty()) {
+        index = free_slots.back();
+        free_slots.pop_back();
+    } else if (slots.size() <= kSlotIndexMask) {
+        index = static_cast<uint32_t>(slots.size());
+        slots.emplace_back();
+    } else {
+        s->handle = 0;  // more peers than handles: this one is found by address
+        return;
+    }
+    SessionSlot& slot = slots[index];
+    uint32_t generation = (slot.handle >> kSlotIndexBits) + 1;
+    if (generation >> (32 - kSlotIndexBits))
+        generation = 1;  // wrapped: 0 would make handle 0 (none) possible
+    slot.handle = index | (generation << kSlotIndexBits);
+    slot.session = s;
+    s->handle = slot.handle;
+}
+
+void EndpointImpl::release_slot(Session* s)
+{
+    if (!s->handle)
+        return;
+    const uint32_t index = s->handle & kSlotIndexMask;
+    slots[index].session = nullptr;  // handle kept: the next user bumps its generation
+    free_slots.push_back(index);
+    s->handle = 0;
+}
+
+PeerHandle Endpoint::peer(Address peer)
+{
+    Session* s = impl(this)->session_for(peer, true);
+    return PeerHandle {s ? s->handle : 0};
 }
 
 TxOp* EndpointImpl::alloc_op(TxOp::Kind kind, Session* s)
@@ -316,7 +355,7 @@ int Endpoint::send(const SendArgs& a)
     bool rendezvous =
         (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) && !(a.flags & kOpInject);
     TxOp* op;
-    if (int rc = ep->start_op(a.dest, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
+    if (int rc = ep->start_op(a.dest, a.peer, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
         return rc;
     Session* s = op->session;
     op->flags = a.flags;

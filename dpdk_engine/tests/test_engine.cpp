@@ -676,6 +676,7 @@ const Entry kTests[] = {
     {"split_payloads", test_split_payloads, kClean},      // its own fault spec
     {"copy_and_seal", test_copy_and_seal, kClean},
     {"pingpong", test_pingpong, kAll},
+    {"peer_handles", test_peer_handles, kAll},
     {"watchdog_catches_hang", test_watchdog_catches_hang, kClean},  // its own fault spec
     // Last: it sets g_seed per seed (restored only when it passes).
     {"sweep", test_sweep, kLossy},
