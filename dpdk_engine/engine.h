@@ -294,6 +294,10 @@ struct EndpointStats {
     // Messages posted without kOpMore that autocork (EngineConfig::autocork)
     // held back for packing because their session had frames in flight.
     uint64_t tx_corked;
+    // Packets (not datagrams) whose session was looked up by the source
+    // address: they named no handle of ours (the first of a session) or a
+    // stale one (wire.h, dest_session); the others found it by handle.
+    uint64_t rx_by_address;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

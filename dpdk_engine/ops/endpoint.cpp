@@ -454,14 +454,14 @@ void Endpoint::dump_stats(FILE* f) const
             " dgram_truncated %" PRIu64 " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64
             " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
             " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
-            " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 "\n",
+            " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 " rx_by_address %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
             s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
             s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
             s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
-            s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked);
+            s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.rx_by_address);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

@@ -88,8 +88,11 @@ struct Session {
     uint32_t rto_prior_cwnd = 0;
     uint32_t rdv_waiting = 0;  // CTSs we sent whose data has not all come
     uint32_t next_msg_id = 0;
-    // Our handle for this session (EndpointImpl::slots; 0 = none).
+    // Our handle for this session (EndpointImpl::slots; 0 = none), sent in
+    // src_session; the peer's, from the src_session of its last packet,
+    // sent in dest_session (wire.h).
     uint32_t handle = 0;
+    uint32_t peer_handle = 0;
 
     // ---- receive direction
     uint32_t rx_stream = 0;  // 0 = none adopted yet

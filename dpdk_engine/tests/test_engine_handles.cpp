@@ -105,6 +105,15 @@ void test_peer_handles(void** state)
         CHECK_STATUS(take(p, from, ctx(tx_ctx[n]), timeout), OpStatus::kOk);
     }
 
+    // Once each side has heard the other's handle (wire.h, dest_session),
+    // its packets find their session without the address: only the first
+    // ones of each session, sent before an answer came, go by address.
+    const EndpointStats& sa = a->ep->stats();
+    print_message("      a: %" PRIu64 " of %" PRIu64 " packets and %" PRIu64 " ACKs by address\n",
+                  sa.rx_by_address, sa.rx_packets, sa.acks_received);
+    CHECK(sa.rx_by_address * 4 < sa.rx_packets + sa.acks_received, "%" PRIu64 " packets by address",
+          sa.rx_by_address);
+
     // An RMA write by handle.
     std::vector<uint8_t> region(4096, 0);
     uint64_t key = 0;
