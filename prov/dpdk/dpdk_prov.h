@@ -689,6 +689,12 @@ struct Ep {
     Cntr* remote_write_cntr = nullptr;
     Av* av = nullptr;
     Eq* eq = nullptr;
+    // The engine's handles of this endpoint's sessions with the peers of an
+    // FI_AV_TABLE AV, by fi_addr (0: not asked yet), so that an operation
+    // finds its session without hashing the address (ep_dest). Per
+    // endpoint, not in the Av: a handle names one engine endpoint's session
+    // and an AV can be bound to several endpoints. Under the engine lock.
+    std::vector<dpdk_engine::PeerHandle> peer_handles;
 };
 
 // The data operation tables (dpdk_msg.cpp, dpdk_tagged.cpp, dpdk_rma.cpp,
@@ -773,6 +779,10 @@ inline bool ep_dest(const Ep* ep, fi_addr_t a, dpdk_engine::Address* out) noexce
     }
     return ep->av && ep->av->lookup(a, out);
 }
+// ep_dest, plus the engine's handle of the session with that peer in *peer
+// (FI_EP_RDM over an FI_AV_TABLE; else left empty: the engine looks the
+// address up). Under the engine lock.
+bool ep_dest(Ep* ep, fi_addr_t a, dpdk_engine::Address* out, dpdk_engine::PeerHandle* peer) noexcept;
 
 // ---- FI_EP_MSG connection management (dpdk_cm.cpp)
 int cm_connect(fid_ep* ep, const void* addr, const void* param, size_t paramlen) noexcept;
