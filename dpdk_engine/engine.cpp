@@ -341,7 +341,7 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now)
     Address src {p.src_ip_be, p.src_port};
     // By the handle the packet names (wire.h, dest_session); a packet
     // without one, or with a stale or foreign one, by its address.
-    Session* s = ep->session_by_handle(p.th->dest_session.get(), src);
+    Session* s = ep->known_session(src, p.th->dest_session.get());
     if (!s) {
         ep->st.rx_by_address++;
         s = ep->find_session(src);

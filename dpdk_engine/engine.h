@@ -294,9 +294,10 @@ struct EndpointStats {
     // Messages posted without kOpMore that autocork (EngineConfig::autocork)
     // held back for packing because their session had frames in flight.
     uint64_t tx_corked;
-    // Packets (not datagrams) whose session was looked up by the source
-    // address: they named no handle of ours (the first of a session) or a
-    // stale one (wire.h, dest_session); the others found it by handle.
+    // Packets (not datagrams) whose session was looked up in the map of
+    // source addresses: not the session of the packet before, and naming no
+    // handle of ours (the first of a session) or a stale one (wire.h,
+    // dest_session); the others found it by a compare or by handle.
     uint64_t rx_by_address;
 };
 

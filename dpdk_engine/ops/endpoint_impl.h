@@ -103,13 +103,23 @@ class EndpointImpl : public Endpoint {
             return nullptr;
         return slot.session;
     }
-    // By handle when it is good, else by address (a handle of 0 is none).
+    // The session with `peer` found without hashing, or nullptr: the last
+    // one used (one compare: the common case of one busy peer), else the
+    // one `handle` names (many peers; a handle of 0 is none).
+    Session* known_session(Address peer, uint32_t handle)
+    {
+        if (last_session && last_session->peer == peer)
+            return last_session;
+        Session* s = session_by_handle(handle, peer);
+        if (s)
+            last_session = s;
+        return s;
+    }
+    // Without hashing when it can, else by address.
     Session* find_session(Address peer, uint32_t handle)
     {
-        if (handle)
-            if (Session* s = session_by_handle(handle, peer))
-                return s;
-        return find_session(peer);
+        Session* s = known_session(peer, handle);
+        return s ? s : find_session(peer);
     }
     // Gives s a slot and its handle (session_for); frees it (forget_peer).
     void assign_slot(Session* s);
@@ -124,7 +134,7 @@ class EndpointImpl : public Endpoint {
     // The same, through `peer` (Endpoint::peer) when it still names dest.
     int start_op(Address dest, PeerHandle peer, TxOp::Kind kind, TxOp** out)
     {
-        Session* s = peer.value ? session_by_handle(peer.value, dest) : nullptr;
+        Session* s = known_session(dest, peer.value);
         if (!s)
             s = session_for(dest, true);
         if (!s)

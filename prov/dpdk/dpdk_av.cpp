@@ -282,26 +282,22 @@ bool Av::lookup(fi_addr_t a, dpdk_engine::Address* out) const noexcept
     return true;
 }
 
-bool ep_dest(Ep* ep, fi_addr_t a, dpdk_engine::Address* out, dpdk_engine::PeerHandle* peer) noexcept
+void ep_first_handle(Ep* ep, fi_addr_t a, const dpdk_engine::Address& addr, dpdk_engine::PeerHandle* peer) noexcept
 {
-    if (!ep_dest(ep, a, out))
-        return false;
     if (ep->type != FI_EP_RDM || ep->av->type != FI_AV_TABLE)
-        return true;
+        return;
     if (a >= ep->peer_handles.size()) {
         // Grown to the AV's size at the first operation to an index beyond
         // it, not per operation; without memory the address path serves.
         try {
             ep->peer_handles.resize(ep->av->table.size());
         } catch (const std::bad_alloc&) {
-            return true;
+            return;
         }
     }
     dpdk_engine::PeerHandle& h = ep->peer_handles[a];
-    if (!h.valid())
-        h = ep->engine_ep->peer(*out);  // the session the operation makes anyway
+    h = ep->engine_ep->peer(addr);  // the session the operation makes anyway
     *peer = h;
-    return true;
 }
 
 fi_addr_t Av::reverse(const dpdk_engine::Address& a) const noexcept

@@ -779,10 +779,23 @@ inline bool ep_dest(const Ep* ep, fi_addr_t a, dpdk_engine::Address* out) noexce
     }
     return ep->av && ep->av->lookup(a, out);
 }
-// ep_dest, plus the engine's handle of the session with that peer in *peer
-// (FI_EP_RDM over an FI_AV_TABLE; else left empty: the engine looks the
-// address up). Under the engine lock.
-bool ep_dest(Ep* ep, fi_addr_t a, dpdk_engine::Address* out, dpdk_engine::PeerHandle* peer) noexcept;
+// The first operation to AV-table index `a` (dpdk_av.cpp): asks the engine
+// for the handle and keeps it in ep->peer_handles (FI_EP_RDM over an
+// FI_AV_TABLE; else *peer stays empty: the engine looks the address up).
+void ep_first_handle(Ep* ep, fi_addr_t a, const dpdk_engine::Address& addr,
+                     dpdk_engine::PeerHandle* peer) noexcept;
+// ep_dest, plus the engine's handle of the session with that peer in *peer.
+// Under the engine lock.
+inline bool ep_dest(Ep* ep, fi_addr_t a, dpdk_engine::Address* out, dpdk_engine::PeerHandle* peer) noexcept
+{
+    if (!ep_dest(ep, a, out))
+        return false;
+    if (a < ep->peer_handles.size() && ep->peer_handles[a].valid())
+        *peer = ep->peer_handles[a];
+    else
+        ep_first_handle(ep, a, *out, peer);
+    return true;
+}
 
 // ---- FI_EP_MSG connection management (dpdk_cm.cpp)
 int cm_connect(fid_ep* ep, const void* addr, const void* param, size_t paramlen) noexcept;
