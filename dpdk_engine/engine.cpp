@@ -340,7 +340,13 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now)
         return;
     }
     Address src {p.src_ip_be, p.src_port};
-    Session* s = ep->find_session(src);
+    // By the handle the packet names (wire.h, dest_session); a packet
+    // without one, or with a stale or foreign one, by its address.
+    Session* s = ep->known_session(src, p.th->dest_session.get());
+    if (!s) {
+        ep->st.rx_by_address++;
+        s = ep->find_session(src);
+    }
     if (!s) {
         if (!wire::is_sequenced(p.type)) {
             // A keepalive probe (an ACK asking for an answer) comes from a
@@ -654,7 +660,7 @@ void EngineImpl::answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p,
 {
     if (!wire::is_sequenced(p.type))
         return;
-    Session* s = ep->find_session(Address {p.src_ip_be, p.src_port});
+    Session* s = ep->find_session(Address {p.src_ip_be, p.src_port}, p.th->dest_session.get());
     if (s && s->rx_stream && p.th->stream_id.get() == s->rx_stream && psn_before(p.th->psn.get(), s->expected_psn))
         session_send_ack(s, now);
 }

@@ -46,6 +46,16 @@ struct Address {
     bool operator!=(const Address& o) const { return !(*this == o); }
 };
 
+// One peer of one endpoint, named so that a posting finds its session
+// without a hash lookup (Endpoint::peer). Only a hint beside the Address:
+// a handle that went stale (the session was forgotten and its slot reused)
+// or belongs to another peer or endpoint is ignored and the Address looked
+// up instead. 0 = none.
+struct PeerHandle {
+    uint32_t value = 0;
+    bool valid() const { return value != 0; }
+};
+
 // Protocol and resource knobs. Defaults are the documented defaults of the
 // FI_DPDK_* parameters.
 struct EngineConfig {
@@ -197,6 +207,7 @@ struct SendArgs {
     uint32_t flags = 0;
     void* context = nullptr;
     uint64_t user_data = 0;  // echoed in every completion of this operation
+    PeerHandle peer;         // optional: Endpoint::peer(dest), saves the lookup of dest
 };
 
 struct RecvArgs {
@@ -221,6 +232,7 @@ struct RmaArgs {
     uint32_t flags = 0;
     void* context = nullptr;
     uint64_t user_data = 0;  // echoed in every completion of this operation
+    PeerHandle peer;         // optional: Endpoint::peer(dest), saves the lookup of dest
 };
 
 struct AtomicArgs {
@@ -237,6 +249,7 @@ struct AtomicArgs {
     uint32_t flags = 0;
     void* context = nullptr;
     uint64_t user_data = 0;  // echoed in every completion of this operation
+    PeerHandle peer;         // optional: Endpoint::peer(dest), saves the lookup of dest
 };
 
 // FI_EP_MSG connection management: reliable control
@@ -326,6 +339,11 @@ struct EndpointStats {
     // for an answer slot (a peer over its credits, or no memory to grow the
     // answer pool; each is also an rnr stall).
     uint64_t credit_waits, answer_stalls;
+    // Packets (not datagrams) whose session was looked up in the map of
+    // source addresses: not the session of the packet before, and naming no
+    // handle of ours (the first of a session) or a stale one (wire.h,
+    // dest_session); the others found it by a compare or by handle.
+    uint64_t rx_by_address;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,
@@ -446,6 +464,10 @@ class Endpoint {
     // 0; -ENOENT (no session with `peer`); -EBUSY (the callback posted to
     // `peer` again: the session stays, with those operations).
     int forget_peer(Address peer);
+    // The handle of the session with `peer` (made if new), to pass in the
+    // Args of later postings to it; {} when no session can be made. A
+    // handle stays good until forget_peer(peer).
+    PeerHandle peer(Address peer);
 
     Address address() const;
     const EndpointStats& stats() const;

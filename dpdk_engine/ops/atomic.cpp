@@ -50,7 +50,7 @@ int Endpoint::atomic(const AtomicArgs& a)
         a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicResp))
         return -EINVAL;
     TxOp* op;
-    if (int rc = ep->start_op(a.dest, TxOp::Kind::kAtomic, &op))
+    if (int rc = ep->start_op(a.dest, a.peer, TxOp::Kind::kAtomic, &op))
         return rc;
     Session* s = op->session;
     uint64_t bytes = a.count * size;

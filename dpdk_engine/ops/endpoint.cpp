@@ -151,9 +151,48 @@ Session* EndpointImpl::session_for(Address peer, bool create)
     s->peer = peer;
     s->last_heard_us = now_us();
     sessions.emplace(address_key(peer), s);
+    assign_slot(s);
     st.sessions++;
     last_session = s;
     return s;
+}
+
+void EndpointImpl::assign_slot(Session* s)
+{
+    uint32_t index;
+    if (!free_slots.empty()) {
+        index = free_slots.back();
+        free_slots.pop_back();
+    } else if (slots.size() <= kSlotIndexMask) {
+        index = static_cast<uint32_t>(slots.size());
+        slots.emplace_back();
+    } else {
+        s->handle = 0;  // more peers than handles: this one is found by address
+        return;
+    }
+    SessionSlot& slot = slots[index];
+    uint32_t generation = (slot.handle >> kSlotIndexBits) + 1;
+    if (generation >> (32 - kSlotIndexBits))
+        generation = 1;  // wrapped: 0 would make handle 0 (none) possible
+    slot.handle = index | (generation << kSlotIndexBits);
+    slot.session = s;
+    s->handle = slot.handle;
+}
+
+void EndpointImpl::release_slot(Session* s)
+{
+    if (!s->handle)
+        return;
+    const uint32_t index = s->handle & kSlotIndexMask;
+    slots[index].session = nullptr;  // handle kept: the next user bumps its generation
+    free_slots.push_back(index);
+    s->handle = 0;
+}
+
+PeerHandle Endpoint::peer(Address peer)
+{
+    Session* s = impl(this)->session_for(peer, true);
+    return PeerHandle {s ? s->handle : 0};
 }
 
 namespace {
@@ -388,7 +427,7 @@ int Endpoint::send(const SendArgs& a)
     bool rendezvous =
         (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) && !(a.flags & kOpInject);
     TxOp* op;
-    if (int rc = ep->start_op(a.dest, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
+    if (int rc = ep->start_op(a.dest, a.peer, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
         return rc;
     Session* s = op->session;
     op->flags = a.flags;
@@ -476,26 +515,27 @@ void Endpoint::dump_stats(FILE* f) const
     uint32_t a = ep->addr.ip_be;
     const auto* b = reinterpret_cast<const uint8_t*>(&a);
     snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
-    fprintf(
-        f,
-        "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64 " rx_bytes %" PRIu64
-        " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64 " duplicates %" PRIu64
-        " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64 " acks_sent %" PRIu64
-        " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64 " rnr_stalls %" PRIu64
-        " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64 " rendezvous %" PRIu64
-        " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
-        " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
-        " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
-        " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
-        " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64 " packed_frames %" PRIu64 " packed_msgs %" PRIu64
-        " tx_corked %" PRIu64 " credit_waits %" PRIu64 " answer_stalls %" PRIu64 "\n",
-        ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
-        s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
-        s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
-        s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
-        s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
-        s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred, s.response_timeouts,
-        s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits, s.answer_stalls);
+    fprintf(f,
+            "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
+            " rx_bytes %" PRIu64 " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64
+            " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
+            " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
+            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
+            " rendezvous %" PRIu64 " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64
+            " session_failures %" PRIu64 " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64
+            " dgram_truncated %" PRIu64 " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64
+            " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
+            " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
+            " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 " credit_waits %" PRIu64
+            " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 "\n",
+            ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
+            s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
+            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
+            s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
+            s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
+            s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
+            s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
+            s.answer_stalls, s.rx_by_address);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

@@ -39,8 +39,23 @@ class EndpointImpl : public Endpoint {
     uint64_t time_wait_next_ack_us = 0;
     uint32_t time_wait_acks = 0;
 
+    // Every session, by peer address: the fallback of the handles below
+    // (first contact, a stale or foreign handle) and the list to walk.
     std::unordered_map<uint64_t, Session*> sessions;
     Session* last_session = nullptr;
+    // Sessions by handle (PeerHandle, Session::handle): the slot index in
+    // the low kSlotIndexBits, the slot's generation (never 0) above. A
+    // forgotten session's slot is reused with the next generation, so an
+    // old handle stops matching. The data path finds a session from a
+    // handle with one bounds check and two compares, no hashing.
+    struct SessionSlot {
+        Session* session = nullptr;  // null: free
+        uint32_t handle = 0;         // the last handle given out from this slot
+    };
+    static constexpr uint32_t kSlotIndexBits = 20;
+    static constexpr uint32_t kSlotIndexMask = (1u << kSlotIndexBits) - 1;
+    std::vector<SessionSlot> slots;
+    std::vector<uint32_t> free_slots;
 
     // Fixed pools: no allocation on the data path.
     std::vector<TxOp> op_pool;
@@ -81,18 +96,56 @@ class EndpointImpl : public Endpoint {
     // once operations come back (retry_cts).
     List<RxMsg> cts_waiting;
 
-    // ---- sessions (session.cpp)
+    // ---- sessions (endpoint.cpp)
     Session* session_for(Address peer, bool create);
     Session* find_session(Address peer);
+    // The session named by `handle` if it is live and its peer is `peer`
+    // (a handle from the wire is hostile: it never selects the session of
+    // another address), else nullptr.
+    Session* session_by_handle(uint32_t handle, Address peer)
+    {
+        const uint32_t index = handle & kSlotIndexMask;
+        if (index >= slots.size())
+            return nullptr;
+        const SessionSlot& slot = slots[index];
+        if (slot.handle != handle || !slot.session || slot.session->peer != peer)
+            return nullptr;
+        return slot.session;
+    }
+    // The session with `peer` found without hashing, or nullptr: the last
+    // one used (one compare: the common case of one busy peer), else the
+    // one `handle` names (many peers; a handle of 0 is none).
+    Session* known_session(Address peer, uint32_t handle)
+    {
+        if (last_session && last_session->peer == peer)
+            return last_session;
+        Session* s = session_by_handle(handle, peer);
+        if (s)
+            last_session = s;
+        return s;
+    }
+    // Without hashing when it can, else by address.
+    Session* find_session(Address peer, uint32_t handle)
+    {
+        Session* s = known_session(peer, handle);
+        return s ? s : find_session(peer);
+    }
+    // Gives s a slot and its handle (session_for); frees it (forget_peer).
+    void assign_slot(Session* s);
+    void release_slot(Session* s);
 
     // ---- operations (endpoint.cpp)
     TxOp* alloc_op(TxOp::Kind kind, Session* s);
     // The start of a posting: the session to `dest` (made if new) and an
     // operation of `kind` on it in *out; -ENOMEM (no session) or -EAGAIN
     // (no free operation) else.
-    int start_op(Address dest, TxOp::Kind kind, TxOp** out)
+    int start_op(Address dest, TxOp::Kind kind, TxOp** out) { return start_op(dest, PeerHandle {}, kind, out); }
+    // The same, through `peer` (Endpoint::peer) when it still names dest.
+    int start_op(Address dest, PeerHandle peer, TxOp::Kind kind, TxOp** out)
     {
-        Session* s = session_for(dest, true);
+        Session* s = known_session(dest, peer.value);
+        if (!s)
+            s = session_for(dest, true);
         if (!s)
             return -ENOMEM;
         *out = alloc_op(kind, s);

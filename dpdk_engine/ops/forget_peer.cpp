@@ -39,6 +39,7 @@ int Endpoint::forget_peer(Address peer)
             break;
         }
     ep->sessions.erase(address_key(peer));
+    ep->release_slot(s);
     if (ep->last_session == s)
         ep->last_session = nullptr;
     delete s;

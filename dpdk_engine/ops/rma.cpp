@@ -24,7 +24,7 @@ int Endpoint::write(const RmaArgs& a)
     if (int rc = check_payload(a.iov, a.iov_count, a.flags, &len))
         return rc;
     TxOp* op;
-    if (int rc = ep->start_op(a.dest, TxOp::Kind::kWrite, &op))
+    if (int rc = ep->start_op(a.dest, a.peer, TxOp::Kind::kWrite, &op))
         return rc;
     Session* s = op->session;
     op->flags = a.flags & ~kOpTagged;
@@ -49,7 +49,7 @@ int Endpoint::read(const RmaArgs& a)
     if (a.flags & (kOpInject | kOpRemoteData))
         return -EINVAL;
     TxOp* op;
-    if (int rc = ep->start_op(a.dest, TxOp::Kind::kRead, &op))
+    if (int rc = ep->start_op(a.dest, a.peer, TxOp::Kind::kRead, &op))
         return rc;
     Session* s = op->session;
     op->flags = a.flags & ~(kOpTagged | kOpInjectComplete);  // completes when the data is here

@@ -35,6 +35,8 @@ uint64_t sack_bits(const Session* s)
 
 void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now)
 {
+    th->src_session.set(s->handle);
+    th->dest_session.set(s->peer_handle);
     th->timestamp.set(timestamp32(now));
     th->timestamp_echo.set(s->peer_ts);
     // Whatever was owed is paid by this packet, even when there is no peer

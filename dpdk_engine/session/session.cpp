@@ -436,6 +436,9 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
             session_fail(s, OpStatus::kPeerReset, false);
         return;
     }
+    // Whatever the packet, it names the peer's session as it is now (a
+    // peer that restarted or forgot us has a new one): echoed from here on.
+    s->peer_handle = th->src_session.get();
     uint32_t stream = th->stream_id.get();
     if (p.type == wire::PacketType::kAck) {
         s->last_heard_us = now;

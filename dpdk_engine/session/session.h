@@ -95,6 +95,11 @@ struct Session {
     uint32_t next_msg_id = 0;
     uint32_t requests_out = 0;  // our requests holding one of kRequestCredits
     uint32_t answers = 0;       // our answers to the peer alive (at most kAnswersPerSession)
+    // Our handle for this session (EndpointImpl::slots; 0 = none), sent in
+    // src_session; the peer's, from the src_session of its last packet,
+    // sent in dest_session (wire.h).
+    uint32_t handle = 0;
+    uint32_t peer_handle = 0;
 
     // ---- receive direction
     uint32_t rx_stream = 0;  // 0 = none adopted yet

@@ -49,7 +49,8 @@ Plan plan_for(uint32_t dir, uint32_t seq, const Opts& o)
     } else if (pick < 100) {
         p.len = size_t(std::exp2(14 + 6 * r.unit()));  // 16 KiB..1 MiB: rendezvous
     } else if (pick < 150) {
-        static const size_t kEdges[] = {0, 1, 8, 1383, 1384, 1385, 16383, 16384, 16385, kInjectSize};
+        static const size_t kEdges[] = {0,     1,     8,     kOnePacket - 1, kOnePacket, kOnePacket + 1,
+                                        16383, 16384, 16385, kInjectSize};
         p.len = kEdges[r.below(sizeof kEdges / sizeof kEdges[0])];
     } else {
         p.len = size_t(std::exp2(14 * r.unit())) - 1;

@@ -14,8 +14,14 @@
 #include <vector>
 
 #include "dpdk_engine/engine.h"
+#include "dpdk_engine/wire/wire.h"
 
 namespace engine_test_common {
+
+// One eager segment's payload at MTU 1500 (the size tests probe around it):
+// what is left of a packet after the headers.
+constexpr size_t kOnePacket = 1500 - dpdk_engine::wire::kIpv4HeaderLen - dpdk_engine::wire::kUdpHeaderLen -
+                              sizeof(dpdk_engine::wire::TransportHeader) - sizeof(dpdk_engine::wire::MsgExt);
 
 using dpdk_engine::Address;
 

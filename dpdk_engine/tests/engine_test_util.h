@@ -567,6 +567,7 @@ void test_damaged_payloads(void** state);
 void test_split_payloads(void** state);
 void test_copy_and_seal(void** state);
 void test_pingpong(void** state);
+void test_peer_handles(void** state);
 void test_sweep(void** state);
 void test_watchdog_catches_hang(void** state);
 // A small lossy stream test for the seed sweep (test_engine.cpp).

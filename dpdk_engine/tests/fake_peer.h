@@ -31,7 +31,9 @@ struct PacketSpec {
     uint32_t ack_stream = 0;
     uint32_t ack_psn = 0;
     uint16_t window = 64;
-    std::vector<uint8_t> ext;  // extension_len(type) bytes (shorter: zero-filled)
+    uint32_t src_session = 0;   // the handle we announce
+    uint32_t dest_session = 0;  // the engine's handle we name (0: none)
+    std::vector<uint8_t> ext;   // extension_len(type) bytes (shorter: zero-filled)
     std::vector<uint8_t> payload;
 };
 
@@ -53,6 +55,8 @@ inline std::vector<uint8_t> udp_payload(const PacketSpec& s)
     th->ack_stream_id.set(s.ack_stream);
     th->ack_psn.set(s.ack_psn);
     th->window.set(s.window);
+    th->src_session.set(s.src_session);
+    th->dest_session.set(s.dest_session);
     if (!s.ext.empty())
         memcpy(b.data() + sizeof(*th), s.ext.data(), s.ext.size() < ext_len ? s.ext.size() : ext_len);
     if (!s.payload.empty())

@@ -196,13 +196,16 @@ void test_packets(void** state)
         a.dst_port = static_cast<uint16_t>(splitmix64(rng));
         write_l2l3l4(frame, a, hl + plen);
         auto* th = reinterpret_cast<TransportHeader*>(frame + kL2L3L4Len);
-        // Random stream_id .. window and timestamps survive init.
-        uint8_t saved[48];
+        // Random stream_id .. window, timestamps and session handles survive init.
+        uint8_t saved[sizeof(TransportHeader)];
         memcpy(saved, th, sizeof(saved));
         init_transport_header(th, type, kFlagLast, static_cast<uint16_t>(plen));
-        static_assert(offsetof(TransportHeader, payload_len) == 34 && sizeof(TransportHeader) == 48, "layout");
+        constexpr size_t kCrcAt = offsetof(TransportHeader, crc);
+        static_assert(offsetof(TransportHeader, payload_len) == 34 && kCrcAt == 52 &&
+                          sizeof(TransportHeader) == 56,
+                      "layout");
         memcpy(frame + kL2L3L4Len + 8, saved + 8, 34 - 8);
-        memcpy(frame + kL2L3L4Len + 36, saved + 36, 8);
+        memcpy(frame + kL2L3L4Len + 36, saved + 36, kCrcAt - 36);
         th->crc.set(static_cast<uint32_t>(splitmix64(rng)));  // stale: must not count
         const uint8_t* tp = frame + kL2L3L4Len;
         const uint8_t zero[4] = {};

@@ -118,8 +118,21 @@ Plan plan_for(const Flow& f, uint32_t seq)
         p.len = size_t(std::exp2(14 + 6 * r.unit()));
     } else if (pick < 200) {
         // Boundaries: empty, one byte, one packet, eager limit.
-        static const size_t kEdges[] = {0,    1,    7,    8,     9,     1383,  1384,       1385,
-                                        2767, 2768, 2769, 16383, 16384, 16385, kInjectSize};
+        static const size_t kEdges[] = {0,
+                                        1,
+                                        7,
+                                        8,
+                                        9,
+                                        kOnePacket - 1,
+                                        kOnePacket,
+                                        kOnePacket + 1,
+                                        2 * kOnePacket - 1,
+                                        2 * kOnePacket,
+                                        2 * kOnePacket + 1,
+                                        16383,
+                                        16384,
+                                        16385,
+                                        kInjectSize};
         p.len = kEdges[r.below(sizeof kEdges / sizeof kEdges[0])];
     } else {
         // Small: 0..16 KiB, log-uniform-ish.
@@ -683,6 +696,7 @@ const Entry kTests[] = {
     {"split_payloads", test_split_payloads, kClean},      // its own fault spec
     {"copy_and_seal", test_copy_and_seal, kClean},
     {"pingpong", test_pingpong, kAll},
+    {"peer_handles", test_peer_handles, kAll},
     {"watchdog_catches_hang", test_watchdog_catches_hang, kClean},  // its own fault spec
     // Last: it sets g_seed per seed (restored only when it passes).
     {"sweep", test_sweep, kLossy},

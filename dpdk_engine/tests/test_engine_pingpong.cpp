@@ -12,7 +12,7 @@
 //
 //   pingpong  side 0 sends, side 1 receives and answers, side 0 receives:
 //             fi_pingpong's sizes (64 B, 256 B, 1 KiB, 4 KiB, 64 KiB,
-//             1 MiB) plus 0 B and the packet (1384 B), kOpInject and eager
+//             1 MiB) plus 0 B and the packet (kOnePacket), kOpInject and eager
 //             (16 KiB) boundaries; untagged and tagged; normal, inject (the
 //             operation completes at post) and delivery-complete sends;
 //             receives mostly posted ahead, a quarter late (often
@@ -51,10 +51,26 @@ namespace engine_test {
 namespace {
 
 // fi_pingpong's default sizes, 0 B, and the boundaries around them: one
-// packet's payload at MTU 1500 (1384 B), two packets, the largest kOpInject
-// payload, the eager limit (above it, rendezvous).
-const size_t kSizes[] = {0,    1,    64,   256,   1024,  1383,  1384,  1385,    kInjectSize, kInjectSize + 1,
-                         2768, 2769, 4096, 16383, 16384, 16385, 65536, 1u << 20};
+// packet's payload at MTU 1500 (kOnePacket), two packets, the largest
+// kOpInject payload, the eager limit (above it, rendezvous).
+const size_t kSizes[] = {0,
+                         1,
+                         64,
+                         256,
+                         1024,
+                         kOnePacket - 1,
+                         kOnePacket,
+                         kOnePacket + 1,
+                         kInjectSize,
+                         kInjectSize + 1,
+                         2 * kOnePacket,
+                         2 * kOnePacket + 1,
+                         4096,
+                         16383,
+                         16384,
+                         16385,
+                         65536,
+                         1u << 20};
 
 // Short, so the watchdog (twice this) reports a hang within seconds; long
 // enough that 5% loss never starves a live peer that long.

@@ -87,6 +87,7 @@ struct Rig {
     std::vector<wire::ParsedPacket> seen;  // headers only: valid until the next drain
     std::vector<uint8_t> seen_types;
     std::vector<uint32_t> seen_ack_streams, seen_streams, seen_op_ids;
+    std::vector<uint32_t> seen_src_sessions, seen_dest_sessions;
     std::vector<wire::RdvExt> seen_cts;
 
     explicit Rig(EngineConfig cfg = EngineConfig())
@@ -126,6 +127,8 @@ struct Rig {
             seen_types.push_back(static_cast<uint8_t>(p.type));
             seen_streams.push_back(p.th->stream_id.get());
             seen_ack_streams.push_back(p.th->ack_stream_id.get());
+            seen_src_sessions.push_back(p.th->src_session.get());
+            seen_dest_sessions.push_back(p.th->dest_session.get());
             if (p.type == wire::PacketType::kRmaWrite)
                 seen_op_ids.push_back(reinterpret_cast<const wire::RmaExt*>(p.ext)->op_id.get());
             if (p.type == wire::PacketType::kMsgCts)
@@ -517,6 +520,104 @@ void test_forget_peer(void**)
     r.engine->close_endpoint(ep);
 }
 
+// Session handles on the wire (wire.h, src_session/dest_session): the
+// engine announces its handle and echoes the peer's; a packet naming the
+// handle of another peer's session, a handle out of range or a stale one
+// reaches only the session of its source address.
+void test_forged_session_handle(void**)
+{
+    Rig r;
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const Address me = ep->address();
+    char buf[8][32] = {};
+    for (int i = 0; i < 8; i++)
+        post(ep, buf[i], sizeof buf[i], reinterpret_cast<void*>(uintptr_t(i)));
+    PacketSpec s = eager(0x1111, 0, "zero-a", true);
+    s.flags |= wire::kFlagAckRequest;  // answered at once
+    s.src_session = 0xAAAA0001;
+    assert_true(r.peer.send(peer_addr(0), me, s));
+    s = eager(0x2222, 0, "one-a", true);
+    s.flags |= wire::kFlagAckRequest;
+    s.src_session = 0xBBBB0002;
+    assert_true(r.peer.send(peer_addr(1), me, s));
+    r.run();
+    assert_int_equal(sink.c.size(), 2);
+    assert_int_equal(ep->stats().rx_by_address, 2);  // first contact: no handle yet
+    const uint32_t h0 = ep->peer(peer_addr(0)).value, h1 = ep->peer(peer_addr(1)).value;
+    assert_true(h0 && h1 && h0 != h1);
+    // An eager message from peer `from` that names `dest` as our session.
+    auto send_named = [&](unsigned from, uint32_t stream, uint32_t psn, const char* text, bool start,
+                          uint32_t dest) {
+        PacketSpec x = eager(stream, psn, text, start);
+        x.dest_session = dest;
+        return r.peer.send(peer_addr(from), me, x);
+    };
+    // The engine's ACKs announce its handle and echo the peer's.
+    bool seen0 = false, seen1 = false;
+    for (size_t i = 0; i < r.seen_types.size(); i++) {
+        if (r.seen_ack_streams[i] == 0x1111) {
+            seen0 = true;
+            assert_int_equal(r.seen_src_sessions[i], h0);
+            assert_int_equal(r.seen_dest_sessions[i], 0xAAAA0001);
+        }
+        if (r.seen_ack_streams[i] == 0x2222) {
+            seen1 = true;
+            assert_int_equal(r.seen_src_sessions[i], h1);
+            assert_int_equal(r.seen_dest_sessions[i], 0xBBBB0002);
+        }
+    }
+    assert_true(seen0 && seen1);
+
+    // Peer 0 naming its own session: found by handle.
+    assert_true(send_named(0, 0x1111, 1, "zero-b", false, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 3);
+    assert_string_equal(buf[2], "zero-b");
+    assert_int_equal(ep->stats().rx_by_address, 2);
+
+    // Peer 1 naming peer 0's session, on its own stream: its own session
+    // takes it, by address.
+    assert_true(send_named(1, 0x2222, 1, "one-b", false, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 4);
+    assert_string_equal(buf[3], "one-b");
+    assert_true(sink.c[3].src == peer_addr(1));
+    assert_int_equal(ep->stats().rx_by_address, 3);
+    // Peer 1 naming peer 0's session and stream, PSN next in line: not
+    // peer 0's packet (peer 1's session resets the stranger's stream).
+    const uint64_t stale = ep->stats().stale_stream;
+    assert_true(send_named(1, 0x1111, 2, "forged", false, h0));
+    // A handle out of range and one with another generation: by address.
+    assert_true(send_named(1, 0x2222, 2, "one-c", false, 0xffffffffu));
+    assert_true(send_named(1, 0x2222, 3, "one-d", false, h1 ^ 0x00100000u));
+    r.run();
+    assert_int_equal(ep->stats().stale_stream, stale + 1);
+    assert_true(r.reset_for(0x1111));
+    assert_int_equal(sink.c.size(), 6);
+    assert_string_equal(buf[4], "one-c");
+    assert_string_equal(buf[5], "one-d");
+    // Peer 0's stream is untouched: its PSN 2 is still the next.
+    assert_true(send_named(0, 0x1111, 2, "zero-c", false, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 7);
+    assert_string_equal(buf[6], "zero-c");
+    assert_true(sink.c[6].src == peer_addr(0));
+
+    // Forgotten: the old handle names nobody; a new stream from peer 0
+    // makes a new session (a new generation of the slot).
+    assert_int_equal(ep->forget_peer(peer_addr(0)), 0);
+    const uint64_t by_address = ep->stats().rx_by_address;
+    assert_true(send_named(0, 0x3333, 0, "zero-new", true, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 8);
+    assert_string_equal(buf[7], "zero-new");
+    assert_int_equal(ep->stats().rx_by_address, by_address + 1);
+    const uint32_t h0_new = ep->peer(peer_addr(0)).value;
+    assert_true(h0_new && h0_new != h0 && h0_new != h1);
+    r.engine->close_endpoint(ep);
+}
+
 // A pure ACK from peer 0 of everything before `ack_psn` on `our_stream`.
 PacketSpec ack_of(uint32_t our_stream, uint32_t ack_psn)
 {
@@ -724,7 +825,7 @@ int main()
         cmocka_unit_test(test_forged_response),  cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_packed_malformed), cmocka_unit_test(test_forget_peer),
         cmocka_unit_test(test_response_timeout), cmocka_unit_test(test_response_wait_busy_then_dead_peer),
-        cmocka_unit_test(test_cts_deferred),
+        cmocka_unit_test(test_cts_deferred),     cmocka_unit_test(test_forged_session_handle),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

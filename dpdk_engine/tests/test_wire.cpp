@@ -165,16 +165,16 @@ void test_extension_len(void**)
 void test_build_layout(void**)
 {
     auto f = build(PacketType::kAck, 0);
-    assert_int_equal(f.size(), 14 + 20 + 8 + 48);
+    assert_int_equal(f.size(), 14 + 20 + 8 + 56);
     // Ethernet
     assert_memory_equal(f.data(), kMacB, 6);
     assert_memory_equal(f.data() + 6, kMacA, 6);
     assert_int_equal(f[12], 0x08);
     assert_int_equal(f[13], 0x00);
-    // IPv4: 45 00, total 76, DF, TTL 64, UDP, valid checksum
+    // IPv4: 45 00, total 84, DF, TTL 64, UDP, valid checksum
     const uint8_t* ip = f.data() + 14;
     assert_int_equal(ip[0], 0x45);
-    assert_int_equal((ip[2] << 8) | ip[3], 76);
+    assert_int_equal((ip[2] << 8) | ip[3], 84);
     assert_int_equal(ip[6], 0x40);
     assert_int_equal(ip[8], 64);
     assert_int_equal(ip[9], 17);
@@ -186,7 +186,7 @@ void test_build_layout(void**)
     const uint8_t* udp = ip + 20;
     assert_int_equal((udp[0] << 8) | udp[1], 40000);
     assert_int_equal((udp[2] << 8) | udp[3], 40001);
-    assert_int_equal((udp[4] << 8) | udp[5], 56);
+    assert_int_equal((udp[4] << 8) | udp[5], 64);
     assert_int_equal(udp[6] | udp[7], 0);
     // Transport header bytes on the wire
     const uint8_t* tp = udp + 8;
@@ -195,16 +195,16 @@ void test_build_layout(void**)
     assert_int_equal(tp[2], kVersion);
     assert_int_equal(tp[3], 1);
     assert_int_equal(tp[5], kFlagLast);
-    assert_int_equal((tp[6] << 8) | tp[7], 48);
+    assert_int_equal((tp[6] << 8) | tp[7], 56);
     assert_int_equal(tp[8], 0x11);
     assert_int_equal(tp[11], 0x44);
     // The CRC is crc32c over the UDP ports, then the UDP payload with the crc
     // field zeroed.
     std::vector<uint8_t> copy(tp - kUdpHeaderLen, tp - kUdpHeaderLen + 4);
-    copy.insert(copy.end(), tp, tp + 48);
-    memset(copy.data() + 4 + 44, 0, 4);
+    copy.insert(copy.end(), tp, tp + 56);
+    memset(copy.data() + 4 + 52, 0, 4);
     const uint32_t want = crc32c(copy.data(), copy.size());
-    const uint32_t got = (uint32_t(tp[44]) << 24) | (tp[45] << 16) | (tp[46] << 8) | tp[47];
+    const uint32_t got = (uint32_t(tp[52]) << 24) | (tp[53] << 16) | (tp[54] << 8) | tp[55];
     assert_int_equal(got, want);
 }
 
@@ -222,8 +222,8 @@ void test_roundtrip_all_types(void**)
             assert_int_equal(p.flags, kFlagLast | kFlagHasAck);
             assert_int_equal(p.payload_len, plen);
             assert_ptr_equal(p.th, f.data() + kL2L3L4Len);
-            assert_ptr_equal(p.ext, f.data() + kL2L3L4Len + 48);
-            assert_ptr_equal(p.payload, f.data() + kL2L3L4Len + 48 + extension_len(type));
+            assert_ptr_equal(p.ext, f.data() + kL2L3L4Len + 56);
+            assert_ptr_equal(p.payload, f.data() + kL2L3L4Len + 56 + extension_len(type));
             assert_int_equal(p.src_ip_be, htonl(0x0a000001));
             assert_int_equal(p.dst_ip_be, htonl(0x0a000002));
             assert_int_equal(p.src_port, 40000);
@@ -412,6 +412,8 @@ void test_udp_and_transport_verdicts(void**)
     assert_int_equal(parse(f), ParseResult::kBadVersion);
     f[tp + 2] = 2;  // version 2 knew no kFlagPayloadCrc: refused whole too
     assert_int_equal(parse(f), ParseResult::kBadVersion);
+    f[tp + 2] = 3;  // version 3 had a 48-byte header (no session handles)
+    assert_int_equal(parse(f), ParseResult::kBadVersion);
     f = good;
     f[tp + 3] = 0;
     assert_int_equal(parse(f), ParseResult::kBadType);
@@ -425,7 +427,7 @@ void test_udp_and_transport_verdicts(void**)
     // a type whose extension does not fit the datagram
     f = build(PacketType::kAck, 4);
     f[tp + 3] = static_cast<uint8_t>(PacketType::kRmaWrite);
-    f[tp + 7] = 96;
+    f[tp + 7] = 56 + 48;
     assert_int_equal(parse(f), ParseResult::kTruncated);
     // payload_len disagreeing with the datagram, both ways
     f = good;
@@ -436,7 +438,8 @@ void test_udp_and_transport_verdicts(void**)
     assert_int_equal(parse(f), ParseResult::kBadLength);
 
     // CRC: header, extension, payload and the crc field itself
-    for (size_t off : {size_t(4), size_t(12), size_t(44), size_t(50), size_t(96), good.size() - tp - 1}) {
+    for (size_t off :
+         {size_t(4), size_t(12), size_t(44), size_t(50), size_t(54), size_t(96), good.size() - tp - 1}) {
         f = good;
         f[tp + off] ^= 0x10;
         assert_int_equal(parse(f), ParseResult::kBadCrc);

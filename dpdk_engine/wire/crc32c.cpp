@@ -33,7 +33,7 @@ namespace wire {
 namespace {
 
 constexpr size_t kCrcOffset = offsetof(TransportHeader, crc);
-static_assert(kCrcOffset == 44, "crc is the last field of the header");
+static_assert(kCrcOffset + 4 == sizeof(TransportHeader), "crc is the last field of the header");
 
 // Register convention throughout: the raw (reflected) CRC register, no pre-
 // or post-inversion; crc_update(reg, p, n) returns what n bytes of crc32
@@ -600,20 +600,21 @@ inline uint32_t packet_crc_portable(const uint8_t* th, size_t total)
 }
 
 #if defined(DPDK_ENGINE_CRC_X86)
-// The same on the fast path, in one call: ports and header (52 bytes, 7
-// crc32 steps in one chain) seed lane A of the extension and payload.
+// The same on the fast path, in one call: ports and header (4 + 56 bytes,
+// 8 crc32 steps in one chain) seed lane A of the extension and payload.
 DPDK_ENGINE_CRC_TARGET __attribute__((noinline)) uint32_t packet_crc_fast(const uint8_t* th, size_t total)
 {
-    static_assert(kCrcOffset + 4 == 6 * 8, "the crc field is the upper half of word 5");
-    constexpr size_t kHeaderSteps = 7;
+    constexpr size_t kCrcWord = kCrcOffset / 8;
+    static_assert(kCrcOffset % 8 == 4, "the crc field is the upper half of the header's last word");
+    constexpr size_t kHeaderSteps = 1 + kCrcWord + 1;
     uint32_t ports;
     memcpy(&ports, th - kUdpHeaderLen, 4);
     uint64_t crc = _mm_crc32_u32(0xffffffffu, ports);
-    for (size_t i = 0; i < 5; i++)
+    for (size_t i = 0; i < kCrcWord; i++)
         crc = _mm_crc32_u64(crc, load_u64(th + 8 * i));
-    // Bytes 40..43, then the crc field as zero: on little-endian x86 the
-    // field is the high half of the word.
-    crc = _mm_crc32_u64(crc, load_u64(th + 40) & 0xffffffffu);
+    // The last word's first 4 bytes, then the crc field as zero: on
+    // little-endian x86 the field is the high half of the word.
+    crc = _mm_crc32_u64(crc, load_u64(th + 8 * kCrcWord) & 0xffffffffu);
     const uint8_t* p = th + sizeof(TransportHeader);
     const size_t len = total - sizeof(TransportHeader);
     const CrcPath path = g_crc_path;

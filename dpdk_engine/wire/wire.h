@@ -75,8 +75,10 @@ constexpr uint16_t kMagic = 0xD9D7;
 // when a sender starts packing: the bump makes a mixed pair fail at its first
 // packet instead (kBadVersion, counted), never half way. Version 3 added
 // kFlagPayloadCrc, which a version 2 receiver would take for a bad CRC on
-// every rendezvous and RMA write segment: the same reasoning.
-constexpr uint8_t kVersion = 3;
+// every rendezvous and RMA write segment: the same reasoning. Version 4
+// grew the header by src_session and dest_session (the receiver finds its
+// session by handle): every offset after timestamp_echo moved.
+constexpr uint8_t kVersion = 4;
 
 constexpr size_t kEthHeaderLen = 14;
 constexpr size_t kIpv4HeaderLen = 20;  // as sent; received IHL may be larger
@@ -135,7 +137,15 @@ constexpr bool may_carry_payload_crc(PacketType t)
     return t == PacketType::kMsgRdvData || t == PacketType::kRmaWrite;
 }
 
-// Follows the UDP header. 48 bytes.
+// Follows the UDP header. 56 bytes.
+//
+// Sessions by handle: each side names its session with a handle of its own
+// (EndpointImpl::slots) and puts it in src_session; the peer keeps the last
+// one it received (Session::peer_handle) and echoes it in dest_session, so
+// the receiver finds the session with an index instead of hashing the
+// address. dest_session 0 (the first packets, before the peer's handle is
+// known) or a handle that does not name a live session of the packet's
+// source address (stale, or hostile) falls back to the address.
 struct TransportHeader {
     be16 magic;           // kMagic
     uint8_t version;      // kVersion
@@ -151,9 +161,11 @@ struct TransportHeader {
     be16 payload_len;     // bytes after header_len
     be32 timestamp;       // sender clock in microseconds (RTT sampling)
     be32 timestamp_echo;  // peer timestamp of the first packet past our last ack_psn (0 = none)
+    be32 src_session;     // sender's handle of this session (0 = none): the receiver echoes it
+    be32 dest_session;    // receiver's handle from its src_session (0 = not known yet: by address)
     be32 crc;             // CRC32C of UDP ports + header (crc = 0) + extension + payload
 };
-static_assert(sizeof(TransportHeader) == 48, "TransportHeader is frozen at 48 bytes");
+static_assert(sizeof(TransportHeader) == 56, "TransportHeader is frozen at 56 bytes");
 
 // kMsgEager and kMsgRts. Every eager segment carries it, so each packet can
 // be checked on its own.

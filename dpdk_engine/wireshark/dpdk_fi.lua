@@ -9,10 +9,10 @@
 -- FI_DPDK_PCAP=<file> (man fi_dpdk).
 --
 -- Our UDP ports are picked by the kernel, so the protocol is found by a
--- heuristic on the UDP payload (the magic 0xD9D7 and version 3). If another
+-- heuristic on the UDP payload (the magic 0xD9D7 and version 4). If another
 -- dissector claims a port first, add -o udp.try_heuristic_first:TRUE.
 --
--- Every field of wire.h is decoded: the 48-byte transport header with its
+-- Every field of wire.h is decoded: the 56-byte transport header with its
 -- flag bits, the extension header of each packet type (MsgExt, RdvExt,
 -- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt) and the payload; the CRC32C (over the
 -- UDP ports, the header with its crc field zero, the extension and the
@@ -24,8 +24,9 @@
 local p = Proto("dpdkfi", "dpdk-fi reliable datagram transport")
 
 local MAGIC = 0xD9D7
-local VERSION = 3  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag)
-local HEADER_LEN = 48
+local VERSION = 4  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag, 4: session handles)
+local HEADER_LEN = 56
+local CRC_AT = 52  -- the crc field, last of the header
 
 -- PacketType (wire.h). Ids are frozen and never reused.
 local packet_types = {
@@ -101,6 +102,8 @@ f.window = ProtoField.uint16("dpdkfi.window", "Window (credits)")
 f.payload_len = ProtoField.uint16("dpdkfi.payload_len", "Payload length")
 f.timestamp = ProtoField.uint32("dpdkfi.timestamp", "Timestamp (us)")
 f.timestamp_echo = ProtoField.uint32("dpdkfi.timestamp_echo", "Timestamp echo (us)")
+f.src_session = ProtoField.uint32("dpdkfi.src_session", "Sender's session handle", base.HEX)
+f.dest_session = ProtoField.uint32("dpdkfi.dest_session", "Receiver's session handle (0: by address)", base.HEX)
 f.crc = ProtoField.uint32("dpdkfi.crc", "CRC32C", base.HEX)
 f.crc_status = ProtoField.string("dpdkfi.crc_status", "CRC32C status")
 -- MsgExt
@@ -272,7 +275,8 @@ local function dissect(tvb, pinfo, tree)
     t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
     t:add(f.window, tvb(32, 2)); t:add(f.payload_len, tvb(34, 2))
     t:add(f.timestamp, tvb(36, 4)); t:add(f.timestamp_echo, tvb(40, 4))
-    local ct = t:add(f.crc, tvb(44, 4))
+    t:add(f.src_session, tvb(44, 4)); t:add(f.dest_session, tvb(48, 4))
+    local ct = t:add(f.crc, tvb(CRC_AT, 4))
 
     local info = (packet_types[ptype] or ("Type" .. ptype)) .. string.format(" psn %u", tvb(12, 4):uint())
     if band(flags, FLAG_HAS_ACK) ~= 0 then
@@ -319,13 +323,13 @@ local function dissect(tvb, pinfo, tree)
         local split = band(flags, FLAG_PAYLOAD_CRC) ~= 0 and payload_crc_at[kind]
         local crc = 0xffffffff
         crc = crc_update(crc, be16(pinfo.src_port) .. be16(pinfo.dst_port))
-        crc = crc_update(crc, tvb:raw(0, 44))
+        crc = crc_update(crc, tvb:raw(0, CRC_AT))
         crc = crc_update(crc, "\0\0\0\0")
         local covered = split and hlen or total
         if covered > HEADER_LEN then crc = crc_update(crc, tvb:raw(HEADER_LEN, covered - HEADER_LEN)) end
         crc = bxor(crc, 0xffffffff)
         local status = "good"
-        if crc ~= tvb(44, 4):uint() then
+        if crc ~= tvb(CRC_AT, 4):uint() then
             status = string.format("bad (computed 0x%08x)", crc)
         elseif split then
             local pcrc = 0xffffffff

@@ -86,6 +86,9 @@ done <"$tmp/WireStatus"
 named_enum ConnKind
 version=$(sed -n 's/^constexpr uint8_t kVersion = \([0-9]*\);.*/\1/p' "$wire")
 grep -q "^local VERSION = $version\b" "$lua" || bad "wire.h kVersion $version is not the dissector's VERSION"
+header=$(sed -n 's/.*sizeof(TransportHeader) == \([0-9]*\), "TransportHeader is frozen.*/\1/p' "$wire")
+[ -n "$header" ] || bad "no TransportHeader size found in wire.h"
+grep -q "^local HEADER_LEN = $header\b" "$lua" || bad "wire.h TransportHeader size $header is not the dissector's HEADER_LEN"
 ok "flags $(printf '0x%04x' $mask), $(wc -l <"$tmp/WireStatus") statuses and $(wc -l <"$tmp/ConnKind") connection kinds named"
 
 # ------------------------------------------------------------- 2. captures
@@ -127,7 +130,8 @@ F="frame.number dpdkfi.magic dpdkfi.version dpdkfi.crc_status dpdkfi.type dpdkfi
  dpdkfi.flags.stream_start dpdkfi.psn dpdkfi.stream_id dpdkfi.payload_len dpdkfi.flags.last
  dpdkfi.msg.offset dpdkfi.msg.total_len dpdkfi.rdv.len dpdkfi.data.offset dpdkfi.rma.key
  dpdkfi.rma.total_len dpdkfi.atomic.op dpdkfi.atomic.datatype dpdkfi.atomic.kind
- dpdkfi.atomic.count dpdkfi.resp.status dpdkfi.pack.count _ws.col.Info"
+ dpdkfi.atomic.count dpdkfi.resp.status dpdkfi.pack.count dpdkfi.src_session dpdkfi.dest_session
+ _ws.col.Info"
 decode() {  # decode <pcap>: writes <pcap>.tsv
 	args=
 	for x in $F; do args="$args -e $x"; done
@@ -148,17 +152,21 @@ for cap in "$tmp"/*.pcap; do
 		      print "ok: '"$name"': all " n " frames decoded, CRC32C good" }' || fail=1
 	cat "$cap.tsv" >>"$tmp/all.tsv"
 done
-# header_len = 48 + the type's extension; every PSN 0 packet of a sequenced
-# type opens its stream.
-awk -v F="$(echo $F)" "$AWKCOLS"'
+# header_len = the header + the type's extension; every PSN 0 packet of a
+# sequenced type opens its stream; every packet but a stateless reset names
+# its sender's session, and most name the receiver's (found by handle).
+awk -v F="$(echo $F)" -v H="$header" "$AWKCOLS"'
 	BEGIN { e[1]=0; e[2]=0; e[3]=40; e[4]=40; e[5]=16; e[6]=16; e[7]=48; e[8]=48; e[9]=16; e[10]=16; e[11]=32; e[12]=16
 	        e[13]=16; e[14]=16; e[15]=8 }
 	{ t = $c["dpdkfi.type"]; seen[t]++
-	  if ($c["dpdkfi.header_len"] != 48 + e[t]) { print "FAIL: type " t " header_len " $c["dpdkfi.header_len"]; bad = 1 }
+	  if ($c["dpdkfi.header_len"] != H + e[t]) { print "FAIL: type " t " header_len " $c["dpdkfi.header_len"]; bad = 1 }
+	  if (t != 2 && t != 13 && $c["dpdkfi.src_session"] == "0x00000000") { print "FAIL: type " t " without src_session"; bad = 1 }
+	  if ($c["dpdkfi.dest_session"] != "0x00000000") named++
 	  if (t > 2 && t != 13 && $c["dpdkfi.psn"] == 0 && $c["dpdkfi.flags.stream_start"] != 1) { print "FAIL: PSN 0 without stream start"; bad = 1 } }
 	END { seen[13] = seen[14] = 1  # datagram and connection packets: no capture of their own
 	      for (t = 1; t <= 15; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
-	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset, Datagram and ConnCtl seen, header lengths right" || fail=1
+	      if (named * 2 < NR) { print "FAIL: " named " of " NR " packets name the receiver'"'"'s session"; bad = 1 }
+	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset, Datagram and ConnCtl seen, header lengths right, session handles named" || fail=1
 
 # Eager: every segment's offset + length within the message, and the
 # segments add up to 300 messages of 3000 bytes. Each PSN counts once: a

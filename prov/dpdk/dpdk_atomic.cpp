@@ -109,7 +109,7 @@ ssize_t ep_atomic(Ep* ep, const AtomicCall& c)
     a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
-    if (!ep_dest(ep, c.peer, &a.dest))
+    if (!ep_dest(ep, c.peer, &a.dest, &a.peer))
         return -FI_EINVAL;
     return post_result(ep, ep->engine_ep->atomic(a));
 }

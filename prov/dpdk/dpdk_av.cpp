@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "prov/dpdk/dpdk_prov.h"
 
@@ -279,6 +280,24 @@ bool Av::lookup(fi_addr_t a, dpdk_engine::Address* out) const noexcept
         return false;
     *out = table[a];
     return true;
+}
+
+void ep_first_handle(Ep* ep, fi_addr_t a, const dpdk_engine::Address& addr, dpdk_engine::PeerHandle* peer) noexcept
+{
+    if (ep->type != FI_EP_RDM || ep->av->type != FI_AV_TABLE)
+        return;
+    if (a >= ep->peer_handles.size()) {
+        // Grown to the AV's size at the first operation to an index beyond
+        // it, not per operation; without memory the address path serves.
+        try {
+            ep->peer_handles.resize(ep->av->table.size());
+        } catch (const std::bad_alloc&) {
+            return;
+        }
+    }
+    dpdk_engine::PeerHandle& h = ep->peer_handles[a];
+    h = ep->engine_ep->peer(addr);  // the session the operation makes anyway
+    *peer = h;
 }
 
 fi_addr_t Av::reverse(const dpdk_engine::Address& a) const noexcept

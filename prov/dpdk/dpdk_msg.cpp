@@ -172,7 +172,7 @@ ssize_t ep_send(Ep* ep, const SendDesc& d) noexcept
     a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
-    if (!ep_dest(ep, d.dest, &a.dest))
+    if (!ep_dest(ep, d.dest, &a.dest, &a.peer))
         return -FI_EINVAL;
     if (ep->type == FI_EP_DGRAM)  // one unreliable packet, completed at once
         return post_result(ep, ep->engine_ep->send_datagram(a));

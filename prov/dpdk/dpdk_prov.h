@@ -765,6 +765,12 @@ struct Ep {
     Cntr* remote_write_cntr = nullptr;
     Av* av = nullptr;
     Eq* eq = nullptr;
+    // The engine's handles of this endpoint's sessions with the peers of an
+    // FI_AV_TABLE AV, by fi_addr (0: not asked yet), so that an operation
+    // finds its session without hashing the address (ep_dest). Per
+    // endpoint, not in the Av: a handle names one engine endpoint's session
+    // and an AV can be bound to several endpoints. Under the engine lock.
+    std::vector<dpdk_engine::PeerHandle> peer_handles;
 };
 
 // The data operation tables (dpdk_msg.cpp, dpdk_tagged.cpp, dpdk_rma.cpp,
@@ -852,6 +858,23 @@ inline bool ep_dest(const Ep* ep, fi_addr_t a, dpdk_engine::Address* out) noexce
         return ep->conn_state == ConnState::kConnected;
     }
     return ep->av && ep->av->lookup(a, out);
+}
+// The first operation to AV-table index `a` (dpdk_av.cpp): asks the engine
+// for the handle and keeps it in ep->peer_handles (FI_EP_RDM over an
+// FI_AV_TABLE; else *peer stays empty: the engine looks the address up).
+void ep_first_handle(Ep* ep, fi_addr_t a, const dpdk_engine::Address& addr,
+                     dpdk_engine::PeerHandle* peer) noexcept;
+// ep_dest, plus the engine's handle of the session with that peer in *peer.
+// Under the engine lock.
+inline bool ep_dest(Ep* ep, fi_addr_t a, dpdk_engine::Address* out, dpdk_engine::PeerHandle* peer) noexcept
+{
+    if (!ep_dest(ep, a, out))
+        return false;
+    if (a < ep->peer_handles.size() && ep->peer_handles[a].valid())
+        *peer = ep->peer_handles[a];
+    else
+        ep_first_handle(ep, a, *out, peer);
+    return true;
 }
 
 // ---- FI_EP_MSG connection management (dpdk_cm.cpp)

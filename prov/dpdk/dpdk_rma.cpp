@@ -60,7 +60,7 @@ ssize_t ep_rma(Ep* ep, const RmaDesc& d)
     a.user_data = plan.word;
 
     LockScope scope(ep->domain->shared);
-    if (!ep_dest(ep, d.peer, &a.dest))
+    if (!ep_dest(ep, d.peer, &a.dest, &a.peer))
         return -FI_EINVAL;
     return post_result(ep, d.write ? ep->engine_ep->write(a) : ep->engine_ep->read(a));
 }
