@@ -81,6 +81,11 @@ struct EngineConfig {
     // posted meanwhile (EngineImpl::kick_send); false = every post without
     // kOpMore is framed at once.
     bool autocork = true;
+    // FI_DPDK_HOST_LOCAL: peers of this network namespace (other processes
+    // of the host) are reached through shared-memory rings instead of the
+    // device (docs/host_local.md); not with memif or the test rings, which
+    // join processes already.
+    bool host_local = true;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
@@ -297,13 +302,16 @@ struct SessionStats {
 
 // Per-engine receive counters: frames dropped before they reach an endpoint.
 struct EngineStats {
-    uint64_t rx_frames;       // frames received (device and loopback)
-    uint64_t rx_not_ours;     // other traffic (not IPv4/UDP with our magic)
-    uint64_t rx_bad;          // malformed: truncated, bad IP header, fragment, version, type, length
-    uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
-    uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
-    uint64_t rx_loopback;     // frames between endpoints of this engine
-    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (Port::set_rx_split)
+    uint64_t rx_frames;         // frames received (device and loopback)
+    uint64_t rx_not_ours;       // other traffic (not IPv4/UDP with our magic)
+    uint64_t rx_bad;            // malformed: truncated, bad IP header, fragment, version, type, length
+    uint64_t rx_bad_crc;        // CRC32C mismatch (corruption)
+    uint64_t rx_no_endpoint;    // no open endpoint at that UDP port (closed, or never was)
+    uint64_t rx_loopback;       // frames between endpoints of this engine
+    uint64_t rx_in_place;       // memif: frames whose payload was read in the ring (Port::set_rx_split)
+    uint64_t rx_host_local;     // frames read from host-local rings (docs/host_local.md)
+    uint64_t tx_host_local;     // frames written into them
+    uint64_t host_local_peers;  // peer addresses reached through them now
 };
 
 // Memory of the sessions of an engine: what every session keeps, and the

@@ -226,11 +226,20 @@ void Channel::die()
 {
     if (state_ == ChannelState::kDead)
         return;
+    if (state_ == ChannelState::kOpen)
+        st_->peer_deaths++;
     state_ = ChannelState::kDead;
-    st_->peer_deaths++;
     if (map_)
         munmap(map_, map_len_);
     map_ = nullptr;
+}
+
+void Channel::hang_up()
+{
+    if (state_ != ChannelState::kOpen)
+        return;
+    state_ = ChannelState::kPeerGone;
+    st_->peer_deaths++;
 }
 
 int Channel::send(const void* const* data, const uint32_t* lens, unsigned n)
@@ -253,7 +262,7 @@ int Channel::send(const void* const* data, const uint32_t* lens, unsigned n)
 
 bool Channel::peek(const uint8_t** data, uint32_t* len)
 {
-    if (state_ != ChannelState::kOpen)
+    if (state_ == ChannelState::kDead)
         return false;
     if (rx_.peek(data, len))
         return true;
@@ -272,7 +281,7 @@ ChannelState Channel::service()
         if (n > 0)
             continue;
         if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            die();  // hang-up: the peer closed or died
+            hang_up();  // the peer closed or died
         break;
     }
     return state_;

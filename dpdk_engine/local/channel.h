@@ -48,8 +48,9 @@ class Listener {
 };
 
 enum class ChannelState {
-    kOpen,  // rings mapped, peer alive
-    kDead,  // peer gone (hang-up) or the shared ring is broken: unmapped
+    kOpen,      // rings mapped, peer alive
+    kPeerGone,  // hang-up: what the peer wrote before it went is still read; nothing is sent
+    kDead,      // the shared ring is broken: unmapped
 };
 
 class Channel {
@@ -68,10 +69,11 @@ class Channel {
     static int accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr<Channel>* out);
 
     // Sends one frame (in pieces). 0; -ENOBUFS (ring full, nothing lost:
-    // retry later); -EMSGSIZE; -EPIPE (dead).
+    // retry later); -EMSGSIZE; -EPIPE (peer gone or ring broken).
     int send(const void* const* data, const uint32_t* lens, unsigned n);
     int send(const void* data, uint32_t len) { return send(&data, &len, 1); }
-    // The next frame received, valid until pop(); false when none.
+    // The next frame received, valid until pop(); false when none. Frames
+    // the peer wrote before it went away are still read (kPeerGone).
     bool peek(const uint8_t** data, uint32_t* len);
     void pop() { rx_.pop(); }
 
@@ -95,6 +97,7 @@ class Channel {
     Channel() = default;
     int map_rings(int memfd, bool connector);
     void die();
+    void hang_up();
     int fd_ = -1;
     uint8_t* map_ = nullptr;
     size_t map_len_ = 0;

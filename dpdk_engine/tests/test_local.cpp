@@ -162,7 +162,7 @@ void test_full_ring(void**)
                 break;  // the parent is behind: echo it on the next pass
             c->pop();
         }
-        if (c->service() == ChannelState::kDead)
+        if (c->service() != ChannelState::kOpen)
             _exit(0);
     }
     _exit(4);
@@ -185,6 +185,18 @@ pid_t start_echo_child(uint16_t port)
     return pid;
 }
 
+// Reads the frames echoed so far, checking each against its number.
+void read_echoes(Channel* c, uint32_t* echoed)
+{
+    const uint8_t* d;
+    uint32_t n;
+    while (c->peek(&d, &n)) {
+        assert_true(check(d, n, *echoed));
+        (*echoed)++;
+        c->pop();
+    }
+}
+
 // A peer killed (SIGKILL) in the middle of a stream: the survivor sees its
 // death at once; a new process at the same address is reached again.
 void test_peer_killed(void**)
@@ -203,13 +215,7 @@ void test_peer_killed(void**)
         fill(buf, 1024, sent);
         if (c->send(buf, 1024) == 0)
             sent++;
-        const uint8_t* d;
-        uint32_t n;
-        while (c->peek(&d, &n)) {
-            assert_true(check(d, n, echoed));
-            echoed++;
-            c->pop();
-        }
+        read_echoes(c.get(), &echoed);
         if (!killed_at && echoed >= 500) {
             kill(child, SIGKILL);
             killed_at = ms_now();
@@ -220,7 +226,13 @@ void test_peer_killed(void**)
     const uint64_t noticed_ms = ms_now() - killed_at;
     assert_true(noticed_ms < 500);
     assert_int_equal(st.peer_deaths, 1);
+    assert_int_equal(c->state(), ChannelState::kPeerGone);
     assert_int_equal(c->send(buf, 16), -EPIPE);
+    // What the peer wrote before it died is still read, then nothing.
+    read_echoes(c.get(), &echoed);
+    assert_true(echoed <= sent);
+    const uint8_t* d;
+    uint32_t n;
     int status = 0;
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFSIGNALED(status));
@@ -231,8 +243,7 @@ void test_peer_killed(void**)
     assert_int_equal(Channel::connect(geteuid(), kIp, port, RingGeometry {64, 1024}, &st, &c2), 0);
     fill(buf, 100, 7);
     assert_int_equal(c2->send(buf, 100), 0);
-    const uint8_t* d;
-    uint32_t n = 0;
+    n = 0;
     for (const uint64_t end = ms_now() + 5000; !c2->peek(&d, &n) && ms_now() < end;)
         usleep(100);
     assert_int_equal(n, 100);
