@@ -90,9 +90,9 @@ EngineImpl::~EngineImpl()
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
                 " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64
-                "\n",
+                " rx_host_local %" PRIu64 "\n",
                 port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
-                st.rx_loopback, st.rx_in_place);
+                st.rx_loopback, st.rx_in_place, st.rx_host_local);
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: session_bytes %zu window blocks tx %u (peak in use %u, %zu bytes each)"

@@ -48,8 +48,9 @@ void EngineImpl::local_init()
         k == Port::Kind::kNull)
         return;
     std::unique_ptr<local::Hub> hub(new (std::nothrow) local::Hub());
-    const int rc = hub ? hub->init(port->ip_be(), port->rx_wait_fd(), local::RingGeometry {kLocalSlots, kLocalSlotBytes})
-                       : -ENOMEM;
+    const int rc =
+        hub ? hub->init(port->ip_be(), port->rx_wait_fd(), local::RingGeometry {kLocalSlots, kLocalSlotBytes})
+            : -ENOMEM;
     if (rc) {
         fprintf(stderr, "dpdk engine: host-local path off: %s\n", strerror(-rc));
         return;

@@ -198,8 +198,8 @@ void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
         const uint8_t* d;
         uint32_t len;
         // Dead, or gone with everything it wrote read.
-        const bool done = c->state() == ChannelState::kDead ||
-                          (c->state() == ChannelState::kPeerGone && !c->peek(&d, &len));
+        const bool done =
+            c->state() == ChannelState::kDead || (c->state() == ChannelState::kPeerGone && !c->peek(&d, &len));
         if (!done) {
             if (kept != i) {
                 channels_[kept] = std::move(channels_[i]);
@@ -267,8 +267,8 @@ void Hub::dump(FILE* f) const
             st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
     for (const auto& kv : routes_)
         if (kv.second.channel)
-            fprintf(f, "dpdk engine host-local: peer %s on shared memory (pid %d)\n", address_text(kv.first).c_str(),
-                    static_cast<int>(kv.second.channel->peer_pid()));
+            fprintf(f, "dpdk engine host-local: peer %s on shared memory (pid %d)\n",
+                    address_text(kv.first).c_str(), static_cast<int>(kv.second.channel->peer_pid()));
 }
 
 }  // namespace dpdk_engine::local
