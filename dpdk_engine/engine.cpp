@@ -692,7 +692,7 @@ int Engine::wait_fd() const
 int Engine::arm_wait()
 {
     if (impl_->local_hub) {
-        const int rc = impl_->local_hub->arm();
+        const int rc = impl_->local_hub->arm(now_us());
         if (rc)
             return rc;
     }

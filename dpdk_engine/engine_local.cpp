@@ -76,7 +76,7 @@ int EngineImpl::local_progress(uint64_t now)
 {
     local::Hub& hub = *local_hub;
     if (now >= next_local_service_us) {
-        hub.service();
+        hub.service(now);
         next_local_service_us = now + kLocalServiceUs;
     }
     int work = 0;

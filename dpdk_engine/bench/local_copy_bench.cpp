@@ -59,8 +59,10 @@ int main(int argc, char** argv)
     const size_t max = 1u << 20;
     // The sender's private buffer (for cma) and a shared one, made before
     // the fork so both processes know the addresses.
-    auto* priv = static_cast<char*>(mmap(nullptr, max, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    auto* shared = static_cast<char*>(mmap(nullptr, max, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    auto* priv =
+        static_cast<char*>(mmap(nullptr, max, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    auto* shared =
+        static_cast<char*>(mmap(nullptr, max, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (priv == MAP_FAILED || shared == MAP_FAILED)
         return 1;
     memset(priv, 0x5a, max);

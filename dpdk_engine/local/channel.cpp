@@ -167,11 +167,40 @@ int Channel::connect(uid_t owner, uint32_t ip_be, uint16_t port, const RingGeome
     return 0;
 }
 
-int Channel::accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr<Channel>* out)
+int Channel::accept_socket(int listen_fd, LocalStats* st, int* fd_out)
 {
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    pid_t pid = 0;
+    if (!peer_uid_ok(fd, &pid)) {
+        st->refused_uid++;
+        fprintf(stderr, "dpdk engine: host-local connection from pid %d of another user refused\n",
+                static_cast<int>(pid));
+        close(fd);
+        return -EPERM;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+int Channel::accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr<Channel>* out)
+{
+    int fd = -1;
+    const int rc = accept_socket(listen_fd, st, &fd);
+    if (rc)
+        return rc;
+    pollfd pfd {fd, POLLIN, 0};
+    if (poll(&pfd, 1, hello_ms) != 1) {
+        st->refused_hello++;
+        close(fd);
+        return -EPROTO;
+    }
+    return finish_accept(fd, st, out);
+}
+
+int Channel::finish_accept(int fd, LocalStats* st, std::unique_ptr<Channel>* out)
+{
     std::unique_ptr<Channel> c(new (std::nothrow) Channel());
     if (!c) {
         close(fd);
@@ -179,17 +208,9 @@ int Channel::accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr
     }
     c->fd_ = fd;
     c->st_ = st;
-    if (!peer_uid_ok(fd, &c->peer_pid_)) {
-        st->refused_uid++;
-        fprintf(stderr, "dpdk engine: host-local connection from pid %d of another user refused\n",
-                static_cast<int>(c->peer_pid_));
-        return -EPERM;
-    }
-    pollfd pfd {fd, POLLIN, 0};
-    if (poll(&pfd, 1, hello_ms) != 1) {
-        st->refused_hello++;
-        return -EPROTO;
-    }
+    pid_t pid = 0;
+    peer_uid_ok(fd, &pid);
+    c->peer_pid_ = pid;
     Hello h {};
     iovec iov {&h, sizeof(h)};
     alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
@@ -198,7 +219,11 @@ int Channel::accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr
     msg.msg_iovlen = 1;
     msg.msg_control = ctrl;
     msg.msg_controllen = sizeof(ctrl);
-    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        c->fd_ = -1;  // still the caller's: the hello has not come yet
+        return -EAGAIN;
+    }
     int memfd = -1;
     for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))

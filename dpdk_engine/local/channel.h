@@ -67,6 +67,12 @@ class Channel {
     // checks the geometry against the memfd (-EPROTO, counted). -EAGAIN:
     // nothing pending.
     static int accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr<Channel>* out);
+    // The same in two steps, never blocking: the socket of a pending
+    // connection from our user (-EAGAIN: none; -EPERM: another user's,
+    // closed), then its hello once the socket is readable (-EAGAIN: not
+    // yet, the fd stays the caller's; else the fd is taken: 0 or -EPROTO).
+    static int accept_socket(int listen_fd, LocalStats* st, int* fd);
+    static int finish_accept(int fd, LocalStats* st, std::unique_ptr<Channel>* out);
 
     // Sends one frame (in pieces). 0; -ENOBUFS (ring full, nothing lost:
     // retry later); -EMSGSIZE; -EPIPE (peer gone or ring broken).

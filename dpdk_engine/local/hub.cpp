@@ -17,10 +17,6 @@ namespace dpdk_engine::local {
 
 namespace {
 
-// A new peer's hello is sent right after its connect(): it is there when
-// we accept, or the peer is broken.
-constexpr int kHelloWaitMs = 100;
-
 std::string address_text(uint64_t key)
 {
     char ip[INET_ADDRSTRLEN] = "";
@@ -33,6 +29,8 @@ std::string address_text(uint64_t key)
 
 Hub::~Hub()
 {
+    for (const Pending& p : pending_)
+        close(p.fd);
     if (epfd_ >= 0)
         close(epfd_);
 }
@@ -103,7 +101,8 @@ void Hub::add(std::unique_ptr<Channel> c)
     epoll_event ev {};
     ev.events = EPOLLIN;
     ev.data.fd = c->fd();
-    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0)
+    // An accepted one is in the set already (since it was pending).
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0 && errno != EEXIST)
         return;  // a channel nobody could wake: not used
     channels_.push_back(std::move(c));
     backlogs_.emplace_back();
@@ -151,8 +150,46 @@ void Hub::count_dead()
         dead_ += c->state() != ChannelState::kOpen;
 }
 
-void Hub::service()
+void Hub::accept_pending(int listen_fd)
 {
+    int fd;
+    while (true) {
+        const int rc = Channel::accept_socket(listen_fd, &st, &fd);
+        if (rc == -EPERM)
+            continue;  // another user's: refused and counted
+        if (rc)
+            return;  // -EAGAIN: none left (or the process is out of fds: next time)
+        epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            close(fd);
+            continue;
+        }
+        pending_.push_back(Pending {fd, pending_now_us_});
+    }
+}
+
+bool Hub::finish_pending(int fd)
+{
+    for (size_t i = 0; i < pending_.size(); i++) {
+        if (pending_[i].fd != fd)
+            continue;
+        std::unique_ptr<Channel> c;
+        const int rc = Channel::finish_accept(fd, &st, &c);
+        if (rc == -EAGAIN)
+            return true;
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+        if (rc == 0)
+            add(std::move(c));  // else the fd was closed (and so left the set)
+        return true;
+    }
+    return false;
+}
+
+void Hub::service(uint64_t now_us)
+{
+    pending_now_us_ = now_us;
     epoll_event ev[32];
     const int n = epoll_wait(epfd_, ev, 32, 0);
     bool changed = false;
@@ -160,19 +197,14 @@ void Hub::service()
         const int fd = ev[i].data.fd;
         bool done = false;
         for (const auto& kv : listeners_) {
-            if (kv.second->fd() != fd)
-                continue;
-            done = true;
-            for (;;) {
-                std::unique_ptr<Channel> c;
-                const int rc = Channel::accept(fd, kHelloWaitMs, &st, &c);
-                if (rc == -EAGAIN)
-                    break;
-                if (rc == 0)
-                    add(std::move(c));
+            if (kv.second->fd() == fd) {
+                accept_pending(fd);
+                done = true;
+                break;
             }
-            break;
         }
+        if (!done)
+            done = finish_pending(fd);
         for (size_t k = 0; !done && k < channels_.size(); k++) {
             Channel* c = channels_[k].get();
             if (c->fd() != fd)
@@ -184,6 +216,16 @@ void Hub::service()
             }
         }
         // Else the device's fd: the engine reads the device anyway.
+    }
+    // Connections whose hello never came.
+    for (size_t i = 0; i < pending_.size();) {
+        if (now_us - pending_[i].since_us < kHelloWaitUs) {
+            i++;
+            continue;
+        }
+        st.refused_hello++;
+        close(pending_[i].fd);
+        pending_.erase(pending_.begin() + static_cast<long>(i));
     }
     if (changed)
         count_dead();
@@ -225,9 +267,9 @@ void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
     count_dead();
 }
 
-int Hub::arm()
+int Hub::arm(uint64_t now_us)
 {
-    service();
+    service(now_us);
     if (dead_)
         return -EAGAIN;  // the engine reaps them first
     for (size_t i = 0; i < channels_.size(); i++) {

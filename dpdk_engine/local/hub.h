@@ -52,8 +52,8 @@ class Hub {
 
     // Accepts pending connections, drains wake-ups, notices hang-ups. Cheap
     // when nothing happened (one epoll_wait); the engine calls it now and
-    // then and before sleeping.
-    void service();
+    // then and before sleeping. Never blocks.
+    void service(uint64_t now_us);
     const std::vector<std::unique_ptr<Channel>>& channels() const { return channels_; }
     // Frames that found `c`'s ring full, to send before any later one.
     std::vector<void*>& backlog(const Channel* c);
@@ -66,7 +66,7 @@ class Hub {
     size_t peers() const;
 
     // Blocking waits: 0: sleep on wait_fd(); -EAGAIN: frames are waiting.
-    int arm();
+    int arm(uint64_t now_us);
     void disarm();
     int wait_fd() const { return epfd_; }
 
@@ -75,11 +75,23 @@ class Hub {
     void dump(FILE* f) const;
 
     static constexpr uint64_t kRetryUs = 1000000;
+    static constexpr uint64_t kHelloWaitUs = 2000000;
 
  private:
     Channel* connect(uint32_t ip_be, uint16_t port, uint64_t now_us);
     void add(std::unique_ptr<Channel> c);
     void count_dead();
+    void accept_pending(int listen_fd);
+    bool finish_pending(int fd);  // false: fd is no pending connection
+    // Accepted sockets of our user whose hello has not come yet: never
+    // waited for (the peer may be descheduled between connect and hello),
+    // given up after kHelloWaitUs.
+    struct Pending {
+        int fd;
+        uint64_t since_us;
+    };
+    std::vector<Pending> pending_;
+    uint64_t pending_now_us_ = 0;
     uint32_t ip_be_ = 0;
     RingGeometry g_;
     int epfd_ = -1;

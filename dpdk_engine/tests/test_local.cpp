@@ -38,7 +38,7 @@ const uint32_t kIp = htonl(INADDR_LOOPBACK);
 // other users of the names) may share the network namespace.
 uint16_t test_port(unsigned which)
 {
-    return static_cast<uint16_t>(20000 + (getpid() * 8 + which) % 40000);
+    return static_cast<uint16_t>(20000 + (getpid() * 16 + which) % 40000);
 }
 
 uint64_t ms_now()
@@ -314,8 +314,8 @@ void test_hostile_ring(void**)
     assert_int_equal(q.b->state(), ChannelState::kDead);
 }
 
-// Sends a hand-made hello (geometry, memfd of `memfd_len` bytes or none).
-int raw_hello(uint16_t port, uint32_t slots, uint32_t slot_bytes, long memfd_len)
+// A bare connection to our name at `port`, as a hand-made peer.
+int raw_connect(uint16_t port)
 {
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un sa {};
@@ -324,6 +324,13 @@ int raw_hello(uint16_t port, uint32_t slots, uint32_t slot_bytes, long memfd_len
     memcpy(sa.sun_path, name.data(), name.size());
     assert_int_equal(connect(fd, reinterpret_cast<sockaddr*>(&sa), offsetof(sockaddr_un, sun_path) + name.size()),
                      0);
+    return fd;
+}
+
+// Sends a hand-made hello (geometry, memfd of `memfd_len` bytes or none).
+int raw_hello(uint16_t port, uint32_t slots, uint32_t slot_bytes, long memfd_len)
+{
+    const int fd = raw_connect(port);
     const Hello h {kHelloMagic, kHelloVersion, slots, slot_bytes};
     int memfd = -1;
     if (memfd_len >= 0) {
@@ -355,13 +362,7 @@ void test_hostile_hello(void**)
     }
     assert_int_equal(st.refused_hello, 4);
     // A silent peer: refused after the hello's time.
-    const int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un sa {};
-    sa.sun_family = AF_UNIX;
-    const std::string name = channel_name(geteuid(), kIp, port);
-    memcpy(sa.sun_path, name.data(), name.size());
-    assert_int_equal(
-        connect(silent, reinterpret_cast<sockaddr*>(&sa), offsetof(sockaddr_un, sun_path) + name.size()), 0);
+    const int silent = raw_connect(port);
     assert_int_equal(Channel::accept(l.fd(), 50, &st, &c), -EPROTO);
     close(silent);
     assert_int_equal(Channel::accept(l.fd(), 50, &st, &c), -EAGAIN);  // nothing else pending
@@ -369,6 +370,36 @@ void test_hostile_hello(void**)
     assert_int_equal(Channel::accept(l.fd(), 100, &st, &c), 0);
     close(ok);
     assert_int_equal(st.refused_hello, 5);
+}
+
+// The engine's accept never waits: a peer that connected but has not sent
+// its hello yet (descheduled in between) is looked at again later.
+void test_accept_before_hello(void**)
+{
+    const uint16_t port = test_port(8);
+    Listener l;
+    assert_int_equal(l.open(kIp, port), 0);
+    LocalStats st;
+    int fd = -1;
+    assert_int_equal(Channel::accept_socket(l.fd(), &st, &fd), -EAGAIN);
+    const int peer = raw_connect(port);
+    assert_int_equal(Channel::accept_socket(l.fd(), &st, &fd), 0);
+    std::unique_ptr<Channel> c;
+    const uint64_t t0 = ms_now();
+    assert_int_equal(Channel::finish_accept(fd, &st, &c), -EAGAIN);
+    assert_true(ms_now() - t0 < 50);
+    assert_null(c.get());
+    const RingGeometry g {8, 128};
+    const Hello h {kHelloMagic, kHelloVersion, g.slots, g.slot_bytes};
+    const int memfd = memfd_create("late", MFD_CLOEXEC);
+    assert_int_equal(ftruncate(memfd, static_cast<off_t>(2 * g.ring_bytes())), 0);
+    assert_int_equal(send_with_fd(peer, &h, sizeof(h), memfd), 0);
+    close(memfd);
+    assert_int_equal(Channel::finish_accept(fd, &st, &c), 0);
+    assert_non_null(c.get());
+    assert_int_equal(c->geometry().slots, 8);
+    assert_int_equal(st.refused_hello, 0);
+    close(peer);
 }
 
 // A process of another user can neither connect to our name (the
@@ -454,7 +485,7 @@ int main()
         cmocka_unit_test(test_wraparound),    cmocka_unit_test(test_full_ring),
         cmocka_unit_test(test_peer_killed),   cmocka_unit_test(test_hostile_ring),
         cmocka_unit_test(test_hostile_hello), cmocka_unit_test(test_other_user_refused),
-        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_wakeup),        cmocka_unit_test(test_accept_before_hello),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
