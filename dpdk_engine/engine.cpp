@@ -543,7 +543,7 @@ void Engine::close_endpoint(Endpoint* e)
 
 const EngineStats& Engine::stats() const
 {
-    impl_->st.host_local_peers = impl_->local_hub ? impl_->local_hub->peers() : 0;
+    impl_->st.local_peers = impl_->local_hub ? impl_->local_hub->peers() : 0;
     return impl_->st;
 }
 

@@ -302,16 +302,16 @@ struct SessionStats {
 
 // Per-engine receive counters: frames dropped before they reach an endpoint.
 struct EngineStats {
-    uint64_t rx_frames;         // frames received (device and loopback)
-    uint64_t rx_not_ours;       // other traffic (not IPv4/UDP with our magic)
-    uint64_t rx_bad;            // malformed: truncated, bad IP header, fragment, version, type, length
-    uint64_t rx_bad_crc;        // CRC32C mismatch (corruption)
-    uint64_t rx_no_endpoint;    // no open endpoint at that UDP port (closed, or never was)
-    uint64_t rx_loopback;       // frames between endpoints of this engine
-    uint64_t rx_in_place;       // memif: frames whose payload was read in the ring (Port::set_rx_split)
-    uint64_t rx_host_local;     // frames read from host-local rings (docs/host_local.md)
-    uint64_t tx_host_local;     // frames written into them
-    uint64_t host_local_peers;  // peer addresses reached through them now
+    uint64_t rx_frames;       // frames received (device and loopback)
+    uint64_t rx_not_ours;     // other traffic (not IPv4/UDP with our magic)
+    uint64_t rx_bad;          // malformed: truncated, bad IP header, fragment, version, type, length
+    uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
+    uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
+    uint64_t rx_loopback;     // frames between endpoints of this engine
+    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (Port::set_rx_split)
+    uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
+    uint64_t tx_host_local;   // frames written into them
+    uint64_t local_peers;     // peer addresses reached through them now
 };
 
 // Memory of the sessions of an engine: what every session keeps, and the
