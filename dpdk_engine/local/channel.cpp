@@ -100,12 +100,45 @@ int Listener::open(uint32_t ip_be, uint16_t port)
 
 // ---------------------------------------------------------------- channel
 
-Channel::~Channel()
+std::unique_ptr<Channel> Channel::make_spare()
+{
+    return std::unique_ptr<Channel>(new (std::nothrow) Channel());
+}
+
+void Channel::clear()
 {
     if (map_)
         munmap(map_, map_len_);
     if (fd_ >= 0)
         close(fd_);
+    map_ = nullptr;
+    map_len_ = 0;
+    fd_ = -1;
+    g_ = RingGeometry();
+    tx_ = RingProducer();
+    rx_ = RingConsumer();
+    peer_pid_ = 0;
+    state_ = ChannelState::kOpen;
+}
+
+// A spare passed in *out goes back there, cleared, when the call fails: a
+// peer that is not there costs no allocation either.
+struct Channel::SpareGuard {
+    std::unique_ptr<Channel>& c;
+    std::unique_ptr<Channel>* out;
+    bool reused;
+    ~SpareGuard()
+    {
+        if (c && reused) {
+            c->clear();
+            *out = std::move(c);
+        }
+    }
+};
+
+Channel::~Channel()
+{
+    clear();
 }
 
 int Channel::map_rings(int memfd, bool connector)
@@ -128,9 +161,11 @@ int Channel::connect(uid_t owner, uint32_t ip_be, uint16_t port, const RingGeome
 {
     if (!g.valid())
         return -EINVAL;
-    std::unique_ptr<Channel> c(new (std::nothrow) Channel());
+    const bool reused = out->get() != nullptr;
+    std::unique_ptr<Channel> c = reused ? std::move(*out) : make_spare();
     if (!c)
         return -ENOMEM;
+    SpareGuard guard {c, out, reused};
     c->st_ = st;
     c->g_ = g;
     c->fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -201,11 +236,13 @@ int Channel::accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr
 
 int Channel::finish_accept(int fd, LocalStats* st, std::unique_ptr<Channel>* out)
 {
-    std::unique_ptr<Channel> c(new (std::nothrow) Channel());
+    const bool reused = out->get() != nullptr;
+    std::unique_ptr<Channel> c = reused ? std::move(*out) : make_spare();
     if (!c) {
         close(fd);
         return -ENOMEM;
     }
+    SpareGuard guard {c, out, reused};
     c->fd_ = fd;
     c->st_ = st;
     pid_t pid = 0;

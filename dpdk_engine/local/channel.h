@@ -56,6 +56,13 @@ enum class ChannelState {
 class Channel {
  public:
     ~Channel();
+    // A fresh channel to pass in *out of connect or finish_accept, which
+    // then use it instead of allocating one, and give it back (cleared) in
+    // *out when they fail: the hub keeps a few, so a new peer costs no heap
+    // allocation on the data path.
+    static std::unique_ptr<Channel> make_spare();
+    // Back to a fresh spare: unmapped, socket closed.
+    void clear();
     // Connects to the listener of (owner, ip, port), checks that the
     // listener runs as our user, creates the memfd rings and sends the
     // hello. 0; -ECONNREFUSED / -ENOENT (nobody listens there); -EPERM
@@ -101,6 +108,7 @@ class Channel {
 
  private:
     Channel() = default;
+    struct SpareGuard;
     int map_rings(int memfd, bool connector);
     void die();
     void hang_up();

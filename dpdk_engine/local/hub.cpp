@@ -58,7 +58,27 @@ int Hub::init(uint32_t ip_be, int device_fd, const RingGeometry& g)
         freeifaddrs(list);
     }
     local_ips_.push_back(ip_be);
+    channels_.reserve(kReserved);
+    backlogs_.reserve(kReserved);
+    pending_.reserve(kReserved);
+    routes_.reserve(4 * kReserved);
+    for (size_t i = 0; i < kSpares; i++) {
+        spares_.push_back(Channel::make_spare());
+        spare_backlogs_.emplace_back();
+        spare_backlogs_.back().reserve(kBacklogReserve);
+    }
+    spares_.reserve(kReserved);
+    spare_backlogs_.reserve(kReserved);
     return 0;
+}
+
+std::unique_ptr<Channel> Hub::take_spare()
+{
+    if (spares_.empty())
+        return Channel::make_spare();
+    std::unique_ptr<Channel> c = std::move(spares_.back());
+    spares_.pop_back();
+    return c;
 }
 
 bool Hub::is_local_ip(uint32_t ip_be) const
@@ -105,16 +125,23 @@ void Hub::add(std::unique_ptr<Channel> c)
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0 && errno != EEXIST)
         return;  // a channel nobody could wake: not used
     channels_.push_back(std::move(c));
-    backlogs_.emplace_back();
-    backlogs_.back().reserve(64);
+    if (spare_backlogs_.empty()) {
+        backlogs_.emplace_back();
+        backlogs_.back().reserve(kBacklogReserve);
+    } else {
+        backlogs_.push_back(std::move(spare_backlogs_.back()));
+        spare_backlogs_.pop_back();
+    }
 }
 
 Channel* Hub::connect(uint32_t ip_be, uint16_t port, uint64_t now_us)
 {
     LocalRoute& r = routes_[key(ip_be, port)];
-    std::unique_ptr<Channel> c;
+    std::unique_ptr<Channel> c = take_spare();
     if (Channel::connect(geteuid(), ip_be, port, g_, &st, &c) != 0) {
-        r.retry_us = now_us + kRetryUs;  // not ours (yet): the device path
+        if (c)
+            spares_.push_back(std::move(c));  // given back, cleared
+        r.retry_us = now_us + kRetryUs;       // not ours (yet): the device path
         return nullptr;
     }
     r.channel = c.get();
@@ -175,8 +202,10 @@ bool Hub::finish_pending(int fd)
     for (size_t i = 0; i < pending_.size(); i++) {
         if (pending_[i].fd != fd)
             continue;
-        std::unique_ptr<Channel> c;
+        std::unique_ptr<Channel> c = take_spare();
         const int rc = Channel::finish_accept(fd, &st, &c);
+        if (rc && c)
+            spares_.push_back(std::move(c));  // given back, cleared
         if (rc == -EAGAIN)
             return true;
         pending_.erase(pending_.begin() + static_cast<long>(i));
@@ -260,7 +289,11 @@ void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
         }
         epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
         freed->insert(freed->end(), backlogs_[i].begin(), backlogs_[i].end());
-        channels_[i].reset();
+        // Recycled for the next peer (a restarted one, usually).
+        c->clear();
+        spares_.push_back(std::move(channels_[i]));
+        backlogs_[i].clear();
+        spare_backlogs_.push_back(std::move(backlogs_[i]));
     }
     channels_.resize(kept);
     backlogs_.resize(kept);

@@ -99,6 +99,15 @@ class Hub {
     std::unordered_map<uint16_t, std::unique_ptr<Listener>> listeners_;
     std::vector<std::unique_ptr<Channel>> channels_;
     std::vector<std::vector<void*>> backlogs_;  // parallel to channels_
+    // Channels and backlogs made at init and recycled after a peer's death:
+    // a new peer on the data path costs no heap allocation (up to kSpares
+    // at once; the vectors above never grow before kReserved channels).
+    std::vector<std::unique_ptr<Channel>> spares_;
+    std::vector<std::vector<void*>> spare_backlogs_;
+    std::unique_ptr<Channel> take_spare();
+    static constexpr size_t kSpares = 8;
+    static constexpr size_t kReserved = 64;
+    static constexpr size_t kBacklogReserve = 64;
     std::unordered_map<uint64_t, LocalRoute> routes_;
     unsigned dead_ = 0;
     unsigned arms_ = 0;  // sleepers armed (arm() without disarm())
