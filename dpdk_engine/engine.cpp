@@ -90,9 +90,9 @@ EngineImpl::~EngineImpl()
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
                 " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64
-                "\n",
+                " rx_host_local %" PRIu64 "\n",
                 port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
-                st.rx_loopback, st.rx_in_place);
+                st.rx_loopback, st.rx_in_place, st.rx_host_local);
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: session_bytes %zu window blocks tx %u (peak in use %u, %zu bytes each)"
@@ -115,6 +115,7 @@ EngineImpl::~EngineImpl()
         fault_rx->release_held();
     if (fault_tx)
         fault_tx->release_held();
+    local_close();
     pcap.close();
 }
 
@@ -162,6 +163,7 @@ int EngineImpl::init()
     unexpected_mbuf_limit = rte_mempool_avail_count(port->pool()) / 4;
     packed_room = max_payload(this, wire::PacketType::kMsgPacked);
     idle_since_us = now_us();
+    local_init();
     return 0;
 }
 
@@ -220,6 +222,10 @@ void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
 
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
 {
+    if (!s->mac_known && local_route(s->peer)) {
+        memcpy(s->peer_mac, port->mac().addr_bytes, 6);  // never on a wire: no ARP
+        s->mac_known = true;
+    }
     if (!s->mac_known) {
         if (!netif->resolve(s->peer.ip_be, s->peer_mac, now))
             return false;  // ARP request sent; the RTO timer retries
@@ -246,14 +252,22 @@ void EngineImpl::transmit(Mbuf m, const Address& dst)
         sends_deferred = true;
         return;
     }
+    // A peer of this host: its ring instead of the device (engine_local.cpp).
+    local::Channel* via = local_route(dst);
     if (fault_tx && fault_tx->enabled()) {
         rte_mbuf* burst[8] = {m.release()};
         uint16_t n = fault_tx->apply(burst, 1, 8, port->pool());
         for (uint16_t i = 0; i < n; i++)
-            port->tx(burst[i]);
+            if (via)
+                local_send(via, burst[i]);
+            else
+                port->tx(burst[i]);
         return;
     }
-    port->tx(m.release());  // the port frees it once sent (or dropped)
+    if (via)
+        local_send(via, m.release());
+    else
+        port->tx(m.release());  // the port frees it once sent (or dropped)
 }
 
 wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wire::PacketType type, uint16_t flags,
@@ -408,6 +422,9 @@ int EngineImpl::progress(bool may_back_off)
                 session_send_ack(s, now);
     }
 
+    if (local_hub)
+        work += local_progress(now);
+
     // Frames our endpoints sent each other; handling them may queue more,
     // which wait for the next call.
     if (!loopback.empty()) {
@@ -519,6 +536,8 @@ int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
         return -ENOMEM;
     }
     impl_->by_port[port] = ep;
+    if (impl_->local_hub)
+        impl_->local_hub->listen(port);
     *out = ep;
     return 0;
 }
@@ -531,6 +550,7 @@ void Engine::close_endpoint(Endpoint* e)
 
 const EngineStats& Engine::stats() const
 {
+    impl_->st.local_peers = impl_->local_hub ? impl_->local_hub->peers() : 0;
     return impl_->st;
 }
 
@@ -616,6 +636,8 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
 void EngineImpl::free_endpoint(EndpointImpl* ep)
 {
     by_port[ep->addr.port] = nullptr;
+    if (local_hub)
+        local_hub->unlisten(ep->addr.port);
     port->release_udp_port(ep->addr.port);
     delete ep;
 }
@@ -667,16 +689,30 @@ void EngineImpl::answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p,
 
 int Engine::wait_fd() const
 {
-    return impl_->port->rx_wait_fd();
+    // With the host-local path: an epoll fd holding the device's fd and the
+    // channels' sockets (their wake-ups). A device without a wait fd keeps
+    // the timed sleeps.
+    const int device_fd = impl_->port->rx_wait_fd();
+    return impl_->local_hub && device_fd >= 0 ? impl_->local_hub->wait_fd() : device_fd;
 }
 
 int Engine::arm_wait()
 {
-    return impl_->port->arm_rx_wait();
+    if (impl_->local_hub) {
+        const int rc = impl_->local_hub->arm(now_us());
+        if (rc)
+            return rc;
+    }
+    const int rc = impl_->port->arm_rx_wait();
+    if (rc && impl_->local_hub)
+        impl_->local_hub->disarm();
+    return rc;
 }
 
 void Engine::disarm_wait()
 {
+    if (impl_->local_hub)
+        impl_->local_hub->disarm();
     impl_->port->disarm_rx_wait();
 }
 

@@ -92,6 +92,11 @@ struct EngineConfig {
     // posted meanwhile; false = every post without
     // kOpMore is framed at once.
     bool autocork = true;
+    // FI_DPDK_HOST_LOCAL: peers of this network namespace (other processes
+    // of the host) are reached through shared-memory rings instead of the
+    // device (docs/host_local.md); not with memif or the test rings, which
+    // join processes already.
+    bool host_local = true;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // Idle backoff of progress(): after yield_after_us without work each
@@ -367,6 +372,9 @@ struct EngineStats {
     uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
     uint64_t rx_loopback;     // frames between endpoints of this engine
     uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (memif_in_place)
+    uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
+    uint64_t tx_host_local;   // frames written into them
+    uint64_t local_peers;     // peer addresses reached through them now
 };
 
 // The kind of device an engine drives, from PortConfig::device.

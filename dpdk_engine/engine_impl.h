@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpdk_engine/engine.h"
+#include "dpdk_engine/local/hub.h"
 #include "dpdk_engine/ops/endpoint_impl.h"
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/ops/rx_msg.h"
@@ -135,6 +136,24 @@ class EngineImpl {
     // such a type to `dst` is left unsealed.
     bool seals_at_send(const Address& dst) const { return seal_at_send && !is_local(dst); }
     bool seal_at_send = false;
+
+    // The host-local path (engine_local.cpp, docs/host_local.md): null when
+    // off. Declared after the port: destroyed before it.
+    std::unique_ptr<local::Hub> local_hub;
+    uint64_t next_local_service_us = 0;
+    void local_init();
+    // The channel frames to dst take, or nullptr: the device.
+    local::Channel* local_route(const Address& dst)
+    {
+        return local_hub ? local_hub->route(dst.ip_be, dst.port, now_us()) : nullptr;
+    }
+    // Takes the frame: into c's ring (or its backlog while the ring is full).
+    void local_send(local::Channel* c, rte_mbuf* m);
+    // One progress round of the channels: accepts and hang-ups now and then,
+    // backlogs, received frames into handle_frame, the sessions of peers gone.
+    int local_progress(uint64_t now);
+    void local_reap();
+    void local_close();  // frees the frames still in backlogs
 };
 
 }  // namespace dpdk_engine

@@ -106,6 +106,10 @@ const Knob kKnobs[] = {
      "next progress call (fi_cq_read, fi_cntr_read, a blocking wait, the next post that cannot wait) and "
      "leaves packed with the others sent meanwhile; the first to an idle peer leaves at once",
      KNOB_NUMBER(autocork)},
+    {"host_local", KnobKind::kBool, 0, 1,
+     "Processes of this network namespace (this host) exchange frames through shared-memory rings instead "
+     "of the device (not with memif or ring devices); 0 sends them through the device",
+     KNOB_NUMBER(host_local)},
     {"memif_in_place", KnobKind::kBool, 0, 1,
      "memif: the provider writes frames into the shared ring and reads large rendezvous and RMA write "
      "payloads where the peer wrote them, one copy fewer on each side",

@@ -2,7 +2,9 @@
 # Runs the dpdk provider's functional tests (fabtests/functional/fi_dpdk_*)
 # and libfabric-bin's fi_pingpong as server/client process pairs, over the
 # default device (af_packet on lo, no FI_DPDK_* variable set: the zero-config
-# path) and over memif (FI_DPDK_DEVICE=memif:<socket>).
+# path, where two processes of one host meet on the host-local rings), over
+# memif (FI_DPDK_DEVICE=memif:<socket>) and over af_packet on lo itself
+# (FI_DPDK_HOST_LOCAL=0).
 #
 # One pair at a time (two busy-polling processes already fill a 2-core
 # machine), each process under a timeout. Prints PASS/FAIL per pair with its
@@ -15,7 +17,8 @@
 #       (default: $FT_BUILDDIR, else the current directory if it holds the
 #       provider, else the directory above this script)
 #   -t  run only the pairs whose name contains this (e.g. rma, pingpong)
-#   -d  devices to run on, comma separated: default,memif (default: both)
+#   -d  devices to run on, comma separated: default,memif,afpacket (default:
+#       all three)
 #   -T  timeout of each process in seconds (default: 60)
 #   -l  where the logs go (default: a fresh directory under ${TMPDIR:-/tmp})
 #   -k  keep the logs of passing pairs too
@@ -39,7 +42,7 @@ else
     builddir=$(cd "$here/.." && pwd)
 fi
 filter=
-devices=default,memif
+devices=default,memif,afpacket
 tmo=60
 logdir=
 keep=0
@@ -136,6 +139,7 @@ dev_env() {
     case $1 in
     default) echo "" ;;
     memif) echo "FI_DPDK_DEVICE=memif:$logdir/$2.memif.sock" ;;
+    afpacket) echo "FI_DPDK_HOST_LOCAL=0" ;;
     *) echo "unknown device $1" >&2; exit 2 ;;
     esac
 }

@@ -222,6 +222,21 @@ struct Stream {
 // ---------------------------------------------------------------------------
 // Roles.
 
+// --expect-path: whether the frames from the peer came through the
+// host-local rings or through the device.
+void check_path(Peer& p)
+{
+    if (p.o.expect_path.empty())
+        return;
+    const EngineStats& st = p.engine->stats();
+    const bool local = st.rx_host_local > 0;
+    if (local != (p.o.expect_path == "local"))
+        die("expected the %s path: %" PRIu64 " frames read from host-local rings, %" PRIu64 " handled",
+            p.o.expect_path.c_str(), st.rx_host_local, st.rx_frames);
+    say("path: %s (%" PRIu64 " frames read from host-local rings, %" PRIu64 " handled)", p.o.expect_path.c_str(),
+        st.rx_host_local, st.rx_frames);
+}
+
 void server_main(Peer& p)
 {
     std::vector<uint8_t> region(kRegionLen);
@@ -479,6 +494,12 @@ void client_main(Peer& p)
         if (silence > timeout + 1500)
             die("kill test: failures came %" PRIu64 " ms after the last success (timeout %u ms)", silence,
                 timeout);
+        // Host-local: the death is seen on the socket, long before the
+        // peer timeout could have fired.
+        if (p.o.expect_path == "local" && silence >= timeout)
+            die("kill test: host-local peer death noticed only after %" PRIu64 " ms (timeout %u ms)", silence,
+                timeout);
+        check_path(p);
         _exit(3);
     }
     Stream s(p, 1, 2, p.o.count);
@@ -522,6 +543,7 @@ int main(int argc, char** argv)
         client_main(p);
     if (p.o.stats)
         p.ep->dump_stats(stdout);
+    check_path(p);
     say("PASS");
     p.engine->close_endpoint(p.ep);
     p.engine.reset();

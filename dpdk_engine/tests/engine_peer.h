@@ -83,6 +83,7 @@ struct Opts {
     bool zcopy_test = false;          // engine_peer_zcopy.cpp instead of the normal run
     bool expect_zcopy = false;        // zcopy test: packets must have gone zero-copy
     bool expect_retransmits = false;  // zcopy test: the fault injector must have caused some
+    std::string expect_path;          // "local" (host-local rings) or "device": where frames must have gone
 };
 
 inline void usage()
@@ -90,7 +91,8 @@ inline void usage()
     fprintf(stderr, "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
                     "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
                     "         [--deadline S] [--kill-test] [--stats]\n"
-                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n");
+                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n"
+                    "         [--expect-path local|device]\n");
     exit(2);
 }
 
@@ -104,14 +106,23 @@ inline Opts parse(int argc, char** argv)
     else if (strcmp(argv[1], "client") != 0)
         usage();
     static const option longopts[] = {
-        {"device", required_argument, nullptr, 'd'},       {"port", required_argument, nullptr, 'p'},
-        {"peer-ip", required_argument, nullptr, 'i'},      {"count", required_argument, nullptr, 'n'},
-        {"max-size", required_argument, nullptr, 'm'},     {"big-every", required_argument, nullptr, 'b'},
-        {"rma-ops", required_argument, nullptr, 'r'},      {"seed", required_argument, nullptr, 's'},
-        {"timeout-ms", required_argument, nullptr, 't'},   {"deadline", required_argument, nullptr, 'D'},
-        {"kill-test", no_argument, nullptr, 'k'},          {"stats", no_argument, nullptr, 'S'},
-        {"zcopy-test", no_argument, nullptr, 'z'},         {"expect-zcopy", no_argument, nullptr, 'Z'},
-        {"expect-retransmits", no_argument, nullptr, 'R'}, {nullptr, 0, nullptr, 0},
+        {"device", required_argument, nullptr, 'd'},
+        {"port", required_argument, nullptr, 'p'},
+        {"peer-ip", required_argument, nullptr, 'i'},
+        {"count", required_argument, nullptr, 'n'},
+        {"max-size", required_argument, nullptr, 'm'},
+        {"big-every", required_argument, nullptr, 'b'},
+        {"rma-ops", required_argument, nullptr, 'r'},
+        {"seed", required_argument, nullptr, 's'},
+        {"timeout-ms", required_argument, nullptr, 't'},
+        {"deadline", required_argument, nullptr, 'D'},
+        {"kill-test", no_argument, nullptr, 'k'},
+        {"stats", no_argument, nullptr, 'S'},
+        {"zcopy-test", no_argument, nullptr, 'z'},
+        {"expect-zcopy", no_argument, nullptr, 'Z'},
+        {"expect-retransmits", no_argument, nullptr, 'R'},
+        {"expect-path", required_argument, nullptr, 'P'},
+        {nullptr, 0, nullptr, 0},
     };
     optind = 2;
     int c;
@@ -135,6 +146,11 @@ inline Opts parse(int argc, char** argv)
         case 'z': o.zcopy_test = true; break;
         case 'Z': o.expect_zcopy = true; break;
         case 'R': o.expect_retransmits = true; break;
+        case 'P':
+            o.expect_path = optarg;
+            if (o.expect_path != "local" && o.expect_path != "device")
+                usage();
+            break;
         default: usage();
         }
     }

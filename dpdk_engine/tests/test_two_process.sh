@@ -1,8 +1,11 @@
 #!/bin/sh
-# Two-process engine tests: engine_peer server + client over memif and over
-# af_packet on lo, with the fault injector off and at 5% loss + 1% dup +
-# reorder, then a killed server (kill -9 mid-transfer): the client's pending
-# operations must fail with kPeerTimeout within the peer timeout.
+# Two-process engine tests: engine_peer server + client over memif, over the
+# host-local rings (af_packet on lo configured, the default) and over
+# af_packet on lo itself (FI_DPDK_HOST_LOCAL=0), with the fault injector off
+# and at 5% loss + 1% dup + reorder, then a killed server (kill -9
+# mid-transfer): the client's pending operations must fail with
+# kPeerTimeout within the peer timeout (host-local: before it, from the
+# socket's hang-up). --expect-path checks which path the frames took.
 # The zcopy pairs (engine_peer --zcopy-test) check the buffer ownership of
 # zero-copy sends with faults on both directions, and the copy path with
 # FI_DPDK_ZCOPY_MIN=0.
@@ -100,6 +103,7 @@ run_pair() {
 # within the peer timeout (+ margin) of the kill.
 run_kill() {
     name=$1 dev=$2 port=$3
+    shift 3
     timeout_ms=1000
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
     pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 \
@@ -109,7 +113,7 @@ run_kill() {
         return
     fi
     pair_spawn CLIENT_PID "$LOGS/$name.client.log" 0 \
-        "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms --deadline 60
+        "$PEER" client --device "$dev" --port "$port" --seed "$SEED" --kill-test --timeout-ms $timeout_ms --deadline 60 "$@"
     if ! pair_wait_line "$LOGS/$name.server.log" READY 30; then
         result "$name" fail "(transfer never started)"
         return
@@ -136,13 +140,27 @@ run_kill() {
 echo "test_two_process: $PEER, seed $SEED, logs $LOGS"
 run_pair memif_clean "memif:$SOCK" "" $BASE_PORT --count 2000
 run_pair memif_lossy "memif:$SOCK" "$FAULT" $((BASE_PORT + 1)) --count 1000 --rma-ops 100
-run_pair afpacket_clean "" "" $((BASE_PORT + 2)) --count 2000
-run_pair afpacket_lossy "" "$FAULT" $((BASE_PORT + 3)) --count 1000 --rma-ops 100
+# af_packet between two processes of one host: the host-local rings by
+# default, the device itself with FI_DPDK_HOST_LOCAL=0.
+run_pair local_clean "" "" $((BASE_PORT + 9)) --count 2000 --expect-path local
+run_pair local_lossy "" "$FAULT" $((BASE_PORT + 10)) --count 1000 --rma-ops 100 --expect-path local
+export FI_DPDK_HOST_LOCAL=0
+run_pair afpacket_clean "" "" $((BASE_PORT + 2)) --count 2000 --expect-path device
+run_pair afpacket_lossy "" "$FAULT" $((BASE_PORT + 3)) --count 1000 --rma-ops 100 --expect-path device
+unset FI_DPDK_HOST_LOCAL
 run_pair memif_zcopy "memif:$SOCK" "$ZC_FAULT" $((BASE_PORT + 6)) --zcopy-test --expect-zcopy --expect-retransmits
 export FI_DPDK_ZCOPY_MIN=0
 run_pair memif_zcopy_off "memif:$SOCK" "" $((BASE_PORT + 7)) --zcopy-test
 unset FI_DPDK_ZCOPY_MIN
-run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 8)) --zcopy-test --expect-zcopy --expect-retransmits
+run_pair local_zcopy "" "$ZC_FAULT" $((BASE_PORT + 8)) --zcopy-test --expect-zcopy --expect-retransmits \
+    --expect-path local
+export FI_DPDK_HOST_LOCAL=0
+run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 11)) --zcopy-test --expect-zcopy --expect-retransmits \
+    --expect-path device
+unset FI_DPDK_HOST_LOCAL
 run_kill memif_kill "memif:$SOCK" $((BASE_PORT + 4))
-run_kill afpacket_kill "" $((BASE_PORT + 5))
+run_kill local_kill "" $((BASE_PORT + 12)) --expect-path local
+export FI_DPDK_HOST_LOCAL=0
+run_kill afpacket_kill "" $((BASE_PORT + 5)) --expect-path device
+unset FI_DPDK_HOST_LOCAL
 pair_summary

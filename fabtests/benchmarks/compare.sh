@@ -5,7 +5,9 @@
 # A benchmark: it writes figures, it passes no judgement.
 #
 #   dpdk-memif     FI_DPDK_DEVICE=memif:<socket>        (two processes, shared memory)
-#   dpdk-afpacket  no FI_DPDK_* variable: af_packet on lo (the zero-config path)
+#   dpdk-local     no FI_DPDK_* variable: the zero-config path, host-local rings
+#                  between the two processes (docs/host_local.md)
+#   dpdk-afpacket  af_packet on lo itself (FI_DPDK_HOST_LOCAL=0)
 #   dpdk-afxdp     net_af_xdp on a veth pair made for the run (10.77.0.1 / .2)
 #   net tcp udp-rxd shm   -p net, -p tcp (tcp;ofi_rxm), -p 'udp;ofi_rxd', -p shm
 #
@@ -15,7 +17,7 @@
 #   fabtests/benchmarks/compare.sh [-o OUTDIR]       (default ./bench-results)
 #
 # Environment (defaults in brackets):
-#   TRANSPORTS  [dpdk-memif dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm]
+#   TRANSPORTS  [dpdk-memif dpdk-local dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm]
 #   TESTS       [lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged]
 #               (fi_bench -k:-o pairs)
 #   SIZES       [1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m]   (fi_bench -S)
@@ -55,7 +57,7 @@ srcdir=$(cd "$(dirname "$0")/../.." && pwd)
 bench=$builddir/fabtests/benchmarks/fi_bench
 xprobe=$builddir/fabtests/benchmarks/xcore_probe
 export FI_PROVIDER_PATH=$builddir/.libs
-transports=${TRANSPORTS:-dpdk-memif dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm}
+transports=${TRANSPORTS:-dpdk-memif dpdk-local dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm}
 tests=${TESTS:-lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged}
 sizes=${SIZES:-1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m}
 budget=${BUDGET:-1}
@@ -111,7 +113,8 @@ transport_cfg() {
 	[ "${HUGE:-0}" = 1 ] && huge=FI_DPDK_HUGEPAGES=1
 	case $1 in
 	dpdk-memif) echo "dpdk|FI_DPDK_DEVICE=memif:$out/memif.sock $huge|FI_DPDK_DEVICE=memif:$out/memif.sock $huge" ;;
-	dpdk-afpacket) echo "dpdk|$huge|$huge" ;;
+	dpdk-local) echo "dpdk|$huge|$huge" ;;
+	dpdk-afpacket) echo "dpdk|FI_DPDK_HOST_LOCAL=0 $huge|FI_DPDK_HOST_LOCAL=0 $huge" ;;
 	dpdk-afxdp) echo "dpdk|FI_DPDK_DEVICE=net_af_xdp0,iface=$veth_a FI_DPDK_IP=10.77.0.1 $huge|FI_DPDK_DEVICE=net_af_xdp1,iface=$veth_b FI_DPDK_IP=10.77.0.2 $huge" ;;
 	net) echo "net|FI_NET_IFACE=lo|FI_NET_IFACE=lo|lo" ;;
 	tcp) echo "tcp|FI_TCP_IFACE=lo|FI_TCP_IFACE=lo|lo" ;;

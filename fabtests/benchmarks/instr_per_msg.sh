@@ -10,22 +10,25 @@
 # what a poller costs); it is small on the slowed-down (valgrind) side.
 #
 # Usage: fabtests/benchmarks/instr_per_msg.sh [-s client|server] [-o msg|tagged]
-#            [-S bytes] [-M] [-n top-functions] [-b builddir] [-k keep-dir]
+#            [-S bytes] [-M] [-L] [-n top-functions] [-b builddir] [-k keep-dir]
 #   -s  the side under callgrind: client = sender (default), server = receiver
 #   -M  the sender posts with FI_MORE (fi_bench -M)
+#   -L  the host-local path (no FI_DPDK_DEVICE: af_packet on lo configured,
+#       the two processes on shared-memory rings) instead of memif
 # Prints "instructions/message <n>" and the top functions (self cost per
 # message). Needs valgrind (callgrind_annotate). A benchmark: no pass/fail.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 builddir=$(cd "$here/../.." && pwd)
-side=client op=msg size=8 more= top=15 keep=
+side=client op=msg size=8 more= top=15 keep= path=memif
 short=200 long=600 window=256
-while getopts "s:o:S:Mn:b:k:h" opt; do
+while getopts "s:o:S:MLn:b:k:h" opt; do
     case $opt in
     s) side=$OPTARG ;;
     o) op=$OPTARG ;;
     S) size=$OPTARG ;;
     M) more=-M ;;
+    L) path=host-local ;;
     n) top=$OPTARG ;;
     b) builddir=$(cd "$OPTARG" && pwd) ;;
     k) keep=$OPTARG ;;
@@ -39,6 +42,8 @@ export FI_PROVIDER_PATH=$builddir/.libs
 tmp=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/instr.XXXXXX")}
 mkdir -p "$tmp"
 sock=$tmp/memif.sock
+dev=FI_DPDK_DEVICE=memif:$sock
+[ "$path" = memif ] || dev=FI_DPDK_HOST_LOCAL=1
 port=$((30000 + RANDOM % 2000))
 vg="valgrind --tool=callgrind --callgrind-out-file"
 
@@ -48,14 +53,14 @@ run() {
     args="-k rate -o $op -S $size -I $iters -w 20 -W $window -T 300 $more"
     rm -f "$sock"
     if [ "$side" = client ]; then
-        FI_DPDK_DEVICE=memif:$sock timeout 600 "$bench" -E $port -T 300 >"$tmp/peer.log" 2>&1 &
+        env "$dev" timeout 600 "$bench" -E $port -T 300 >"$tmp/peer.log" 2>&1 &
         sleep 2
-        FI_DPDK_DEVICE=memif:$sock timeout 600 $vg="$out" "$bench" -E $port $args 127.0.0.1 \
+        env "$dev" timeout 600 $vg="$out" "$bench" -E $port $args 127.0.0.1 \
             >"$tmp/run.log" 2>&1
     else
-        FI_DPDK_DEVICE=memif:$sock timeout 600 $vg="$out" "$bench" -E $port -T 300 >"$tmp/run.log" 2>&1 &
+        env "$dev" timeout 600 $vg="$out" "$bench" -E $port -T 300 >"$tmp/run.log" 2>&1 &
         sleep 10  # EAL under valgrind starts slowly; the server must be the memif server
-        FI_DPDK_DEVICE=memif:$sock timeout 600 "$bench" -E $port $args 127.0.0.1 >"$tmp/peer.log" 2>&1
+        env "$dev" timeout 600 "$bench" -E $port $args 127.0.0.1 >"$tmp/peer.log" 2>&1
     fi
     wait
     [ -s "$out" ] || { echo "no profile from the $iters-window run (logs in $tmp)"; exit 1; }
@@ -81,7 +86,7 @@ run $long "$tmp/long.out"
 costs "$tmp/short.out" >"$tmp/short.txt"
 costs "$tmp/long.out" >"$tmp/long.txt"
 msgs=$(( (long - short) * window ))
-echo "# fi_bench -k rate -o $op -S $size $more over memif, $side under callgrind: ($long - $short windows) x $window messages"
+echo "# fi_bench -k rate -o $op -S $size $more over $path, $side under callgrind: ($long - $short windows) x $window messages"
 awk -v n="$msgs" '
     FNR == NR { v = $1; $1 = ""; a[$0] += v; next }
     { v = $1; $1 = ""; b[$0] += v }

@@ -6,9 +6,11 @@
 #   run_soak.sh -k   200 operations to 1 MiB on a 2-host vcluster.sh cluster
 #                    with nftables dropping 5% and duplicating 1% (SKIP part
 #                    without namespaces or nftables)
-#   run_deadpeer.sh  kill -9 mid-transfer, errors within the timeout, restart;
+#   run_deadpeer.sh  kill -9 mid-transfer, errors within the timeout, restart
+#                    (between two processes of one host: the host-local path);
 #                    -r: a quick restart whose new session epoch fails the
 #                    pending operations (FI_EIO) long before the 10 s timeout
+#                    (on the device path, af_packet on lo)
 #   run_slowrecv.sh  20000 messages to a receiver that posts nothing for 3 s
 # The full-size runs are documented in fabtests/soak/README.md.
 # Exit 0 when every part passed or skipped (77 when all skipped), 1 otherwise.

@@ -5,7 +5,10 @@
 # host's IP. Runs fabtests/mpi/mpi_check (every test but rma_dynamic, which
 # hangs across hosts: see fabtests/vcluster/README.md) and checks that every
 # rank's provider endpoints carried traffic at the veth addresses
-# (FI_DPDK_STATS). VC_DEVICE=af_xdp runs it on af_xdp. Exit 77 (SKIP) without root, network namespaces, bridges
+# (FI_DPDK_STATS). Then 2 hosts x 2 ranks: the ranks of a host pair up
+# through the host-local rings, the hosts through the veths; and
+# fi_pingpong -c between two processes of one host.
+# VC_DEVICE=af_xdp runs it on af_xdp. Exit 77 (SKIP) without root, network namespaces, bridges
 # or an mpicc-built mpi_check.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
@@ -28,6 +31,17 @@ asan=()
 asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
 [ -n "$asan_lib" ] && asan=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
 pair_init test_vcluster
+
+# case_result NAME OK LOG: the case's line; a failed case ends the script.
+case_result() {
+	if [ "$2" = 1 ]; then
+		pair_result pass "$1"
+		rm -f "$3"
+		return
+	fi
+	PAIR_TAIL=30 pair_result fail "$1" "(log: $3)" "$3"
+	exit 1
+}
 log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
 # Generous: about 15 s on an idle 2-core machine.
 PAIR_KILL_AFTER=10 pair_spawn job "$log" 300 "$here/vcluster.sh" run "$hosts" \
@@ -45,10 +59,51 @@ for ((i = 1; i <= hosts; i++)); do
 		ok=0
 	fi
 done
-if [ $ok = 1 ]; then
-	pair_result pass "mpi_check across $hosts hosts"
-	rm -f "$log"
+case_result "mpi_check across $hosts hosts" $ok "$log"
+
+# Two ranks per host on 2 hosts: the ranks of one host reach each other
+# through the host-local rings (a frame between them never comes back out
+# of the bridge), the other host's through the veth.
+log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
+PAIR_KILL_AFTER=10 pair_spawn job "$log" 300 "$here/vcluster.sh" run 2 \
+	"$here/vcluster.sh" mpirun -ppn 2 -x FI_DPDK_STATS=1 ${asan[@]+"${asan[@]}"} "$check" -x rma_dynamic -w 240
+wait "$job"
+rc=$?
+grep -E '^mpi_check:|FAIL|^vcluster|host-local: peer' "$log"
+ok=1
+[ $rc = 0 ] || { echo "mpirun exited with $rc"; ok=0; }
+grep -q "^mpi_check: all [0-9]* tests passed (4 ranks" "$log" || { echo "mpi_check did not pass on 4 ranks"; ok=0; }
+for i in 1 2; do
+	grep -qE "^dpdk engine host-local: peer 10\.77\.0\.$i:[0-9]+ on shared memory" "$log" ||
+		{ echo "host $i: no pair on shared memory in FI_DPDK_STATS"; ok=0; }
+done
+# Frames through the device (the veth): rx_frames beyond rx_host_local.
+awk '/^dpdk engine .*rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
+	END { exit n >= 4 ? 0 : 1 }' "$log" || { echo "not every rank received frames through the veth"; ok=0; }
+case_result "mpi_check on 2 hosts x 2 ranks (host-local + veth)" $ok "$log"
+
+# fi_pingpong -c between two processes of one host whose device is
+# af_packet on its veth: they meet on the host-local rings.
+if ! command -v fi_pingpong >/dev/null 2>&1; then
+	echo "note: fi_pingpong not found (libfabric-bin): skipped"
 	exit 0
 fi
-PAIR_TAIL=30 pair_result fail "mpi_check across $hosts hosts" "(log: $log)" "$log"
-exit 1
+log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
+# shellcheck disable=SC2016 # expanded by the inner shell
+PAIR_KILL_AFTER=10 FI_PROVIDER_PATH=$builddir/.libs pair_spawn job "$log" 120 "$here/vcluster.sh" run 1 bash -c '
+	vc=$1 port=$((20000 + RANDOM % 10000))
+	ip=$("$vc" exec 0 printenv FI_DPDK_IP)
+	"$vc" exec 0 env FI_DPDK_STATS=1 fi_pingpong -p dpdk -e rdm -S all -I 10 -c -B $port 2>&1 | sed "s/^/[server] /" &
+	for _ in $(seq 1 50); do "$vc" exec 0 ss -Htln "sport = :$port" | grep -q . && break; sleep 0.2; done
+	"$vc" exec 0 env FI_DPDK_STATS=1 fi_pingpong -p dpdk -e rdm -S all -I 10 -c -P $port "$ip" 2>&1 | sed "s/^/[client] /"
+	rc=${PIPESTATUS[0]}
+	wait
+	exit "$rc"' _ "$here/vcluster.sh"
+wait "$job"
+rc=$?
+ok=1
+[ $rc = 0 ] || { echo "fi_pingpong exited with $rc"; ok=0; }
+grep -Eq "^\[client\] 6m +10 +=10 " "$log" || { echo "no 6m line in the client's output"; ok=0; }
+grep -q "^\[server\] dpdk engine host-local: peer 10\.77\.0\.1:[0-9]* on shared memory" "$log" ||
+	{ echo "the server did not reach its client on shared memory"; ok=0; }
+case_result "fi_pingpong -c between two processes of one host on its veth" $ok "$log"

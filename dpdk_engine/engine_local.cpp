@@ -1,0 +1,177 @@
+// The engine's side of the host-local path (docs/host_local.md): frames to
+// a peer of this network namespace go into its channel's ring instead of
+// the device, and frames read from the rings enter handle_frame like the
+// device's, so sessions, reliability and matching stay one code path.
+#include <cstring>
+
+#include "dpdk_engine/engine_impl.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+// Accepting new peers and noticing hang-ups costs a system call: done at
+// most this often while busy (and before every sleep).
+constexpr uint64_t kLocalServiceUs = 1000;
+constexpr uint16_t kLocalRxBurst = 32;
+// Frames held while a peer's ring is full; past this the reliability layer
+// retransmits them (a peer that stopped reading).
+constexpr size_t kBacklogMax = 4096;
+// Pieces of one frame: headers plus the zero-copy payload pieces.
+constexpr unsigned kMaxPieces = 32;
+// Slots per direction and their size: a frame at the largest MTU, so peers
+// with different MTUs still fit.
+constexpr uint32_t kLocalSlots = 256;
+constexpr uint32_t kLocalSlotBytes = RTE_ETHER_HDR_LEN + kMaxMtu;
+
+int push_frame(local::Channel* c, const rte_mbuf* m)
+{
+    const void* data[kMaxPieces];
+    uint32_t lens[kMaxPieces];
+    unsigned n = 0;
+    for (const rte_mbuf* seg = m; seg; seg = seg->next) {
+        if (n == kMaxPieces)
+            return -EMSGSIZE;
+        data[n] = rte_pktmbuf_mtod(seg, const void*);
+        lens[n++] = seg->data_len;
+    }
+    return c->send(data, lens, n);
+}
+
+}  // namespace
+
+void EngineImpl::local_init()
+{
+    const Port::Kind k = port->kind();
+    // memif and the test rings join processes (or engines) already.
+    if (!cfg.host_local || k == Port::Kind::kMemif || k == Port::Kind::kRing || k == Port::Kind::kRingPair ||
+        k == Port::Kind::kNull)
+        return;
+    std::unique_ptr<local::Hub> hub(new (std::nothrow) local::Hub());
+    const int rc =
+        hub ? hub->init(port->ip_be(), port->rx_wait_fd(), local::RingGeometry {kLocalSlots, kLocalSlotBytes})
+            : -ENOMEM;
+    if (rc) {
+        fprintf(stderr, "dpdk engine: host-local path off: %s\n", strerror(-rc));
+        return;
+    }
+    local_hub = std::move(hub);
+}
+
+void EngineImpl::local_send(local::Channel* c, rte_mbuf* m)
+{
+    std::vector<void*>& backlog = local_hub->backlog(c);
+    int rc = backlog.empty() ? push_frame(c, m) : -ENOBUFS;
+    if (rc == -ENOBUFS && backlog.size() < kBacklogMax) {
+        backlog.push_back(m);  // in order, before any later frame
+        sends_deferred = true;
+        return;
+    }
+    if (rc == 0)
+        st.tx_host_local++;
+    rte_pktmbuf_free(m);  // copied into the ring, or dropped (the session retransmits)
+}
+
+int EngineImpl::local_progress(uint64_t now)
+{
+    local::Hub& hub = *local_hub;
+    if (now >= next_local_service_us) {
+        hub.service(now);
+        next_local_service_us = now + kLocalServiceUs;
+    }
+    int work = 0;
+    rte_mbuf* pkts[2 * kLocalRxBurst];
+    // By index: a frame handled may connect a new channel (push_back).
+    for (size_t i = 0; i < hub.channels().size(); i++) {
+        local::Channel* c = hub.channels()[i].get();
+        std::vector<void*>& backlog = hub.backlog(c);
+        size_t sent = 0;
+        while (sent < backlog.size() && push_frame(c, static_cast<rte_mbuf*>(backlog[sent])) != -ENOBUFS)
+            rte_pktmbuf_free(static_cast<rte_mbuf*>(backlog[sent++]));
+        st.tx_host_local += sent;
+        backlog.erase(backlog.begin(), backlog.begin() + static_cast<long>(sent));
+        if (!backlog.empty())
+            sends_deferred = true;
+
+        uint16_t k = 0;
+        const uint8_t* d;
+        uint32_t len;
+        while (k < kLocalRxBurst && c->peek(&d, &len)) {
+            rte_mbuf* m = port->alloc();
+            if (!m)
+                break;  // the pool is dry: the frame waits in the ring
+            if (len > rte_pktmbuf_tailroom(m) || len < wire::kL2L3L4Len) {
+                rte_pktmbuf_free(m);
+                st.rx_bad++;
+                c->pop();
+                continue;
+            }
+            // A copy first: the peer may still write the slot; only the copy
+            // is parsed.
+            memcpy(rte_pktmbuf_mtod(m, uint8_t*), d, len);
+            c->pop();
+            m->data_len = static_cast<uint16_t>(len);
+            m->pkt_len = len;
+            // Replies to this source take the channel it came through.
+            const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+            uint32_t src_ip;
+            uint16_t src_port;
+            memcpy(&src_ip, f + RTE_ETHER_HDR_LEN + 12, 4);
+            memcpy(&src_port, f + RTE_ETHER_HDR_LEN + 20, 2);
+            hub.learn(src_ip, rte_be_to_cpu_16(src_port), c);
+            if (pcap.is_open())
+                pcap.write(f, len, 0);
+            pkts[k++] = m;
+        }
+        hub.st.frames_rx += k;
+        st.rx_host_local += k;
+        if (fault_rx && fault_rx->enabled())
+            k = fault_rx->apply(pkts, k, 2 * kLocalRxBurst, port->pool());
+        for (uint16_t j = 0; j < k; j++)
+            handle_frame(Mbuf(pkts[j]), now);
+        work += k;
+    }
+    if (hub.has_dead())
+        local_reap();
+    return work;
+}
+
+void EngineImpl::local_reap()
+{
+    std::vector<uint64_t> gone;
+    std::vector<void*> freed;
+    local_hub->reap(&gone, &freed);
+    for (void* m : freed)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    // The peer process is gone (or broke its ring): what we wait on from it
+    // fails as at the peer timeout (the same status, so applications see one
+    // behaviour), only without the wait. A process restarted at the same
+    // address starts new streams, as after a reset.
+    for (uint64_t key : gone) {
+        const Address peer {static_cast<uint32_t>(key >> 16), static_cast<uint16_t>(key & 0xffff)};
+        for (EndpointImpl* ep : by_port) {
+            if (!ep || ep->closing)
+                continue;
+            Session* s = ep->find_session(peer);
+            if (s && session_expecting(s))
+                session_fail(s, OpStatus::kPeerTimeout, true);
+        }
+    }
+}
+
+void EngineImpl::local_close()
+{
+    if (!local_hub)
+        return;
+    if (cfg.dump_stats)
+        local_hub->dump(stderr);
+    for (const auto& c : local_hub->channels()) {
+        std::vector<void*>& backlog = local_hub->backlog(c.get());
+        for (void* m : backlog)
+            rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+        backlog.clear();
+    }
+    local_hub.reset();
+}
+
+}  // namespace dpdk_engine

@@ -1,0 +1,128 @@
+// A channel between two processes of one network namespace
+// (docs/host_local.md): a unix SOCK_SEQPACKET connection in the abstract
+// namespace, named after the user and the listener's IPv4:UDP address, and
+// a memfd with one ring per direction handed over on it. The socket also
+// carries wake-ups (one byte to a consumer that said it sleeps) and the
+// peer's death (hang-up). Usable without the rest of the engine.
+#ifndef DPDK_ENGINE_LOCAL_CHANNEL_H
+#define DPDK_ENGINE_LOCAL_CHANNEL_H
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dpdk_engine/local/ring.h"
+
+namespace dpdk_engine::local {
+
+// "\0fi_dpdk/<uid>/<a.b.c.d>:<port>" (a leading NUL: abstract namespace).
+std::string channel_name(uid_t uid, uint32_t ip_be, uint16_t port);
+
+// The first message on a connection, with the memfd attached (SCM_RIGHTS).
+struct Hello {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t slots;
+    uint32_t slot_bytes;
+};
+constexpr uint32_t kHelloMagic = 0x46494c43;  // "FILC"
+constexpr uint32_t kHelloVersion = 1;
+
+// Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
+// none when fd < 0. 0 or -errno.
+int send_with_fd(int sock, const void* data, size_t len, int fd);
+
+// The listening socket of one endpoint address.
+class Listener {
+ public:
+    ~Listener();
+    // Binds the name of (getuid(), ip, port). 0; -EADDRINUSE (someone else
+    // holds the name); other -errno.
+    int open(uint32_t ip_be, uint16_t port);
+    int fd() const { return fd_; }
+
+ private:
+    int fd_ = -1;
+};
+
+enum class ChannelState {
+    kOpen,      // rings mapped, peer alive
+    kPeerGone,  // hang-up: what the peer wrote before it went is still read; nothing is sent
+    kDead,      // the shared ring is broken: unmapped
+};
+
+class Channel {
+ public:
+    ~Channel();
+    // A fresh channel to pass in *out of connect or finish_accept, which
+    // then use it instead of allocating one, and give it back (cleared) in
+    // *out when they fail: the hub keeps a few, so a new peer costs no heap
+    // allocation on the data path.
+    static std::unique_ptr<Channel> make_spare();
+    // Back to a fresh spare: unmapped, socket closed.
+    void clear();
+    // Connects to the listener of (owner, ip, port), checks that the
+    // listener runs as our user, creates the memfd rings and sends the
+    // hello. 0; -ECONNREFUSED / -ENOENT (nobody listens there); -EPERM
+    // (the listener is another user's); other -errno.
+    static int connect(uid_t owner, uint32_t ip_be, uint16_t port, const RingGeometry& g, LocalStats* st,
+                       std::unique_ptr<Channel>* out);
+    // Accepts one pending connection on `listen_fd`: checks the peer's user
+    // (refused: -EPERM, counted), reads its hello within `hello_ms` and
+    // checks the geometry against the memfd (-EPROTO, counted). -EAGAIN:
+    // nothing pending.
+    static int accept(int listen_fd, int hello_ms, LocalStats* st, std::unique_ptr<Channel>* out);
+    // The same in two steps, never blocking: the socket of a pending
+    // connection from our user (-EAGAIN: none; -EPERM: another user's,
+    // closed), then its hello once the socket is readable (-EAGAIN: not
+    // yet, the fd stays the caller's; else the fd is taken: 0 or -EPROTO).
+    static int accept_socket(int listen_fd, LocalStats* st, int* fd);
+    static int finish_accept(int fd, LocalStats* st, std::unique_ptr<Channel>* out);
+
+    // Sends one frame (in pieces). 0; -ENOBUFS (ring full, nothing lost:
+    // retry later); -EMSGSIZE; -EPIPE (peer gone or ring broken).
+    int send(const void* const* data, const uint32_t* lens, unsigned n);
+    int send(const void* data, uint32_t len) { return send(&data, &len, 1); }
+    // The next frame received, valid until pop(); false when none. Frames
+    // the peer wrote before it went away are still read (kPeerGone).
+    bool peek(const uint8_t** data, uint32_t* len);
+    void pop() { rx_.pop(); }
+
+    // The socket: readable on a wake-up or the peer's death. Call service()
+    // when it is (or now and then): drains wake-up bytes and notices the
+    // hang-up. Returns the state.
+    int fd() const { return fd_; }
+    ChannelState service();
+    // Blocking waits: arm() before sleeping on fd() (false: frames are
+    // waiting, do not sleep), disarm() once awake.
+    bool arm();
+    void disarm();
+
+    ChannelState state() const { return state_; }
+    pid_t peer_pid() const { return peer_pid_; }
+    const RingGeometry& geometry() const { return g_; }
+    // The mapping, for tests that play a hostile peer.
+    uint8_t* mapping_for_test() const { return map_; }
+
+ private:
+    Channel() = default;
+    struct SpareGuard;
+    int map_rings(int memfd, bool connector);
+    void die();
+    void hang_up();
+    int fd_ = -1;
+    uint8_t* map_ = nullptr;
+    size_t map_len_ = 0;
+    RingGeometry g_;
+    RingProducer tx_;
+    RingConsumer rx_;
+    pid_t peer_pid_ = 0;
+    ChannelState state_ = ChannelState::kOpen;
+    LocalStats* st_ = nullptr;
+};
+
+}  // namespace dpdk_engine::local
+
+#endif  // DPDK_ENGINE_LOCAL_CHANNEL_H

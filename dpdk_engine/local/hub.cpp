@@ -1,0 +1,349 @@
+// The host-local channels of one engine (hub.h).
+#include "dpdk_engine/local/hub.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <string>
+
+namespace dpdk_engine::local {
+
+namespace {
+
+std::string address_text(uint64_t key)
+{
+    char ip[INET_ADDRSTRLEN] = "";
+    in_addr ia {static_cast<uint32_t>(key >> 16)};
+    inet_ntop(AF_INET, &ia, ip, sizeof(ip));
+    return std::string(ip) + ":" + std::to_string(key & 0xffff);
+}
+
+}  // namespace
+
+Hub::~Hub()
+{
+    for (const Pending& p : pending_)
+        close(p.fd);
+    if (epfd_ >= 0)
+        close(epfd_);
+}
+
+int Hub::init(uint32_t ip_be, int device_fd, const RingGeometry& g)
+{
+    ip_be_ = ip_be;
+    g_ = g;
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0)
+        return -errno;
+    if (device_fd >= 0) {
+        epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.fd = device_fd;
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, device_fd, &ev) != 0)
+            return -errno;
+    }
+    // This namespace's own addresses: a peer elsewhere is never tried.
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {
+        for (ifaddrs* i = list; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+                local_ips_.push_back(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+        freeifaddrs(list);
+    }
+    local_ips_.push_back(ip_be);
+    channels_.reserve(kReserved);
+    backlogs_.reserve(kReserved);
+    pending_.reserve(kReserved);
+    routes_.reserve(4 * kReserved);
+    for (size_t i = 0; i < kSpares; i++) {
+        spares_.push_back(Channel::make_spare());
+        spare_backlogs_.emplace_back();
+        spare_backlogs_.back().reserve(kBacklogReserve);
+    }
+    spares_.reserve(kReserved);
+    spare_backlogs_.reserve(kReserved);
+    return 0;
+}
+
+std::unique_ptr<Channel> Hub::take_spare()
+{
+    if (spares_.empty())
+        return Channel::make_spare();
+    std::unique_ptr<Channel> c = std::move(spares_.back());
+    spares_.pop_back();
+    return c;
+}
+
+bool Hub::is_local_ip(uint32_t ip_be) const
+{
+    if ((ntohl(ip_be) >> 24) == 127)
+        return true;
+    return std::find(local_ips_.begin(), local_ips_.end(), ip_be) != local_ips_.end();
+}
+
+void Hub::listen(uint16_t port)
+{
+    std::unique_ptr<Listener> l(new (std::nothrow) Listener());
+    if (!l)
+        return;
+    const int rc = l->open(ip_be_, port);
+    if (rc) {
+        fprintf(stderr, "dpdk engine: host-local listener for %s: %s; local peers reach it through the device\n",
+                address_text(key(ip_be_, port)).c_str(), strerror(-rc));
+        return;
+    }
+    epoll_event ev {};
+    ev.events = EPOLLIN;
+    ev.data.fd = l->fd();
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, l->fd(), &ev) != 0)
+        return;
+    listeners_[port] = std::move(l);
+}
+
+void Hub::unlisten(uint16_t port)
+{
+    auto it = listeners_.find(port);
+    if (it == listeners_.end())
+        return;
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second->fd(), nullptr);
+    listeners_.erase(it);
+}
+
+void Hub::add(std::unique_ptr<Channel> c)
+{
+    epoll_event ev {};
+    ev.events = EPOLLIN;
+    ev.data.fd = c->fd();
+    // An accepted one is in the set already (since it was pending).
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0 && errno != EEXIST)
+        return;  // a channel nobody could wake: not used
+    channels_.push_back(std::move(c));
+    if (spare_backlogs_.empty()) {
+        backlogs_.emplace_back();
+        backlogs_.back().reserve(kBacklogReserve);
+    } else {
+        backlogs_.push_back(std::move(spare_backlogs_.back()));
+        spare_backlogs_.pop_back();
+    }
+}
+
+Channel* Hub::connect(uint32_t ip_be, uint16_t port, uint64_t now_us)
+{
+    LocalRoute& r = routes_[key(ip_be, port)];
+    std::unique_ptr<Channel> c = take_spare();
+    if (Channel::connect(geteuid(), ip_be, port, g_, &st, &c) != 0) {
+        if (c)
+            spares_.push_back(std::move(c));  // given back, cleared
+        r.retry_us = now_us + kRetryUs;       // not ours (yet): the device path
+        return nullptr;
+    }
+    r.channel = c.get();
+    add(std::move(c));
+    if (channels_.empty() || channels_.back().get() != r.channel) {
+        r.channel = nullptr;
+        r.retry_us = now_us + kRetryUs;
+    }
+    return r.channel;
+}
+
+void Hub::learn(uint32_t ip_be, uint16_t port, Channel* c)
+{
+    if (!is_local_ip(ip_be))
+        return;  // a local peer never speaks for an address elsewhere
+    LocalRoute& r = routes_[key(ip_be, port)];
+    if (!r.channel)
+        r.channel = c;
+}
+
+std::vector<void*>& Hub::backlog(const Channel* c)
+{
+    size_t i = 0;
+    while (i + 1 < channels_.size() && channels_[i].get() != c)
+        i++;
+    return backlogs_[i];
+}
+
+void Hub::count_dead()
+{
+    dead_ = 0;
+    for (const auto& c : channels_)
+        dead_ += c->state() != ChannelState::kOpen;
+}
+
+void Hub::accept_pending(int listen_fd)
+{
+    int fd;
+    while (true) {
+        const int rc = Channel::accept_socket(listen_fd, &st, &fd);
+        if (rc == -EPERM)
+            continue;  // another user's: refused and counted
+        if (rc)
+            return;  // -EAGAIN: none left (or the process is out of fds: next time)
+        epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            close(fd);
+            continue;
+        }
+        pending_.push_back(Pending {fd, pending_now_us_});
+    }
+}
+
+bool Hub::finish_pending(int fd)
+{
+    for (size_t i = 0; i < pending_.size(); i++) {
+        if (pending_[i].fd != fd)
+            continue;
+        std::unique_ptr<Channel> c = take_spare();
+        const int rc = Channel::finish_accept(fd, &st, &c);
+        if (rc && c)
+            spares_.push_back(std::move(c));  // given back, cleared
+        if (rc == -EAGAIN)
+            return true;
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+        if (rc == 0)
+            add(std::move(c));  // else the fd was closed (and so left the set)
+        return true;
+    }
+    return false;
+}
+
+void Hub::service(uint64_t now_us)
+{
+    pending_now_us_ = now_us;
+    epoll_event ev[32];
+    const int n = epoll_wait(epfd_, ev, 32, 0);
+    bool changed = false;
+    for (int i = 0; i < n; i++) {
+        const int fd = ev[i].data.fd;
+        bool done = false;
+        for (const auto& kv : listeners_) {
+            if (kv.second->fd() == fd) {
+                accept_pending(fd);
+                done = true;
+                break;
+            }
+        }
+        if (!done)
+            done = finish_pending(fd);
+        for (size_t k = 0; !done && k < channels_.size(); k++) {
+            Channel* c = channels_[k].get();
+            if (c->fd() != fd)
+                continue;
+            done = true;
+            if (c->service() != ChannelState::kOpen) {
+                epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+                changed = true;
+            }
+        }
+        // Else the device's fd: the engine reads the device anyway.
+    }
+    // Connections whose hello never came.
+    for (size_t i = 0; i < pending_.size();) {
+        if (now_us - pending_[i].since_us < kHelloWaitUs) {
+            i++;
+            continue;
+        }
+        st.refused_hello++;
+        close(pending_[i].fd);
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
+    if (changed)
+        count_dead();
+}
+
+void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
+{
+    count_dead();
+    size_t kept = 0;
+    for (size_t i = 0; i < channels_.size(); i++) {
+        Channel* c = channels_[i].get();
+        const uint8_t* d;
+        uint32_t len;
+        // Dead, or gone with everything it wrote read.
+        const bool done =
+            c->state() == ChannelState::kDead || (c->state() == ChannelState::kPeerGone && !c->peek(&d, &len));
+        if (!done) {
+            if (kept != i) {
+                channels_[kept] = std::move(channels_[i]);
+                backlogs_[kept] = std::move(backlogs_[i]);
+            }
+            kept++;
+            continue;
+        }
+        for (auto it = routes_.begin(); it != routes_.end();) {
+            if (it->second.channel == c) {
+                gone->push_back(it->first);
+                it = routes_.erase(it);  // a restarted peer is connected again at once
+            } else {
+                ++it;
+            }
+        }
+        epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
+        freed->insert(freed->end(), backlogs_[i].begin(), backlogs_[i].end());
+        // Recycled for the next peer (a restarted one, usually).
+        c->clear();
+        spares_.push_back(std::move(channels_[i]));
+        backlogs_[i].clear();
+        spare_backlogs_.push_back(std::move(backlogs_[i]));
+    }
+    channels_.resize(kept);
+    backlogs_.resize(kept);
+    count_dead();
+}
+
+int Hub::arm(uint64_t now_us)
+{
+    service(now_us);
+    if (dead_)
+        return -EAGAIN;  // the engine reaps them first
+    for (size_t i = 0; i < channels_.size(); i++) {
+        if (!backlogs_[i].empty() || !channels_[i]->arm()) {
+            for (size_t k = 0; k < i; k++)
+                channels_[k]->disarm();
+            return -EAGAIN;
+        }
+    }
+    arms_++;
+    return 0;
+}
+
+void Hub::disarm()
+{
+    if (arms_ == 0 || --arms_ > 0)
+        return;  // another sleeper still counts on the flags
+    for (const auto& c : channels_)
+        c->disarm();
+}
+
+size_t Hub::peers() const
+{
+    size_t n = 0;
+    for (const auto& kv : routes_)
+        n += kv.second.channel != nullptr;
+    return n;
+}
+
+void Hub::dump(FILE* f) const
+{
+    fprintf(f,
+            "dpdk engine host-local: channels %zu listeners %zu frames tx %" PRIu64 " rx %" PRIu64
+            " ring full %" PRIu64 " wake-ups %" PRIu64 " peer deaths %" PRIu64 " refused uid %" PRIu64
+            " hello %" PRIu64 " bad index %" PRIu64 " bad length %" PRIu64 "\n",
+            channels_.size(), listeners_.size(), st.frames_tx, st.frames_rx, st.tx_full, st.wakeups_sent,
+            st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
+    for (const auto& kv : routes_)
+        if (kv.second.channel)
+            fprintf(f, "dpdk engine host-local: peer %s on shared memory (pid %d)\n",
+                    address_text(kv.first).c_str(), static_cast<int>(kv.second.channel->peer_pid()));
+}
+
+}  // namespace dpdk_engine::local

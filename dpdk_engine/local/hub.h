@@ -1,0 +1,118 @@
+// The host-local channels of one engine (docs/host_local.md): a listener
+// per endpoint address, the channels to peers of this network namespace,
+// which peer address goes through which channel, and one epoll fd that
+// sleepers wait on (the device's fd, the listeners, the channels). Knows
+// nothing of frames beyond the UDP source address it learns routes from.
+#ifndef DPDK_ENGINE_LOCAL_HUB_H
+#define DPDK_ENGINE_LOCAL_HUB_H
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "dpdk_engine/local/channel.h"
+
+namespace dpdk_engine::local {
+
+// A peer address reached through a channel, and the frames that found its
+// ring full (sent, in order, before any later frame).
+struct LocalRoute {
+    Channel* channel = nullptr;  // nullptr: not local (device path) until retry_us
+    uint64_t retry_us = 0;
+};
+
+class Hub {
+ public:
+    ~Hub();
+    // `device_fd`: the device's wait fd (or -1), added to wait_fd().
+    // `ip_be`: the engine's address, whose ports the endpoints listen on.
+    int init(uint32_t ip_be, int device_fd, const RingGeometry& g);
+    // One listener per endpoint port; a name held by someone else leaves
+    // that endpoint on the device path (logged).
+    void listen(uint16_t port);
+    void unlisten(uint16_t port);
+
+    // The channel to (ip, port), connecting on first use: nullptr when the
+    // address is not of this namespace or nobody of ours listens there (tried
+    // again after kRetryUs).
+    Channel* route(uint32_t ip_be, uint16_t port, uint64_t now_us)
+    {
+        if (!is_local_ip(ip_be))
+            return nullptr;
+        auto it = routes_.find(key(ip_be, port));
+        if (it != routes_.end() && (it->second.channel || now_us < it->second.retry_us))
+            return it->second.channel;
+        return connect(ip_be, port, now_us);
+    }
+    // Frames from `c` came from (ip, port): replies take the same channel.
+    void learn(uint32_t ip_be, uint16_t port, Channel* c);
+    bool is_local_ip(uint32_t ip_be) const;
+
+    // Accepts pending connections, drains wake-ups, notices hang-ups. Cheap
+    // when nothing happened (one epoll_wait); the engine calls it now and
+    // then and before sleeping. Never blocks.
+    void service(uint64_t now_us);
+    const std::vector<std::unique_ptr<Channel>>& channels() const { return channels_; }
+    // Frames that found `c`'s ring full, to send before any later one.
+    std::vector<void*>& backlog(const Channel* c);
+    // Takes the channels whose peer is gone (after their last frames were
+    // read): `gone` gets the peer addresses routed through them, `freed` the
+    // backlog entries to free. The channels are destroyed.
+    void reap(std::vector<uint64_t>* gone, std::vector<void*>* freed);
+    bool has_dead() const { return dead_ > 0; }
+    // Peer addresses routed through a channel now.
+    size_t peers() const;
+
+    // Blocking waits: 0: sleep on wait_fd(); -EAGAIN: frames are waiting.
+    int arm(uint64_t now_us);
+    void disarm();
+    int wait_fd() const { return epfd_; }
+
+    static uint64_t key(uint32_t ip_be, uint16_t port) { return uint64_t {ip_be} << 16 | port; }
+    LocalStats st;
+    void dump(FILE* f) const;
+
+    static constexpr uint64_t kRetryUs = 1000000;
+    static constexpr uint64_t kHelloWaitUs = 2000000;
+
+ private:
+    Channel* connect(uint32_t ip_be, uint16_t port, uint64_t now_us);
+    void add(std::unique_ptr<Channel> c);
+    void count_dead();
+    void accept_pending(int listen_fd);
+    bool finish_pending(int fd);  // false: fd is no pending connection
+    // Accepted sockets of our user whose hello has not come yet: never
+    // waited for (the peer may be descheduled between connect and hello),
+    // given up after kHelloWaitUs.
+    struct Pending {
+        int fd;
+        uint64_t since_us;
+    };
+    std::vector<Pending> pending_;
+    uint64_t pending_now_us_ = 0;
+    uint32_t ip_be_ = 0;
+    RingGeometry g_;
+    int epfd_ = -1;
+    std::vector<uint32_t> local_ips_;
+    std::unordered_map<uint16_t, std::unique_ptr<Listener>> listeners_;
+    std::vector<std::unique_ptr<Channel>> channels_;
+    std::vector<std::vector<void*>> backlogs_;  // parallel to channels_
+    // Channels and backlogs made at init and recycled after a peer's death:
+    // a new peer on the data path costs no heap allocation (up to kSpares
+    // at once; the vectors above never grow before kReserved channels).
+    std::vector<std::unique_ptr<Channel>> spares_;
+    std::vector<std::vector<void*>> spare_backlogs_;
+    std::unique_ptr<Channel> take_spare();
+    static constexpr size_t kSpares = 8;
+    static constexpr size_t kReserved = 64;
+    static constexpr size_t kBacklogReserve = 64;
+    std::unordered_map<uint64_t, LocalRoute> routes_;
+    unsigned dead_ = 0;
+    unsigned arms_ = 0;  // sleepers armed (arm() without disarm())
+};
+
+}  // namespace dpdk_engine::local
+
+#endif  // DPDK_ENGINE_LOCAL_HUB_H

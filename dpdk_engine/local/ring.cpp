@@ -1,0 +1,176 @@
+// The shared single-producer/single-consumer ring (ring.h).
+#include "dpdk_engine/local/ring.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace dpdk_engine::local {
+
+bool RingGeometry::valid() const
+{
+    const bool pow2 = slots && !(slots & (slots - 1));
+    return pow2 && slots >= kMinSlots && slots <= kMaxSlots && slot_bytes >= kMinSlotBytes &&
+           slot_bytes <= kMaxSlotBytes;
+}
+
+size_t RingGeometry::slot_stride() const
+{
+    return (sizeof(SlotHeader) + size_t {slot_bytes} + kCacheLine - 1) / kCacheLine * kCacheLine;
+}
+
+size_t RingGeometry::ring_bytes() const
+{
+    return sizeof(RingShared) + size_t {slots} * slot_stride();
+}
+
+void RingSide::attach(void* base, const RingGeometry& g, LocalStats* st)
+{
+    shared_ = static_cast<RingShared*>(base);
+    slots_ = static_cast<uint8_t*>(base) + sizeof(RingShared);
+    g_ = g;
+    mask_ = g.slots - 1;
+    own_ = 0;
+    other_ = 0;
+    state_ = RingState::kOk;
+    st_ = st;
+}
+
+// ---------------------------------------------------------------- producer
+// own_: our tail; other_: the consumer's head.
+
+bool RingProducer::refresh_head()
+{
+    const uint32_t head = shared_->consumer.head.load(std::memory_order_acquire);
+    // The consumer can only have read what we published: a head behind
+    // the last one we saw or past our tail is garbage.
+    if (own_ - head > g_.slots || head - other_ > own_ - other_) {
+        st_->bad_index++;
+        state_ = RingState::kCorrupt;
+        return false;
+    }
+    other_ = head;
+    return true;
+}
+
+uint32_t RingProducer::free_slots()
+{
+    if (state_ != RingState::kOk || !refresh_head())
+        return 0;
+    return g_.slots - (own_ - other_);
+}
+
+int RingProducer::push(const void* data, uint32_t len, bool* wake)
+{
+    return push_pieces(&data, &len, 1, wake);
+}
+
+int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake)
+{
+    *wake = false;
+    if (state_ != RingState::kOk)
+        return -EPIPE;
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += lens[i];
+    if (total > g_.slot_bytes) {
+        st_->tx_too_big++;
+        return -EMSGSIZE;
+    }
+    if (own_ - other_ >= g_.slots) {
+        if (!refresh_head())
+            return -EPIPE;
+        if (own_ - other_ >= g_.slots) {
+            st_->tx_full++;
+            return -ENOBUFS;
+        }
+    }
+    uint8_t* at = slot(own_);
+    auto* hdr = reinterpret_cast<SlotHeader*>(at);
+    uint8_t* out = at + sizeof(SlotHeader);
+    for (unsigned i = 0; i < n; i++) {
+        memcpy(out, data[i], lens[i]);
+        out += lens[i];
+    }
+    hdr->len.store(static_cast<uint32_t>(total), std::memory_order_relaxed);
+    own_++;
+    shared_->producer.tail.store(own_, std::memory_order_release);
+    st_->frames_tx++;
+    // Dekker with prepare_sleep(): our tail store is ordered before the
+    // read of the flag, the consumer's flag store before its read of tail,
+    // so at least one of us sees the other.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (shared_->consumer.sleeping.load(std::memory_order_relaxed) &&
+        shared_->consumer.sleeping.exchange(0, std::memory_order_acq_rel)) {
+        st_->wakeups_sent++;
+        *wake = true;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- consumer
+// own_: our head; other_: the producer's tail.
+
+bool RingConsumer::refresh_tail()
+{
+    const uint32_t tail = shared_->producer.tail.load(std::memory_order_acquire);
+    // The producer cannot be more than a ring ahead of us, nor take back
+    // what it published.
+    if (tail - own_ > g_.slots || tail - other_ > g_.slots) {
+        st_->bad_index++;
+        state_ = RingState::kCorrupt;
+        return false;
+    }
+    other_ = tail;
+    return true;
+}
+
+bool RingConsumer::empty()
+{
+    if (state_ != RingState::kOk)
+        return true;
+    if (own_ != other_)
+        return false;
+    return !refresh_tail() || own_ == other_;
+}
+
+bool RingConsumer::peek(const uint8_t** data, uint32_t* len)
+{
+    while (!empty()) {
+        const uint8_t* at = slot(own_);
+        // Read once: the producer may change it after we checked it.
+        const uint32_t n = reinterpret_cast<const SlotHeader*>(at)->len.load(std::memory_order_relaxed);
+        if (n == 0 || n > g_.slot_bytes) {
+            st_->bad_length++;
+            pop();
+            continue;
+        }
+        *data = at + sizeof(SlotHeader);
+        *len = n;
+        return true;
+    }
+    return false;
+}
+
+void RingConsumer::pop()
+{
+    own_++;
+    shared_->consumer.head.store(own_, std::memory_order_release);
+}
+
+bool RingConsumer::prepare_sleep()
+{
+    shared_->consumer.sleeping.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (state_ == RingState::kOk && !empty()) {
+        cancel_sleep();
+        return false;
+    }
+    return true;
+}
+
+void RingConsumer::cancel_sleep()
+{
+    shared_->consumer.sleeping.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace dpdk_engine::local

@@ -1,0 +1,126 @@
+// A single-producer/single-consumer ring of fixed-size slots in memory
+// shared with another process (docs/host_local.md). The other process is
+// hostile until proven otherwise: each side keeps its own index and the
+// ring's geometry privately, and every index and length it reads from the
+// shared memory is checked against that private copy before use.
+#ifndef DPDK_ENGINE_LOCAL_RING_H
+#define DPDK_ENGINE_LOCAL_RING_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace dpdk_engine::local {
+
+// Counters of what a local peer did wrong or what the rings refused.
+struct LocalStats {
+    uint64_t frames_tx = 0;
+    uint64_t frames_rx = 0;
+    uint64_t tx_full = 0;        // a frame found the ring full (-ENOBUFS)
+    uint64_t tx_too_big = 0;     // a frame longer than a slot (-EMSGSIZE)
+    uint64_t wakeups_sent = 0;   // bytes sent to a consumer that said it sleeps
+    uint64_t bad_index = 0;      // an index in the shared ring out of range: the channel breaks
+    uint64_t bad_length = 0;     // a slot length out of range: the slot is skipped
+    uint64_t refused_uid = 0;    // a peer of another user: connection closed
+    uint64_t refused_hello = 0;  // a hello without a valid geometry or memfd
+    uint64_t peer_deaths = 0;    // channels whose peer went away
+};
+
+// The size of the rings, chosen by the connecting side and sent in its
+// hello; the accepting side checks it (valid()) and the memfd's size.
+struct RingGeometry {
+    uint32_t slots = 0;       // a power of two, kMinSlots..kMaxSlots
+    uint32_t slot_bytes = 0;  // payload bytes per slot, kMinSlotBytes..kMaxSlotBytes
+    bool valid() const;
+    size_t slot_stride() const;  // header + payload, rounded to a cache line
+    size_t ring_bytes() const;   // control lines + slots of one direction
+};
+
+constexpr uint32_t kMinSlots = 8;
+constexpr uint32_t kMaxSlots = 4096;
+constexpr uint32_t kMinSlotBytes = 64;
+constexpr uint32_t kMaxSlotBytes = 65536;
+constexpr size_t kCacheLine = 64;
+
+// The shared layout of one direction. The producer writes `tail` (release)
+// after the slot; the consumer writes `head` after reading a slot and
+// `sleeping` before it waits on the channel's socket. They sit in separate
+// cache lines so the two sides do not bounce one line.
+struct alignas(kCacheLine) RingProducerLine {
+    std::atomic<uint32_t> tail;
+};
+struct alignas(kCacheLine) RingConsumerLine {
+    std::atomic<uint32_t> head;
+    std::atomic<uint32_t> sleeping;
+};
+struct RingShared {
+    RingProducerLine producer;
+    RingConsumerLine consumer;
+};
+struct SlotHeader {
+    std::atomic<uint32_t> len;
+    uint32_t reserved;
+};
+static_assert(sizeof(RingShared) == 2 * kCacheLine, "control lines");
+static_assert(sizeof(SlotHeader) == 8, "slot header");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+enum class RingState {
+    kOk,
+    kCorrupt
+};
+
+// What each side knows of a ring privately: where it is and its geometry.
+class RingSide {
+ public:
+    // `base`: the ring's first byte in the mapping, laid out for g.
+    void attach(void* base, const RingGeometry& g, LocalStats* st);
+    RingState state() const { return state_; }
+
+ protected:
+    uint8_t* slot(uint32_t index) const { return slots_ + size_t {index & mask_} * g_.slot_stride(); }
+    RingShared* shared_ = nullptr;
+    uint8_t* slots_ = nullptr;
+    RingGeometry g_;
+    uint32_t mask_ = 0;
+    uint32_t own_ = 0;    // our index (tail or head): the shared copy is only written
+    uint32_t other_ = 0;  // the other side's index when last read (checked)
+    RingState state_ = RingState::kOk;
+    LocalStats* st_ = nullptr;
+};
+
+class RingProducer : public RingSide {
+ public:
+    // Copies `len` bytes into the next slot and publishes it. 0;
+    // -ENOBUFS (full: nothing written); -EMSGSIZE (len > slot_bytes);
+    // -EPIPE (the consumer's index is out of range: the ring is broken).
+    // *wake: the consumer said it sleeps; the caller sends it a byte.
+    int push(const void* data, uint32_t len, bool* wake);
+    // The same for a frame in pieces (an mbuf chain): `n` pieces.
+    int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake);
+    uint32_t free_slots();
+
+ private:
+    bool refresh_head();  // reads the consumer's head; false when out of range
+};
+
+class RingConsumer : public RingSide {
+ public:
+    // The next well-formed slot: its bytes and length, valid until pop().
+    // Slots whose length is out of range are skipped (counted). false when
+    // empty or broken (state() says which).
+    bool peek(const uint8_t** data, uint32_t* len);
+    void pop();
+    bool empty();
+    // Before sleeping on the channel's fd: sets the sleeping flag and looks
+    // once more. false: a slot is waiting (flag cleared), do not sleep.
+    bool prepare_sleep();
+    void cancel_sleep();
+
+ private:
+    bool refresh_tail();
+};
+
+}  // namespace dpdk_engine::local
+
+#endif  // DPDK_ENGINE_LOCAL_RING_H
