@@ -687,35 +687,6 @@ void EngineImpl::answer_time_wait(EndpointImpl* ep, const wire::ParsedPacket& p,
         session_send_ack(s, now);
 }
 
-int Engine::wait_fd() const
-{
-    // With the host-local path: an epoll fd holding the device's fd and the
-    // channels' sockets (their wake-ups). A device without a wait fd keeps
-    // the timed sleeps.
-    const int device_fd = impl_->port->rx_wait_fd();
-    return impl_->local_hub && device_fd >= 0 ? impl_->local_hub->wait_fd() : device_fd;
-}
-
-int Engine::arm_wait()
-{
-    if (impl_->local_hub) {
-        const int rc = impl_->local_hub->arm(now_us());
-        if (rc)
-            return rc;
-    }
-    const int rc = impl_->port->arm_rx_wait();
-    if (rc && impl_->local_hub)
-        impl_->local_hub->disarm();
-    return rc;
-}
-
-void Engine::disarm_wait()
-{
-    if (impl_->local_hub)
-        impl_->local_hub->disarm();
-    impl_->port->disarm_rx_wait();
-}
-
 uint32_t Engine::next_timeout_us() const
 {
     if (!impl_->loopback.empty())
@@ -751,100 +722,6 @@ uint32_t Engine::next_timeout_us() const
 bool Engine::holds_tx() const
 {
     return impl_->sends_deferred;
-}
-
-uint8_t protocol_version()
-{
-    return wire::kVersion;
-}
-
-size_t max_datagram_payload(uint16_t mtu)
-{
-    return size_t(mtu) - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
-           wire::extension_len(wire::PacketType::kDatagram);
-}
-
-// DeviceKind is Port::Kind value for value, so converting is a cast.
-static_assert(static_cast<int>(DeviceKind::kAfPacket) == static_cast<int>(Port::Kind::kAfPacket) &&
-                  static_cast<int>(DeviceKind::kMemif) == static_cast<int>(Port::Kind::kMemif) &&
-                  static_cast<int>(DeviceKind::kRing) == static_cast<int>(Port::Kind::kRing) &&
-                  static_cast<int>(DeviceKind::kRingPair) == static_cast<int>(Port::Kind::kRingPair) &&
-                  static_cast<int>(DeviceKind::kNull) == static_cast<int>(Port::Kind::kNull) &&
-                  static_cast<int>(DeviceKind::kTap) == static_cast<int>(Port::Kind::kTap) &&
-                  static_cast<int>(DeviceKind::kAfXdp) == static_cast<int>(Port::Kind::kAfXdp) &&
-                  static_cast<int>(DeviceKind::kPci) == static_cast<int>(Port::Kind::kPci) &&
-                  static_cast<int>(DeviceKind::kOtherVdev) == static_cast<int>(Port::Kind::kOtherVdev),
-              "the public DeviceKind and Port::Kind agree value for value");
-
-const char* to_string(DeviceKind k)
-{
-    return to_string(static_cast<Port::Kind>(k));
-}
-
-DeviceInfo Engine::device() const
-{
-    DeviceInfo d;
-    d.kind = static_cast<DeviceKind>(impl_->port->kind());
-    d.name = impl_->port->name();
-    return d;
-}
-
-bool Engine::link_up() const
-{
-    return impl_->port->link_up();
-}
-
-DeviceStats Engine::device_stats() const
-{
-    const Port::Stats& ps = impl_->port->stats();
-    DeviceStats d;
-    d.rx_packets = ps.rx_pkts;
-    d.rx_bytes = ps.rx_bytes;
-    d.tx_packets = ps.tx_pkts;
-    d.tx_bytes = ps.tx_bytes;
-    d.tx_dropped = ps.tx_dropped;
-    d.alloc_failed = ps.alloc_failed;
-    return d;
-}
-
-Port& engine_port(Engine& e)
-{
-    return *EngineImpl::of(e).port;
-}
-
-const EngineConfig& Engine::config() const
-{
-    return impl_->cfg;
-}
-
-int Engine::resolve(const char* node, const char* service, Address* out)
-{
-    if (!out)
-        return -EINVAL;
-    Address a;
-    if (node && *node) {
-        in_addr ia;
-        if (inet_pton(AF_INET, node, &ia) == 1) {
-            a.ip_be = ia.s_addr;
-        } else {
-            addrinfo hints {};
-            hints.ai_family = AF_INET;
-            addrinfo* res = nullptr;
-            if (getaddrinfo(node, nullptr, &hints, &res) != 0 || !res)
-                return -ENOENT;
-            a.ip_be = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
-            freeaddrinfo(res);
-        }
-    }
-    if (service && *service) {
-        char* end = nullptr;
-        unsigned long v = strtoul(service, &end, 10);
-        if (*end || v > 65535)
-            return -EINVAL;
-        a.port = static_cast<uint16_t>(v);
-    }
-    *out = a;
-    return 0;
 }
 
 }  // namespace dpdk_engine

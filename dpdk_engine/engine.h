@@ -377,21 +377,6 @@ struct EngineStats {
     uint64_t local_peers;     // peer addresses reached through them now
 };
 
-// The kind of device an engine drives, from PortConfig::device.
-enum class DeviceKind : uint8_t {
-    kAfPacket,
-    kMemif,
-    kRing,
-    kRingPair,
-    kNull,
-    kTap,
-    kAfXdp,
-    kPci,
-    kOtherVdev,
-};
-// "af_packet", "memif", "ring", ...; never null.
-const char* to_string(DeviceKind k);
-
 struct DeviceInfo {
     DeviceKind kind = DeviceKind::kOtherVdev;
     std::string name;  // the DPDK device's name

@@ -222,7 +222,7 @@ class LogCapture {
 
 }  // namespace
 
-const char* to_string(Port::Kind k)
+const char* to_string(DeviceKind k)
 {
     switch (k) {
     case Port::Kind::kAfPacket: return "af_packet";

@@ -102,17 +102,7 @@ class PortBackend;
 
 class Port {
  public:
-    enum class Kind {
-        kAfPacket,
-        kMemif,
-        kRing,
-        kRingPair,
-        kNull,
-        kTap,
-        kAfXdp,
-        kPci,
-        kOtherVdev
-    };
+    using Kind = DeviceKind;  // port_config.h: the public engine.h names it too
 
     struct Stats {
         uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
@@ -306,8 +296,6 @@ class Port {
     unsigned tx_count_ = 0;
     Stats stats_ {};
 };
-
-const char* to_string(Port::Kind k);
 
 }  // namespace dpdk_engine
 

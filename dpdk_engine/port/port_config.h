@@ -10,6 +10,21 @@
 
 namespace dpdk_engine {
 
+// The kind of device PortConfig::device names (Port::Kind).
+enum class DeviceKind : uint8_t {
+    kAfPacket,
+    kMemif,
+    kRing,
+    kRingPair,
+    kNull,
+    kTap,
+    kAfXdp,
+    kPci,
+    kOtherVdev,
+};
+// "af_packet", "memif", "ring", ...; never null.
+const char* to_string(DeviceKind k);
+
 struct PortConfig {
     std::string device;        // port.h lists the forms; "" => af_packet on iface
     std::string iface = "lo";  // for the default af_packet device

@@ -1,0 +1,121 @@
+// What the public Engine tells of its device and does with it beside
+// progress: the fd a sleeper waits on and its arming (the device's and the
+// host-local channels'), the device's kind, link and counters, the wire's
+// limits as the provider reports them, and address resolution.
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "dpdk_engine/engine_impl.h"
+
+namespace dpdk_engine {
+
+int Engine::wait_fd() const
+{
+    // With the host-local path: an epoll fd holding the device's fd and the
+    // channels' sockets (their wake-ups). A device without a wait fd keeps
+    // the timed sleeps.
+    const int device_fd = impl_->port->rx_wait_fd();
+    return impl_->local_hub && device_fd >= 0 ? impl_->local_hub->wait_fd() : device_fd;
+}
+
+int Engine::arm_wait()
+{
+    if (impl_->local_hub) {
+        const int rc = impl_->local_hub->arm(now_us());
+        if (rc)
+            return rc;
+    }
+    const int rc = impl_->port->arm_rx_wait();
+    if (rc && impl_->local_hub)
+        impl_->local_hub->disarm();
+    return rc;
+}
+
+void Engine::disarm_wait()
+{
+    if (impl_->local_hub)
+        impl_->local_hub->disarm();
+    impl_->port->disarm_rx_wait();
+}
+
+uint8_t protocol_version()
+{
+    return wire::kVersion;
+}
+
+size_t max_datagram_payload(uint16_t mtu)
+{
+    return size_t(mtu) - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
+           wire::extension_len(wire::PacketType::kDatagram);
+}
+
+DeviceInfo Engine::device() const
+{
+    DeviceInfo d;
+    d.kind = impl_->port->kind();
+    d.name = impl_->port->name();
+    return d;
+}
+
+bool Engine::link_up() const
+{
+    return impl_->port->link_up();
+}
+
+DeviceStats Engine::device_stats() const
+{
+    const Port::Stats& ps = impl_->port->stats();
+    DeviceStats d;
+    d.rx_packets = ps.rx_pkts;
+    d.rx_bytes = ps.rx_bytes;
+    d.tx_packets = ps.tx_pkts;
+    d.tx_bytes = ps.tx_bytes;
+    d.tx_dropped = ps.tx_dropped;
+    d.alloc_failed = ps.alloc_failed;
+    return d;
+}
+
+Port& engine_port(Engine& e)
+{
+    return *EngineImpl::of(e).port;
+}
+
+const EngineConfig& Engine::config() const
+{
+    return impl_->cfg;
+}
+
+int Engine::resolve(const char* node, const char* service, Address* out)
+{
+    if (!out)
+        return -EINVAL;
+    Address a;
+    if (node && *node) {
+        in_addr ia;
+        if (inet_pton(AF_INET, node, &ia) == 1) {
+            a.ip_be = ia.s_addr;
+        } else {
+            addrinfo hints {};
+            hints.ai_family = AF_INET;
+            addrinfo* res = nullptr;
+            if (getaddrinfo(node, nullptr, &hints, &res) != 0 || !res)
+                return -ENOENT;
+            a.ip_be = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+            freeaddrinfo(res);
+        }
+    }
+    if (service && *service) {
+        char* end = nullptr;
+        unsigned long v = strtoul(service, &end, 10);
+        if (*end || v > 65535)
+            return -EINVAL;
+        a.port = static_cast<uint16_t>(v);
+    }
+    *out = a;
+    return 0;
+}
+
+}  // namespace dpdk_engine
