@@ -349,6 +349,10 @@ struct EndpointStats {
     // handle of ours (the first of a session) or a stale one (wire.h,
     // dest_session); the others found it by a compare or by handle.
     uint64_t rx_by_address;
+    // Operations that failed after their success was reported at post time
+    // (kOpInjectComplete: a write the target refused, a peer lost). An
+    // operation completes once (fi_cq(3)), so they are only counted here.
+    uint64_t late_failures;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -375,9 +375,11 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
     if (rte_mbuf_ext_refcnt_read(&op->zc_shinfo) != 0)
         engine->port->flush();
     if (kind_info(op->kind).user) {
-        bool already = op->flags & kOpInjectComplete;  // reported at post time
-        bool wanted = status != OpStatus::kOk || (op->flags & kOpCompletion);
-        if (wanted && !(already && status == OpStatus::kOk))
+        const bool already = (op->flags & kOpInjectComplete) && (op->flags & kOpCompletion);  // at post time
+        const bool wanted = status != OpStatus::kOk || (op->flags & kOpCompletion);
+        if (already && status != OpStatus::kOk)
+            st.late_failures++;
+        else if (wanted && !already)
             report(op, status);
     }
     if (op->kind == TxOp::Kind::kConn)
@@ -527,7 +529,7 @@ void Endpoint::dump_stats(FILE* f) const
             " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
             " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
             " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 " credit_waits %" PRIu64
-            " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 "\n",
+            " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 " late_failures %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
@@ -535,7 +537,7 @@ void Endpoint::dump_stats(FILE* f) const
             s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
             s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
             s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
-            s.answer_stalls, s.rx_by_address);
+            s.answer_stalls, s.rx_by_address, s.late_failures);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

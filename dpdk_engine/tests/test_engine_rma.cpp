@@ -716,6 +716,23 @@ void test_protection(void** state)
     c = take(p, a, ctx(902), t);
     CHECK_STATUS(c, OpStatus::kRemoteInvalidKey);
     CHECK(mcmp(rw, before.data(), kLen) == 0, "write through a removed key changed memory");
+    // kOpInjectComplete: success is reported at post time (the buffer is
+    // free); the refusal that follows is counted, never a second completion.
+    const uint64_t late0 = a->ep->stats().late_failures, refused0 = b->ep->stats().rma_refused;
+    iovec small {good.data(), 100};  // copied at post time: inject-complete reports at once
+    ra.flags = kOpCompletion | kOpInjectComplete;
+    ra.iov = &small;
+    ra.context = ctx(903);
+    CHECK(a->ep->write(ra) == 0, "inject-complete write");
+    c = take(p, a, ctx(903), t);
+    CHECK_STATUS(c, OpStatus::kOk);
+    const uint64_t until = now_ms() + t;
+    while (a->ep->stats().late_failures == late0 && now_ms() < until)
+        p.run_for(1);
+    CHECK(a->ep->stats().late_failures == late0 + 1, "the refusal after an inject-complete write was not counted");
+    CHECK(b->ep->stats().rma_refused == refused0 + 1, "the target did not refuse the write");
+    p.run_for(5);
+    CHECK(a->sink.c.empty(), "%zu more completions for an inject-complete write", a->sink.c.size());
     p.mr[1]->remove(kro);
     p.mr[1]->remove(kwo);
     p.mr[1]->remove(kna);
