@@ -142,10 +142,7 @@ int dpdk_cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void*
         c->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         // Always open the waiter: fi_cntr_wait blocks on it whatever the
         // wait object, instead of spinning.
-        int ret = open_waiter(d, c->waiter);
-        if (!ret && ws)
-            ret = wait_set_attach(ws, &c->fid.fid, &c->waiter);
-        if (ret)
+        if (int ret = open_waiter(d, c->waiter, ws, &c->fid.fid))
             return ret;
         c->wait_set = ws;
         c->fid.fid.fclass = FI_CLASS_CNTR;

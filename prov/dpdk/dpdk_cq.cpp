@@ -272,10 +272,7 @@ int dpdk_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* conte
         cq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         cq->ring.resize(round_up_pow2(attr->size ? attr->size : 1024));
         if (cq->wait_obj != FI_WAIT_NONE) {
-            int ret = open_waiter(d, cq->waiter);
-            if (!ret && ws)
-                ret = wait_set_attach(ws, &cq->fid.fid, &cq->waiter);
-            if (ret)
+            if (int ret = open_waiter(d, cq->waiter, ws, &cq->fid.fid))
                 return ret;
             cq->wait_set = ws;
         }

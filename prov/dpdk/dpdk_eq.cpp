@@ -308,10 +308,7 @@ int dpdk_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* conte
         eq->fabric = reinterpret_cast<Fabric*>(fabric);
         eq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
         if (eq->wait_obj != FI_WAIT_NONE) {
-            int ret = fi_errno(eq->waiter.open(-1));
-            if (!ret && ws)
-                ret = wait_set_attach(ws, &eq->fid.fid, &eq->waiter);
-            if (ret)
+            if (int ret = open_waiter(nullptr, eq->waiter, ws, &eq->fid.fid))
                 return ret;
             eq->wait_set = ws;
         }

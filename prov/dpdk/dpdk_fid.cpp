@@ -75,14 +75,17 @@ int op_status_errno(dpdk_engine::OpStatus s) noexcept
     return FI_EOTHER;
 }
 
-int open_waiter(Domain* d, Waiter& w) noexcept
+int open_waiter(Domain* d, Waiter& w, WaitSet* ws, fid* member) noexcept
 {
     int engine_fd = -1;
-    if (!d->auto_progress) {
+    if (d && !d->auto_progress) {
         LockScope scope(d->shared);
         engine_fd = d->shared->engine().wait_fd();
     }
-    return fi_errno(w.open(engine_fd));
+    int ret = fi_errno(w.open(engine_fd));
+    if (!ret && ws)
+        ret = wait_set_attach(ws, member, &w);
+    return ret;
 }
 
 int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept

@@ -324,10 +324,11 @@ struct Cntr {
 };
 
 // ---- wait objects and control of CQs, counters and EQs (dpdk_fid.cpp)
-// Opens the Waiter of a CQ or counter of domain d: with manual progress it
-// also holds the engine's packet fd, so a sleeper wakes when packets come.
+// Opens the Waiter of a CQ or counter of domain d (an EQ: d null): with
+// manual progress it also holds the engine's packet fd, so a sleeper wakes
+// when packets come. With a wait set (FI_WAIT_SET), `member` joins it.
 // 0 or -FI_E*.
-int open_waiter(Domain* d, Waiter& w) noexcept;
+int open_waiter(Domain* d, Waiter& w, WaitSet* ws = nullptr, fid* member = nullptr) noexcept;
 // fi_trywait of a CQ or counter: drops the previous fi_trywait's hold,
 // progresses once, and answers -FI_EAGAIN if there is something to read
 // (*pending, read under the lock, non-zero; nullptr: never) or packets are
