@@ -384,6 +384,10 @@ void unsupported()
         {"inject_size 1 GiB", [](fi_info* h) { h->tx_attr->inject_size = 1u << 30; }},
         {"tx iov_limit 1000", [](fi_info* h) { h->tx_attr->iov_limit = 1000; }},
         {"scalable endpoints (tx_ctx_cnt 4)", [](fi_info* h) { h->ep_attr->tx_ctx_cnt = 4; }},
+        {"named receive contexts (FI_NAMED_RX_CTX)", [](fi_info* h) { h->caps = FI_MSG | FI_NAMED_RX_CTX; }},
+        {"shared tx context (FI_SHARED_CONTEXT)", [](fi_info* h) { h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }},
+        {"shared rx context (FI_SHARED_CONTEXT)", [](fi_info* h) { h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; }},
+        {"shared AV (FI_SHARED_AV)", [](fi_info* h) { h->caps = FI_MSG | FI_SHARED_AV; }},
         {"auth_key_size 8", [](fi_info* h) { h->domain_attr->auth_key_size = 8; }},
         {"addr_format FI_SOCKADDR_IB", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IB; }},
     };

@@ -64,6 +64,36 @@ struct Case {
 };
 
 const Case kCases[] = {
+    // ---- not offered (fi_dpdk(7) LIMITATIONS): the documented -FI_ENOSYS
+    {kBeforeEnable, "fi_scalable_ep (no scalable endpoints)", -FI_ENOSYS,
+     [] {
+         fid_ep* sep = nullptr;
+         return long(fi_scalable_ep(fx.domain, fx.info, &sep, nullptr));
+     }},
+    {kBeforeEnable, "fi_stx_context (no shared tx contexts)", -FI_ENOSYS,
+     [] {
+         fid_stx* stx = nullptr;
+         return long(fi_stx_context(fx.domain, nullptr, &stx, nullptr));
+     }},
+    {kBeforeEnable, "fi_srx_context (no shared rx contexts)", -FI_ENOSYS,
+     [] {
+         fi_rx_attr ra {};
+         fid_ep* srx = nullptr;
+         return long(fi_srx_context(fx.domain, &ra, &srx, nullptr));
+     }},
+    {kBeforeEnable, "fi_av_open with a name (no shared AVs)", -FI_ENOSYS,
+     [] {
+         fi_av_attr aa {};
+         aa.type = FI_AV_TABLE;
+         aa.name = "fi_dpdk_misuse_av";
+         fid_av* av = nullptr;
+         return long(fi_av_open(fx.domain, &aa, &av, nullptr));
+     }},
+    {kBeforeEnable, "fi_tx_context on a plain endpoint", -FI_ENOSYS,
+     [] {
+         fid_ep* tx = nullptr;
+         return long(fi_tx_context(fx.ep, 0, nullptr, &tx, nullptr));
+     }},
     // ---- before fi_enable
     {kBeforeEnable, "fi_send before fi_enable", -FI_EOPBADSTATE,
      [] { return long(fi_send(fx.ep, fx.buf, 8, nullptr, 0, &fx.ctx)); }},
