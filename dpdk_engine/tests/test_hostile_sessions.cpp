@@ -1,0 +1,177 @@
+// Hostile packets against sessions: forget_peer, and forged session handles
+// (the rig: test_hostile.h).
+#include "dpdk_engine/tests/test_hostile.h"
+
+namespace hostile {
+
+void test_forget_peer(void**)
+{
+    Rig r;
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const unsigned free_before = rte_mempool_avail_count(engine_port(*r.engine).pool());
+    const Address me = ep->address();
+    // Ours toward peer 0, never answered: an RMA write and a message.
+    static char src[64] = "pending";
+    iovec iov {src, sizeof src};
+    assert_int_equal(ep->write(write_to_peer0(&iov, 10)), 0);
+    SendArgs snd;
+    snd.dest = peer_addr(0);
+    snd.iov = &iov;
+    snd.iov_count = 1;
+    snd.context = reinterpret_cast<void*>(11);
+    assert_int_equal(ep->send(snd), 0);
+    // Peer 0: one message delivered, then the first segment of a 40-byte
+    // one into receive 3 (still arriving). Peer 1: a message nobody took.
+    char buf[2][64] = {};
+    post(ep, buf[0], sizeof buf[0], reinterpret_cast<void*>(1));
+    assert_true(r.peer.send(peer_addr(0), me, eager(0x5151, 0, "delivered", true)));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    assert_string_equal(buf[0], "delivered");
+    post(ep, buf[1], sizeof buf[1], reinterpret_cast<void*>(3));
+    PacketSpec half = eager(0x5151, 1, "half", false);
+    half.flags = 0;  // not the last segment
+    half.ext = msg_ext(1, 40);
+    assert_true(r.peer.send(peer_addr(0), me, half));
+    assert_true(r.peer.send(peer_addr(1), me, eager(0x7171, 0, "dropped", true)));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    assert_int_equal(live_sessions(ep), 2);
+    sink.c.clear();
+
+    assert_int_equal(ep->forget_peer(peer_addr(0)), 0);
+    assert_int_equal(live_sessions(ep), 1);
+    int canceled = 0;
+    for (const Completion& c : sink.c) {
+        assert_int_equal(int(c.status), int(OpStatus::kCanceled));
+        canceled++;
+    }
+    assert_int_equal(canceled, 3);  // the write, the send, receive 3
+    assert_int_equal(ep->forget_peer(peer_addr(0)), -ENOENT);
+    assert_int_equal(ep->forget_peer(peer_addr(1)), 0);
+    assert_int_equal(live_sessions(ep), 0);
+    assert_int_equal(sink.c.size(), 3);  // its message went without a word
+    r.run();
+    assert_int_equal(rte_mempool_avail_count(engine_port(*r.engine).pool()), free_before);
+
+    // "dropped" is gone: a new receive stays empty. The old stream is a
+    // stranger's now; a new stream from the same address delivers.
+    sink.c.clear();
+    char late[64] = {};
+    post(ep, late, sizeof late, reinterpret_cast<void*>(4));
+    r.seen_types.clear();
+    r.seen_ack_streams.clear();
+    const uint64_t stale = ep->stats().stale_stream;
+    assert_true(r.peer.send(peer_addr(0), me, eager(0x5151, 5, "old stream", false)));
+    r.run();
+    assert_int_equal(ep->stats().stale_stream, stale + 1);
+    assert_true(r.reset_for(0x5151));
+    assert_int_equal(sink.c.size(), 0);
+    assert_true(r.peer.send(peer_addr(0), me, eager(0x6262, 0, "new stream", true)));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    assert_ptr_equal(sink.c[0].context, reinterpret_cast<void*>(4));
+    assert_string_equal(late, "new stream");
+    r.engine->close_endpoint(ep);
+}
+
+// Session handles on the wire (wire.h, src_session/dest_session): the
+// engine announces its handle and echoes the peer's; a packet naming the
+// handle of another peer's session, a handle out of range or a stale one
+// reaches only the session of its source address.
+void test_forged_session_handle(void**)
+{
+    Rig r;
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const Address me = ep->address();
+    char buf[8][32] = {};
+    for (int i = 0; i < 8; i++)
+        post(ep, buf[i], sizeof buf[i], reinterpret_cast<void*>(uintptr_t(i)));
+    PacketSpec s = eager(0x1111, 0, "zero-a", true);
+    s.flags |= wire::kFlagAckRequest;  // answered at once
+    s.src_session = 0xAAAA0001;
+    assert_true(r.peer.send(peer_addr(0), me, s));
+    s = eager(0x2222, 0, "one-a", true);
+    s.flags |= wire::kFlagAckRequest;
+    s.src_session = 0xBBBB0002;
+    assert_true(r.peer.send(peer_addr(1), me, s));
+    r.run();
+    assert_int_equal(sink.c.size(), 2);
+    assert_int_equal(ep->stats().rx_by_address, 2);  // first contact: no handle yet
+    const uint32_t h0 = ep->peer(peer_addr(0)).value, h1 = ep->peer(peer_addr(1)).value;
+    assert_true(h0 && h1 && h0 != h1);
+    // An eager message from peer `from` that names `dest` as our session.
+    auto send_named = [&](unsigned from, uint32_t stream, uint32_t psn, const char* text, bool start,
+                          uint32_t dest) {
+        PacketSpec x = eager(stream, psn, text, start);
+        x.dest_session = dest;
+        return r.peer.send(peer_addr(from), me, x);
+    };
+    // The engine's ACKs announce its handle and echo the peer's.
+    bool seen0 = false, seen1 = false;
+    for (size_t i = 0; i < r.seen_types.size(); i++) {
+        if (r.seen_ack_streams[i] == 0x1111) {
+            seen0 = true;
+            assert_int_equal(r.seen_src_sessions[i], h0);
+            assert_int_equal(r.seen_dest_sessions[i], 0xAAAA0001);
+        }
+        if (r.seen_ack_streams[i] == 0x2222) {
+            seen1 = true;
+            assert_int_equal(r.seen_src_sessions[i], h1);
+            assert_int_equal(r.seen_dest_sessions[i], 0xBBBB0002);
+        }
+    }
+    assert_true(seen0 && seen1);
+
+    // Peer 0 naming its own session: found by handle.
+    assert_true(send_named(0, 0x1111, 1, "zero-b", false, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 3);
+    assert_string_equal(buf[2], "zero-b");
+    assert_int_equal(ep->stats().rx_by_address, 2);
+
+    // Peer 1 naming peer 0's session, on its own stream: its own session
+    // takes it, by address.
+    assert_true(send_named(1, 0x2222, 1, "one-b", false, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 4);
+    assert_string_equal(buf[3], "one-b");
+    assert_true(sink.c[3].src == peer_addr(1));
+    assert_int_equal(ep->stats().rx_by_address, 3);
+    // Peer 1 naming peer 0's session and stream, PSN next in line: not
+    // peer 0's packet (peer 1's session resets the stranger's stream).
+    const uint64_t stale = ep->stats().stale_stream;
+    assert_true(send_named(1, 0x1111, 2, "forged", false, h0));
+    // A handle out of range and one with another generation: by address.
+    assert_true(send_named(1, 0x2222, 2, "one-c", false, 0xffffffffu));
+    assert_true(send_named(1, 0x2222, 3, "one-d", false, h1 ^ 0x00100000u));
+    r.run();
+    assert_int_equal(ep->stats().stale_stream, stale + 1);
+    assert_true(r.reset_for(0x1111));
+    assert_int_equal(sink.c.size(), 6);
+    assert_string_equal(buf[4], "one-c");
+    assert_string_equal(buf[5], "one-d");
+    // Peer 0's stream is untouched: its PSN 2 is still the next.
+    assert_true(send_named(0, 0x1111, 2, "zero-c", false, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 7);
+    assert_string_equal(buf[6], "zero-c");
+    assert_true(sink.c[6].src == peer_addr(0));
+
+    // Forgotten: the old handle names nobody; a new stream from peer 0
+    // makes a new session (a new generation of the slot).
+    assert_int_equal(ep->forget_peer(peer_addr(0)), 0);
+    const uint64_t by_address = ep->stats().rx_by_address;
+    assert_true(send_named(0, 0x3333, 0, "zero-new", true, h0));
+    r.run();
+    assert_int_equal(sink.c.size(), 8);
+    assert_string_equal(buf[7], "zero-new");
+    assert_int_equal(ep->stats().rx_by_address, by_address + 1);
+    const uint32_t h0_new = ep->peer(peer_addr(0)).value;
+    assert_true(h0_new && h0_new != h0 && h0_new != h1);
+    r.engine->close_endpoint(ep);
+}
+
+}  // namespace hostile
