@@ -557,6 +557,18 @@ void setup(fi_info* hints, const std::function<void()>& opened)
     oob.barrier(opts.only ? opts.only : "all");
 }
 
+void setup_auto_progress(uint64_t caps, int* mr_mode)
+{
+    *mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
+    fi_info* hints = make_hints(caps, *mr_mode);
+    hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    setup(hints);
+    fi_freeinfo(hints);
+    *mr_mode = fab.info->domain_attr->mr_mode;
+    FT_REQUIRE(fab.info->domain_attr->data_progress == FI_PROGRESS_AUTO, "no FI_PROGRESS_AUTO domain");
+}
+
 fi_dpdk_ep_stats dpdk_ep_stats(fid_ep* ep)
 {
     fi_dpdk_stats_ops* ops = nullptr;

@@ -213,6 +213,10 @@ fi_info* make_hints(uint64_t caps, int mr_mode);
 // connected. `opened`, when given, runs right after the domain is open (on
 // the server: before it accepts; e.g. to open an endpoint early).
 void setup(fi_info* hints, const std::function<void()>& opened = nullptr);
+// setup() the way an OpenSHMEM library opens its domain: `caps`, FI_RMA
+// keys the provider picks (*mr_mode: asked, then as granted),
+// FI_PROGRESS_AUTO and FI_THREAD_SAFE; dies without FI_PROGRESS_AUTO.
+void setup_auto_progress(uint64_t caps, int* mr_mode);
 // Opens fab (fabric, EQ, domain) alone: no OOB channel, no peer. For a
 // measurement local to this process (fi_bench -k av).
 void setup_local(fi_info* hints);

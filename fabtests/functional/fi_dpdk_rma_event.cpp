@@ -454,14 +454,7 @@ int main(int argc, char** argv)
     parse_opts(argc, argv,
                "Target-side RMA events (FI_RMA_EVENT counters) and FI_FENCE under FI_PROGRESS_AUTO, between two "
                "processes and within one.");
-    g_mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
-    fi_info* hints = make_hints(kCaps, g_mr_mode);
-    hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
-    hints->domain_attr->threading = FI_THREAD_SAFE;
-    setup(hints);
-    fi_freeinfo(hints);
-    g_mr_mode = fab.info->domain_attr->mr_mode;
-    FT_REQUIRE(fab.info->domain_attr->data_progress == FI_PROGRESS_AUTO, "no FI_PROGRESS_AUTO domain");
+    setup_auto_progress(kCaps, &g_mr_mode);
 
     run("events/getinfo", getinfo_caps);
     run("events/bind", bind_rules);

@@ -162,15 +162,7 @@ int main(int argc, char** argv)
     parse_opts(argc, argv,
                "OpenSHMEM-style one-sided traffic under FI_PROGRESS_AUTO: puts and atomics to an endpoint of this "
                "process and to the peer, the target polling memory only.");
-    g_mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
-    fi_info* hints =
-        make_hints(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, g_mr_mode);
-    hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
-    hints->domain_attr->threading = FI_THREAD_SAFE;
-    setup(hints);
-    fi_freeinfo(hints);
-    g_mr_mode = fab.info->domain_attr->mr_mode;
-    FT_REQUIRE(fab.info->domain_attr->data_progress == FI_PROGRESS_AUTO, "no FI_PROGRESS_AUTO domain");
+    setup_auto_progress(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, &g_mr_mode);
 
     run("shmem/self-put", self_put);
     run("shmem/self-atomic", self_atomic);
