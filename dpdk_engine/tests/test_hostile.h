@@ -37,7 +37,6 @@ using fake::PacketSpec;
 
 namespace hostile {
 
-
 inline unsigned g_ring = 0;
 
 struct Sink {
