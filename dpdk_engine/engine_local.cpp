@@ -94,9 +94,11 @@ int EngineImpl::local_progress(uint64_t now)
             sends_deferred = true;
 
         uint16_t k = 0;
+        bool popped = false;
         const uint8_t* d;
         uint32_t len;
         while (k < kLocalRxBurst && c->peek(&d, &len)) {
+            popped = true;
             rte_mbuf* m = port->alloc();
             if (!m)
                 break;  // the pool is dry: the frame waits in the ring
@@ -123,6 +125,8 @@ int EngineImpl::local_progress(uint64_t now)
                 pcap.write(f, len, 0);
             pkts[k++] = m;
         }
+        if (popped)
+            c->read_done();
         hub.st.frames_rx += k;
         st.rx_host_local += k;
         if (fault_rx && fault_rx->enabled())

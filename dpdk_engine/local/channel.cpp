@@ -314,12 +314,16 @@ int Channel::send(const void* const* data, const uint32_t* lens, unsigned n)
         die();
         return rc;
     }
-    if (wake) {
-        const char b = 0;
-        // EAGAIN: the socket already holds wake-ups the peer has not read.
-        (void)!::send(fd_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
+    if (wake)
+        wake_peer();
     return rc;
+}
+
+void Channel::wake_peer()
+{
+    const char b = 0;
+    // EAGAIN: the socket already holds wake-ups the peer has not read.
+    (void)!::send(fd_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 bool Channel::peek(const uint8_t** data, uint32_t* len)
@@ -349,17 +353,31 @@ ChannelState Channel::service()
     return state_;
 }
 
-bool Channel::arm()
+bool Channel::arm(bool tx_backlog)
 {
     if (state_ != ChannelState::kOpen)
         return true;  // the fd says hang-up at once
-    return rx_.prepare_sleep();
+    if (!rx_.prepare_sleep())
+        return false;
+    if (tx_backlog && !tx_.prepare_wait_for_room()) {
+        rx_.cancel_sleep();
+        return false;
+    }
+    return true;
 }
 
 void Channel::disarm()
 {
-    if (state_ == ChannelState::kOpen)
-        rx_.cancel_sleep();
+    if (state_ != ChannelState::kOpen)
+        return;
+    rx_.cancel_sleep();
+    tx_.cancel_wait_for_room();
+}
+
+void Channel::read_done()
+{
+    if (state_ == ChannelState::kOpen && rx_.producer_wants_room())
+        wake_peer();
 }
 
 }  // namespace dpdk_engine::local

@@ -89,6 +89,9 @@ class Channel {
     // the peer wrote before it went away are still read (kPeerGone).
     bool peek(const uint8_t** data, uint32_t* len);
     void pop() { rx_.pop(); }
+    // After a batch of pop()s: wakes a producer that sleeps waiting for
+    // room in this ring (one byte on the socket).
+    void read_done();
 
     // The socket: readable on a wake-up or the peer's death. Call service()
     // when it is (or now and then): drains wake-up bytes and notices the
@@ -96,8 +99,10 @@ class Channel {
     int fd() const { return fd_; }
     ChannelState service();
     // Blocking waits: arm() before sleeping on fd() (false: frames are
-    // waiting, do not sleep), disarm() once awake.
-    bool arm();
+    // waiting, do not sleep), disarm() once awake. `tx_backlog`: we hold
+    // frames that found the peer's ring full; the peer then wakes us when
+    // it frees room (false: room appeared already, do not sleep).
+    bool arm(bool tx_backlog);
     void disarm();
 
     ChannelState state() const { return state_; }
@@ -110,6 +115,7 @@ class Channel {
     Channel() = default;
     struct SpareGuard;
     int map_rings(int memfd, bool connector);
+    void wake_peer();  // one byte on the socket
     void die();
     void hang_up();
     int fd_ = -1;

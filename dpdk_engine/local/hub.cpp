@@ -306,7 +306,7 @@ int Hub::arm(uint64_t now_us)
     if (dead_)
         return -EAGAIN;  // the engine reaps them first
     for (size_t i = 0; i < channels_.size(); i++) {
-        if (!backlogs_[i].empty() || !channels_[i]->arm()) {
+        if (!channels_[i]->arm(!backlogs_[i].empty())) {
             for (size_t k = 0; k < i; k++)
                 channels_[k]->disarm();
             return -EAGAIN;
@@ -336,10 +336,10 @@ void Hub::dump(FILE* f) const
 {
     fprintf(f,
             "dpdk engine host-local: channels %zu listeners %zu frames tx %" PRIu64 " rx %" PRIu64
-            " ring full %" PRIu64 " wake-ups %" PRIu64 " peer deaths %" PRIu64 " refused uid %" PRIu64
-            " hello %" PRIu64 " bad index %" PRIu64 " bad length %" PRIu64 "\n",
+            " ring full %" PRIu64 " wake-ups %" PRIu64 " room wake-ups %" PRIu64 " peer deaths %" PRIu64
+            " refused uid %" PRIu64 " hello %" PRIu64 " bad index %" PRIu64 " bad length %" PRIu64 "\n",
             channels_.size(), listeners_.size(), st.frames_tx, st.frames_rx, st.tx_full, st.wakeups_sent,
-            st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
+            st.room_wakeups, st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
     for (const auto& kv : routes_)
         if (kv.second.channel)
             fprintf(f, "dpdk engine host-local: peer %s on shared memory (pid %d)\n",

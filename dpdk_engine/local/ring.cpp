@@ -107,6 +107,27 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
     return 0;
 }
 
+bool RingProducer::prepare_wait_for_room()
+{
+    if (state_ != RingState::kOk)
+        return true;  // the channel breaks; the fd says so
+    shared_->producer.waiting_for_room.store(1, std::memory_order_relaxed);
+    // Dekker with producer_wants_room(): our flag store is ordered before
+    // the read of head, the consumer's head store before its read of the
+    // flag, so either we see the room or it sees the flag.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (free_slots() > 0) {
+        cancel_wait_for_room();
+        return false;
+    }
+    return true;
+}
+
+void RingProducer::cancel_wait_for_room()
+{
+    shared_->producer.waiting_for_room.store(0, std::memory_order_relaxed);
+}
+
 // ---------------------------------------------------------------- consumer
 // own_: our head; other_: the producer's tail.
 
@@ -171,6 +192,17 @@ bool RingConsumer::prepare_sleep()
 void RingConsumer::cancel_sleep()
 {
     shared_->consumer.sleeping.store(0, std::memory_order_relaxed);
+}
+
+bool RingConsumer::producer_wants_room()
+{
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (shared_->producer.waiting_for_room.load(std::memory_order_relaxed) &&
+        shared_->producer.waiting_for_room.exchange(0, std::memory_order_acq_rel)) {
+        st_->room_wakeups++;
+        return true;
+    }
+    return false;
 }
 
 }  // namespace dpdk_engine::local

@@ -19,6 +19,7 @@ struct LocalStats {
     uint64_t tx_full = 0;        // a frame found the ring full (-ENOBUFS)
     uint64_t tx_too_big = 0;     // a frame longer than a slot (-EMSGSIZE)
     uint64_t wakeups_sent = 0;   // bytes sent to a consumer that said it sleeps
+    uint64_t room_wakeups = 0;   // bytes sent to a producer that waits for room in a full ring
     uint64_t bad_index = 0;      // an index in the shared ring out of range: the channel breaks
     uint64_t bad_length = 0;     // a slot length out of range: the slot is skipped
     uint64_t refused_uid = 0;    // a peer of another user: connection closed
@@ -43,11 +44,14 @@ constexpr uint32_t kMaxSlotBytes = 65536;
 constexpr size_t kCacheLine = 64;
 
 // The shared layout of one direction. The producer writes `tail` (release)
-// after the slot; the consumer writes `head` after reading a slot and
-// `sleeping` before it waits on the channel's socket. They sit in separate
-// cache lines so the two sides do not bounce one line.
+// after the slot, and `waiting_for_room` before it sleeps on a full ring;
+// the consumer writes `head` after reading a slot and `sleeping` before it
+// waits on the channel's socket. They sit in separate cache lines so the
+// two sides do not bounce one line (the consumer touches the producer's
+// line only to read `waiting_for_room`, once per batch it consumed).
 struct alignas(kCacheLine) RingProducerLine {
     std::atomic<uint32_t> tail;
+    std::atomic<uint32_t> waiting_for_room;
 };
 struct alignas(kCacheLine) RingConsumerLine {
     std::atomic<uint32_t> head;
@@ -99,6 +103,11 @@ class RingProducer : public RingSide {
     // The same for a frame in pieces (an mbuf chain): `n` pieces.
     int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake);
     uint32_t free_slots();
+    // Before sleeping with frames that found the ring full: sets the
+    // waiting flag and looks once more. false: room appeared (flag
+    // cleared), do not sleep.
+    bool prepare_wait_for_room();
+    void cancel_wait_for_room();
 
  private:
     bool refresh_head();  // reads the consumer's head; false when out of range
@@ -116,6 +125,9 @@ class RingConsumer : public RingSide {
     // once more. false: a slot is waiting (flag cleared), do not sleep.
     bool prepare_sleep();
     void cancel_sleep();
+    // After a batch of pop()s: true when the producer said it waits for
+    // room (the flag is cleared): the caller sends it a byte.
+    bool producer_wants_room();
 
  private:
     bool refresh_tail();

@@ -446,14 +446,14 @@ void test_wakeup(void**)
     assert_int_equal(p.b->send("x", 1), 0);
     assert_int_equal(poll(&pfd, 1, 0), 0);
     assert_int_equal(p.st_b.wakeups_sent, 0);
-    assert_false(p.a->arm());  // a frame waits: do not sleep
+    assert_false(p.a->arm(false));  // a frame waits: do not sleep
     const uint8_t* d;
     uint32_t n;
     assert_true(p.a->peek(&d, &n));
     p.a->pop();
 
     // Sleeper in this process, producer in a child 200 ms later.
-    assert_true(p.a->arm());
+    assert_true(p.a->arm(false));
     const pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -476,6 +476,54 @@ void test_wakeup(void**)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+// A producer whose frames found the ring full sleeps on its fd (armed with
+// a backlog) until the consumer frees a slot: the consumer sends it one
+// byte then, and none while the producer did not ask.
+void test_room_wakeup(void**)
+{
+    Pair p;
+    open_pair(&p, test_port(8), RingGeometry {8, 128});
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(p.b->send("z", 1), 0);
+    assert_int_equal(p.b->send("z", 1), -ENOBUFS);
+    const uint8_t* d;
+    uint32_t n;
+    // Not waiting: reading sends nothing.
+    assert_true(p.a->peek(&d, &n));
+    p.a->pop();
+    p.a->read_done();
+    assert_int_equal(p.st_a.room_wakeups, 0);
+    assert_false(p.b->arm(true));  // room appeared already: do not sleep
+    assert_int_equal(p.b->send("z", 1), 0);
+    assert_int_equal(p.b->send("z", 1), -ENOBUFS);
+
+    pollfd pfd {p.b->fd(), POLLIN, 0};
+    assert_true(p.b->arm(true));
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        usleep(200000);
+        const uint8_t* cd;
+        uint32_t cn;
+        if (!p.a->peek(&cd, &cn))
+            _exit(1);
+        p.a->pop();
+        p.a->read_done();
+        _exit(p.st_a.room_wakeups == 1 ? 0 : 2);
+    }
+    const uint64_t t0 = ms_now();
+    assert_int_equal(poll(&pfd, 1, 5000), 1);
+    const uint64_t slept = ms_now() - t0;
+    p.b->disarm();
+    assert_true(slept >= 150 && slept < 3000);
+    assert_int_equal(p.b->service(), ChannelState::kOpen);  // drains the byte
+    assert_int_equal(p.b->send("z", 1), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 
 int main()
@@ -486,6 +534,7 @@ int main()
         cmocka_unit_test(test_peer_killed),   cmocka_unit_test(test_hostile_ring),
         cmocka_unit_test(test_hostile_hello), cmocka_unit_test(test_other_user_refused),
         cmocka_unit_test(test_wakeup),        cmocka_unit_test(test_accept_before_hello),
+        cmocka_unit_test(test_room_wakeup),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -460,6 +460,7 @@ void SharedEngine::standby_main() noexcept
     constexpr int64_t kPresentBackoff = 16;
     int64_t present_sleep = period;
     bool away = false;
+    bool armed = false;
     uint32_t next_us = UINT32_MAX;
     while (!stop_.load(std::memory_order_relaxed)) {
         int64_t budget = present_sleep;
@@ -493,11 +494,28 @@ void SharedEngine::standby_main() noexcept
             away = false;  // it is inside right now: it progresses itself
             continue;
         }
+        if (armed)
+            engine_->disarm_wait();
+        armed = false;
         // Bounded, so an application coming back waits at most this long.
         for (int round = 0; round < 16 && engine_->progress(false) > 0; round++) {
         }
         next_us = engine_->next_timeout_us();
+        if (fd >= 0) {
+            // The host-local rings signal their fd only to a sleeper that
+            // said so (a flag per ring, cleared by the wake-up it causes).
+            // Left armed if the application comes back: the next round
+            // away disarms.
+            const int a = engine_->arm_wait();
+            armed = a == 0;
+            if (a == -EAGAIN)
+                next_us = 0;  // frames already waiting
+        }
         standby_rounds_++;
+        lock_.give_back();
+    }
+    if (armed && lock_.borrow()) {
+        engine_->disarm_wait();
         lock_.give_back();
     }
 }
