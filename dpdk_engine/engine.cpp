@@ -130,7 +130,7 @@ int EngineImpl::init()
         return -EINVAL;
     PortConfig pc = cfg.port;
     pc.frames_in_flight = cfg.window;
-    int rc = Port::open(pc, &port);
+    int rc = open_port(pc);
     if (rc)
         return rc;
     netif.reset(new Netif(port.get()));

@@ -4,13 +4,67 @@
 // limits as the provider reports them, and address resolution.
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "dpdk_engine/engine_impl.h"
 
 namespace dpdk_engine {
+
+namespace {
+
+bool is_af_packet(const PortConfig& pc)
+{
+    return pc.device.empty() || pc.device.rfind("net_af_packet", 0) == 0 ||
+           pc.device.rfind("eth_af_packet", 0) == 0;
+}
+
+// Whether this process may open packet sockets (CAP_NET_RAW in its user
+// namespace); false only when the kernel says it is not permitted.
+bool packet_sockets_refused()
+{
+    const int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        close(fd);
+        return false;
+    }
+    return errno == EPERM || errno == EACCES;
+}
+
+}  // namespace
+
+int EngineImpl::open_port(const PortConfig& pc)
+{
+    if (!cfg.host_local || !is_af_packet(pc) || !packet_sockets_refused())
+        return Port::open(pc, &port);
+    // A normal user on a desktop: no af_packet, but the processes of this
+    // host need no device to talk to each other.
+    static std::atomic<unsigned> instance {0};
+    PortConfig null_pc = pc;
+    null_pc.device = "net_null_nodev" + std::to_string(instance.fetch_add(1));
+    const int rc = Port::open(null_pc, &port);
+    if (rc)
+        return rc;
+    device_less = true;
+    fprintf(stderr,
+            "dpdk engine: no CAP_NET_RAW, so af_packet on %s cannot be opened: processes of this host talk over "
+            "shared memory, other hosts are unreachable (run as root, or grant it: setcap cap_net_raw+ep "
+            "<program>)\n",
+            pc.device.empty() ? pc.iface.c_str() : pc.device.c_str());
+    return 0;
+}
+
+bool EngineImpl::unreachable(const Address& dst) const
+{
+    return device_less && !(local_hub && local_hub->is_local_ip(dst.ip_be));
+}
 
 int Engine::wait_fd() const
 {
@@ -18,7 +72,7 @@ int Engine::wait_fd() const
     // channels' sockets (their wake-ups). A device without a wait fd keeps
     // the timed sleeps.
     const int device_fd = impl_->port->rx_wait_fd();
-    return impl_->local_hub && device_fd >= 0 ? impl_->local_hub->wait_fd() : device_fd;
+    return impl_->local_hub && (device_fd >= 0 || impl_->device_less) ? impl_->local_hub->wait_fd() : device_fd;
 }
 
 int Engine::arm_wait()

@@ -137,6 +137,17 @@ class EngineImpl {
     bool seals_at_send(const Address& dst) const { return seal_at_send && !is_local(dst); }
     bool seal_at_send = false;
 
+    // No device could be opened for lack of privilege (af_packet needs
+    // CAP_NET_RAW): the engine runs on a null port, for the host-local path
+    // only (engine_device.cpp). Postings to a peer outside this network
+    // namespace then fail at once (-EHOSTUNREACH).
+    bool device_less = false;
+    bool unreachable_logged = false;
+    // Port::open for pc, or the null port when af_packet is refused for
+    // lack of privilege and the host-local path can serve instead.
+    int open_port(const PortConfig& pc);
+    bool unreachable(const Address& dst) const;
+
     // The host-local path (engine_local.cpp, docs/host_local.md): null when
     // off. Declared after the port: destroyed before it.
     std::unique_ptr<local::Hub> local_hub;

@@ -45,7 +45,7 @@ void EngineImpl::local_init()
     const Port::Kind k = port->kind();
     // memif and the test rings join processes (or engines) already.
     if (!cfg.host_local || k == Port::Kind::kMemif || k == Port::Kind::kRing || k == Port::Kind::kRingPair ||
-        k == Port::Kind::kNull)
+        (k == Port::Kind::kNull && !device_less))
         return;
     std::unique_ptr<local::Hub> hub(new (std::nothrow) local::Hub());
     const int rc =

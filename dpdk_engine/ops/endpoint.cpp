@@ -1,5 +1,7 @@
 // Endpoint: fixed pools of operations and receives, the posting API
 // (send/recv/write/read/atomic/cancel), completions, sessions by peer.
+#include <arpa/inet.h>
+
 #include <cinttypes>
 #include <cstring>
 #include <new>
@@ -189,8 +191,26 @@ void EndpointImpl::release_slot(Session* s)
     s->handle = 0;
 }
 
+int EndpointImpl::check_reachable(const Address& dest)
+{
+    if (!engine->unreachable(dest))
+        return 0;
+    if (!engine->unreachable_logged) {
+        engine->unreachable_logged = true;
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &dest.ip_be, ip, sizeof(ip));
+        fprintf(stderr,
+                "dpdk engine: %s:%u is not of this host, and without CAP_NET_RAW there is no device to reach it "
+                "(said once)\n",
+                ip, unsigned(dest.port));
+    }
+    return -EHOSTUNREACH;
+}
+
 PeerHandle Endpoint::peer(Address peer)
 {
+    if (impl(this)->engine->unreachable(peer))
+        return PeerHandle {};  // postings to it fail in start_op
     Session* s = impl(this)->session_for(peer, true);
     return PeerHandle {s ? s->handle : 0};
 }

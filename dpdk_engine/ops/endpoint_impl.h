@@ -136,6 +136,9 @@ class EndpointImpl : public Endpoint {
 
     // ---- operations (endpoint.cpp)
     TxOp* alloc_op(TxOp::Kind kind, Session* s);
+    // 0, or -EHOSTUNREACH when the engine has no device and dest is not of
+    // this host (logged once).
+    int check_reachable(const Address& dest);
     // The start of a posting: the session to `dest` (made if new) and an
     // operation of `kind` on it in *out; -ENOMEM (no session) or -EAGAIN
     // (no free operation) else.
@@ -144,8 +147,11 @@ class EndpointImpl : public Endpoint {
     int start_op(Address dest, PeerHandle peer, TxOp::Kind kind, TxOp** out)
     {
         Session* s = known_session(dest, peer.value);
-        if (!s)
+        if (!s) {
+            if (int rc = check_reachable(dest))
+                return rc;
             s = session_for(dest, true);
+        }
         if (!s)
             return -ENOMEM;
         *out = alloc_op(kind, s);

@@ -51,11 +51,11 @@ int g_rank = -1;
     exit(1);
 }
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        int ret_ = int(call);                                                           \
-        if (ret_)                                                                       \
-            die("%s = %d (%s)", #call, ret_, fi_strerror(ret_ < 0 ? -ret_ : ret_)); \
+#define CHECK(call)                                                                                               \
+    do {                                                                                                          \
+        int ret_ = int(call);                                                                                     \
+        if (ret_)                                                                                                 \
+            die("%s = %d (%s)", #call, ret_, fi_strerror(ret_ < 0 ? -ret_ : ret_));                               \
     } while (0)
 
 double now_s()
@@ -221,8 +221,7 @@ void complete(Fabric& f, size_t want, double deadline)
 
 // Posts with the FI_EAGAIN retry every consumer writes: progress by
 // reading the CQ, keeping what it returns.
-template <typename Post>
-void post(Fabric& f, size_t* early, const char* what, Post&& p)
+template <typename Post> void post(Fabric& f, size_t* early, const char* what, Post&& p)
 {
     for (;;) {
         const ssize_t ret = p();
@@ -279,8 +278,8 @@ int main(int argc, char** argv)
                     continue;
                 memset(rx[size_t(p)].data(), 0, len);
                 post(f, &early, "fi_trecv", [&] {
-                    return fi_trecv(f.ep, rx[size_t(p)].data(), len, nullptr, peer[size_t(p)],
-                                    make_tag(p, it, si), 0, &ctx[size_t(p)]);
+                    return fi_trecv(f.ep, rx[size_t(p)].data(), len, nullptr, peer[size_t(p)], make_tag(p, it, si),
+                                    0, &ctx[size_t(p)]);
                 });
             }
             // Each rank starts with the next one, so no rank is everyone's
@@ -333,8 +332,8 @@ int main(int argc, char** argv)
                "%.3f s (slowest rank): %.0f msg/s, %.1f MB/s aggregate; set-up (start to all addresses known) "
                "%.2f s, largest peak RSS %.1f MiB\n",
                f.info->fabric_attr->prov_name, o.nprocs, o.iterations, o.sizes.size(), total,
-               double(bytes) * o.nprocs / 1e6, slowest, total / slowest, double(bytes) * o.nprocs / 1e6 / slowest, setup,
-               double(rss_kib) / 1024);
+               double(bytes) * o.nprocs / 1e6, slowest, total / slowest, double(bytes) * o.nprocs / 1e6 / slowest,
+               setup, double(rss_kib) / 1024);
     }
     close_fabric(&f);
     return 0;
