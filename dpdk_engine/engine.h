@@ -174,7 +174,7 @@ enum OpFlags : uint32_t {
     kOpInject = 1u << 2,            // copy the payload now (success reported only with kOpCompletion)
     kOpCompletion = 1u << 3,        // report success (errors are always reported)
     kOpInjectComplete = 1u << 4,    // complete once the payload is copied
-    kOpDeliveryComplete = 1u << 5,  // complete once placed in the target buffer
+    kOpDeliveryComplete = 1u << 5,  // complete once the target holds it (in the posted buffer, or buffered)
     kOpMultiRecv = 1u << 6,         // receive: multi-receive buffer
     kOpPeek = 1u << 7,              // receive: only look (no buffer consumed)
     kOpClaim = 1u << 8,             // with kOpPeek: reserve; alone: take the reserved one
@@ -183,6 +183,8 @@ enum OpFlags : uint32_t {
                                     // device doorbell (tx_burst) to the next post without it or progress()
     kOpFence = 1u << 11,            // FI_FENCE: this operation and every later one to the same peer wait
                                     // until every earlier operation to that peer has completed
+    kOpMatchComplete = 1u << 12,    // send: complete once a receive matched it (FI_MATCH_COMPLETE):
+                                    // the rendezvous whatever the size
 };
 
 // The wire protocol version this engine speaks (a peer of another version

@@ -444,10 +444,14 @@ int Endpoint::send(const SendArgs& a)
     uint64_t len;
     if (int rc = check_payload(a.iov, a.iov_count, a.flags, &len))
         return rc;
-    // Delivery complete goes through the rendezvous whatever the size (an
-    // empty message too): only the CTS tells that the receive has matched.
+    // Delivery complete needs no rendezvous: an eager send completes on the
+    // cumulative ACK of its last packet, and the receiver acknowledges a
+    // packet only once it delivered it in order, into a posted buffer or
+    // kept as an unexpected message, which fi_cq(3) counts as delivered
+    // (docs/design.md section 5). Match complete needs the receive itself:
+    // only the CTS of a rendezvous tells that it matched.
     bool rendezvous =
-        (len > ep->engine->cfg.eager_limit || (a.flags & kOpDeliveryComplete)) && !(a.flags & kOpInject);
+        (len > ep->engine->cfg.eager_limit || (a.flags & kOpMatchComplete)) && !(a.flags & kOpInject);
     TxOp* op;
     if (int rc = ep->start_op(a.dest, a.peer, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
         return rc;

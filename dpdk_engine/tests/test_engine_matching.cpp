@@ -558,13 +558,71 @@ void test_send_flags(void** state)
         take(p, a, ctx(6), t);
         CHECK(mcmp(r2.data(), big2.data(), 200000) == 0, "payload");
     }
-    // Delivery complete: never before the receiver has the data.
+    // Delivery complete (fi_cq(3)): the completion means the receiver has
+    // the message. Posted first: the data is in the buffer. Not posted: an
+    // eager message completes once the receiver holds it as unexpected (the
+    // receive takes it later), with no rendezvous; a rendezvous-sized one
+    // only after the receive matched.
     for (size_t len : {size_t(1), size_t(3000), size_t(300000)}) {
         std::vector<uint8_t> m = payload(len, 10), r(len);
+        const uint64_t unexp = b->ep->stats().unexpected_msgs;
+        const uint64_t rdv = a->ep->stats().rendezvous;
         CHECK(send_msg(a, b, m.data(), len, kOpDeliveryComplete | kOpCompletion, 0, 0, ctx(9)) == 0, "send");
-        p.run_for(50);
-        CHECK(a->sink.c.empty(), "delivery-complete send (%zu B) completed before the receive was posted", len);
+        const bool eager = len <= p.cfg[0].eager_limit;
+        if (eager) {
+            Completion c = take(p, a, ctx(9), t);
+            CHECK_STATUS(c, OpStatus::kOk);
+            CHECK(b->ep->stats().unexpected_msgs == unexp + 1,
+                  "delivery-complete send (%zu B) completed before the receiver held it", len);
+            CHECK(a->ep->stats().rendezvous == rdv, "delivery-complete send (%zu B) took the rendezvous", len);
+        } else {
+            p.run_for(50);
+            CHECK(a->sink.c.empty(), "delivery-complete send (%zu B) completed before the receive was posted",
+                  len);
+        }
         CHECK(post_recv(b, r.data(), len, kOpCompletion, 0, 0, ctx(10)) == 0, "recv");
+        if (!eager) {
+            bool order_ok = true, recv_seen = false;
+            p.run_until(
+                [&] {
+                    if (!b->sink.c.empty())
+                        recv_seen = true;
+                    if (!a->sink.c.empty()) {
+                        order_ok = recv_seen || !b->sink.c.empty();
+                        return true;
+                    }
+                    return false;
+                },
+                t);
+            CHECK(order_ok, "delivery-complete send completed before the receive");
+        }
+        take(p, b, ctx(10), t);
+        if (!eager) {
+            Completion c = take(p, a, ctx(9), t);
+            CHECK_STATUS(c, OpStatus::kOk);
+        }
+        CHECK(mcmp(r.data(), m.data(), len) == 0, "payload");
+    }
+    // Match complete (fi_cq(3): "matched with a receive"): a small message
+    // too waits for the receive.
+    {
+        std::vector<uint8_t> m = payload(8, 14), r(8);
+        CHECK(send_msg(a, b, m.data(), 8, kOpMatchComplete | kOpDeliveryComplete | kOpCompletion, 0, 0, ctx(15)) ==
+                  0,
+              "send");
+        p.run_for(50);
+        CHECK(a->sink.c.empty(), "match-complete send completed before the receive was posted");
+        CHECK(post_recv(b, r.data(), 8, kOpCompletion, 0, 0, ctx(16)) == 0, "recv");
+        take(p, b, ctx(16), t);
+        CHECK_STATUS(take(p, a, ctx(15), t), OpStatus::kOk);
+        CHECK(mcmp(r.data(), m.data(), 8) == 0, "payload");
+    }
+    // Posted first: the data is in the receive buffer before the sender's
+    // delivery-complete completion.
+    for (size_t len : {size_t(1), size_t(3000)}) {
+        std::vector<uint8_t> m = payload(len, 13), r(len);
+        CHECK(post_recv(b, r.data(), len, kOpCompletion, 0, 0, ctx(11)) == 0, "recv");
+        CHECK(send_msg(a, b, m.data(), len, kOpDeliveryComplete | kOpCompletion, 0, 0, ctx(12)) == 0, "send");
         bool order_ok = true, recv_seen = false;
         p.run_until(
             [&] {
@@ -577,10 +635,9 @@ void test_send_flags(void** state)
                 return false;
             },
             t);
-        CHECK(order_ok, "delivery-complete send completed before the receive");
-        take(p, b, ctx(10), t);
-        Completion c = take(p, a, ctx(9), t);
-        CHECK_STATUS(c, OpStatus::kOk);
+        CHECK(order_ok, "delivery-complete send (%zu B) completed before the posted receive", len);
+        take(p, b, ctx(11), t);
+        CHECK_STATUS(take(p, a, ctx(12), t), OpStatus::kOk);
         CHECK(mcmp(r.data(), m.data(), len) == 0, "payload");
     }
     // Selective completion: no kOpCompletion -> no success completion, on

@@ -16,6 +16,14 @@ void open_bench(Bench& b, bool alone)
     const int mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     fi_info* hints = make_hints(FI_MSG | FI_TAGGED | FI_RMA, mr_mode);
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    // FI_BENCH_COMPLETION=delivery: the sends' default completion level is
+    // FI_DELIVERY_COMPLETE, as MPICH asks (set it on both sides; with -j 0
+    // every send is measured with it, no inject).
+    if (const char* level = getenv("FI_BENCH_COMPLETION")) {
+        if (strcmp(level, "delivery") != 0)
+            die("FI_BENCH_COMPLETION=%s: only 'delivery' is known", level);
+        hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    }
     // Probe first: a provider without FI_RMA is still measured for messages.
     fi_info* probe = nullptr;
     b.has_rma = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &probe) == 0;

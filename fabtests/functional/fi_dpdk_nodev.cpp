@@ -25,13 +25,13 @@ void expect(bool ok, const char* what)
     failures += !ok;
 }
 
-#define CALL(call)                                                                         \
-    do {                                                                                   \
-        int ret_ = int(call);                                                              \
-        if (ret_) {                                                                        \
-            printf("FAIL: %s = %d (%s)\n", #call, ret_, fi_strerror(ret_ < 0 ? -ret_ : ret_)); \
-            return 1;                                                                      \
-        }                                                                                  \
+#define CALL(call)                                                                                                \
+    do {                                                                                                          \
+        int ret_ = int(call);                                                                                     \
+        if (ret_) {                                                                                               \
+            printf("FAIL: %s = %d (%s)\n", #call, ret_, fi_strerror(ret_ < 0 ? -ret_ : ret_));                    \
+            return 1;                                                                                             \
+        }                                                                                                         \
     } while (0)
 
 }  // namespace

@@ -527,6 +527,8 @@ OpPlan plan_op(const Ep* ep, OpKind kind, bool tagged, uint64_t flags, bool neve
             level = ep->tx_op_flags & levels;
         if (level & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_COMMIT_COMPLETE))
             p.engine_flags |= dpdk_engine::kOpDeliveryComplete;
+        if (level & FI_MATCH_COMPLETE)
+            p.engine_flags |= dpdk_engine::kOpMatchComplete;
         else if (level & FI_INJECT_COMPLETE)
             p.engine_flags |= dpdk_engine::kOpInjectComplete;
         // The engine copies the payload during the call; with kOpCompletion
