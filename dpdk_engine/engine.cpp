@@ -140,8 +140,11 @@ int EngineImpl::init()
     }
     if (!cfg.pcap_path.empty()) {
         rc = pcap.open(cfg.pcap_path.c_str());
-        if (rc)
+        if (rc) {
+            fprintf(stderr, "dpdk engine: cannot write the capture file FI_DPDK_PCAP=%s: %s\n",
+                    cfg.pcap_path.c_str(), strerror(-rc));
             return rc;
+        }
     }
     // Payloads read and written in the memif ring: not with the fault
     // injector (it keeps received frames across bursts, and damages sent

@@ -415,8 +415,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             fi_info** info)
 {
     *info = nullptr;
-    if (!device_desc().error.empty())
+    // A device we cannot describe (its address unknown) is listed nowhere;
+    // the user set FI_DPDK_* to get it, so say why (once).
+    if (!device_desc().error.empty()) {
+        report_setup_error("device %s: %s", device_desc().domain_name.c_str(), device_desc().error.c_str());
         return -FI_ENODATA;
+    }
     // Native RDM first: a consumer that takes the first entry of ours gets
     // the reliable-datagram endpoint it most likely wants.
     std::unique_ptr<fi_info, void (*)(fi_info*)> list(nullptr, fi_freeinfo);

@@ -5,10 +5,15 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "dpdk_engine/knobs.h"
 #include "dpdk_engine/port/port.h"
@@ -168,6 +173,14 @@ std::string address_iface(const dpdk_engine::PortConfig& p)
     return p.device.substr(start, p.device.find(',', start) - start);
 }
 
+// A host's own address on a network: not 0.0.0.0/8, not broadcast, not
+// multicast (224/4) or reserved (240/4).
+bool usable_unicast(uint32_t ip_be)
+{
+    const uint32_t ip = ntohl(ip_be);
+    return (ip >> 24) != 0 && ip != 0xffffffffu && (ip >> 28) < 0xe;
+}
+
 void describe_device()
 {
     const dpdk_engine::PortConfig& p = g_params.engine.port;
@@ -175,23 +188,33 @@ void describe_device()
     d.domain_name = p.device.empty() ? p.iface : p.device;
     in_addr a {};
     const std::string iface = address_iface(p);
-    if (!p.ip.empty()) {
-        if (inet_pton(AF_INET, p.ip.c_str(), &a) == 1)
+    if (p.device == "memif:") {
+        d.error = "FI_DPDK_DEVICE=memif: needs the path of a socket, e.g. memif:/tmp/fi_dpdk.sock";
+    } else if (!iface.empty() && if_nametoindex(iface.c_str()) == 0) {
+        d.error = "no network interface named " + iface +
+                  (p.device.empty() ? " (FI_DPDK_IFACE)" : " (iface= of FI_DPDK_DEVICE)") +
+                  "; `ip -br link` lists them";
+        d.error_code = FI_ENODEV;
+    } else if (!p.ip.empty()) {
+        if (inet_pton(AF_INET, p.ip.c_str(), &a) != 1) {
+            d.error = "FI_DPDK_IP=" + p.ip + " is not a dotted IPv4 address";
+        } else if (!usable_unicast(a.s_addr)) {
+            d.error = "FI_DPDK_IP=" + p.ip +
+                      " is not a unicast host address (0.0.0.0, broadcast, multicast and 240/4 are refused); "
+                      "give this host's address on the network";
+        } else {
             d.ip_be = a.s_addr;
-        else
-            d.error = "FI_DPDK_IP is not a dotted IPv4 address";
+        }
     } else if (iface == "lo" || p.device.rfind("memif:", 0) == 0) {
         // memif joins two processes of this host.
         d.ip_be = htonl(INADDR_LOOPBACK);
     } else if (!iface.empty()) {
         if (!iface_ipv4(iface, &d.ip_be))
-            d.error = "interface " + iface + " has no IPv4 address; set FI_DPDK_IP";
+            d.error = "interface " + iface + " has no IPv4 address; give it one or set FI_DPDK_IP";
     } else {
         // 127.0.0.1 on a wire would make every host claim the same address.
         d.error = "FI_DPDK_DEVICE=" + p.device + " needs FI_DPDK_IP (our IPv4 address on that network)";
     }
-    if (p.device.empty() && if_nametoindex(p.iface.c_str()) == 0 && d.error.empty())
-        d.error = "no network interface named " + p.iface + " (FI_DPDK_IFACE)";
     if (!d.error.empty())
         DPDK_WARN(FI_LOG_CORE, "device %s unusable: %s\n", d.domain_name.c_str(), d.error.c_str());
 }
@@ -218,12 +241,36 @@ const DeviceDesc& device_desc()
     return g_device;
 }
 
+void report_setup_error(const char* fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (fi_log_enabled(&g_prov, FI_LOG_WARN, FI_LOG_CORE)) {
+        DPDK_WARN(FI_LOG_CORE, "%s\n", msg);
+        return;
+    }
+    static std::mutex lock;
+    static std::vector<std::string> said;
+    std::lock_guard<std::mutex> g(lock);
+    if (std::find(said.begin(), said.end(), msg) != said.end())
+        return;
+    said.push_back(msg);
+    fprintf(stderr, "libfabric dpdk provider: %s\n", msg);
+}
+
 int make_engine_config(dpdk_engine::EngineConfig* cfg)
 {
     const Params& p = g_params;
-    if (!p.error.empty() || !g_device.error.empty()) {
-        DPDK_WARN(FI_LOG_DOMAIN, "%s\n", p.error.empty() ? g_device.error.c_str() : p.error.c_str());
+    if (!p.error.empty()) {
+        report_setup_error("%s", p.error.c_str());
         return -FI_EINVAL;
+    }
+    if (!g_device.error.empty()) {
+        report_setup_error("device %s: %s", g_device.domain_name.c_str(), g_device.error.c_str());
+        return -g_device.error_code;
     }
     *cfg = p.engine;
     char ip[INET_ADDRSTRLEN] = {};

@@ -181,6 +181,26 @@ void Waiter::wait_us(int64_t timeout_us) noexcept
 
 namespace {
 
+// What to try when the engine could not open the device, by its error.
+const char* device_open_hint(int ret)
+{
+    switch (-ret) {
+    case EPERM:
+    case EACCES:
+    case EIO:
+        return " (af_packet and af_xdp need CAP_NET_RAW: run as root or `setcap cap_net_raw+ep <program>`; "
+               "FI_LOG_LEVEL=info shows DPDK's own messages)";
+    case ENOMEM:
+        return " (with FI_DPDK_HUGEPAGES=1 hugepages must be reserved and mounted: see HugePages_Free in "
+               "/proc/meminfo; or unset it)";
+    default: return " (FI_LOG_LEVEL=info shows DPDK's own messages)";
+    }
+}
+
+}  // namespace
+
+namespace {
+
 // Once EAL runs, its threads and memory live until the process exits (EAL
 // cannot be torn down), so the code they may call must never be unmapped:
 // keep this library loaded even if libfabric dlclose()s it at fi_fini.
@@ -229,7 +249,8 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         std::unique_ptr<dpdk_engine::Engine> engine;
         ret = dpdk_engine::Engine::create(cfg, &engine);
         if (ret) {
-            DPDK_WARN(FI_LOG_DOMAIN, "cannot open DPDK device %s: %s\n", domain_name.c_str(), strerror(-ret));
+            report_setup_error("cannot open DPDK device %s: %s%s", domain_name.c_str(), strerror(-ret),
+                               device_open_hint(ret));
             return fi_errno(ret);
         }
         DPDK_INFO(FI_LOG_DOMAIN, "opened DPDK device %s\n", domain_name.c_str());

@@ -87,15 +87,22 @@ const Params& params();
 // What fi_getinfo reports about the one configured device without starting
 // EAL (design.md section 8: fi_getinfo must be cheap).
 struct DeviceDesc {
-    std::string domain_name;  // "lo", "memif:/run/x.sock", "0000:01:00.0", ...
-    uint32_t ip_be = 0;       // the address endpoints get
-    std::string error;        // non-empty: the device cannot be used
+    std::string domain_name;     // "lo", "memif:/run/x.sock", "0000:01:00.0", ...
+    uint32_t ip_be = 0;          // the address endpoints get
+    std::string error;           // non-empty: the device cannot be used
+    int error_code = FI_EINVAL;  // with error: what fi_domain returns (positive FI_E*)
 };
 const DeviceDesc& device_desc();
 
-// Fills an EngineConfig from params(). 0, or -FI_EINVAL with a warning
-// naming the variable.
+// Fills an EngineConfig from params(). 0, or -FI_EINVAL (a parameter) or
+// the device's error_code, with a warning naming the variable.
 int make_engine_config(dpdk_engine::EngineConfig* cfg);
+
+// A setup failure that leaves the provider unusable (a bad parameter, a
+// device that cannot be opened): a FI_WARN line when warnings are logged,
+// else one line on stderr, each distinct message once per process, so a
+// user who set something wrong learns it without FI_LOG_LEVEL.
+void report_setup_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Engine (negative errno) to libfabric (-FI_E*) error codes. Values that
 // libfabric mirrors from errno pass unchanged; the rest become -FI_EOTHER.
