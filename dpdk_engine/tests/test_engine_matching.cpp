@@ -494,6 +494,25 @@ void test_truncation(void** state)
     }
 }
 
+// Runs until a's next completion: true when b's came first (or in the same
+// round), which is what a delivery-complete send to b promises.
+bool sender_completes_after_receiver(Pair& p, Ep* a, Ep* b, uint64_t timeout_ms)
+{
+    bool order_ok = true, recv_seen = false;
+    p.run_until(
+        [&] {
+            if (!b->sink.c.empty())
+                recv_seen = true;
+            if (!a->sink.c.empty()) {
+                order_ok = recv_seen || !b->sink.c.empty();
+                return true;
+            }
+            return false;
+        },
+        timeout_ms);
+    return order_ok;
+}
+
 // ---------------------------------------------------------------------------
 // Send completion levels and selective completion.
 
@@ -582,19 +601,8 @@ void test_send_flags(void** state)
         }
         CHECK(post_recv(b, r.data(), len, kOpCompletion, 0, 0, ctx(10)) == 0, "recv");
         if (!eager) {
-            bool order_ok = true, recv_seen = false;
-            p.run_until(
-                [&] {
-                    if (!b->sink.c.empty())
-                        recv_seen = true;
-                    if (!a->sink.c.empty()) {
-                        order_ok = recv_seen || !b->sink.c.empty();
-                        return true;
-                    }
-                    return false;
-                },
-                t);
-            CHECK(order_ok, "delivery-complete send completed before the receive");
+            CHECK(sender_completes_after_receiver(p, a, b, t),
+                  "delivery-complete send completed before the receive");
         }
         take(p, b, ctx(10), t);
         if (!eager) {
@@ -623,19 +631,8 @@ void test_send_flags(void** state)
         std::vector<uint8_t> m = payload(len, 13), r(len);
         CHECK(post_recv(b, r.data(), len, kOpCompletion, 0, 0, ctx(11)) == 0, "recv");
         CHECK(send_msg(a, b, m.data(), len, kOpDeliveryComplete | kOpCompletion, 0, 0, ctx(12)) == 0, "send");
-        bool order_ok = true, recv_seen = false;
-        p.run_until(
-            [&] {
-                if (!b->sink.c.empty())
-                    recv_seen = true;
-                if (!a->sink.c.empty()) {
-                    order_ok = recv_seen || !b->sink.c.empty();
-                    return true;
-                }
-                return false;
-            },
-            t);
-        CHECK(order_ok, "delivery-complete send (%zu B) completed before the posted receive", len);
+        CHECK(sender_completes_after_receiver(p, a, b, t),
+              "delivery-complete send (%zu B) completed before the posted receive", len);
         take(p, b, ctx(11), t);
         CHECK_STATUS(take(p, a, ctx(12), t), OpStatus::kOk);
         CHECK(mcmp(r.data(), m.data(), len) == 0, "payload");

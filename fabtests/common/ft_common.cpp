@@ -260,6 +260,18 @@ uint64_t now_us()
     return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
 }
 
+uint64_t wait_for_word(const uint64_t* word, uint64_t want, uint64_t deadline_us)
+{
+    const uint64_t t0 = now_us();
+    for (;;) {
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == want)
+            return now_us() - t0;
+        if (now_us() - t0 > deadline_us)
+            return UINT64_MAX;
+        __builtin_ia32_pause();
+    }
+}
+
 uint64_t now_ms()
 {
     return now_us() / 1000u;

@@ -128,6 +128,10 @@ int finish();
 
 uint64_t now_ms();
 uint64_t now_us();
+// Polls *word, with no libfabric call (an OpenSHMEM PE waiting on memory),
+// until it holds `want`: the microseconds it took, or UINT64_MAX after
+// deadline_us.
+uint64_t wait_for_word(const uint64_t* word, uint64_t want, uint64_t deadline_us);
 // Logs the median and the worst of delivery times (microseconds) and checks
 // that the median is below bound_us; `late` says what a slower one means.
 void report_delivery(std::vector<uint64_t> times, const char* what, double bound_us, const char* late);

@@ -29,24 +29,11 @@ constexpr double kPromptMedianUs = 20000;      // a fifth of the standby thread'
 constexpr size_t kRegion = 4096;
 int g_mr_mode = 0;
 
-uint64_t now_us()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-}
-
-// Polls *word with no libfabric call until it holds `want`: true, or false
-// after the deadline.
+// Polls *word with no libfabric call until it holds `want`: false after
+// the deadline.
 bool land(const uint64_t* word, uint64_t want)
 {
-    const uint64_t t0 = now_us();
-    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != want) {
-        if (now_us() - t0 > kLandDeadlineUs)
-            return false;
-        __builtin_ia32_pause();
-    }
-    return true;
+    return wait_for_word(word, want, kLandDeadlineUs) != UINT64_MAX;
 }
 
 void put(Ep& ep, const RemoteMr& to, uint64_t value)

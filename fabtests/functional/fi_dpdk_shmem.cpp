@@ -35,25 +35,10 @@ constexpr double kPromptMedianUs = 20000;      // a fifth of the idle sleep of t
 constexpr size_t kRegion = 4096;
 int g_mr_mode = 0;
 
-uint64_t now_us()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-}
-
-// Polls *word, with no libfabric call, until it holds `want`; returns the
-// microseconds it took, or UINT64_MAX after the deadline.
+// Polls *word with no libfabric call: the time it took, or UINT64_MAX.
 uint64_t wait_for(const uint64_t* word, uint64_t want)
 {
-    const uint64_t t0 = now_us();
-    for (;;) {
-        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == want)
-            return now_us() - t0;
-        if (now_us() - t0 > kLandDeadlineUs)
-            return UINT64_MAX;
-        __builtin_ia32_pause();
-    }
+    return wait_for_word(word, want, kLandDeadlineUs);
 }
 
 void report(std::vector<uint64_t> t, const char* what)
