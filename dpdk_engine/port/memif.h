@@ -86,9 +86,19 @@ class MemifBackend final : public PortBackend {
     size_t (*rx_split_hook_)(const uint8_t* frame, size_t len) = nullptr;
     size_t (*tx_fill_hook_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
 
-    const std::string path_;   // the socket's; "" from a raw vdev string
+    // The role of "memif:<path>", chosen in create().
+    enum class Role {
+        kUnknown,
+        kServer,
+        kClient
+    };
+
+    const std::string path_;  // the socket's; "" from a raw vdev string
+    Role role_ = Role::kUnknown;
     std::string server_path_;  // "<path>.server", locked by the live server
     int server_fd_ = -1;       // held by the server for its lifetime
+    std::string client_path_;  // "<path>.client", locked by the live client
+    int client_fd_ = -1;       // held by the client for its lifetime
     int mutex_fd_ = -1;        // "<path>.lock", held from the role's choice until started
     unsigned bsize_ = 0;       // buffer size (refilled slot length)
     void* rxq_ = nullptr;      // the PMD's rx and tx queues and per-process
