@@ -478,17 +478,82 @@ void MemifBackend::before_stop()
 
 uint16_t MemifBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
 {
-    if (peer_leaving_ && quiet())
+    if (ethdev_stopped_ || (peer_leaving_ && quiet())) {
+        watch_link();
         return 0;
+    }
     const uint16_t got = rx_in_place_ ? rx_in_place(pkts, n) : rte_eth_rx_burst(port_id(), 0, pkts, n);
-    return got > 0 ? take_goodbyes(pkts, got) : 0;
+    if (got == 0) {
+        watch_link();
+        return 0;
+    }
+    return take_goodbyes(pkts, got);
 }
 
 bool MemifBackend::tx_ready()
 {
+    if (ethdev_stopped_)
+        return false;  // between reconnect attempts: the PMD's bursts are not set
     if (!rx_primed_)
         prime_rx();
     return !(peer_leaving_ && quiet());  // nobody reads; keep off the ring
+}
+
+// ---- reconnect -------------------------------------------------------------
+// The PMD's client connects once, in dev_start; when its server goes (killed,
+// or closed), the link stays down for ever, even once a new server listens
+// on the path.  So a client whose link has been down for reconnect_wait_us_
+// restarts its ethdev, which connects again; the wait doubles per failed
+// attempt up to kReconnectMaxUs (a slow handshake is not cut short for
+// ever) and starts again at kReconnectUs once the link is up.  The sessions
+// need nothing from us: the new peer's frames start a new stream (session/).
+// A server needs no help: the PMD keeps listening and takes the next client.
+// Checked only after an empty burst, and at most every kLinkCheckUs.
+void MemifBackend::watch_link()
+{
+    // The TSC: this runs after every empty poll of a busy-polling thread.
+    const uint64_t tsc = rte_get_tsc_cycles();
+    if (tsc < next_link_check_tsc_)
+        return;
+    next_link_check_tsc_ = tsc + rte_get_tsc_hz() / (1000000 / kLinkCheckUs);
+    const uint64_t now = monotonic_us();
+    if (!ethdev_stopped_ && link_up()) {
+        down_since_us_ = 0;
+        reconnect_wait_us_ = kReconnectUs;
+        return;
+    }
+    rx_primed_ = false;  // the next peer gets our slots again
+    if (down_since_us_ == 0) {
+        down_since_us_ = now;
+        return;
+    }
+    if (role_ != Role::kClient || now - down_since_us_ < reconnect_wait_us_)
+        return;
+    if (access(path_.c_str(), F_OK) != 0)
+        return;  // no server yet (and no PMD error line for an attempt that must fail)
+    reconnect();
+    down_since_us_ = monotonic_us();
+    reconnect_wait_us_ = std::min(kReconnectMaxUs, reconnect_wait_us_ * 2);
+}
+
+void MemifBackend::reconnect()
+{
+    // In EAL's interrupt thread, where the PMD runs its control channel
+    // (see close_device): our stop's disconnect and its own cannot overlap.
+    // Our thread waits there, so no burst of ours runs meanwhile either.
+    struct Restart {
+        uint16_t port;
+        int rc;
+    } r {port_id(), 0};
+    run_in_interrupt_thread(
+        [](void* arg) {
+            auto* r = static_cast<Restart*>(arg);
+            rte_eth_dev_stop(r->port);
+            r->rc = rte_eth_dev_start(r->port);
+        },
+        &r);
+    ethdev_stopped_ = r.rc != 0;  // no server yet: try again later
+    peer_leaving_ = seen_down_ = false;
 }
 
 unsigned MemifBackend::tx_burst(rte_mbuf** pkts, unsigned n)
