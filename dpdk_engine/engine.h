@@ -488,7 +488,7 @@ class Engine {
  public:
     // Opens the device (starting DPDK's EAL if needed). 0, or a negative
     // errno of opening it: -EINVAL (bad device string, ip, mtu or EAL
-    // arguments), -EBUSY, -EEXIST, -ENODEV, -ENOMEM, -ECONNREFUSED (memif),
+    // arguments), -EBUSY, -EEXIST, -ENODEV, -ENOMEM, -ECONNREFUSED and -EADDRINUSE (memif),
     // -EIO (the reasons of each: Port::open in port/port.h).
     static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
     ~Engine();

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -352,15 +353,15 @@ MemifBackend::MemifBackend(Port& port, const std::string& socket_path) : PortBac
 
 MemifBackend::~MemifBackend()
 {
-    if (mutex_fd_ >= 0)
-        close(mutex_fd_);
+    unlock_file(path_ + ".lock", &mutex_fd_);  // a failed open
     if (wait_fd_ >= 0)
         close(wait_fd_);
     if (wait_tfd_ >= 0)
         close(wait_tfd_);
     // The server has removed its socket file in rte_vdev_uninit; now let the
-    // next process become server.
+    // next process take the role.
     unlock_file(server_path_, &server_fd_);
+    unlock_file(client_path_, &client_fd_);
 }
 
 int MemifBackend::configure(DeviceOpen* plan)
@@ -390,38 +391,57 @@ int MemifBackend::configure(DeviceOpen* plan)
 
 int MemifBackend::create(DeviceOpen* plan)
 {
-    // Role: whoever holds "<path>.server" is the live server (the lock dies
-    // with its process); "<path>.lock" serialises the decision with the
-    // creation of the listening socket, so simultaneous starts agree.  It
-    // is never unlinked (that would reopen the race), and is held until
-    // the port has started (server listening / client connected).
+    if (path_.empty())
+        return PortBackend::create(plan);  // a raw vdev string: its own roles
+    // Role: whoever holds "<path>.server" is the live server, whoever holds
+    // "<path>.client" the live client (the locks die with their process).
+    // "<path>.lock" serialises the decision with the creation of the
+    // listening socket, so simultaneous starts agree; it is held until the
+    // port has started (server listening / client connected).  All three
+    // are lock_file()s: unlinked by their holder at close, and a file left
+    // by a killed holder is taken over by the next process (its lock is
+    // free), never while its holder lives.
     const std::string mutex_path = path_ + ".lock";
-    mutex_fd_ = ::open(mutex_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    mutex_fd_ = lock_file(mutex_path, false);
     if (mutex_fd_ < 0)
-        return -errno;
-    if (flock(mutex_fd_, LOCK_EX) != 0)
-        return -errno;
+        return mutex_fd_;
     server_path_ = path_ + ".server";
     int sfd = lock_file(server_path_, true);
     if (sfd >= 0) {
         server_fd_ = sfd;
         unlink(path_.c_str());  // stale socket of a dead server, if any
+        role_ = Role::kServer;
         plan->args = "role=server," + plan->args;
-    } else if (sfd == -EWOULDBLOCK) {
-        if (access(path_.c_str(), F_OK) != 0)
-            return -ECONNREFUSED;
-        plan->args = "role=client," + plan->args;
-    } else {
-        return sfd;
+        return PortBackend::create(plan);
     }
+    if (sfd != -EWOULDBLOCK)
+        return sfd;
+    client_path_ = path_ + ".client";
+    int cfd = lock_file(client_path_, true);
+    if (cfd == -EWOULDBLOCK) {
+        // The PMD's server takes one client per interface id; a third
+        // process would wait for a connection that never comes.
+        fprintf(stderr,
+                "dpdk: memif:%s already joins two processes (a server and a client); memif connects exactly "
+                "two processes. Give each pair its own socket path, or leave FI_DPDK_DEVICE unset: processes "
+                "of one host talk over the host-local path by default\n",
+                path_.c_str());
+        return -EADDRINUSE;
+    }
+    if (cfd < 0)
+        return cfd;
+    client_fd_ = cfd;
+    if (access(path_.c_str(), F_OK) != 0)
+        return -ECONNREFUSED;
+    role_ = Role::kClient;
+    plan->args = "role=client," + plan->args;
     return PortBackend::create(plan);
 }
 
 int MemifBackend::started()
 {
     setup_wait();  // else no wait fd: callers fall back to timers
-    close(mutex_fd_);
-    mutex_fd_ = -1;
+    unlock_file(path_ + ".lock", &mutex_fd_);
     return wait_fd_;
 }
 
@@ -458,17 +478,82 @@ void MemifBackend::before_stop()
 
 uint16_t MemifBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
 {
-    if (peer_leaving_ && quiet())
+    if (ethdev_stopped_ || (peer_leaving_ && quiet())) {
+        watch_link();
         return 0;
+    }
     const uint16_t got = rx_in_place_ ? rx_in_place(pkts, n) : rte_eth_rx_burst(port_id(), 0, pkts, n);
-    return got > 0 ? take_goodbyes(pkts, got) : 0;
+    if (got == 0) {
+        watch_link();
+        return 0;
+    }
+    return take_goodbyes(pkts, got);
 }
 
 bool MemifBackend::tx_ready()
 {
+    if (ethdev_stopped_)
+        return false;  // between reconnect attempts: the PMD's bursts are not set
     if (!rx_primed_)
         prime_rx();
     return !(peer_leaving_ && quiet());  // nobody reads; keep off the ring
+}
+
+// ---- reconnect -------------------------------------------------------------
+// The PMD's client connects once, in dev_start; when its server goes (killed,
+// or closed), the link stays down for ever, even once a new server listens
+// on the path.  So a client whose link has been down for reconnect_wait_us_
+// restarts its ethdev, which connects again; the wait doubles per failed
+// attempt up to kReconnectMaxUs (a slow handshake is not cut short for
+// ever) and starts again at kReconnectUs once the link is up.  The sessions
+// need nothing from us: the new peer's frames start a new stream (session/).
+// A server needs no help: the PMD keeps listening and takes the next client.
+// Checked only after an empty burst, and at most every kLinkCheckUs.
+void MemifBackend::watch_link()
+{
+    // The TSC: this runs after every empty poll of a busy-polling thread.
+    const uint64_t tsc = rte_get_tsc_cycles();
+    if (tsc < next_link_check_tsc_)
+        return;
+    next_link_check_tsc_ = tsc + rte_get_tsc_hz() / (1000000 / kLinkCheckUs);
+    const uint64_t now = monotonic_us();
+    if (!ethdev_stopped_ && link_up()) {
+        down_since_us_ = 0;
+        reconnect_wait_us_ = kReconnectUs;
+        return;
+    }
+    rx_primed_ = false;  // the next peer gets our slots again
+    if (down_since_us_ == 0) {
+        down_since_us_ = now;
+        return;
+    }
+    if (role_ != Role::kClient || now - down_since_us_ < reconnect_wait_us_)
+        return;
+    if (access(path_.c_str(), F_OK) != 0)
+        return;  // no server yet (and no PMD error line for an attempt that must fail)
+    reconnect();
+    down_since_us_ = monotonic_us();
+    reconnect_wait_us_ = std::min(kReconnectMaxUs, reconnect_wait_us_ * 2);
+}
+
+void MemifBackend::reconnect()
+{
+    // In EAL's interrupt thread, where the PMD runs its control channel
+    // (see close_device): our stop's disconnect and its own cannot overlap.
+    // Our thread waits there, so no burst of ours runs meanwhile either.
+    struct Restart {
+        uint16_t port;
+        int rc;
+    } r {port_id(), 0};
+    run_in_interrupt_thread(
+        [](void* arg) {
+            auto* r = static_cast<Restart*>(arg);
+            rte_eth_dev_stop(r->port);
+            r->rc = rte_eth_dev_start(r->port);
+        },
+        &r);
+    ethdev_stopped_ = r.rc != 0;  // no server yet: try again later
+    peer_leaving_ = seen_down_ = false;
 }
 
 unsigned MemifBackend::tx_burst(rte_mbuf** pkts, unsigned n)

@@ -61,6 +61,11 @@ class MemifBackend final : public PortBackend {
     // drops (the closer died first, or a new peer came unseen).
     static constexpr unsigned kGoodbyeWaitUs = 10000;
     static constexpr unsigned kQuietMaxUs = 1000000;
+    // Reconnect (memif.cpp): a client whose link has been down this long
+    // restarts its ethdev; the wait doubles per attempt up to the maximum.
+    static constexpr uint64_t kReconnectUs = 100000;
+    static constexpr uint64_t kReconnectMaxUs = 1600000;
+    static constexpr uint64_t kLinkCheckUs = 10000;
 
  private:
     bool setup_wait();
@@ -71,6 +76,8 @@ class MemifBackend final : public PortBackend {
     uint16_t take_goodbyes(rte_mbuf** pkts, uint16_t got);
     void prime_rx();
     void say_goodbye();
+    void watch_link();
+    void reconnect();
 
     // In place (memif_rx.cpp, memif_tx.cpp).
     struct InPlace;  // memif22.h
@@ -86,9 +93,19 @@ class MemifBackend final : public PortBackend {
     size_t (*rx_split_hook_)(const uint8_t* frame, size_t len) = nullptr;
     size_t (*tx_fill_hook_)(uint8_t* dst, size_t cap, const rte_mbuf* m) = nullptr;
 
-    const std::string path_;   // the socket's; "" from a raw vdev string
+    // The role of "memif:<path>", chosen in create().
+    enum class Role {
+        kUnknown,
+        kServer,
+        kClient
+    };
+
+    const std::string path_;  // the socket's; "" from a raw vdev string
+    Role role_ = Role::kUnknown;
     std::string server_path_;  // "<path>.server", locked by the live server
     int server_fd_ = -1;       // held by the server for its lifetime
+    std::string client_path_;  // "<path>.client", locked by the live client
+    int client_fd_ = -1;       // held by the client for its lifetime
     int mutex_fd_ = -1;        // "<path>.lock", held from the role's choice until started
     unsigned bsize_ = 0;       // buffer size (refilled slot length)
     void* rxq_ = nullptr;      // the PMD's rx and tx queues and per-process
@@ -102,6 +119,13 @@ class MemifBackend final : public PortBackend {
     bool seen_down_ = false;     // ... and the link has dropped since
     bool rx_primed_ = false;     // our receive slots went to the peer (prime_rx)
     uint64_t goodbye_us_ = 0;    // when the goodbye came
+    // Reconnect (watch_link): the link seen down since (0: up), the wait
+    // before the next attempt, and whether the last attempt left the ethdev
+    // stopped (no server listened).
+    uint64_t next_link_check_tsc_ = 0;
+    uint64_t down_since_us_ = 0;
+    uint64_t reconnect_wait_us_ = kReconnectUs;
+    bool ethdev_stopped_ = false;
 };
 
 }  // namespace dpdk_engine

@@ -123,6 +123,7 @@ class Port {
     //   -ENODEV      no such interface / PCI device / driver
     //   -ENOMEM      mempool or EAL memory exhausted
     //   -ECONNREFUSED memif: a server holds the path but its socket is gone
+    //   -EADDRINUSE  memif: a server and a client already hold the path
     //   -EIO         the PMD failed to create the device (details in its log
     //                with verbose), or the af_packet socket of the PMD could
     //                not be identified

@@ -21,6 +21,12 @@
 // client must then fail with kPeerTimeout within --timeout-ms: the client
 // says so and exits 3.
 //
+// --rounds N: N normal runs in a row, each opened by a HELLO: the server
+// serves N clients in turn (a client killed between rounds and restarted),
+// the client runs N times against the server's address (a server killed
+// and restarted between rounds; --pause-file: the client waits for the file
+// before each round after the first, running its engine meanwhile).
+//
 // Exit codes: 0 success, 1 failure (message on stderr), 2 usage,
 // 3 (--kill-test) the peer died and every pending operation failed as
 // expected. Every wait is bounded by --deadline seconds.
@@ -345,6 +351,7 @@ void server_main(Peer& p)
     p.run_for(200);  // let the BYE's acknowledgement go out
     if (!ok)
         die("target memory does not hold what the client wrote");
+    p.mr.remove(key);  // the next round (--rounds) registers its own region
 }
 
 void client_main(Peer& p)
@@ -358,7 +365,8 @@ void client_main(Peer& p)
     hello.a = p.o.count;
     hello.b = g_seed;
     p.phase = "HELLO";
-    ctl_send(p, kHello, hello);
+    // After the first round the server may be a restarted one.
+    ctl_send(p, kHello, hello, p.o.rounds > 1);
     p.phase = "waiting for INFO";
     p.run_until([&] { return info.got; });
     Remote r {info.m.a, info.m.b, info.m.c};
@@ -537,10 +545,20 @@ int main(int argc, char** argv)
     if (p.o.server)
         say("LISTENING on %s", addr_str(p.ep->address()).c_str());
     p.wait_link();
-    if (p.o.server)
-        server_main(p);
-    else
-        client_main(p);
+    for (uint32_t round = 1; round <= p.o.rounds; ++round) {
+        if (round > 1 && !p.o.server && !p.o.pause_file.empty()) {
+            // Keep the engine running (a memif client reconnects from its
+            // bursts) while the script kills and restarts the server.
+            p.phase = "waiting for the pause file";
+            say("PAUSED after round %u", round - 1);
+            p.run_until([&] { return access(p.o.pause_file.c_str(), F_OK) == 0; });
+        }
+        if (p.o.server)
+            server_main(p);
+        else
+            client_main(p);
+        say("ROUND %u DONE", round);
+    }
     if (p.o.stats)
         p.ep->dump_stats(stdout);
     check_path(p);

@@ -84,6 +84,8 @@ struct Opts {
     bool expect_zcopy = false;        // zcopy test: packets must have gone zero-copy
     bool expect_retransmits = false;  // zcopy test: the fault injector must have caused some
     std::string expect_path;          // "local" (host-local rings) or "device": where frames must have gone
+    uint32_t rounds = 1;              // normal runs in a row, each with a new HELLO (a restarted peer)
+    std::string pause_file;           // client: before each round after the first, wait for this file
 };
 
 inline void usage()
@@ -92,7 +94,7 @@ inline void usage()
                     "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
                     "         [--deadline S] [--kill-test] [--stats]\n"
                     "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n"
-                    "         [--expect-path local|device]\n");
+                    "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
 
@@ -122,6 +124,8 @@ inline Opts parse(int argc, char** argv)
         {"expect-zcopy", no_argument, nullptr, 'Z'},
         {"expect-retransmits", no_argument, nullptr, 'R'},
         {"expect-path", required_argument, nullptr, 'P'},
+        {"rounds", required_argument, nullptr, 'N'},
+        {"pause-file", required_argument, nullptr, 'F'},
         {nullptr, 0, nullptr, 0},
     };
     optind = 2;
@@ -151,10 +155,12 @@ inline Opts parse(int argc, char** argv)
             if (o.expect_path != "local" && o.expect_path != "device")
                 usage();
             break;
+        case 'N': o.rounds = uint32_t(strtoul(optarg, nullptr, 0)); break;
+        case 'F': o.pause_file = optarg; break;
         default: usage();
         }
     }
-    if (o.port == 0)
+    if (o.port == 0 || o.rounds == 0)
         usage();
     return o;
 }
@@ -296,28 +302,35 @@ struct CtlMsg {
 };
 
 // Sends a control message and waits until it is delivered (acknowledged).
-inline void ctl_send(Peer& p, Ctl type, const CtlMsg& m)
+// again_on_failure: a failed delivery is tried again (the peer is being
+// restarted: --rounds), until the deadline.
+inline void ctl_send(Peer& p, Ctl type, const CtlMsg& m, bool again_on_failure = false)
 {
     static CtlMsg copy;
     copy = m;
-    bool done = false;
+    bool done = false, failed = false;
     Op op {[&](Op*, const Completion& c) {
-        if (c.status != OpStatus::kOk)
+        if (c.status != OpStatus::kOk && !again_on_failure)
             die("control message %d: %s", int(type), to_string(c.status));
-        done = true;
+        if (c.status != OpStatus::kOk)
+            say("control message %d: %s; sending it again", int(type), to_string(c.status));
+        (c.status == OpStatus::kOk ? done : failed) = true;
     }};
-    iovec iov {&copy, sizeof copy};
-    SendArgs a;
-    a.dest = p.peer;
-    a.iov = &iov;
-    a.iov_count = 1;
-    a.tag = kCtlTag | type;
-    a.flags = kOpTagged | kOpCompletion;
-    a.context = &op;
-    int rc = p.ep->send(a);
-    if (rc)
-        die("control send: %d", rc);
-    p.run_until([&] { return done; });
+    do {
+        failed = false;
+        iovec iov {&copy, sizeof copy};
+        SendArgs a;
+        a.dest = p.peer;
+        a.iov = &iov;
+        a.iov_count = 1;
+        a.tag = kCtlTag | type;
+        a.flags = kOpTagged | kOpCompletion;
+        a.context = &op;
+        int rc = p.ep->send(a);
+        if (rc)
+            die("control send: %d", rc);
+        p.run_until([&] { return done || failed; });
+    } while (!done);
 }
 
 // Posts a control receive; *got becomes true when it arrives.
