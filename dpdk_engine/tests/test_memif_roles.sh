@@ -41,11 +41,7 @@ BASE_PORT=$((40000 + ($$ + 7) % 20000))
 ROUND="--count 300 --rma-ops 40 --max-size 2097152 --deadline 90"
 cleanup() {
     pair_cleanup
-    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $PAIR_FAILED -ne 0 ]; then
-        echo "test_memif_roles: logs in $LOGS"
-    else
-        rm -rf "$LOGS"
-    fi
+    pair_finish_logs
 }
 trap cleanup EXIT
 

@@ -49,11 +49,7 @@ CLIENT_PID=
 cleanup() {
     pair_cleanup
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
-    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $PAIR_FAILED -ne 0 ]; then
-        echo "test_two_process: logs in $LOGS"
-    else
-        rm -rf "$LOGS"
-    fi
+    pair_finish_logs
 }
 trap cleanup EXIT
 

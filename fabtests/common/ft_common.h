@@ -385,6 +385,14 @@ class MrGuard {
 };
 void send_mr(const RemoteMr& r);
 RemoteMr recv_mr();
+// fi_inject_write of one word, retried (with progress) while -FI_EAGAIN.
+void inject_put(Ep& ep, const RemoteMr& to, uint64_t value);
+// A put ping-pong as OpenSHMEM PEs do it: each side waits by polling its
+// own memory, with no libfabric call. The client puts i into the server's
+// word; the server, seeing it, puts i back. Fails the subtest when a put
+// does not land within deadline_us. Returns the client's half round trips
+// in microseconds (empty on the server).
+std::vector<uint64_t> put_ping_pong(int rounds, int mr_mode, uint64_t requested_key, uint64_t deadline_us);
 
 // Modes in which the application addresses remote memory by virtual address
 // (FI_MR_BASIC is the pre-1.5 spelling of VIRT_ADDR|PROV_KEY|ALLOCATED).

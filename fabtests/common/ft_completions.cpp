@@ -500,6 +500,43 @@ RemoteMr recv_mr()
     return r;
 }
 
+void inject_put(Ep& ep, const RemoteMr& to, uint64_t value)
+{
+    ssize_t ret;
+    while ((ret = fi_inject_write(ep.ep, &value, sizeof(value), ep.peer, to.addr, to.key)) == -FI_EAGAIN)
+        progress();
+    FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
+}
+
+std::vector<uint64_t> put_ping_pong(int rounds, int mr_mode, uint64_t requested_key, uint64_t deadline_us)
+{
+    constexpr size_t kRegion = 4096;
+    Ep ep;
+    ep.open();
+    connect(ep);
+    Buf region(kRegion);
+    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, requested_key, mr_mode,
+                      ep.ep));
+    send_mr(describe(mr.get(), region.data(), kRegion, mr_mode));
+    const RemoteMr peer = recv_mr();
+    oob.barrier("regions known");
+    const auto* word = reinterpret_cast<const uint64_t*>(region.data());
+    std::vector<uint64_t> half_round_trips;
+    for (uint64_t i = 1; i <= uint64_t(rounds); i++) {
+        const uint64_t t0 = now_us();
+        if (!opts.server())
+            inject_put(ep, peer, i);
+        FT_REQUIRE(wait_for_word(word, i, deadline_us) != UINT64_MAX,
+                   "put %" PRIu64 " never landed while this process made no libfabric call", i);
+        if (opts.server())
+            inject_put(ep, peer, i);
+        else
+            half_round_trips.push_back((now_us() - t0) / 2);
+    }
+    oob.barrier("ping-pong done");
+    return half_round_trips;
+}
+
 uint64_t cpu_us()
 {
     rusage ru {};

@@ -39,6 +39,8 @@
 #   pair_summary        "LABEL: P passed, F failed[, S skipped] in T s" and
 #                       the failed cases; status 0 when none failed
 #   pair_elapsed START  seconds since START (date +%s.%N), 2 decimals
+#   pair_finish_logs    at exit: PAIR_LOGS kept (and named) when a case
+#                       failed or KEEP_LOGS=1, else removed
 #
 # Adding a pair test: see fabtests/README.md ("Process-pair tests").
 
@@ -71,6 +73,14 @@ pair_cleanup() {
 		kill -0 "$g" 2>/dev/null && pair_kill "$g"
 	done
 	PAIR_GROUPS=
+}
+
+pair_finish_logs() {
+	if [ "${KEEP_LOGS:-0}" = 1 ] || [ "$PAIR_FAILED" -ne 0 ]; then
+		echo "$PAIR_LABEL: logs in $PAIR_LOGS"
+	else
+		rm -rf "$PAIR_LOGS"
+	fi
 }
 
 pair_skip() {

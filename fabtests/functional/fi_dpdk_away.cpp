@@ -26,47 +26,11 @@ namespace {
 constexpr int kRounds = 40;
 constexpr uint64_t kLandDeadlineUs = 3000000;  // a put that never lands fails, not hangs
 constexpr double kPromptMedianUs = 20000;      // a fifth of the standby thread's idle sleep
-constexpr size_t kRegion = 4096;
 int g_mr_mode = 0;
 
-// Polls *word with no libfabric call until it holds `want`: false after
-// the deadline.
-bool land(const uint64_t* word, uint64_t want)
+void ping_pong_away()
 {
-    return wait_for_word(word, want, kLandDeadlineUs) != UINT64_MAX;
-}
-
-void put(Ep& ep, const RemoteMr& to, uint64_t value)
-{
-    ssize_t ret;
-    while ((ret = fi_inject_write(ep.ep, &value, sizeof(value), ep.peer, to.addr, to.key)) == -FI_EAGAIN)
-        progress();
-    FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
-}
-
-void put_ping_pong()
-{
-    Ep ep;
-    ep.open();
-    connect(ep);
-    Buf region(kRegion);
-    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 11, g_mr_mode, ep.ep));
-    send_mr(describe(mr.get(), region.data(), kRegion, g_mr_mode));
-    const RemoteMr peer = recv_mr();
-    oob.barrier("regions known");
-    auto* word = reinterpret_cast<uint64_t*>(region.data());
-    std::vector<uint64_t> times;
-    for (uint64_t i = 1; i <= kRounds; i++) {
-        const uint64_t t0 = now_us();
-        if (!opts.server())
-            put(ep, peer, i);
-        FT_REQUIRE(land(word, i), "put %" PRIu64 " never landed while this process made no libfabric call", i);
-        if (opts.server())
-            put(ep, peer, i);
-        else
-            times.push_back((now_us() - t0) / 2);
-    }
-    oob.barrier("ping-pong done");
+    std::vector<uint64_t> times = ft::put_ping_pong(kRounds, g_mr_mode, 11, kLandDeadlineUs);
     if (!opts.server())
         report_delivery(std::move(times), "put-ping-pong (half round trip)", kPromptMedianUs,
                         "the standby thread was not woken by the packets (its idle sleep is 100 ms)");
@@ -86,7 +50,7 @@ int main(int argc, char** argv)
     fi_freeinfo(hints);
     g_mr_mode = fab.info->domain_attr->mr_mode;
 
-    run("away/put-ping-pong", put_ping_pong);
+    run("away/put-ping-pong", ping_pong_away);
 
     int ret = finish();
     teardown();

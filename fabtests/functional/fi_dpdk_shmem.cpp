@@ -107,37 +107,9 @@ void self_atomic()
 // Half the round trip is one delivery.
 void peer_put()
 {
-    Ep ep;
-    ep.open();
-    connect(ep);
-    Buf region(kRegion);
-    MrGuard mr(reg_mr(fab.domain, region.data(), kRegion, FI_REMOTE_WRITE | FI_REMOTE_READ, 9, g_mr_mode, ep.ep));
-    send_mr(describe(mr.get(), region.data(), kRegion, g_mr_mode));
-    const RemoteMr peer = recv_mr();
-    oob.barrier("regions known");
-    auto* word = reinterpret_cast<uint64_t*>(region.data());
-    std::vector<uint64_t> times;
-    for (uint64_t i = 1; i <= kRounds; i++) {
-        const uint64_t t0 = now_us();
-        if (!opts.server()) {
-            ssize_t ret;
-            while ((ret = fi_inject_write(ep.ep, &i, sizeof(i), ep.peer, peer.addr, peer.key)) == -FI_EAGAIN)
-                progress();
-            FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
-        }
-        FT_REQUIRE(wait_for(word, i) != UINT64_MAX, "put %" PRIu64 " from the peer never landed", i);
-        if (opts.server()) {
-            ssize_t ret;
-            while ((ret = fi_inject_write(ep.ep, &i, sizeof(i), ep.peer, peer.addr, peer.key)) == -FI_EAGAIN)
-                progress();
-            FT_REQUIRE(ret == 0, "fi_inject_write = %zd (%s)", ret, fi_strerror(int(-ret)));
-        } else {
-            times.push_back((now_us() - t0) / 2);
-        }
-    }
-    oob.barrier("ping-pong done");
+    std::vector<uint64_t> times = put_ping_pong(kRounds, g_mr_mode, 9, kLandDeadlineUs);
     if (!opts.server())
-        report(times, "peer-put (half round trip)");
+        report(std::move(times), "peer-put (half round trip)");
 }
 
 }  // namespace

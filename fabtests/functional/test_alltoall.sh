@@ -28,11 +28,7 @@ pair_init test_alltoall alltoall
 LOGS=$PAIR_LOGS
 cleanup() {
     pair_cleanup
-    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $PAIR_FAILED -ne 0 ]; then
-        echo "test_alltoall: logs in $LOGS"
-    else
-        rm -rf "$LOGS"
-    fi
+    pair_finish_logs
 }
 trap cleanup EXIT
 

@@ -22,11 +22,7 @@ LOGS=$PAIR_LOGS
 chmod 0755 "$LOGS"
 cleanup() {
     pair_cleanup
-    if [ "${KEEP_LOGS:-0}" = 1 ] || [ $PAIR_FAILED -ne 0 ]; then
-        echo "test_nocap: logs in $LOGS"
-    else
-        rm -rf "$LOGS"
-    fi
+    pair_finish_logs
 }
 trap cleanup EXIT
 for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
