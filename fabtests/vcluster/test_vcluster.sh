@@ -5,8 +5,8 @@
 # host's IP. Runs fabtests/mpi/mpi_check (every test but rma_dynamic, which
 # hangs across hosts: see fabtests/vcluster/README.md) and checks that every
 # rank's provider endpoints carried traffic at the veth addresses
-# (FI_DPDK_STATS). Then 2 hosts x 2 ranks: the ranks of a host pair up
-# through the host-local rings, the hosts through the veths; and
+# (FI_DPDK_STATS). Then 2 and 3 hosts x 2 ranks: the ranks of a host pair
+# up through the host-local rings, the hosts through the veths; and
 # fi_pingpong -c between two processes of one host.
 # VC_DEVICE=af_xdp runs it on af_xdp. Exit 77 (SKIP) without root, network namespaces, bridges
 # or an mpicc-built mpi_check.
@@ -61,26 +61,31 @@ for ((i = 1; i <= hosts; i++)); do
 done
 case_result "mpi_check across $hosts hosts" $ok "$log"
 
-# Two ranks per host on 2 hosts: the ranks of one host reach each other
+# Two ranks per host on N hosts: the ranks of one host reach each other
 # through the host-local rings (a frame between them never comes back out
-# of the bridge), the other host's through the veth.
-log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
-PAIR_KILL_AFTER=10 pair_spawn job "$log" 300 "$here/vcluster.sh" run 2 \
-	"$here/vcluster.sh" mpirun -ppn 2 -x FI_DPDK_STATS=1 ${asan[@]+"${asan[@]}"} "$check" -x rma_dynamic -w 240
-wait "$job"
-rc=$?
-grep -E '^mpi_check:|FAIL|^vcluster|host-local: peer' "$log"
-ok=1
-[ $rc = 0 ] || { echo "mpirun exited with $rc"; ok=0; }
-grep -q "^mpi_check: all [0-9]* tests passed (4 ranks" "$log" || { echo "mpi_check did not pass on 4 ranks"; ok=0; }
-for i in 1 2; do
-	grep -qE "^dpdk engine host-local: peer 10\.77\.0\.$i:[0-9]+ on shared memory" "$log" ||
-		{ echo "host $i: no pair on shared memory in FI_DPDK_STATS"; ok=0; }
-done
-# Frames through the device (the veth): rx_frames beyond rx_host_local.
-awk '/^dpdk engine .*rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
-	END { exit n >= 4 ? 0 : 1 }' "$log" || { echo "not every rank received frames through the veth"; ok=0; }
-case_result "mpi_check on 2 hosts x 2 ranks (host-local + veth)" $ok "$log"
+# of the bridge), the other hosts' through the veths.
+two_ranks_per_host() {
+	local n=$1 ranks=$(($1 * 2)) i
+	log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
+	PAIR_KILL_AFTER=10 pair_spawn job "$log" 300 "$here/vcluster.sh" run "$n" \
+		"$here/vcluster.sh" mpirun -ppn 2 -x FI_DPDK_STATS=1 ${asan[@]+"${asan[@]}"} "$check" -x rma_dynamic -w 240
+	wait "$job"
+	rc=$?
+	grep -E '^mpi_check:|FAIL|^vcluster|host-local: peer' "$log"
+	ok=1
+	[ $rc = 0 ] || { echo "mpirun exited with $rc"; ok=0; }
+	grep -q "^mpi_check: all [0-9]* tests passed ($ranks ranks" "$log" || { echo "mpi_check did not pass on $ranks ranks"; ok=0; }
+	for ((i = 1; i <= n; i++)); do
+		grep -qE "^dpdk engine host-local: peer 10\.77\.0\.$i:[0-9]+ on shared memory" "$log" ||
+			{ echo "host $i: no pair on shared memory in FI_DPDK_STATS"; ok=0; }
+	done
+	# Frames through the device (the veth): rx_frames beyond rx_host_local.
+	awk -v want="$ranks" '/^dpdk engine .*rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
+		END { exit n >= want ? 0 : 1 }' "$log" || { echo "not every rank received frames through the veth"; ok=0; }
+	case_result "mpi_check on $n hosts x 2 ranks (host-local + veth)" $ok "$log"
+}
+two_ranks_per_host 2
+two_ranks_per_host 3
 
 # fi_pingpong -c between two processes of one host whose device is
 # af_packet on its veth: they meet on the host-local rings.
