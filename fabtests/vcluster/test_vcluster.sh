@@ -3,7 +3,7 @@
 # cluster, one rank per host, pml cm + mtl ofi and osc rdma + btl ofi on the
 # dpdk provider, whose DPDK port is af_packet on each host's veth at the
 # host's IP. Runs fabtests/mpi/mpi_check (every test but rma_dynamic, which
-# hangs across hosts: see fabtests/vcluster/README.md) and checks that every
+# hangs across hosts in Open MPI 4.1.4: fabtests/mpi/BUGS.md E) and checks that every
 # rank's provider endpoints carried traffic at the veth addresses
 # (FI_DPDK_STATS). Then 2 and 3 hosts x 2 ranks: the ranks of a host pair
 # up through the host-local rings, the hosts through the veths; and
