@@ -366,6 +366,12 @@ bool Channel::arm(bool tx_backlog)
     return true;
 }
 
+void Channel::join_sleep()
+{
+    if (state_ == ChannelState::kOpen)
+        rx_.announce_sleep();
+}
+
 void Channel::disarm()
 {
     if (state_ != ChannelState::kOpen)

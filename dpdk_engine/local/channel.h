@@ -104,6 +104,12 @@ class Channel {
     // it frees room (false: room appeared already, do not sleep).
     bool arm(bool tx_backlog);
     void disarm();
+    // A channel that joins while a sleeper is armed (connected by a posting
+    // thread, or accepted by a progress call of another thread): the peer's
+    // next frame must wake that sleeper too. What the ring holds already is
+    // not looked at: the progress call that accepted it reads it next, and
+    // a fresh connection holds nothing yet.
+    void join_sleep();
 
     ChannelState state() const { return state_; }
     pid_t peer_pid() const { return peer_pid_; }

@@ -125,6 +125,9 @@ void Hub::add(std::unique_ptr<Channel> c)
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0 && errno != EEXIST)
         return;  // a channel nobody could wake: not used
     channels_.push_back(std::move(c));
+    // Disarmed with the others when the last sleeper wakes (disarm()).
+    if (arms_ > 0)
+        channels_.back()->join_sleep();
     if (spare_backlogs_.empty()) {
         backlogs_.emplace_back();
         backlogs_.back().reserve(kBacklogReserve);

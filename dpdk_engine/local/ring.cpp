@@ -189,6 +189,12 @@ bool RingConsumer::prepare_sleep()
     return true;
 }
 
+void RingConsumer::announce_sleep()
+{
+    shared_->consumer.sleeping.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 void RingConsumer::cancel_sleep()
 {
     shared_->consumer.sleeping.store(0, std::memory_order_relaxed);

@@ -125,6 +125,9 @@ class RingConsumer : public RingSide {
     // once more. false: a slot is waiting (flag cleared), do not sleep.
     bool prepare_sleep();
     void cancel_sleep();
+    // The flag alone, without looking: for a ring that appears while its
+    // owner already sleeps (Channel::join_sleep).
+    void announce_sleep();
     // After a batch of pop()s: true when the producer said it waits for
     // room (the flag is cleared): the caller sends it a byte.
     bool producer_wants_room();

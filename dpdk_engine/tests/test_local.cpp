@@ -1,7 +1,8 @@
 // cmocka tests of the host-local channel (dpdk_engine/local/): rings that
 // wrap and fill, a peer killed mid-transfer and one restarted at the same
 // address, a hostile peer writing garbage into the shared rings and the
-// hello, a peer of another user, and the wake-up of a blocking wait.
+// hello, a peer of another user, and the wake-up of a blocking wait (also
+// through a channel that joined while its hub slept).
 #include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <memory>
 
 #include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/local/hub.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -524,6 +526,33 @@ void test_room_wakeup(void**)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+// A hub whose sleeper is armed gets a new channel (a posting thread
+// connected it while the progress thread slept): the peer's first frame on
+// it must wake that sleeper, not wait for its timer.
+void test_joined_while_asleep(void**)
+{
+    const uint16_t port_b = test_port(9);
+    Hub a, b;
+    assert_int_equal(a.init(kIp, -1, RingGeometry {8, 128}), 0);
+    assert_int_equal(b.init(kIp, -1, RingGeometry {8, 128}), 0);
+    b.listen(port_b);
+    assert_int_equal(a.arm(0), 0);  // a's sleeper, before the channel exists
+    assert_non_null(a.route(kIp, port_b, 0));
+    for (int i = 0; i < 100 && b.channels().empty(); i++) {
+        usleep(1000);
+        b.service(i);  // accept, then the hello
+    }
+    assert_int_equal(b.channels().size(), 1);
+    assert_int_equal(b.channels()[0]->send("w", 1), 0);
+    pollfd pfd {a.wait_fd(), POLLIN, 0};
+    assert_int_equal(poll(&pfd, 1, 2000), 1);
+    a.disarm();
+    const uint8_t* d;
+    uint32_t n;
+    assert_true(a.channels()[0]->peek(&d, &n));
+    assert_int_equal(d[0], 'w');
+}
+
 }  // namespace
 
 int main()
@@ -534,7 +563,7 @@ int main()
         cmocka_unit_test(test_peer_killed),   cmocka_unit_test(test_hostile_ring),
         cmocka_unit_test(test_hostile_hello), cmocka_unit_test(test_other_user_refused),
         cmocka_unit_test(test_wakeup),        cmocka_unit_test(test_accept_before_hello),
-        cmocka_unit_test(test_room_wakeup),
+        cmocka_unit_test(test_room_wakeup),   cmocka_unit_test(test_joined_while_asleep),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
