@@ -20,6 +20,8 @@ namespace dpdk_engine {
 
 namespace {
 
+constexpr unsigned kDeviceLessMbufs = 2048;  // host-local frames only (open_port)
+
 bool is_af_packet(const PortConfig& pc)
 {
     return pc.device.empty() || pc.device.rfind("net_af_packet", 0) == 0 ||
@@ -49,6 +51,11 @@ int EngineImpl::open_port(const PortConfig& pc)
     static std::atomic<unsigned> instance {0};
     PortConfig null_pc = pc;
     null_pc.device = "net_null_nodev" + std::to_string(instance.fetch_add(1));
+    // Only frames from local peers pass through the pool (each staged for
+    // one progress round, or parked until in order): the device default,
+    // sized for a NIC's windows, would be most of such a process's memory.
+    if (!null_pc.mbufs)
+        null_pc.mbufs = kDeviceLessMbufs;
     const int rc = Port::open(null_pc, &port);
     if (rc)
         return rc;
