@@ -310,6 +310,33 @@ void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket
     transmit(std::move(m), Address {p.src_ip_be, p.src_port});
 }
 
+bool EngineImpl::refuse_oversize(const uint8_t* frame, size_t len)
+{
+    wire::OversizeFrame o;
+    if (!wire::parse_oversize_frame(frame, len, port->mtu(), &o))
+        return false;
+    EndpointImpl* ep = o.dst_ip_be == port->ip_be() ? by_port[o.dst_port] : nullptr;
+    if (!ep || ep->closing)
+        return false;
+    wire::FrameAddress fa;
+    memcpy(fa.src_mac, port->mac().addr_bytes, 6);
+    memcpy(fa.dst_mac, o.src_mac, 6);
+    fa.src_ip_be = port->ip_be();
+    fa.dst_ip_be = o.src_ip_be;
+    fa.src_port = ep->addr.port;
+    fa.dst_port = o.src_port;
+    Mbuf m;
+    wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, wire::kFlagTooLarge, 0, &m);
+    if (!th)
+        return true;
+    th->ack_stream_id.set(o.stream_id);
+    th->window.set(port->mtu());
+    wire::seal(th);
+    ep->st.resets_sent++;
+    transmit(std::move(m), Address {o.src_ip_be, o.src_port});
+    return true;
+}
+
 void EngineImpl::handle_frame(Mbuf m, uint64_t now)
 {
     st.rx_frames++;
@@ -336,6 +363,10 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now)
     case wire::ParseResult::kBadMagic: st.rx_not_ours++; return;
     case wire::ParseResult::kBadCrc: st.rx_bad_crc++; return;
     case wire::ParseResult::kTruncated:
+        st.rx_bad++;
+        if (m->nb_segs == 1)
+            refuse_oversize(data, len);
+        return;
     case wire::ParseResult::kBadIpHeader:
     case wire::ParseResult::kFragment:
     case wire::ParseResult::kBadVersion:

@@ -116,6 +116,10 @@ class EngineImpl {
     void kick_send(Session* s, const TxOp* op, bool more);
     void handle_frame(Mbuf m, uint64_t now);  // takes the frame: keeps or frees it
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
+    // A frame of ours too long for us (wire::parse_oversize_frame): its
+    // sender is told our MTU (kReset + kFlagTooLarge) instead of retrying
+    // for ever. false: not such a frame.
+    bool refuse_oversize(const uint8_t* frame, size_t len);
     // Allocates an mbuf and writes Ethernet/IPv4/UDP and an initialised
     // transport header for a `type` packet with `payload_len` bytes of
     // payload to follow the header. nullptr when the pool is empty.

@@ -105,6 +105,7 @@ int EngineImpl::local_progress(uint64_t now)
             if (len > rte_pktmbuf_tailroom(m) || len < wire::kL2L3L4Len) {
                 rte_pktmbuf_free(m);
                 st.rx_bad++;
+                refuse_oversize(d, len);
                 c->pop();
                 continue;
             }

@@ -57,7 +57,10 @@
     X(kProtocolError, FI_EIO, "protocol error from the peer")                                                     \
     /* RMA/atomic: acknowledged, but no response within the peer timeout */                                       \
     X(kResponseTimeout, FI_ETIMEDOUT,                                                                             \
-      "no response from the peer within FI_DPDK_TIMEOUT_MS (request acknowledged, never answered)")
+      "no response from the peer within FI_DPDK_TIMEOUT_MS (request acknowledged, never answered)")               \
+    /* the peer takes no frame as long as ours: its MTU is smaller */                                             \
+    X(kPeerMtuSmaller, FI_EMSGSIZE,                                                                               \
+      "the peer refused a frame longer than its MTU (set the same FI_DPDK_MTU on both sides)")
 
 namespace dpdk_engine {
 

@@ -9,6 +9,7 @@
 // Packets are rebuilt from their operation on retransmission, so no mbuf is
 // held on the send side and every copy carries fresh ACK information
 // (session_frame.cpp builds them).
+#include <cstdio>
 #include <cstring>
 
 #include "dpdk_engine/wire/crc32c.h"
@@ -164,6 +165,19 @@ bool session_busy(const Session* s)
 }
 
 namespace {
+
+// Once per session: which peer, its MTU and ours, and the fix.
+void report_peer_mtu(Session* s, uint16_t peer_mtu)
+{
+    if (s->mtu_reported)
+        return;
+    s->mtu_reported = true;
+    const auto* b = reinterpret_cast<const uint8_t*>(&s->peer.ip_be);
+    fprintf(stderr,
+            "dpdk engine: %u.%u.%u.%u:%u takes frames up to an MTU of %u, ours is %u: operations to it fail "
+            "(FI_EMSGSIZE) until both sides set the same FI_DPDK_MTU\n",
+            b[0], b[1], b[2], b[3], s->peer.port, peer_mtu, s->ep->engine->port->mtu());
+}
 
 // FI_FENCE: an application operation posted with kOpFence, and every one
 // posted after it, waits in the session's fence queue (outside the FIFO,
@@ -432,8 +446,15 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
         // The peer holds no state for our stream (it restarted, or timed us
         // out). Only our direction restarts: its stream toward us, if new,
         // is valid, and retiring it would make the peer reset in turn.
-        if (th->ack_stream_id.get() == s->tx_stream)
-            session_fail(s, OpStatus::kPeerReset, false);
+        if (th->ack_stream_id.get() != s->tx_stream)
+            return;
+        if (p.flags & wire::kFlagTooLarge) {
+            // Retrying would never get through: the operations fail, now.
+            report_peer_mtu(s, th->window.get());
+            session_fail(s, OpStatus::kPeerMtuSmaller, false);
+            return;
+        }
+        session_fail(s, OpStatus::kPeerReset, false);
         return;
     }
     // Whatever the packet, it names the peer's session as it is now (a

@@ -138,6 +138,7 @@ struct Session {
     bool ack_now = false;
     bool write_refused = false;   // refused_write_op is set
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
+    bool mtu_reported = false;    // the peer refused a frame over its MTU: logged once
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)
     bool cts_waiting = false;     // messages of this session wait in EndpointImpl::cts_waiting
     // Ops in the FIFO wait by choice to be packed (kOpMore, or autocork while

@@ -341,6 +341,27 @@ ParseResult parse_split_frame(const uint8_t* head, size_t head_len, const uint8_
     return parse(head, head_len, payload, payload_len, out, true);
 }
 
+bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, OversizeFrame* out)
+{
+    if (len < kL2L3L4Len + sizeof(TransportHeader) || load_be16(frame + 12) != kEtherTypeIpv4)
+        return false;
+    const uint8_t* ip = frame + kEthHeaderLen;
+    if (ip[0] != 0x45 || ip[9] != kIpProtoUdp || load_be16(ip + 2) <= mtu)  // as we send: no IP options
+        return false;
+    TransportHeader th;
+    memcpy(&th, frame + kL2L3L4Len, sizeof(th));
+    if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType ||
+        !is_sequenced(static_cast<PacketType>(th.type)))
+        return false;
+    memcpy(out->src_mac, frame + 6, 6);
+    memcpy(&out->src_ip_be, ip + 12, 4);
+    memcpy(&out->dst_ip_be, ip + 16, 4);
+    out->src_port = load_be16(ip + kIpv4HeaderLen);
+    out->dst_port = load_be16(ip + kIpv4HeaderLen + 2);
+    out->stream_id = th.stream_id.get();
+    return true;
+}
+
 size_t payload_crc_offset(const uint8_t* frame, size_t len)
 {
     // Each field is read once, into a local: the frame may be memory the

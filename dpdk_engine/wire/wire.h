@@ -121,6 +121,7 @@ enum : uint16_t {
     kFlagRemoteData = 1u << 4,   // MsgExt / RmaExt: cq_data is valid
     kFlagHasAck = 1u << 5,       // ack_* fields are valid (piggybacked ACK)
     kFlagPayloadCrc = 1u << 6,   // the payload has its own CRC: see below
+    kFlagTooLarge = 1u << 7,     // kReset: your frame exceeded my MTU, which `window` holds
 };
 
 // kFlagPayloadCrc, on kMsgRdvData and kRmaWrite only (the other types
@@ -362,6 +363,18 @@ struct ParsedPacket {
     bool payload_unchecked;
     uint32_t payload_crc;
 };
+
+// A frame of ours whose IP datagram is longer than `mtu` (cut short by our
+// device, or longer than our buffers): its addressing and stream, read from
+// the headers that did arrive (no CRC can be checked), so the receiver can
+// tell the sender why it never takes it (a kReset with kFlagTooLarge).
+struct OversizeFrame {
+    uint8_t src_mac[6];
+    uint32_t src_ip_be, dst_ip_be;
+    uint16_t src_port, dst_port;  // host byte order
+    uint32_t stream_id;
+};
+bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, OversizeFrame* out);
 
 // Parses a whole frame of `len` bytes. On kOk fills `out`. On kArp and
 // kIcmpEcho fills only the addressing fields (ARP: src_mac from Ethernet,

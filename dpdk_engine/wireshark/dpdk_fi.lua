@@ -75,8 +75,8 @@ local atomic_kinds = { [0] = "Plain", [1] = "Fetch", [2] = "Compare" }
 -- TransportHeader.flags bits (wire.h kFlag*).
 local FLAG_ACK_REQUEST, FLAG_STREAM_START, FLAG_LAST = 0x0001, 0x0002, 0x0004
 local FLAG_TAGGED, FLAG_REMOTE_DATA, FLAG_HAS_ACK = 0x0008, 0x0010, 0x0020
-local FLAG_PAYLOAD_CRC = 0x0040
-local FLAGS_KNOWN = 0x007f
+local FLAG_PAYLOAD_CRC, FLAG_TOO_LARGE = 0x0040, 0x0080
+local FLAGS_KNOWN = 0x00ff
 
 local f = p.fields
 -- transport header
@@ -91,7 +91,9 @@ f.flag_tagged = ProtoField.bool("dpdkfi.flags.tagged", "Tagged", 16, nil, FLAG_T
 f.flag_remote_data = ProtoField.bool("dpdkfi.flags.remote_data", "Remote CQ data", 16, nil, FLAG_REMOTE_DATA)
 f.flag_has_ack = ProtoField.bool("dpdkfi.flags.has_ack", "Carries ACK", 16, nil, FLAG_HAS_ACK)
 f.flag_payload_crc = ProtoField.bool("dpdkfi.flags.payload_crc", "Payload has its own CRC32C", 16, nil, FLAG_PAYLOAD_CRC)
-f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xff80)
+f.flag_too_large = ProtoField.bool("dpdkfi.flags.too_large", "Reset: frame over the receiver's MTU (in Window)", 16, nil,
+    FLAG_TOO_LARGE)
+f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xff00)
 f.header_len = ProtoField.uint16("dpdkfi.header_len", "Header length")
 f.stream_id = ProtoField.uint32("dpdkfi.stream_id", "Stream id", base.HEX)
 f.psn = ProtoField.uint32("dpdkfi.psn", "PSN")
@@ -269,7 +271,7 @@ local function dissect(tvb, pinfo, tree)
     ft:add(f.flag_ack_request, tvb(4, 2)); ft:add(f.flag_stream_start, tvb(4, 2))
     ft:add(f.flag_last, tvb(4, 2)); ft:add(f.flag_tagged, tvb(4, 2))
     ft:add(f.flag_remote_data, tvb(4, 2)); ft:add(f.flag_has_ack, tvb(4, 2))
-    ft:add(f.flag_payload_crc, tvb(4, 2))
+    ft:add(f.flag_payload_crc, tvb(4, 2)); ft:add(f.flag_too_large, tvb(4, 2))
     if band(flags, 0xffff - FLAGS_KNOWN) ~= 0 then ft:add(f.flag_unknown, tvb(4, 2)) end
     t:add(f.header_len, tvb(6, 2)); t:add(f.stream_id, tvb(8, 4)); t:add(f.psn, tvb(12, 4))
     t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
