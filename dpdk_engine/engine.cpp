@@ -291,23 +291,30 @@ wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wir
     return th;
 }
 
-void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p)
+void EngineImpl::send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,
+                            uint16_t flags, uint16_t window)
 {
     wire::FrameAddress fa;
     memcpy(fa.src_mac, port->mac().addr_bytes, 6);
-    memcpy(fa.dst_mac, p.src_mac, 6);
+    memcpy(fa.dst_mac, dst_mac, 6);
     fa.src_ip_be = port->ip_be();
-    fa.dst_ip_be = p.src_ip_be;
+    fa.dst_ip_be = dst.ip_be;
     fa.src_port = ep->addr.port;
-    fa.dst_port = p.src_port;
+    fa.dst_port = dst.port;
     Mbuf m;
-    wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, 0, 0, &m);
+    wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, flags, 0, &m);
     if (!th)
         return;
-    th->ack_stream_id.set(p.th->stream_id.get());
+    th->ack_stream_id.set(stream_id);
+    th->window.set(window);
     wire::seal(th);
     ep->st.resets_sent++;
-    transmit(std::move(m), Address {p.src_ip_be, p.src_port});
+    transmit(std::move(m), dst);
+}
+
+void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p)
+{
+    send_reset(ep, p.src_mac, Address {p.src_ip_be, p.src_port}, p.th->stream_id.get(), 0, 0);
 }
 
 bool EngineImpl::refuse_oversize(const uint8_t* frame, size_t len)
@@ -318,22 +325,7 @@ bool EngineImpl::refuse_oversize(const uint8_t* frame, size_t len)
     EndpointImpl* ep = o.dst_ip_be == port->ip_be() ? by_port[o.dst_port] : nullptr;
     if (!ep || ep->closing)
         return false;
-    wire::FrameAddress fa;
-    memcpy(fa.src_mac, port->mac().addr_bytes, 6);
-    memcpy(fa.dst_mac, o.src_mac, 6);
-    fa.src_ip_be = port->ip_be();
-    fa.dst_ip_be = o.src_ip_be;
-    fa.src_port = ep->addr.port;
-    fa.dst_port = o.src_port;
-    Mbuf m;
-    wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, wire::kFlagTooLarge, 0, &m);
-    if (!th)
-        return true;
-    th->ack_stream_id.set(o.stream_id);
-    th->window.set(port->mtu());
-    wire::seal(th);
-    ep->st.resets_sent++;
-    transmit(std::move(m), Address {o.src_ip_be, o.src_port});
+    send_reset(ep, o.src_mac, Address {o.src_ip_be, o.src_port}, o.stream_id, wire::kFlagTooLarge, port->mtu());
     return true;
 }
 

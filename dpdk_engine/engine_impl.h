@@ -115,6 +115,10 @@ class EngineImpl {
     // ping-pong latency is unchanged. A frame's worth never waits.
     void kick_send(Session* s, const TxOp* op, bool more);
     void handle_frame(Mbuf m, uint64_t now);  // takes the frame: keeps or frees it
+    // A kReset from ep to dst for its stream `stream_id` (flags and window
+    // as wire.h says for kReset).
+    void send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,
+                    uint16_t flags, uint16_t window);
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
     // A frame of ours too long for us (wire::parse_oversize_frame): its
     // sender is told our MTU (kReset + kFlagTooLarge) instead of retrying
