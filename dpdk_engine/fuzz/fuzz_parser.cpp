@@ -1,4 +1,4 @@
-// libFuzzer entry for wire::parse_frame (and the netif frame parsers that
+// libFuzzer entry for wire::parse_frame, parse_oversize_frame (and the netif frame parsers that
 // see the same hostile bytes). Not built by default:
 //
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -123,6 +123,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         check_split(frame, size, static_cast<size_t>(whole.payload - frame));
     if (size > 2)
         check_split(frame, size, (size_t {frame[size - 1]} << 8 | frame[size - 2]) % size);
+
+    // The oversize check (a receiver's notice to its sender) reads only
+    // the headers that arrived, whatever they claim.
+    wire::OversizeFrame o;
+    (void)wire::parse_oversize_frame(frame, size, 576, &o);
 
     // The ARP and ICMP parsers run on frames parse_frame classified.
     ArpPacket arp;

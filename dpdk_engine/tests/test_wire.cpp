@@ -641,6 +641,16 @@ void test_oversize_frames(void**)
     assert_false(parse_oversize_frame(ack.data(), ack.size(), 20, &o));  // unsequenced
     cut[kL2L3L4Len] ^= 0xff;                                             // not our magic
     assert_false(parse_oversize_frame(cut.data(), cut.size(), 1500, &o));
+    // A small frame whose IP length was damaged on the way looks cut short
+    // too, but is none: the IP checksum fails, or (checksum redone) the
+    // UDP and transport lengths disagree with it.
+    auto small = build(PacketType::kMsgEager, 200);
+    small[kEthHeaderLen + 2] = 0x0b;  // IP total length 0x0bxx
+    ParsedPacket q;
+    assert_int_equal(parse_frame(small.data(), small.size(), &q, true), ParseResult::kTruncated);
+    assert_false(parse_oversize_frame(small.data(), small.size(), 1500, &o));
+    fix_ip_checksum(small);
+    assert_false(parse_oversize_frame(small.data(), small.size(), 1500, &o));
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr uint16_t kEtherTypeArp = 0x0806;
 constexpr uint8_t kIpProtoIcmp = 1;
 constexpr uint8_t kIpProtoUdp = 17;
+// The longest IP datagram a sender of ours builds (FI_DPDK_MTU is at most 9000).
+constexpr size_t kMaxFrameIpLen = 9000;
 constexpr uint8_t kIcmpEchoRequest = 8;
 constexpr size_t kArpLen = 28;  // Ethernet/IPv4 ARP body
 constexpr size_t kIcmpHeaderLen = 8;
@@ -345,13 +347,21 @@ bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, Oversi
 {
     if (len < kL2L3L4Len + sizeof(TransportHeader) || load_be16(frame + 12) != kEtherTypeIpv4)
         return false;
-    const uint8_t* ip = frame + kEthHeaderLen;
-    if (ip[0] != 0x45 || ip[9] != kIpProtoUdp || load_be16(ip + 2) <= mtu)  // as we send: no IP options
+    // Copied once (the frame may be a local peer's ring slot); the IP
+    // checksum and every length must agree, so a frame whose length field
+    // was damaged on the way (it looks cut short too) is not taken for one.
+    uint8_t ip[kIpv4HeaderLen + kUdpHeaderLen];
+    memcpy(ip, frame + kEthHeaderLen, sizeof(ip));
+    const size_t ip_total = load_be16(ip + 2);
+    if (ip[0] != 0x45 || ip[9] != kIpProtoUdp || ip_total <= mtu || ip_total > kMaxFrameIpLen ||
+        internet_checksum(ip, kIpv4HeaderLen) != 0 ||
+        load_be16(ip + kIpv4HeaderLen + 4) != ip_total - kIpv4HeaderLen)
         return false;
     TransportHeader th;
     memcpy(&th, frame + kL2L3L4Len, sizeof(th));
     if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType ||
-        !is_sequenced(static_cast<PacketType>(th.type)))
+        !is_sequenced(static_cast<PacketType>(th.type)) ||
+        kIpv4HeaderLen + kUdpHeaderLen + th.header_len.get() + th.payload_len.get() != ip_total)
         return false;
     memcpy(out->src_mac, frame + 6, 6);
     memcpy(&out->src_ip_be, ip + 12, 4);
