@@ -82,6 +82,10 @@ struct EngineConfig {
     uint32_t max_ops = 4096;          // per endpoint: outstanding send/RMA/atomic operations
     uint32_t max_recvs = 4096;        // per endpoint: posted receives
     uint32_t unexpected_max = 65536;  // per endpoint: unexpected messages held
+    // FI_DPDK_MAX_PEERS: sessions per endpoint. A packet from a new address
+    // beyond it is dropped (and a posting to one fails): a flood of forged
+    // source addresses cannot grow an endpoint's memory without bound.
+    uint32_t max_peers = 65536;
     // FI_DPDK_ZCOPY_MIN: payloads of at least this many bytes per packet go
     // out of the sender's memory without a copy into the frame where the
     // device allows it (memif, af_packet); 0 = never.
@@ -355,6 +359,9 @@ struct EndpointStats {
     // (kOpInjectComplete: a write the target refused, a peer lost). An
     // operation completes once (fi_cq(3)), so they are only counted here.
     uint64_t late_failures;
+    // Packets and postings refused because they would have made a session
+    // beyond FI_DPDK_MAX_PEERS (packets dropped, postings -ENOSPC).
+    uint64_t peers_refused;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -101,6 +101,10 @@ const Knob kKnobs[] = {
      "Packets carrying at least this many payload bytes are sent straight from the application's buffer "
      "(memif and af_packet), without a copy into a packet buffer; 0 = always copy",
      KNOB_NUMBER(zero_copy_min)},
+    {"max_peers", KnobKind::kUnsigned, 16, 1u << 20,
+     "Peers (sessions) one endpoint keeps at most; packets from further addresses are dropped and postings "
+     "to them fail (-FI_ENOSPC), so forged source addresses cannot exhaust memory",
+     KNOB_NUMBER(max_peers)},
     {"autocork", KnobKind::kBool, 0, 1,
      "A small message sent while earlier ones to the same peer are in flight, unacknowledged, waits for the "
      "next progress call (fi_cq_read, fi_cntr_read, a blocking wait, the next post that cannot wait) and "

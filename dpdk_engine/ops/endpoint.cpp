@@ -146,6 +146,10 @@ Session* EndpointImpl::session_for(Address peer, bool create)
     Session* s = find_session(peer);
     if (s || !create)
         return s;
+    if (sessions.size() >= engine->cfg.max_peers) {
+        refuse_peer(peer);
+        return nullptr;
+    }
     s = new (std::nothrow) Session(engine->cfg.window, engine->cfg);
     if (!s)
         return nullptr;
@@ -189,6 +193,26 @@ void EndpointImpl::release_slot(Session* s)
     slots[index].session = nullptr;  // handle kept: the next user bumps its generation
     free_slots.push_back(index);
     s->handle = 0;
+}
+
+void EndpointImpl::refuse_peer(const Address& peer)
+{
+    st.peers_refused++;
+    if (peers_cap_logged)
+        return;
+    peers_cap_logged = true;
+    const auto* a = reinterpret_cast<const uint8_t*>(&addr.ip_be);
+    const auto* b = reinterpret_cast<const uint8_t*>(&peer.ip_be);
+    fprintf(stderr,
+            "dpdk engine: endpoint %u.%u.%u.%u:%u has FI_DPDK_MAX_PEERS=%u peers: %u.%u.%u.%u:%u and any further "
+            "new peer are refused (their packets dropped, postings to them -FI_ENOSPC); raise FI_DPDK_MAX_PEERS "
+            "if the job has more peers\n",
+            a[0], a[1], a[2], a[3], addr.port, engine->cfg.max_peers, b[0], b[1], b[2], b[3], peer.port);
+}
+
+int EndpointImpl::no_session_error() const
+{
+    return sessions.size() >= engine->cfg.max_peers ? -ENOSPC : -ENOMEM;
 }
 
 int EndpointImpl::check_reachable(const Address& dest)
@@ -553,7 +577,8 @@ void Endpoint::dump_stats(FILE* f) const
             " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
             " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
             " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 " credit_waits %" PRIu64
-            " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 " late_failures %" PRIu64 "\n",
+            " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 " late_failures %" PRIu64 " peers_refused %" PRIu64
+            "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
@@ -561,7 +586,7 @@ void Endpoint::dump_stats(FILE* f) const
             s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
             s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
             s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
-            s.answer_stalls, s.rx_by_address, s.late_failures);
+            s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

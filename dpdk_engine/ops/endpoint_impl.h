@@ -98,6 +98,10 @@ class EndpointImpl : public Endpoint {
 
     // ---- sessions (endpoint.cpp)
     Session* session_for(Address peer, bool create);
+    // A new peer beyond FI_DPDK_MAX_PEERS: counted, logged once.
+    void refuse_peer(const Address& peer);
+    int no_session_error() const;  // -ENOSPC at FI_DPDK_MAX_PEERS, else -ENOMEM
+    bool peers_cap_logged = false;
     Session* find_session(Address peer);
     // The session named by `handle` if it is live and its peer is `peer`
     // (a handle from the wire is hostile: it never selects the session of
@@ -146,6 +150,7 @@ class EndpointImpl : public Endpoint {
     // The same, through `peer` (Endpoint::peer) when it still names dest.
     int start_op(Address dest, PeerHandle peer, TxOp::Kind kind, TxOp** out)
     {
+        *out = nullptr;
         Session* s = known_session(dest, peer.value);
         if (!s) {
             if (int rc = check_reachable(dest))
@@ -153,7 +158,7 @@ class EndpointImpl : public Endpoint {
             s = session_for(dest, true);
         }
         if (!s)
-            return -ENOMEM;
+            return no_session_error();
         *out = alloc_op(kind, s);
         return *out ? 0 : -EAGAIN;
     }

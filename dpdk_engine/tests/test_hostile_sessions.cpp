@@ -174,4 +174,48 @@ void test_forged_session_handle(void**)
     r.engine->close_endpoint(ep);
 }
 
+// FI_DPDK_MAX_PEERS: first packets from ever new source addresses (forged
+// or not) make at most that many sessions; beyond, they are dropped and
+// counted, postings to a new peer fail with -ENOSPC, and the peers already
+// there keep talking.
+void test_peer_cap(void**)
+{
+    EngineConfig cfg;
+    cfg.max_peers = 16;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const Address me = ep->address();
+    for (unsigned i = 0; i < 40; i++)
+        assert_true(r.peer.send(peer_addr(i), me, eager(0x4000 + i, 0, "hello", true)));
+    r.run();
+    assert_int_equal(live_sessions(ep), 16);
+    assert_int_equal(ep->stats().peers_refused, 24);
+    // The refused ones got nothing back: no session, no ACK, no reset.
+    for (unsigned i = 16; i < 40; i++)
+        assert_false(r.reset_for(0x4000 + i));
+
+    static char src[8] = "out";
+    iovec iov {src, sizeof src};
+    SendArgs snd;
+    snd.dest = peer_addr(50);
+    snd.iov = &iov;
+    snd.iov_count = 1;
+    assert_int_equal(ep->send(snd), -ENOSPC);
+    snd.dest = peer_addr(3);  // a peer it has
+    assert_int_equal(ep->send(snd), 0);
+
+    char buf[64] = {};
+    post(ep, buf, sizeof buf, reinterpret_cast<void*>(1));  // takes peer 0's held message
+    assert_string_equal(buf, "hello");
+    // A peer it has goes on with its stream; a refused one still gets nothing.
+    const uint64_t held = ep->stats().unexpected_msgs;
+    assert_true(r.peer.send(peer_addr(5), me, eager(0x4005, 1, "again", false)));
+    assert_true(r.peer.send(peer_addr(30), me, eager(0x401e, 1, "again", false)));
+    r.run();
+    assert_int_equal(ep->stats().unexpected_msgs, held + 1);
+    assert_int_equal(live_sessions(ep), 16);
+    r.engine->close_endpoint(ep);
+}
+
 }  // namespace hostile
