@@ -72,15 +72,18 @@ TABLE
 # carrying its MTU), and the sender's operations fail at once with a
 # readable error instead of being retried for ever. On both paths: the
 # host-local rings and af_packet on lo.
+# fi_pingpong is not built with ASan: a sanitized provider needs its runtime.
+pingpong_env=
+[ -n "$asan_lib" ] && pingpong_env="LD_PRELOAD=$asan_lib ASAN_OPTIONS=detect_leaks=0"
 mtu_mismatch() {
     local name=$1 hl=$2 port start slog clog spid cpid rc
     port=$((20000 + RANDOM % 10000))
     slog=$LOGS/$name.server.log
     clog=$LOGS/$name.client.log
     start=$(date +%s.%N)
-    pair_spawn spid "$slog" 40 env FI_DPDK_HOST_LOCAL=$hl FI_DPDK_MTU=1500 fi_pingpong -p dpdk -e rdm -S 65536 -I 5 -c -B $port
+    pair_spawn spid "$slog" 40 env $pingpong_env FI_DPDK_HOST_LOCAL=$hl FI_DPDK_MTU=1500 fi_pingpong -p dpdk -e rdm -S 65536 -I 5 -c -B $port
     pair_wait_until 10 "$spid" sh -c "ss -Htln 'sport = :$port' | grep -q ."
-    pair_spawn cpid "$clog" 30 env FI_DPDK_HOST_LOCAL=$hl fi_pingpong -p dpdk -e rdm -S 65536 -I 5 -c -P $port 127.0.0.1
+    pair_spawn cpid "$clog" 30 env $pingpong_env FI_DPDK_HOST_LOCAL=$hl fi_pingpong -p dpdk -e rdm -S 65536 -I 5 -c -P $port 127.0.0.1
     wait "$cpid"
     rc=$?
     pair_kill "$spid"
