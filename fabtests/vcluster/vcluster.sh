@@ -124,6 +124,11 @@ vc_up() {
 		fi
 		# No IPv6 (router solicitations, DAD): only our traffic on the wire.
 		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+		# The kernel answers ARP for its IP only on veth<i>: by default it
+		# would answer on xdp<i> too (between two af_xdp runs nothing takes
+		# that veth's frames), and a peer that learnt that MAC sends its TCP
+		# to the provider's veth, where the next af_xdp run swallows it.
+		ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 2>/dev/null
 		ip -n "$ns" link set lo up
 		ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev "veth$i"
 		ip -n "$ns" link set "veth$i" up
@@ -179,6 +184,7 @@ vc_up_pair() { # prefix device
 			return $SKIP
 		fi
 		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+		ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 2>/dev/null
 		ip -n "$ns" link set lo up
 	done
 	if ! ip link add veth0 netns "$1-h0" type veth peer name veth1 netns "$1-h1" 2>"$VC_DIR/err" ||
