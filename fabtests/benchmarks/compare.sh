@@ -29,6 +29,8 @@
 #   TRANSPORTS  [dpdk-memif dpdk-local dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm]
 #   TWOHOST     [veth1500 bridge1500 veth9000 bridge9000]  two-host shapes; each adds
 #               <shape>-afpacket <shape>-afxdp <shape>-net <shape>-tcp to TRANSPORTS
+#   TWOHOST_CPUS  ["0 1" with 2 CPUs or more]  CPUs of the two hosts' processes
+#               (server, client; taskset); empty: wherever the scheduler puts them
 #   TESTS       [lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged]
 #               (fi_bench -k:-o pairs)
 #   SIZES       [1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m]   (fi_bench -S)
@@ -59,7 +61,7 @@ out=bench-results
 while getopts "o:h" c; do
 	case $c in
 	o) out=$OPTARG ;;
-	*) sed -n '2,46p' "$0"; exit 2 ;;
+	*) sed -n '2,47p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -76,6 +78,7 @@ rounds=${ROUNDS:-1}
 quiet=${QUIET:-0}
 parts=" ${RUN-fi av mpi} "
 twohost_shapes=${TWOHOST-veth1500 bridge1500 veth9000 bridge9000}
+twohost_cpus=${TWOHOST_CPUS-$([ "$(nproc)" -ge 2 ] && echo "0 1")}
 
 [ -x "$bench" ] || { echo "compare: $bench not built (make -j2)"; exit 1; }
 [ -f "$FI_PROVIDER_PATH/libdpdk-fi.so" ] || { echo "compare: no $FI_PROVIDER_PATH/libdpdk-fi.so"; exit 1; }
@@ -167,6 +170,13 @@ twohost_cfg() {
 	fi
 	spre=(env VC_DIR="$vc_dir" bash "$vcluster" exec 0)
 	cpre=(env VC_DIR="$vc_dir" bash "$vcluster" exec 1)
+	# Two hosts do not share a CPU. Left to the scheduler, both
+	# busy-polling processes sometimes share one, and each half round
+	# trip then waits for the other's idle backoff (FI_DPDK_YIELD_AFTER_US).
+	if [ -n "$twohost_cpus" ]; then
+		spre=(taskset -c "${twohost_cpus%% *}" "${spre[@]}")
+		cpre=(taskset -c "${twohost_cpus##* }" "${cpre[@]}")
+	fi
 	addr=10.77.0.1
 	case $kind in
 	afpacket) cfg="dpdk|FI_DPDK_DEVICE=net_af_packet0,iface=veth0 FI_DPDK_IP=10.77.0.1 FI_DPDK_MTU=$mtu|FI_DPDK_DEVICE=net_af_packet0,iface=veth1 FI_DPDK_IP=10.77.0.2 FI_DPDK_MTU=$mtu|" ;;
