@@ -11,6 +11,15 @@
 #   dpdk-afxdp     net_af_xdp on a veth pair made for the run (10.77.0.1 / .2)
 #   net tcp udp-rxd shm   -p net, -p tcp (tcp;ofi_rxm), -p 'udp;ofi_rxd', -p shm
 #
+# Two hosts (TWOHOST): two network namespaces built by fabtests/vcluster/vcluster.sh,
+# server in host 0 (10.77.0.1), client in host 1, joined by <shape> (veth: the two
+# ends of one veth pair; bridge: each a veth to a Linux bridge in a third
+# namespace) with every link at MTU <mtu>. Transports <shape><mtu>-<kind>:
+#   -afpacket  af_packet on the kernel's veth (FI_DPDK_MTU=<mtu>)
+#   -afxdp     af_xdp on a second veth pair of the same shape (10.77.1.x), which
+#              carries nothing else; skipped, saying why, where it cannot run
+#   -net -tcp  libfabric's net and tcp;ofi_rxm on the kernel's veth
+#
 # Run from the top build directory, as root (af_packet, af_xdp and veth need
 # it), on an otherwise idle machine: two busy-polling processes fill 2 cores.
 #
@@ -18,6 +27,10 @@
 #
 # Environment (defaults in brackets):
 #   TRANSPORTS  [dpdk-memif dpdk-local dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm]
+#   TWOHOST     [veth1500 bridge1500 veth9000 bridge9000]  two-host shapes; each adds
+#               <shape>-afpacket <shape>-afxdp <shape>-net <shape>-tcp to TRANSPORTS
+#   TWOHOST_CPUS  ["0 1" with 2 CPUs or more]  CPUs of the two hosts' processes
+#               (server, client; taskset); empty: wherever the scheduler puts them
 #   TESTS       [lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged]
 #               (fi_bench -k:-o pairs)
 #   SIZES       [1,4,16,64,256,1k,4k,16k,64k,256k,1m,4m,16m]   (fi_bench -S)
@@ -48,7 +61,7 @@ out=bench-results
 while getopts "o:h" c; do
 	case $c in
 	o) out=$OPTARG ;;
-	*) sed -n '2,36p' "$0"; exit 2 ;;
+	*) sed -n '2,47p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -64,6 +77,8 @@ budget=${BUDGET:-1}
 rounds=${ROUNDS:-1}
 quiet=${QUIET:-0}
 parts=" ${RUN-fi av mpi} "
+twohost_shapes=${TWOHOST-veth1500 bridge1500 veth9000 bridge9000}
+twohost_cpus=${TWOHOST_CPUS-$([ "$(nproc)" -ge 2 ] && echo "0 1")}
 
 [ -x "$bench" ] || { echo "compare: $bench not built (make -j2)"; exit 1; }
 [ -f "$FI_PROVIDER_PATH/libdpdk-fi.so" ] || { echo "compare: no $FI_PROVIDER_PATH/libdpdk-fi.so"; exit 1; }
@@ -75,6 +90,7 @@ veth_a=fibench0 veth_b=fibench1 made_veth=
 cleanup() {
 	[ -n "$made_veth" ] && ip link del "$veth_a" 2>/dev/null
 	[ -n "${srv:-}" ] && kill "$srv" 2>/dev/null
+	twohost_down
 }
 trap cleanup EXIT
 case " $transports " in *" dpdk-afxdp "*)
@@ -104,6 +120,75 @@ wait_quiet() {
 	while [ "$(cpu_idle)" -lt "$quiet" ] && [ $((SECONDS - t0)) -lt 120 ]; do sleep 2; done
 }
 
+# ------------------------------------------------------------------ two hosts
+# One virtual cluster of 2 hosts per shape (vcluster.sh with VC_DEVICE=af_xdp,
+# so every host has the kernel's veth<i> and a veth xdp<i> for af_xdp alone),
+# made when its first pair runs, removed at exit.
+vcluster=$srcdir/fabtests/vcluster/vcluster.sh
+declare -A twohost_dir=()
+twohost_list() {
+	local shape k
+	for shape in $twohost_shapes; do
+		for k in afpacket afxdp net tcp; do printf '%s-%s ' "$shape" "$k"; done
+	done
+}
+twohost_down() {
+	local d
+	for d in "${twohost_dir[@]}"; do
+		[ -d "$d" ] && VC_DIR=$d bash "$vcluster" down
+	done
+	twohost_dir=()
+}
+# twohost_up SHAPE: sets vc_dir to SHAPE's cluster (made on first use), or fails.
+twohost_up() {
+	local shape=$1 mtu vshape
+	if [ -z "${twohost_dir[$shape]:-}" ]; then
+		mtu=${shape##*[a-z]}
+		case $shape in veth*) vshape=pair ;; bridge*) vshape=bridge ;; *) return 1 ;; esac
+		vc_dir=$(VC_SHAPE=$vshape VC_MTU=$mtu VC_DEVICE=af_xdp bash "$vcluster" up 2 2>>"$out/raw/vcluster.log" |
+			sed -n 's/^export VC_DIR=//p')
+		[ -n "$vc_dir" ] || return 1
+		twohost_dir[$shape]=$vc_dir
+	fi
+	vc_dir=${twohost_dir[$shape]}
+}
+# twohost_cfg NAME: what transport_cfg gives (in cfg) for <shape><mtu>-<kind>;
+# also sets spre and cpre (the commands that put server and client on hosts
+# 0 and 1) and addr (the server's out-of-band address).
+twohost_cfg() {
+	local shape=${1%-*} kind=${1##*-} mtu
+	mtu=${shape##*[a-z]}
+	case $shape in veth[0-9]* | bridge[0-9]*) ;; *) return 1 ;; esac
+	# af_xdp's frames live in one 4 KiB umem chunk each: no jumbo frames.
+	if [ "$kind" = afxdp ] && [ "$mtu" -gt 3498 ]; then
+		echo "compare: $1 skipped: af_xdp frames must fit one 4 KiB umem chunk (MTU at most about 3500, fi_dpdk(7))"
+		return 1
+	fi
+	if ! twohost_up "$shape"; then
+		echo "compare: $1: cannot build the two hosts (see raw/vcluster.log)"
+		return 1
+	fi
+	spre=(env VC_DIR="$vc_dir" bash "$vcluster" exec 0)
+	cpre=(env VC_DIR="$vc_dir" bash "$vcluster" exec 1)
+	# Two hosts do not share a CPU. Left to the scheduler, both
+	# busy-polling processes sometimes share one, and each half round
+	# trip then waits for the other's idle backoff (FI_DPDK_YIELD_AFTER_US).
+	if [ -n "$twohost_cpus" ]; then
+		spre=(taskset -c "${twohost_cpus%% *}" "${spre[@]}")
+		cpre=(taskset -c "${twohost_cpus##* }" "${cpre[@]}")
+	fi
+	addr=10.77.0.1
+	case $kind in
+	afpacket) cfg="dpdk|FI_DPDK_DEVICE=net_af_packet0,iface=veth0 FI_DPDK_IP=10.77.0.1 FI_DPDK_MTU=$mtu|FI_DPDK_DEVICE=net_af_packet0,iface=veth1 FI_DPDK_IP=10.77.0.2 FI_DPDK_MTU=$mtu|" ;;
+	afxdp) cfg="dpdk|FI_DPDK_DEVICE=net_af_xdp0,iface=xdp0 FI_DPDK_IP=10.77.1.1 FI_DPDK_MTU=$mtu|FI_DPDK_DEVICE=net_af_xdp0,iface=xdp1 FI_DPDK_IP=10.77.1.2 FI_DPDK_MTU=$mtu|" ;;
+	net) cfg="net|FI_NET_IFACE=veth0|FI_NET_IFACE=veth1|" ;;
+	tcp) cfg="tcp;ofi_rxm|FI_TCP_IFACE=veth0|FI_TCP_IFACE=veth1|" ;;
+	*) return 1 ;;
+	esac
+}
+
+transports="$transports $(twohost_list)"
+
 # Provider, environment of each side and domain: "<provider>|<server env>|<client env>|<domain>".
 # The kernel providers get interface lo (FI_<PROV>_IFACE; they ignore the
 # -d hint): their default is the first interface, which may be this script's
@@ -130,7 +215,11 @@ pair_timeout=$((n_sizes * (3 * ${budget%.*} + 20) + 60))
 # Reads transport $1's configuration into prov, senv, cenv and dopt (-d <domain>).
 read_cfg() {
 	local cfg dom
-	cfg=$(transport_cfg "$1") || { echo "compare: unknown transport $1"; return 1; }
+	spre=() cpre=() addr=127.0.0.1
+	case $1 in
+	veth[0-9]*-* | bridge[0-9]*-*) twohost_cfg "$1" || return 1 ;;
+	*) cfg=$(transport_cfg "$1") || { echo "compare: unknown transport $1"; return 1; } ;;
+	esac
 	IFS='|' read -r prov senv cenv dom <<<"$cfg"
 	dopt=()
 	[ -n "$dom" ] && dopt=(-d "$dom")
@@ -143,7 +232,7 @@ start_server() { # server-log port-file
 	local i
 	rm -f "$2" "$out/memif.sock"
 	# shellcheck disable=SC2086
-	env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$2" >"$1" 2>&1 &
+	"${spre[@]}" env $senv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E 0 -O "$2" >"$1" 2>&1 &
 	srv=$!
 	for i in $(seq 1 100); do [ -s "$2" ] && break; sleep 0.1; done
 	port=$(cat "$2" 2>/dev/null)
@@ -170,8 +259,8 @@ run_pair() { # round transport kind op
 		return
 	fi
 	# shellcheck disable=SC2086
-	env $cenv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E "$port" -k "$kind" -o "$op" \
-		-S "$sizes" -D "$budget" -T 30 127.0.0.1 >"$out/raw/$tag.client" 2>&1
+	"${cpre[@]}" env $cenv timeout -k 5 "$pair_timeout" "$bench" -p "$prov" "${dopt[@]}" -E "$port" -k "$kind" -o "$op" \
+		-S "$sizes" -D "$budget" -T 30 "$addr" >"$out/raw/$tag.client" 2>&1
 	local rc=$?
 	wait "$srv" 2>/dev/null
 	srv=
@@ -206,6 +295,7 @@ fi
 if [[ $parts == *" av "* ]]; then
 	: >"$out/av.txt"
 	for t in $transports; do
+		case $t in veth[0-9]*-* | bridge[0-9]*-*) continue ;; esac # the insert is local: as on one host
 		read_cfg "$t" || continue
 		rm -f "$out/memif.sock" "$out/memif.sock.lock"
 		echo "== $t" >>"$out/av.txt"
@@ -362,13 +452,21 @@ if command -v gnuplot >/dev/null 2>&1; then
 			plot $cmd
 		EOF
 	}
-	for test in $tests; do
-		kind=${test%%:*} op=${test##*:}
-		case $kind in
-		lat) plot_one "lat_$op" "$op latency (median)" "microseconds" 7 "$transports" "$kind" "$op" ;;
-		bw) plot_one "bw_$op" "$op bandwidth" "MB/s" 12 "$transports" "$kind" "$op" ;;
-		rate) plot_one "rate_$op" "$op message rate" "million messages/s" 13 "$transports" "$kind" "$op" ;;
-		esac
+	plot_tests() { # name-suffix title-suffix transports
+		local test kind op
+		for test in $tests; do
+			kind=${test%%:*} op=${test##*:}
+			case $kind in
+			lat) plot_one "lat_$op$1" "$op latency (median)$2" "microseconds" 7 "$3" "$kind" "$op" ;;
+			bw) plot_one "bw_$op$1" "$op bandwidth$2" "MB/s" 12 "$3" "$kind" "$op" ;;
+			rate) plot_one "rate_$op$1" "$op message rate$2" "million messages/s" 13 "$3" "$kind" "$op" ;;
+			esac
+		done
+	}
+	# One plot per test for one host, and one per test and two-host shape.
+	plot_tests "" "" "$(for t in $transports; do case $t in veth[0-9]*-* | bridge[0-9]*-*) ;; *) echo "$t" ;; esac; done)"
+	for shape in $twohost_shapes; do
+		plot_tests "_$shape" ", two namespaces, $shape" "$(for t in $transports; do case $t in "$shape"-*) echo "$t" ;; esac; done)"
 	done
 	mpi_list=$(awk -F, '$2 == "mpi" { print $1 }' "$out/best.csv" | sort -u | tr '\n' ' ')
 	if [ -n "$mpi_list" ]; then

@@ -28,7 +28,10 @@
 #                                     nft rules on the bridge ports p<i>)
 #   vcluster.sh dataport I            the switch port of host I's provider
 #                                     traffic (p<i>; q<i> with af_xdp)
-# Environment: VC_DEVICE=af_packet (default) or af_xdp; VC_PROVIDER (the
+# Environment: VC_DEVICE=af_packet (default) or af_xdp; VC_SHAPE=bridge
+# (default) or pair (2 hosts only: veth0 and veth1, and xdp0/xdp1, are the two
+# ends of one veth pair, no switch between them); VC_MTU (the MTU of every
+# link of the cluster, default the kernel's 1500); VC_PROVIDER (the
 # libfabric provider of the MPI runs, default dpdk: "tcp" compares); VC_PROVIDER_PATH
 # (FI_PROVIDER_PATH for the ranks; default: the build tree's .libs when it
 # holds the provider).
@@ -67,13 +70,18 @@ vc_down() {
 }
 
 vc_up() {
-	local n=$1 i ns sw prefix device=${VC_DEVICE:-af_packet}
+	local n=$1 i ns sw prefix device=${VC_DEVICE:-af_packet} shape=${VC_SHAPE:-bridge}
 	if [ "$(id -u)" != 0 ]; then
 		say "SKIP: needs root (network namespaces)"
 		return $SKIP
 	fi
 	case $n in '' | *[!0-9]*) say "N must be a number"; return 2 ;; esac
 	[ "$n" -ge 1 ] && [ "$n" -le 200 ] || { say "N must be 1..200"; return 2; }
+	case $shape in
+	bridge) ;;
+	pair) [ "$n" = 2 ] || { say "VC_SHAPE=pair needs N=2"; return 2; } ;;
+	*) say "VC_SHAPE must be bridge or pair"; return 2 ;;
+	esac
 	VC_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vcluster.XXXXXX") || return 1
 	export VC_DIR
 	# Namespace names unique per cluster: two clusters may coexist.
@@ -96,7 +104,12 @@ vc_up() {
 		return $SKIP
 	fi
 	ip -n "$sw" link set br0 up
-	for ((i = 0; i < n; i++)); do
+	local bridged=$n # hosts on the bridge: all, or none when a pair
+	if [ "$shape" = pair ]; then
+		vc_up_pair "$prefix" "$device" || return $?
+		bridged=0
+	fi
+	for ((i = 0; i < bridged; i++)); do
 		ns=${prefix}-h$i
 		if [ "$device" = af_xdp ]; then
 			echo "$i $ns 10.77.0.$((i + 1)) veth$i 10.77.1.$((i + 1)) xdp$i q$i" >>"$VC_DIR/hosts"
@@ -111,6 +124,11 @@ vc_up() {
 		fi
 		# No IPv6 (router solicitations, DAD): only our traffic on the wire.
 		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+		# The kernel answers ARP for its IP only on veth<i>: by default it
+		# would answer on xdp<i> too (between two af_xdp runs nothing takes
+		# that veth's frames), and a peer that learnt that MAC sends its TCP
+		# to the provider's veth, where the next af_xdp run swallows it.
+		ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 2>/dev/null
 		ip -n "$ns" link set lo up
 		ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev "veth$i"
 		ip -n "$ns" link set "veth$i" up
@@ -130,16 +148,73 @@ vc_up() {
 		fi
 	done
 	rm -f "$VC_DIR/err"
+	if [ -n "${VC_MTU:-}" ] && ! vc_set_mtu "$VC_MTU"; then
+		say "cannot set MTU $VC_MTU on the cluster's links"
+		vc_down
+		return 1
+	fi
 	# The veths and bridge ports come up asynchronously: wait for all.
 	for ((i = 0; i < n; i++)); do
 		ns=$(host_field "$i" 2)
 		for _ in $(seq 1 50); do
 			ip -n "$ns" -o link show "veth$i" | grep -q 'state UP' &&
-				ip -n "$sw" -o link show "p$i" | grep -q 'state UP' && break
+				{ [ "$shape" = pair ] || ip -n "$sw" -o link show "p$i" | grep -q 'state UP'; } && break
 			sleep 0.1
 		done
 	done
 	say "up: $n hosts 10.77.0.1..10.77.0.$n, switch $sw, VC_DIR=$VC_DIR"
+	return 0
+}
+
+# Two hosts whose veths are the two ends of one pair (VC_SHAPE=pair): the
+# shortest path between two namespaces. The switch namespace stays (empty)
+# so that vc_down and `switch` work alike for both shapes.
+vc_up_pair() { # prefix device
+	local i ns
+	for i in 0 1; do
+		ns=$1-h$i
+		if [ "$2" = af_xdp ]; then
+			echo "$i $ns 10.77.0.$((i + 1)) veth$i 10.77.1.$((i + 1)) xdp$i xdp$i" >>"$VC_DIR/hosts"
+		else
+			echo "$i $ns 10.77.0.$((i + 1)) veth$i 10.77.0.$((i + 1)) veth$i veth$i" >>"$VC_DIR/hosts"
+		fi
+		if ! ip netns add "$ns" 2>"$VC_DIR/err"; then
+			say "SKIP: cannot create host $i's namespace: $(cat "$VC_DIR/err")"
+			vc_down
+			return $SKIP
+		fi
+		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+		ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 2>/dev/null
+		ip -n "$ns" link set lo up
+	done
+	if ! ip link add veth0 netns "$1-h0" type veth peer name veth1 netns "$1-h1" 2>"$VC_DIR/err" ||
+		{ [ "$2" = af_xdp ] && ! ip link add xdp0 netns "$1-h0" type veth peer name xdp1 netns "$1-h1" 2>"$VC_DIR/err"; }; then
+		say "SKIP: cannot create the veth pair: $(cat "$VC_DIR/err")"
+		vc_down
+		return $SKIP
+	fi
+	for i in 0 1; do
+		ip -n "$1-h$i" addr add "10.77.0.$((i + 1))/24" dev "veth$i"
+		ip -n "$1-h$i" link set "veth$i" up
+		[ "$2" = af_xdp ] && ip -n "$1-h$i" link set "xdp$i" up
+	done
+	return 0
+}
+
+# Every link of the cluster (hosts' veths, switch ports, bridge) to MTU $1.
+vc_set_mtu() {
+	local i ns sw dev
+	sw=$(cat "$VC_DIR/switch")
+	for dev in $(ip -n "$sw" -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
+		[ "$dev" = lo ] || [ "$dev" = br0 ] || ip -n "$sw" link set "$dev" mtu "$1" || return 1
+	done
+	for i in $(awk '{ print $1 }' "$VC_DIR/hosts"); do
+		ns=$(host_field "$i" 2)
+		for dev in $(host_field "$i" 4) $(host_field "$i" 6); do
+			ip -n "$ns" link set "$dev" mtu "$1" || return 1
+		done
+	done
+	ip -n "$sw" link set br0 mtu "$1" 2>/dev/null
 	return 0
 }
 
