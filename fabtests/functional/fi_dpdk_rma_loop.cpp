@@ -12,6 +12,8 @@
 // With FI_PROGRESS_AUTO (the default; -M for manual progress) the
 // provider's progress thread runs through all of it, endpoints closing and
 // opening under it.
+#include <dirent.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -28,7 +30,13 @@ constexpr size_t kMaxSize = 1u << 20;
 constexpr size_t kWindow = 32;
 const size_t kSizes[] = {0, 1, 7, 64, 1000, 4096, 9000, 65536, 262144, kMaxSize};
 
-enum class Op { kRead, kReadv, kReadmsg, kWrite, kWritev };
+enum class Op {
+    kRead,
+    kReadv,
+    kReadmsg,
+    kWrite,
+    kWritev
+};
 struct OpName {
     Op op;
     const char* name;
@@ -40,7 +48,20 @@ const OpName kOps[] = {
 };
 
 bool g_manual = false;
+bool g_check_fds = false;
 int g_rounds = 1;
+
+// Open file descriptors of this process.
+size_t open_fds()
+{
+    size_t n = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (readdir(d))
+            n++;
+        closedir(d);
+    }
+    return n;
+}
 int g_mr_mode = 0;
 
 // Operations per configuration: enough to fill the window several times,
@@ -135,8 +156,8 @@ void one_config(const OpName& o, size_t size, size_t iov_count, uint64_t seed)
         done++;
     }
     if (!write)
-        FT_CHECK(check_pattern(local.data(), size, seed, "read data"), "fi_%s of %zu B x %zu segments", o.name, size,
-                 iov_count);
+        FT_CHECK(check_pattern(local.data(), size, seed, "read data"), "fi_%s of %zu B x %zu segments", o.name,
+                 size, iov_count);
     oob.barrier("batch done");
     oob.barrier("config done");
 }
@@ -145,13 +166,20 @@ void all_configs(const OpName& o)
 {
     const size_t limit = o.vector ? std::min<size_t>(fab.info->tx_attr->iov_limit, 8) : 1;
     uint64_t seed = 1000 * (uint64_t(o.op) + 1);
-    size_t configs = 0;
+    size_t configs = 0, fds_after_first = 0;
     for (size_t size : kSizes)
         for (size_t cnt = 1; cnt <= limit; cnt++) {
             one_config(o, size, cnt, seed++);
-            configs++;
+            if (!configs++)
+                fds_after_first = open_fds();
         }
-    log("fi_%s: %zu configurations passed", o.name, configs);
+    const size_t fds = open_fds();
+    log("fi_%s: %zu configurations passed; open fds %zu after the first, %zu after the last", o.name, configs,
+        fds_after_first, fds);
+    // Endpoints come and go: what they held must go with them.
+    if (g_check_fds)
+        FT_CHECK(fds < fds_after_first + 16, "fi_%s: %zu file descriptors more after %zu configurations", o.name,
+                 fds - fds_after_first, configs);
 }
 
 }  // namespace
@@ -162,15 +190,18 @@ int main(int argc, char** argv)
         argc, argv,
         "RMA bandwidth loops (read, readv, readmsg, write, writev) over every size and iov count, a fresh "
         "endpoint for each configuration, under FI_PROGRESS_AUTO.",
-        "Mn:",
+        "MFn:",
         [](int c, const char* arg) {
             if (c == 'M')
                 g_manual = true;
+            else if (c == 'F')
+                g_check_fds = true;
             else
                 g_rounds = atoi(arg);
             return g_rounds > 0;
         },
         "  -M  manual progress instead of FI_PROGRESS_AUTO\n"
+        "  -F  fail when the open file descriptors grow across configurations\n"
         "  -n  rounds through all configurations (default 1)\n");
     const uint64_t caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (g_manual) {
