@@ -71,7 +71,7 @@ for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 pair_init run_tests fabtests "$logdir" || exit 2
 logdir=$PAIR_LOGS
 
-tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram fi_dpdk_datapath fi_dpdk_shmem fi_dpdk_away fi_dpdk_poll fi_dpdk_prefix fi_dpdk_rma_event fi_dpdk_alive"
+tests="fi_dpdk_getinfo fi_dpdk_msg fi_dpdk_tagged fi_dpdk_cq fi_dpdk_rma fi_dpdk_atomic fi_dpdk_protection fi_dpdk_msg_ep fi_dpdk_dgram fi_dpdk_datapath fi_dpdk_shmem fi_dpdk_away fi_dpdk_poll fi_dpdk_prefix fi_dpdk_rma_event fi_dpdk_alive fi_dpdk_rma_loop"
 # fi_pingpong is not built with ASan: loading a sanitized provider into it
 # needs the ASan runtime preloaded (--enable-sanitizers; as run_mpi.sh does).
 asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')

@@ -13,14 +13,22 @@
 //                      memory (the client puts i, the server polls for it
 //                      and puts i back), no libfabric call while polling
 //
-// Each prints its delivery times (median, worst). The check is that every
-// operation lands with no libfabric call, and that the median is far below
-// the progress thread's idle sleep (100 ms): it was woken by the work, not
-// by its timer.
-#include <utility>
+// Each prints its delivery times (median, worst) and their distribution.
+// The checks are that every operation lands with no libfabric call, and
+// that the median and the 90th percentile are far below the progress
+// thread's idle sleep (100 ms): it was woken by the work, not by its timer.
+// Below that, the times are the scheduler's: each process has a PE spinning
+// on its memory and a progress thread that must run to apply the put, so on
+// a box with fewer free cores than spinners a woken thread can wait for a
+// scheduler tick (4 ms here); an idle 2-core box shows tens of microseconds.
+// That is printed, not asserted (the tests share the machine).
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "fabtests/common/ft_common.h"
@@ -30,8 +38,10 @@ using namespace ft;
 namespace {
 
 constexpr int kRounds = 50;
+constexpr int kPeerRounds = 200;
 constexpr uint64_t kLandDeadlineUs = 2000000;  // a put that never lands fails, not hangs
 constexpr double kPromptMedianUs = 20000;      // a fifth of the idle sleep of the progress thread
+constexpr uint64_t kPromptP90Us = 50000;       // half of it
 constexpr size_t kRegion = 4096;
 int g_mr_mode = 0;
 
@@ -41,8 +51,39 @@ uint64_t wait_for(const uint64_t* word, uint64_t want)
     return wait_for_word(word, want, kLandDeadlineUs);
 }
 
+// How many of the times fall into each bucket, on one line.
+void print_distribution(const std::vector<uint64_t>& t, const char* what)
+{
+    static const uint64_t kEdges[] = {20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 50000};
+    constexpr size_t kBuckets = sizeof(kEdges) / sizeof(kEdges[0]) + 1;
+    size_t n[kBuckets] = {};
+    for (uint64_t v : t) {
+        size_t b = 0;
+        while (b < kBuckets - 1 && v >= kEdges[b])
+            b++;
+        n[b]++;
+    }
+    std::string line;
+    for (size_t b = 0; b < kBuckets; b++) {
+        if (!n[b])
+            continue;
+        char cell[48];
+        if (b == kBuckets - 1)
+            snprintf(cell, sizeof(cell), " >=%" PRIu64 "us:%zu", kEdges[b - 1], n[b]);
+        else
+            snprintf(cell, sizeof(cell), " <%" PRIu64 "us:%zu", kEdges[b], n[b]);
+        line += cell;
+    }
+    log("%s: distribution%s", what, line.c_str());
+}
+
 void report(std::vector<uint64_t> t, const char* what)
 {
+    print_distribution(t, what);
+    std::sort(t.begin(), t.end());
+    const uint64_t p90 = t[t.size() * 9 / 10];
+    FT_CHECK(p90 < kPromptP90Us, "%s: 90th percentile %" PRIu64 " us: %s", what, p90,
+             "a tenth of the operations waited for a timer, not for the work (the idle sleep is 100 ms)");
     report_delivery(std::move(t), what, kPromptMedianUs,
                     "the progress thread was not woken by the work (its idle sleep is 100 ms)");
 }
@@ -107,7 +148,7 @@ void self_atomic()
 // Half the round trip is one delivery.
 void peer_put()
 {
-    std::vector<uint64_t> times = put_ping_pong(kRounds, g_mr_mode, 9, kLandDeadlineUs);
+    std::vector<uint64_t> times = put_ping_pong(kPeerRounds, g_mr_mode, 9, kLandDeadlineUs);
     if (!opts.server())
         report(std::move(times), "peer-put (half round trip)");
 }

@@ -10,6 +10,13 @@
 #   flood (only when named in RUN_MPI_ONLY): mpi_check -t p2p_flood, 4 ranks,
 #      the unexpected-message flood of BUGS.md #1 (hangs until that is fixed;
 #      then add it to the default list)
+#   MPICH (when an MPICH built with ch4:ofi is found, else skipped with the
+#      reason; build_mpich.sh builds one): mpi_check and mpi_pingpong compiled
+#      with its mpicc, FI_PROVIDER=dpdk, MPIR_CVAR_NOLOCAL=1 (ranks of one
+#      host talk through the provider, not MPICH's shared memory):
+#      mpich_np2, mpich_np3 (mpi_check), mpich_pingpong (mpi_pingpong -c,
+#      2 ranks), mpich_stream (repro/three_rank_stream.c, 3 ranks: rank 2
+#      waits in MPI_Recv while rank 0 streams to rank 1)
 #
 # Every run uses --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dpdk
 # and one-sided over --mca osc rdma --mca osc_rdma_btls ofi --mca btl self,ofi,
@@ -19,12 +26,18 @@
 # FI_DPDK_STATS that btl/ofi's endpoints carried traffic too.
 #
 # Exit status: 0 all passed, 1 a run failed or timed out, 77 (automake SKIP)
-# without Open MPI, mpicc-built programs or the provider library.
+# without the provider library, or with neither Open MPI (and its
+# mpicc-built programs) nor an MPICH with ch4:ofi.
 #
 # Run from the top build directory (as `make check` does), or set
 #   RUN_MPI_BUILDDIR   where fabtests/mpi/mpi_check and .libs/libdpdk-fi.so are
 #   RUN_MPI_PROVIDER_PATH  FI_PROVIDER_PATH for the ranks (default: builddir/.libs)
-#   RUN_MPI_ONLY       space-separated run names to do (np2 np4 memif; flood)
+#   RUN_MPI_ONLY       space-separated run names to do (np2 np4 memif mpich_np2
+#                      mpich_np3 mpich_pingpong mpich_stream; flood)
+#   RUN_MPI_MPICH      prefix of an MPICH with ch4:ofi (bin/mpicc, bin/mpiexec,
+#                      bin/mpichversion); default /opt/mpich-ofi, then the
+#                      mpichversion on PATH
+#   RUN_MPI_STREAM     bytes rank 0 streams to rank 1 in mpich_stream (1 GiB)
 #   RUN_MPI_TIMEOUT    seconds per run multiplier in percent (default 100)
 # automake runs .sh tests with $(SHELL), which may be dash
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
@@ -37,22 +50,43 @@ builddir=${RUN_MPI_BUILDDIR:-$(pwd)}
 mpidir=$builddir/fabtests/mpi
 provpath=${RUN_MPI_PROVIDER_PATH:-$builddir/.libs}
 scale=${RUN_MPI_TIMEOUT:-100}
-only=${RUN_MPI_ONLY:-np2 np4 memif}
+only=${RUN_MPI_ONLY:-np2 np4 memif mpich_np2 mpich_np3 mpich_pingpong mpich_stream}
+srcdir=$(cd "$(dirname "$0")" && pwd)
 
 say() { printf 'run_mpi: %s\n' "$*"; }
 
 # ------------------------------------------------------------------ skip checks
-if ! command -v mpirun >/dev/null 2>&1; then
-	pair_skip "run_mpi: mpirun not found (install openmpi-bin libopenmpi-dev)"
-fi
-if ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
-	pair_skip "run_mpi: mpirun is not Open MPI ($(mpirun --version 2>&1 | head -1)); the runs use Open MPI's MCA parameters"
-fi
-if [ ! -x "$mpidir/mpi_check" ]; then
-	pair_skip "run_mpi: $mpidir/mpi_check not built (configure found no mpicc; install libopenmpi-dev and re-run configure)"
-fi
 if [ ! -f "$provpath/libdpdk-fi.so" ]; then
 	pair_skip "run_mpi: no provider library $provpath/libdpdk-fi.so"
+fi
+# Open MPI: the project's MPI; its runs need its mpirun and the mpicc-built
+# programs.
+ompi_skip=
+if ! command -v mpirun >/dev/null 2>&1; then
+	ompi_skip="mpirun not found (install openmpi-bin libopenmpi-dev)"
+elif ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
+	ompi_skip="mpirun is not Open MPI ($(mpirun --version 2>&1 | head -1)); the runs use Open MPI's MCA parameters"
+elif [ ! -x "$mpidir/mpi_check" ]; then
+	ompi_skip="$mpidir/mpi_check not built (configure found no mpicc; install libopenmpi-dev and re-run configure)"
+fi
+# MPICH: only one built with ch4:ofi can use a libfabric provider (Debian's
+# is ch4:ucx).
+mpich_dir= mpich_skip=
+for d in ${RUN_MPI_MPICH:-} /opt/mpich-ofi "$(dirname "$(dirname "$(command -v mpichversion 2>/dev/null || echo /x/x)")")"; do
+	[ -x "$d/bin/mpichversion" ] || continue
+	if "$d/bin/mpichversion" 2>/dev/null | grep -q 'Device:.*ch4:ofi'; then
+		mpich_dir=$d
+		break
+	fi
+	mpich_skip="the MPICH in $d is $("$d/bin/mpichversion" | sed -n 's/^MPICH Device: *//p' | tr -d '\t'), not ch4:ofi (fabtests/mpi/build_mpich.sh builds one)"
+done
+if [ -n "$mpich_dir" ]; then
+	mpich_skip=
+elif [ -z "$mpich_skip" ]; then
+	mpich_skip="no MPICH with ch4:ofi (fabtests/mpi/build_mpich.sh builds one into /opt/mpich-ofi)"
+fi
+if [ -n "$ompi_skip" ] && [ -n "$mpich_skip" ]; then
+	pair_skip "run_mpi: Open MPI: $ompi_skip; MPICH: $mpich_skip"
 fi
 
 if [ "$(id -u)" = 0 ]; then
@@ -172,13 +206,23 @@ do_run() {
 	fi
 }
 
-say "Open MPI $(mpirun --version 2>&1 | head -1 | grep -oE '[0-9]+\.[0-9.]+'), provider $provpath/libdpdk-fi.so"
+if [ -n "$ompi_skip" ]; then
+	say "Open MPI runs skipped: $ompi_skip"
+else
+	say "Open MPI $(mpirun --version 2>&1 | head -1 | grep -oE '[0-9]+\.[0-9.]+'), provider $provpath/libdpdk-fi.so"
+	do_run np2 2 80 -- -T
+	do_run np4 4 100 --
+	memif_sock=$work/memif.sock
+	do_run memif 2 60 -x "FI_DPDK_DEVICE=memif:$memif_sock" --mca osc_rdma_acc_use_amo false -- -A
+	do_run flood 4 60 -- -t p2p_flood
+fi
 
-do_run np2 2 80 -- -T
-do_run np4 4 100 --
-memif_sock=$work/memif.sock
-do_run memif 2 60 -x "FI_DPDK_DEVICE=memif:$memif_sock" --mca osc_rdma_acc_use_amo false -- -A
-do_run flood 4 60 -- -t p2p_flood
+# ------------------------------------------------------------------ MPICH
+if [ -n "$mpich_skip" ]; then
+	say "MPICH runs skipped: $mpich_skip"
+else
+	. "$srcdir/run_mpich.sh"
+fi
 
 pair_summary || exit 1
 [ "$PAIR_PASSED" -gt 0 ] || exit $SKIP

@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -364,6 +365,47 @@ void SharedEngine::after_poll(bool found_work) noexcept
 
 // ---------------------------------------------------------------- thread
 
+namespace {
+
+// sched_setattr(2)'s argument; glibc 2.36 declares neither it nor a wrapper.
+struct SchedAttr {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+};
+
+// The progress thread sleeps until a packet comes and then must run at
+// once: with the application's threads spinning on every core (a PE polling
+// its memory, an MPI rank in a wait loop), a woken thread of normal
+// priority waits until the running one has used its time slice (EEVDF lets
+// it run to parity), which ends at a scheduler tick. A shorter slice for
+// this thread alone lets its wake-up preempt the spinner when it is owed
+// CPU time, as a thread that mostly sleeps is (Linux 6.12 and later: a
+// normal task's sched_runtime is its slice request, and a waking task with
+// a shorter slice may preempt; no privilege needed). It changes neither the
+// thread's share of the CPU nor anyone else's slice. Older kernels ignore
+// the field or refuse it: then nothing changes.
+void request_short_slice(const char* device) noexcept
+{
+    constexpr uint64_t kSliceNs = 100000;  // the shortest slice the kernel takes
+    SchedAttr attr {};
+    attr.size = sizeof(attr);
+    attr.sched_policy = SCHED_OTHER;
+    attr.sched_nice = getpriority(PRIO_PROCESS, 0);
+    attr.sched_runtime = kSliceNs;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
+        DPDK_INFO(FI_LOG_DOMAIN,
+                  "device %s: the progress thread keeps the default time slice: sched_setattr: %s\n", device,
+                  strerror(errno));
+}
+
+}  // namespace
+
 void SharedEngine::wake_thread_for_tx() noexcept
 {
     if (!thread_sleeping_)
@@ -408,6 +450,7 @@ void SharedEngine::stop_thread() noexcept
 
 void SharedEngine::thread_main() noexcept
 {
+    request_short_slice(name_.c_str());
     unsigned idle = 0;
     bool armed = false;
     uint64_t rx_at_sleep = 0;
