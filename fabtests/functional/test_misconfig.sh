@@ -15,13 +15,8 @@ builddir=${FT_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 PAIR_LABEL=test_misconfig
 bin=$builddir/fabtests/functional/fi_dpdk_nodev
 [ -x "$bin" ] || { echo "test_misconfig: $bin not built"; exit 99; }
-[ -e "$builddir/.libs/libdpdk-fi.so" ] || pair_skip "$builddir/.libs/libdpdk-fi.so not built"
 pair_need_root "af_packet"
-export FI_PROVIDER_PATH=$builddir/.libs
-unset FI_PROVIDER FI_LOG_LEVEL
-for v in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
-asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
-[ -n "$asan_lib" ] && { ldd "$bin" | grep -q libasan || export LD_PRELOAD=$asan_lib ASAN_OPTIONS=detect_leaks=0; }
+pair_use_provider "$builddir" "$bin"
 pair_init test_misconfig misconfig
 LOGS=$PAIR_LOGS
 trap 'pair_cleanup; [ $PAIR_FAILED -ne 0 ] && echo "test_misconfig: logs in $LOGS" || rm -rf "$LOGS"' EXIT
