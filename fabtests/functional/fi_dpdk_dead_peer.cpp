@@ -81,8 +81,8 @@ bool all_threads_stopped(pid_t pid)
 void server(Ep& ep)
 {
     Buf region(kRegion);
-    MrGuard mr(reg_mr(fab.domain, region.data(), region.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, kMrMode,
-                      ep.ep));
+    MrGuard mr(
+        reg_mr(fab.domain, region.data(), region.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, kMrMode, ep.ep));
     send_mr(describe(mr.get(), region.data(), region.size(), kMrMode));
     oob.send_u64(kMsgData, static_cast<uint64_t>(getpid()));
     oob.barrier("kill me");
@@ -90,7 +90,8 @@ void server(Ep& ep)
     const uint64_t until = now_ms() + g_wait_s * 1000;
     while (now_ms() < until)
         usleep(10000);
-    FT_CHECK(false, "still alive after %llu s: the client never killed us", static_cast<unsigned long long>(g_wait_s));
+    FT_CHECK(false, "still alive after %llu s: the client never killed us",
+             static_cast<unsigned long long>(g_wait_s));
 }
 
 void client(Ep& ep)
