@@ -6,7 +6,9 @@
 # every consumer does and prints the failing call.
 #
 # Each row: the environment | the failing call and code as fi_dpdk_nodev
-# prints it | a fragment of the explanation.
+# prints it | a fragment of the explanation. fi_dpdk_doctor, run with the
+# same environment, must give the verdict "would not work" (exit status 1)
+# and name the same cause.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 . "$(dirname "$0")/../common/pair_lib.sh"
@@ -14,7 +16,9 @@ set -u
 builddir=${FT_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 PAIR_LABEL=test_misconfig
 bin=$builddir/fabtests/functional/fi_dpdk_nodev
+doctor=$builddir/prov/dpdk/tools/fi_dpdk_doctor
 [ -x "$bin" ] || { echo "test_misconfig: $bin not built"; exit 99; }
+[ -x "$doctor" ] || { echo "test_misconfig: $doctor not built"; exit 99; }
 pair_need_root "af_packet"
 pair_use_provider "$builddir" "$bin"
 pair_init test_misconfig misconfig
@@ -43,6 +47,15 @@ while IFS='|' read -r env call what; do
     else
         echo "    (rc $rc; expected \"$call\" and \"$what\")"
         pair_result fail "misconfig/$env" "" "$log"
+    fi
+    dlog=$LOGS/case$n.doctor.log
+    env $env timeout 30 "$doctor" >"$dlog" 2>&1
+    rc=$?
+    if [ $rc = 1 ] && grep -qF -- "would not work" "$dlog" && grep -F -- "FAIL" "$dlog" | grep -qF -- "$what"; then
+        pair_result pass "doctor/$env"
+    else
+        echo "    (doctor rc $rc; expected 1, \"would not work\" and a FAIL line with \"$what\")"
+        pair_result fail "doctor/$env" "" "$dlog"
     fi
 done <<'TABLE'
 FI_DPDK_IP=0.0.0.0                    | fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info) = -61 | FI_DPDK_IP=0.0.0.0 is not a unicast host address
