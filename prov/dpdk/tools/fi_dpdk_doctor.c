@@ -98,8 +98,8 @@ static long meminfo(const char* key)
 static void check_privileges(const char* device)
 {
     const int raw = has_cap_net_raw();
-    const int needs_raw = !*device || strncmp(device, "net_af_packet", 13) == 0 ||
-                          strncmp(device, "net_af_xdp", 10) == 0;
+    const int needs_raw =
+        !*device || strncmp(device, "net_af_packet", 13) == 0 || strncmp(device, "net_af_xdp", 10) == 0;
     printf("privileges\n");
     if (raw == 1)
         say("ok", "CAP_NET_RAW: yes");
@@ -114,8 +114,9 @@ static void check_privileges(const char* device)
     const int wants = strcmp(hp, "1") == 0 || strcasecmp(hp, "yes") == 0 || strcasecmp(hp, "true") == 0 ||
                       strcasecmp(hp, "on") == 0;
     if (wants && free_pages <= 0)
-        say("FAIL", "hugepages: FI_DPDK_HUGEPAGES=%s but none are free (HugePages_Total %ld, Free %ld). Fix: "
-                    "reserve some (echo 512 > /proc/sys/vm/nr_hugepages) or unset FI_DPDK_HUGEPAGES",
+        say("FAIL",
+            "hugepages: FI_DPDK_HUGEPAGES=%s but none are free (HugePages_Total %ld, Free %ld). Fix: "
+            "reserve some (echo 512 > /proc/sys/vm/nr_hugepages) or unset FI_DPDK_HUGEPAGES",
             hp, total, free_pages);
     else
         say("ok", "hugepages: %s (HugePages_Total %ld, Free %ld)", wants ? "used" : "not used (the default)",
@@ -150,8 +151,9 @@ static void check_iface(const char* iface, const char* from)
     }
     say("ok", "interface %s (%s): exists, kernel MTU %d, IPv4 %s", iface, from, mtu, *ip ? ip : "none");
     if (!*ip && !getenv("FI_DPDK_IP"))
-        say("FAIL", "interface %s has no IPv4 address and FI_DPDK_IP is not set. Fix: give the interface an "
-                    "address or set FI_DPDK_IP",
+        say("FAIL",
+            "interface %s has no IPv4 address and FI_DPDK_IP is not set. Fix: give the interface an "
+            "address or set FI_DPDK_IP",
             iface);
 }
 
@@ -178,8 +180,9 @@ static void check_memif(const char* path)
     snprintf(client, sizeof(client), "%s.client", path);
     const int s = lock_held(server), c = lock_held(client);
     if (s && c)
-        say("FAIL", "memif %s: two processes already use it; memif joins exactly two. Fix: give each pair "
-                    "its own path, or leave FI_DPDK_DEVICE unset (the host-local path joins any number)",
+        say("FAIL",
+            "memif %s: two processes already use it; memif joins exactly two. Fix: give each pair "
+            "its own path, or leave FI_DPDK_DEVICE unset (the host-local path joins any number)",
             path);
     else
         say("ok", "memif %s: this process would be the %s", path,
@@ -203,8 +206,9 @@ static void check_device(const char* device)
             snprintf(iface, sizeof(iface), "%.*s", (int)strcspn(at + 7, ","), at + 7);
             check_iface(iface, "iface= of FI_DPDK_DEVICE");
         } else if (!getenv("FI_DPDK_IP")) {
-            say("FAIL", "%s has no kernel interface to take an address from. Fix: set FI_DPDK_IP to this "
-                        "host's address on that network",
+            say("FAIL",
+                "%s has no kernel interface to take an address from. Fix: set FI_DPDK_IP to this "
+                "host's address on that network",
                 device);
         }
     }
@@ -213,8 +217,9 @@ static void check_device(const char* device)
         say("ok", "host-local path: not used with memif (memif is itself the path between two processes)");
     else if (strcmp(hl, "0") == 0 || strcasecmp(hl, "no") == 0 || strcasecmp(hl, "false") == 0 ||
              strcasecmp(hl, "off") == 0)
-        say("ok", "host-local path: off (FI_DPDK_HOST_LOCAL=%s): processes of this host talk through the "
-                  "device",
+        say("ok",
+            "host-local path: off (FI_DPDK_HOST_LOCAL=%s): processes of this host talk through the "
+            "device",
             hl);
     else
         say("ok", "host-local path: on (processes of this host meet on shared memory)");
@@ -242,9 +247,9 @@ static void show_provider_lines(FILE* log, int open_failed)
             continue;
         /* "device X unusable: why" (fi_getinfo) and "device X: why" (fi_domain) say one thing. */
         const char* why = strstr(text, "unusable: ");
-        const char* key = why ? why + 10 : strstr(text, ": ") && strncmp(text, "device ", 7) == 0
-                                               ? strstr(text, ": ") + 2
-                                               : text;
+        const char* key = why                                                      ? why + 10
+                          : strstr(text, ": ") && strncmp(text, "device ", 7) == 0 ? strstr(text, ": ") + 2
+                                                                                   : text;
         int dup = 0;
         for (int k = 0; k < n_seen && !dup; k++)
             dup = strncmp(seen[k], key, sizeof(seen[k]) - 1) == 0;
