@@ -27,29 +27,31 @@ trap 'pair_cleanup; [ $PAIR_FAILED -ne 0 ] && echo "test_misconfig: logs in $LOG
 hugepages_free=$(awk '/HugePages_Free/ { print $2 }' /proc/meminfo)
 
 n=0
+wrap=()     # a command the rows run under (setpriv, below)
+wrap_why=   # what it changes, for the rows' names
 # row <env> <call> <what>: fi_dpdk_nodev fails at <call> naming <what>, and
 # the doctor says the provider would not work, naming <what> too.
 row() {
-    local env=$1 call=$2 what=$3 log dlog start rc
+    local env=$1 call=$2 what=$3 log dlog start rc name=$1${wrap_why:+ ($wrap_why)}
     n=$((n + 1))
     log=$LOGS/case$n.log
     start=$(date +%s.%N)
-    env $env timeout 30 "$bin" >"$log" 2>&1
+    env $env ${wrap[@]+"${wrap[@]}"} timeout 30 "$bin" >"$log" 2>&1
     rc=$?
     if [ $rc = 1 ] && grep -qF -- "$call" "$log" && grep -qF -- "$what" "$log"; then
-        pair_result pass "misconfig/$env" "($(pair_elapsed "$start") s)"
+        pair_result pass "misconfig/$name" "($(pair_elapsed "$start") s)"
     else
         echo "    (rc $rc; expected \"$call\" and \"$what\")"
-        pair_result fail "misconfig/$env" "" "$log"
+        pair_result fail "misconfig/$name" "" "$log"
     fi
     dlog=$LOGS/case$n.doctor.log
-    env $env timeout 30 "$doctor" >"$dlog" 2>&1
+    env $env ${wrap[@]+"${wrap[@]}"} timeout 30 "$doctor" >"$dlog" 2>&1
     rc=$?
     if [ $rc = 1 ] && grep -qF -- "would not work" "$dlog" && grep -F -- "FAIL" "$dlog" | grep -qF -- "$what"; then
-        pair_result pass "doctor/$env"
+        pair_result pass "doctor/$name"
     else
         echo "    (doctor rc $rc; expected 1, \"would not work\" and a FAIL line with \"$what\")"
-        pair_result fail "doctor/$env" "" "$dlog"
+        pair_result fail "doctor/$name" "" "$dlog"
     fi
 }
 
@@ -59,7 +61,7 @@ works() {
     local name=$1 env=$2 what=$3 dlog rc
     n=$((n + 1))
     dlog=$LOGS/case$n.doctor.log
-    env $env timeout 30 "$doctor" >"$dlog" 2>&1
+    env $env ${wrap[@]+"${wrap[@]}"} timeout 30 "$doctor" >"$dlog" 2>&1
     rc=$?
     if [ $rc = 0 ] && grep -qF -- "the dpdk provider works here" "$dlog" && grep -qF -- "$what" "$dlog"; then
         pair_result pass "works/$name"
@@ -105,6 +107,21 @@ if grep -qF -- "$doc" "$builddir/man/fi_dpdk.7.md" 2>/dev/null || grep -qF -- "$
     works vdev-af-packet-without-ip "FI_DPDK_HOST_LOCAL=0 FI_DPDK_DEVICE=net_af_packet0,iface=lo" "device net_af_packet0,iface=lo ip 127.0.0.1 "
 else
     pair_result fail "works/vdev-af-packet-without-ip" "(fi_dpdk(7) no longer says \"$doc\": update this row with it)"
+fi
+
+# Without CAP_NET_RAW (root with the capability dropped): the default works
+# for the processes of this host, with a warning; with the host-local path
+# off nothing can work, and the error says why (-FI_EPERM).
+if command -v setpriv >/dev/null 2>&1; then
+    wrap=(setpriv --bounding-set -net_raw --inh-caps -net_raw --)
+    wrap_why="without CAP_NET_RAW"
+    works no-cap-net-raw "FI_DPDK_STATS=0" "no CAP_NET_RAW, so af_packet on lo cannot be opened: processes of this host talk over shared memory"
+    row "FI_DPDK_HOST_LOCAL=0" "fi_domain(fabric, info, &domain, nullptr) = -1" \
+        "no CAP_NET_RAW, so af_packet on lo cannot be opened (run as root"
+    wrap=()
+    wrap_why=
+else
+    pair_result skip "misconfig/no-cap-net-raw" "(no setpriv: util-linux)"
 fi
 
 # af_xdp on a veth of our own: without FI_DPDK_IP it takes the veth's
