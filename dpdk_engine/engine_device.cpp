@@ -44,8 +44,17 @@ bool packet_sockets_refused()
 
 int EngineImpl::open_port(const PortConfig& pc)
 {
-    if (!cfg.host_local || !is_af_packet(pc) || !packet_sockets_refused())
+    if (!is_af_packet(pc) || !packet_sockets_refused())
         return Port::open(pc, &port);
+    if (!cfg.host_local) {
+        // DPDK would only say "Input/output error": say what is missing.
+        fprintf(stderr,
+                "dpdk engine: no CAP_NET_RAW, so af_packet on %s cannot be opened (run as root, or grant it: "
+                "setcap cap_net_raw+ep <program>; or leave FI_DPDK_HOST_LOCAL on: processes of this host then "
+                "talk over shared memory without it)\n",
+                pc.device.empty() ? pc.iface.c_str() : pc.device.c_str());
+        return -EPERM;
+    }
     // A normal user on a desktop: no af_packet, but the processes of this
     // host need no device to talk to each other.
     static std::atomic<unsigned> instance {0};

@@ -9,6 +9,10 @@
 #      the provider's own in dpdk_init.cpp) in any case.
 #   2. Where `fi_info -e` states a plain numeric default, "(default: N)",
 #      the entry mentions N.
+#   2b. Ranges: every "A..B" written in an entry is the range `fi_info -e`
+#      states (from the knob tables) for one of the entry's parameters, and
+#      an entry states the range of each of its parameters whose upper bound
+#      is not just the type's (2^32-1: any value): both bounds appear in it.
 #   3. The committed roff page man/fi_dpdk.7 is what man/md2man.sh makes of
 #      the markdown, when the installed pandoc is the version that made it
 #      (other versions format differently; that part is skipped then).
@@ -89,6 +93,34 @@ while IFS='	' read -r name help; do
 		bad "$name: fi_info -e says default $def, $md does not mention $def"
 	fi
 done <"$tmp/help"
+
+# ------------------------------------------------------------ 2b. ranges
+# An entry's term line names its parameters; their ranges from fi_info -e.
+grep -E '^\*FI_DPDK_[A-Z0-9_]+\*' "$md" | while IFS= read -r term; do
+	first=$(printf '%s\n' "$term" | grep -oE 'FI_DPDK_[A-Z0-9_]+' | head -1)
+	names=$(printf '%s\n' "$term" | grep -oE 'FI_DPDK_[A-Z0-9_]+')
+	ranges=
+	for n in $names; do
+		r=$(awk -F'\t' -v n="$n" '$1 == n { print $2 }' "$tmp/help" | grep -oE '[0-9]+\.\.[0-9]+' | tail -1)
+		ranges="$ranges $r"
+		[ -n "$r" ] || continue
+		lo=${r%%..*}
+		hi=${r##*..}
+		[ "$hi" = 4294967295 ] && continue
+		text=$(entry "$first")
+		if ! printf '%s\n' "$text" | grep -qw -- "$lo" || ! printf '%s\n' "$text" | grep -qw -- "$hi"; then
+			echo "FAIL: $n: fi_info -e gives the range $r, its entry in $md does not state it"
+		fi
+	done
+	[ -s "$tmp/help" ] || continue
+	for r in $(entry "$first" | grep -oE '[0-9]+\.\.[0-9]+'); do
+		case " $ranges " in *" $r "*) ;; *) echo "FAIL: the entry of $first states the range $r; fi_info -e gives${ranges:- none}" ;; esac
+	done
+done >"$tmp/ranges"
+if [ -s "$tmp/ranges" ]; then
+	sed 's/^FAIL: //' "$tmp/ranges" | while IFS= read -r l; do say "FAIL: $l"; done
+	fail=1
+fi
 
 # ------------------------------------------------------------ 3. roff in sync
 made_by=$(sed -n '1s/.* with pandoc \([^:]*\):.*/\1/p' "$roff")

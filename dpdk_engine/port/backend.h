@@ -139,6 +139,10 @@ std::unique_ptr<PortBackend> make_ring_backend(Port& port, Port::Kind kind, cons
                                                int pair_side);
 // PCI NICs (device is the PCI address), af_xdp, tap and other vdevs.
 std::unique_ptr<PortBackend> make_vdev_backend(Port& port, Port::Kind kind, const std::string& device);
+// Why a vdev's probe failed, when the cause is an argument its driver does
+// not declare ("net_af_packet does not take the argument ..."); empty
+// otherwise. DPDK's vdev bus reports that only as -1.
+std::string unknown_vdev_argument(const std::string& vdev_name, const std::string& args);
 
 namespace port_internal {
 

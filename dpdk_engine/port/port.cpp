@@ -244,8 +244,14 @@ int PortBackend::create(DeviceOpen* plan)
     // The vdev bus returns -EEXIST for a name in use, and -1 both when no
     // driver matches the name and when the driver's probe failed (bad
     // interface, socket error...): for our known drivers it is the latter.
-    if (rc == -1)
+    if (rc == -1) {
+        const std::string why = unknown_vdev_argument(vdev_name(), plan->args);
+        if (!why.empty()) {
+            fprintf(stderr, "dpdk engine: %s\n", why.c_str());
+            return -EINVAL;
+        }
         return port_.kind() == Port::Kind::kOtherVdev ? -ENODEV : -EIO;
+    }
     if (rc != 0)
         return rc < 0 ? rc : -ENODEV;
     set_vdev_created();

@@ -1,7 +1,12 @@
 // Port's generic backend: PCI NICs (probed through EAL's allow-list), af_xdp,
 // tap and any other vdev. What they need beyond the core is small: the PCI
-// probe, af_xdp's umem chunk size, tap's rx interrupt fd.
+// probe, af_xdp's umem chunk size, tap's rx interrupt fd; and the reason a
+// vdev's probe failed when it is an argument the driver does not know.
+#include <ctype.h>
 #include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <algorithm>
 #include <memory>
@@ -13,6 +18,78 @@
 #include "dpdk_engine/port/backend.h"
 
 namespace dpdk_engine {
+namespace {
+
+// af_xdp's largest mbuf data room (a page less the mbuf headroom and what
+// the PMD keeps), and the largest MTU that fits: data_room is the Ethernet
+// header plus the MTU rounded up to 64 (port.cpp).
+constexpr unsigned kAfXdpMaxDataRoom = 3584;
+constexpr unsigned kAfXdpMaxMtu = kAfXdpMaxDataRoom - 14;
+
+// The text of the file at path (a shared object: tens of kilobytes).
+std::string read_file(const char* path)
+{
+    std::string out;
+    FILE* f = fopen(path, "rb");
+    if (!f)
+        return out;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        out.append(buf, n);
+    fclose(f);
+    return out;
+}
+
+// The parameters a DPDK driver declares ("iface=<string> qpairs=<int> ..."),
+// from the PMD_INFO_STRING in its shared object (what dpdk-pmdinfo reads),
+// among the objects EAL loaded. Empty when not found.
+std::string declared_params(const std::string& driver)
+{
+    struct Search {
+        std::string driver, params;
+    } search {driver, ""};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* arg) -> int {
+            Search* s = static_cast<Search*>(arg);
+            if (!info->dlpi_name || !strstr(info->dlpi_name, "librte_net_"))
+                return 0;
+            const std::string text = read_file(info->dlpi_name);
+            const std::string key = "PMD_INFO_STRING= {\"name\": \"" + s->driver + "\", \"params\": \"";
+            const size_t at = text.find(key);
+            if (at == std::string::npos)
+                return 0;
+            const size_t start = at + key.size();
+            s->params = text.substr(start, text.find('"', start) - start);
+            return 1;
+        },
+        &search);
+    return search.params;
+}
+
+}  // namespace
+
+std::string unknown_vdev_argument(const std::string& vdev_name, const std::string& args)
+{
+    std::string driver = vdev_name;
+    while (!driver.empty() && isdigit(static_cast<unsigned char>(driver.back())))
+        driver.pop_back();
+    const std::string params = declared_params(driver);
+    if (params.empty())
+        return "";
+    size_t pos = 0;
+    while (pos < args.size()) {
+        const size_t end = std::min(args.find(',', pos), args.size());
+        const std::string kv = args.substr(pos, end - pos);
+        const std::string key = kv.substr(0, kv.find('='));
+        if (!key.empty() && params.find(key + "=") == std::string::npos)
+            return driver + " does not take the argument \"" + kv + "\" (it takes: " + params +
+                   "); remove it from FI_DPDK_DEVICE";
+        pos = end + 1;
+    }
+    return "";
+}
+
 namespace {
 
 class VdevBackend final : public PortBackend {
@@ -29,8 +106,14 @@ class VdevBackend final : public PortBackend {
             // PAGE_SIZE (XDP_UMEM_REG fails with EINVAL otherwise), and 22.11
             // has no multi-buffer AF_XDP, so jumbo frames cannot work here.
             plan->data_room = std::max(plan->data_room, 2048u);
-            if (plan->data_room > 3584)
+            if (plan->data_room > kAfXdpMaxDataRoom) {
+                fprintf(stderr,
+                        "dpdk engine: %s: af_xdp takes frames of at most one page (FI_DPDK_MTU up to %u; DPDK "
+                        "22.11 has no multi-buffer AF_XDP): set FI_DPDK_MTU=%u or lower, or use af_packet "
+                        "(net_af_packet0,iface=...) for jumbo frames\n",
+                        device_.c_str(), kAfXdpMaxMtu, kAfXdpMaxMtu);
                 return -EINVAL;
+            }
         }
         return 0;
     }

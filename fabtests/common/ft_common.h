@@ -121,6 +121,11 @@ long post_retry(const std::function<long()>& post);
 
 // Runs one subtest on both sides. The name must be the same on both.
 void run(const char* name, const std::function<void()>& body);
+// Runs one subtest whose peer does not live to trade verdicts (the subtest
+// kills it): the barrier before the body, no verdict exchange after it. A
+// body that closes the OOB channel (oob.close_fd) may still wait for
+// completions: the waits then no longer look at it.
+void run_unpaired(const char* name, const std::function<void()>& body);
 // Prints the summary; returns the exit status.
 int finish();
 

@@ -39,6 +39,11 @@
 #   pair_summary        "LABEL: P passed, F failed[, S skipped] in T s" and
 #                       the failed cases; status 0 when none failed
 #   pair_elapsed START  seconds since START (date +%s.%N), 2 decimals
+#   pair_use_provider BUILDDIR [BIN...]  the just-built provider
+#                       (BUILDDIR/.libs, SKIP if absent) and nothing of the
+#                       caller's choosing: FI_PROVIDER, FI_LOG_LEVEL and every
+#                       FI_DPDK_* unset; with a sanitized provider, the ASan
+#                       runtime preloaded unless each BIN links it itself
 #   pair_finish_logs    at exit: PAIR_LOGS kept (and named) when a case
 #                       failed or KEEP_LOGS=1, else removed
 #
@@ -210,4 +215,20 @@ pair_summary() {
 		echo "  failed: $c"
 	done
 	[ "$PAIR_FAILED" = 0 ]
+}
+
+pair_use_provider() {
+	local dir=$1 asan b
+	shift
+	[ -e "$dir/.libs/libdpdk-fi.so" ] || pair_skip "$dir/.libs/libdpdk-fi.so not built"
+	export FI_PROVIDER_PATH=$dir/.libs
+	unset FI_PROVIDER FI_LOG_LEVEL
+	for b in $(env | sed -n 's/^\(FI_DPDK_[A-Z_]*\)=.*/\1/p'); do unset "$b"; done
+	asan=$(ldd "$dir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
+	[ -n "$asan" ] || return 0
+	for b in "$@"; do
+		ldd "$b" | grep -q libasan && continue
+		export LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0
+		return 0
+	done
 }

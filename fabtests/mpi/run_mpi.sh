@@ -7,6 +7,13 @@
 #   3. mpi_check, 2 ranks over memif, with the single-element MAX/MIN/BOR/BXOR
 #      one-sided atomics (-A, needs --mca osc_rdma_acc_use_amo false: see
 #      mpi_check.c and BUGS.md)
+#   4. three_rank_stream (fabtests/mpi/repro), 3 ranks: rank 0 streams 1 GiB
+#      to rank 1 while rank 2 waits in MPI_Recv for its own 64 MiB, which
+#      rank 0 sends after the big one (three_rank: host-local path;
+#      three_rank_afpacket: af_packet on lo, where rank 2 waits about two
+#      seconds) or beside it (three_rank_isend: both MPI_Isend at once);
+#      FI_DPDK_TIMEOUT_MS=300, so rank 2's wait spans several peer timeouts:
+#      a busy peer must not be taken for a dead one
 #   flood (only when named in RUN_MPI_ONLY): mpi_check -t p2p_flood, 4 ranks,
 #      the unexpected-message flood of BUGS.md #1 (hangs until that is fixed;
 #      then add it to the default list)
@@ -32,8 +39,9 @@
 # Run from the top build directory (as `make check` does), or set
 #   RUN_MPI_BUILDDIR   where fabtests/mpi/mpi_check and .libs/libdpdk-fi.so are
 #   RUN_MPI_PROVIDER_PATH  FI_PROVIDER_PATH for the ranks (default: builddir/.libs)
-#   RUN_MPI_ONLY       space-separated run names to do (np2 np4 memif mpich_np2
-#                      mpich_np3 mpich_pingpong mpich_stream; flood)
+#   RUN_MPI_ONLY       space-separated run names to do (np2 np4 memif
+#                      three_rank three_rank_isend three_rank_afpacket
+#                      mpich_np2 mpich_np3 mpich_pingpong mpich_stream; flood)
 #   RUN_MPI_MPICH      prefix of an MPICH with ch4:ofi (bin/mpicc, bin/mpiexec,
 #                      bin/mpichversion); default /opt/mpich-ofi, then the
 #                      mpichversion on PATH
@@ -50,7 +58,7 @@ builddir=${RUN_MPI_BUILDDIR:-$(pwd)}
 mpidir=$builddir/fabtests/mpi
 provpath=${RUN_MPI_PROVIDER_PATH:-$builddir/.libs}
 scale=${RUN_MPI_TIMEOUT:-100}
-only=${RUN_MPI_ONLY:-np2 np4 memif mpich_np2 mpich_np3 mpich_pingpong mpich_stream}
+only=${RUN_MPI_ONLY:-np2 np4 memif three_rank three_rank_isend three_rank_afpacket mpich_np2 mpich_np3 mpich_pingpong mpich_stream}
 srcdir=$(cd "$(dirname "$0")" && pwd)
 
 say() { printf 'run_mpi: %s\n' "$*"; }
@@ -144,6 +152,19 @@ if [ -n "$asan_lib" ]; then
 fi
 
 
+# check_mtl NP LOG: the MTL's choice, one line per rank
+# ("mtl_ofi_component.c:NNN: mtl:ofi:prov: dpdk"); adds to the caller's why.
+check_mtl() {
+	local np=$1 log=$2 n_dpdk n_other
+	n_dpdk=$(grep -cE 'mtl:ofi:prov: dpdk$' "$log")
+	n_other=$(grep -E 'mtl:ofi:prov: ' "$log" | grep -cvE 'mtl:ofi:prov: dpdk$')
+	if [ "$n_dpdk" != "$np" ] || [ "$n_other" != 0 ]; then
+		why+=("MTL provider: $n_dpdk of $np ranks on native dpdk, $n_other on another ($(grep -oE 'mtl:ofi:prov: .*' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';'))")
+	else
+		echo "    MTL provider: native dpdk on all $np ranks"
+	fi
+}
+
 # check_run NAME NP LOG RC: decides PASS/FAIL from the exit status, mpi_check's
 # summary, the MTL's provider choice and the provider's counters.
 check_run() {
@@ -154,14 +175,7 @@ check_run() {
 	grep -q '^mpi_check: all [0-9]* tests passed' "$log" || why+=("no 'all tests passed' line")
 	grep -q '^FAIL ' "$log" && why+=("FAIL lines")
 	grep -qE 'runtime error:|ERROR: AddressSanitizer' "$log" && why+=("sanitizer report")
-	# The MTL's choice, one line per rank: "mtl_ofi_component.c:NNN: mtl:ofi:prov: dpdk"
-	n_dpdk=$(grep -cE 'mtl:ofi:prov: dpdk$' "$log")
-	n_other=$(grep -E 'mtl:ofi:prov: ' "$log" | grep -cvE 'mtl:ofi:prov: dpdk$')
-	if [ "$n_dpdk" != "$np" ] || [ "$n_other" != 0 ]; then
-		why+=("MTL provider: $n_dpdk of $np ranks on native dpdk, $n_other on another ($(grep -oE 'mtl:ofi:prov: .*' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';'))")
-	else
-		echo "    MTL provider: native dpdk on all $np ranks"
-	fi
+	check_mtl "$np" "$log"
 	# Each rank has two provider endpoints (mtl/ofi and btl/ofi), both used.
 	n_ep=$(grep -c '^dpdk endpoint ' "$log")
 	n_busy=$(grep -E '^dpdk endpoint ' "$log" | grep -cE 'rx_packets [1-9]')
@@ -206,6 +220,37 @@ do_run() {
 	fi
 }
 
+# three_rank NAME TIMEOUT BYTES MODE [VAR=value...]: three_rank_stream BYTES
+# [MODE] on 3 ranks; every rank must say "done" (its data checked) and the
+# job end in time. MODE: send or isend.
+three_rank() {
+	local name=$1 tmo=$(( $2 * scale / 100 )) bytes=$3 mode=$4 log=$work/$1.log t0 rc why=() v envs=()
+	shift 4
+	case " $only " in *" $name "*) ;; *) return ;; esac
+	if [ ! -x "$mpidir/three_rank_stream" ]; then
+		pair_result skip "$name" "($mpidir/three_rank_stream not built)"
+		return
+	fi
+	for v in "$@"; do envs+=(-x "$v"); done
+	say "run $name: mpirun -np 3 ${envs[*]} three_rank_stream $bytes $mode (timeout $tmo s)"
+	t0=$(date +%s)
+	run_timeout "$tmo" "$log" mpirun -np 3 "${common_mca[@]}" -x FI_DPDK_TIMEOUT_MS=300 "${envs[@]}" \
+		"$mpidir/three_rank_stream" "$bytes" "$mode"
+	rc=$?
+	grep -E '^rank [0-9]: ' "$log" | sed 's/^/    /'
+	[ "$rc" = 124 ] && why+=("timed out")
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] && why+=("exit status $rc")
+	[ "$(grep -cE '^rank [012]: done after' "$log")" = 3 ] || why+=("not every rank said done")
+	grep -qiE 'timed out|BAD DATA' "$log" && why+=("a timeout or bad data")
+	check_mtl 3 "$log"
+	if [ ${#why[@]} = 0 ]; then
+		pair_result pass "$name" "($(( $(date +%s) - t0 )) s)"
+	else
+		PAIR_TAIL=60 PAIR_TAIL_SKIP='not in include list|mca: base: |mca:base:select|\] select: |mtl_ofi_component\.c' \
+			pair_result fail "$name" "($(( $(date +%s) - t0 )) s): $(IFS=';'; echo "${why[*]}")" "$log"
+	fi
+}
+
 if [ -n "$ompi_skip" ]; then
 	say "Open MPI runs skipped: $ompi_skip"
 else
@@ -215,6 +260,9 @@ else
 	memif_sock=$work/memif.sock
 	do_run memif 2 60 -x "FI_DPDK_DEVICE=memif:$memif_sock" --mca osc_rdma_acc_use_amo false -- -A
 	do_run flood 4 60 -- -t p2p_flood
+	three_rank three_rank 60 1073741824 send
+	three_rank three_rank_isend 60 1073741824 isend
+	three_rank three_rank_afpacket 60 1073741824 send FI_DPDK_HOST_LOCAL=0
 fi
 
 # ------------------------------------------------------------------ MPICH

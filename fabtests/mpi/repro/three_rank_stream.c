@@ -15,8 +15,15 @@ int main(int argc, char** argv)
     long big = argc > 1 ? atol(argv[1]) : (1L << 30);
     int overlap = argc > 2 && strcmp(argv[2], "isend") == 0;
     long small = 64L << 20;
-    char* buf = malloc((size_t)big);
-    memset(buf, rank == 0 ? 0x5a : 0, (size_t)big);
+    if (small > big)
+        small = big;
+    long have = rank == 2 ? small : big; /* rank 2 needs only its own message */
+    char* buf = malloc((size_t)have);
+    if (!buf) {
+        fprintf(stderr, "rank %d: cannot allocate %ld bytes\n", rank, have);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(buf, rank == 0 ? 0x5a : 0, (size_t)have);
     double t0 = MPI_Wtime();
     int bad = 0;
     if (rank == 0) {
