@@ -391,10 +391,12 @@ struct EngineStats {
     uint64_t local_peers;     // peer addresses reached through them now
     // Job key (FI_DPDK_AUTH_KEY, docs/design.md section 2): packets dropped
     // before they touched any state, by cause.
-    uint64_t rx_auth_missing;     // we have a key, the packet has no tag: its sender has none
-    uint64_t rx_auth_unexpected;  // the packet has a tag, we have no key
-    uint64_t rx_auth_wrong_key;   // tagged under another key
-    uint64_t rx_auth_bad_tag;     // our key's id, a tag that does not verify: forged
+    uint64_t rx_auth_missing;        // we have a key, the packet has no tag: its sender has none
+    uint64_t rx_auth_unexpected;     // the packet has a tag, we have no key
+    uint64_t rx_auth_wrong_key;      // tagged under another key
+    uint64_t rx_auth_bad_tag;        // our key's id, a tag that does not verify: forged
+    uint64_t rx_auth_replayed;       // a genuine packet seen before (its sender's counter): a replay
+    uint64_t auth_replay_evictions;  // senders forgotten by the replay table (more senders than it holds)
 };
 
 struct DeviceInfo {

@@ -138,6 +138,19 @@ class EngineImpl {
     size_t auth_trailer_len() const { return auth ? sizeof(wire::AuthTrailer) : 0; }
     bool auth_seal(rte_mbuf* m, bool host_local);
     bool authentic(const wire::ParsedPacket& p, FrameOrigin origin);
+    // Replays: every sending process numbers its packets (AuthTrailer
+    // salt and counter); per sender (salt) the highest counter seen and a
+    // bitmap of the 64 below it, as IPsec's anti-replay window. A fixed
+    // open-addressed table allocated at init_auth: nothing per packet.
+    struct ReplayWindow {
+        uint32_t salt = 0;
+        bool used = false;
+        uint64_t top = 0;   // highest counter accepted
+        uint64_t seen = 0;  // bit i: top - i accepted
+    };
+    static constexpr size_t kReplaySenders = 4096;  // a power of two
+    std::vector<ReplayWindow> replay;
+    bool replay_fresh(uint32_t salt, uint64_t counter);
     // A kReset from ep to dst for its stream `stream_id` (flags and window
     // as wire.h says for kReset).
     void send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,

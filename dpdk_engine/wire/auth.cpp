@@ -67,7 +67,7 @@ AuthKeyStatus load_auth_key_file(const char* path, AuthKey* out, std::string* er
         *error = std::string("cannot open the key file ") + path + ": " + strerror(errno);
         return AuthKeyStatus::kCannotOpen;
     }
-    struct stat st {};
+    struct stat st { };
     AuthKeyStatus status = AuthKeyStatus::kOk;
     char text[128];
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -114,7 +114,8 @@ bool PacketAuth::init(const AuthKey& key)
     memcpy(digest_in + sizeof(kLabel), key.bytes, kAuthKeyBytes);
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned digest_len = 0;
-    const bool digested = EVP_Digest(digest_in, sizeof(digest_in), digest, &digest_len, EVP_sha256(), nullptr) == 1;
+    const bool digested =
+        EVP_Digest(digest_in, sizeof(digest_in), digest, &digest_len, EVP_sha256(), nullptr) == 1;
     OPENSSL_cleanse(digest_in, sizeof(digest_in));
     unsigned char start[12];
     if (!digested || RAND_bytes(start, sizeof(start)) != 1)
@@ -136,8 +137,8 @@ bool PacketAuth::init(const AuthKey& key)
     return true;
 }
 
-bool PacketAuth::compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th, const AuthTrailer* t,
-                         unsigned char tag[kAuthTagBytes])
+bool PacketAuth::compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th,
+                         const AuthTrailer* t, unsigned char tag[kAuthTagBytes])
 {
     EVP_CIPHER_CTX* ctx = cipher(ctx_);
     const auto* packet = reinterpret_cast<const unsigned char*>(th);
@@ -149,8 +150,8 @@ bool PacketAuth::compute(const unsigned char nonce[kAuthNonceBytes], const Trans
     return ctx && EVP_EncryptInit_ex2(ctx, nullptr, nullptr, nonce, nullptr) == 1 &&
            EVP_EncryptUpdate(ctx, nullptr, &n, packet - kUdpHeaderLen, 4) == 1 &&
            EVP_EncryptUpdate(ctx, nullptr, &n, packet, covered) == 1 &&
-           EVP_EncryptUpdate(ctx, nullptr, &n, reinterpret_cast<const unsigned char*>(t), offsetof(AuthTrailer, tag)) ==
-               1 &&
+           EVP_EncryptUpdate(ctx, nullptr, &n, reinterpret_cast<const unsigned char*>(t),
+                             offsetof(AuthTrailer, tag)) == 1 &&
            EVP_EncryptFinal_ex(ctx, tag, &n) == 1 &&
            EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kAuthTagBytes), tag) == 1;
 }

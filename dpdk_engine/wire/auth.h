@@ -50,8 +50,9 @@ enum class AuthCheck : uint8_t {
     kUnexpected,  // the packet has a trailer, we have no key
     kWrongKey,    // a trailer made with another key (its key id differs)
     kBadTag,      // our key id but a tag that does not verify: forged
+    kReplayed,    // a genuine packet whose sender's counter was seen already (EngineImpl::authentic)
 };
-constexpr unsigned kAuthCheckCount = 5;
+constexpr unsigned kAuthCheckCount = 6;
 
 // One AES-128-GMAC context per key, re-initialised with a new nonce per
 // packet: the key schedule is computed once and nothing is allocated per
