@@ -29,8 +29,10 @@ int EngineImpl::init_auth()
         std::string why;
         const wire::AuthKeyStatus status = wire::load_auth_key_file(cfg.auth_key_file.c_str(), &key, &why);
         if (status != wire::AuthKeyStatus::kOk) {
+            // -EINVAL, not -EACCES: the provider would add a hint about
+            // device privileges that has nothing to do with a key file.
             fprintf(stderr, "dpdk engine: FI_DPDK_AUTH_KEY_FILE: %s\n", why.c_str());
-            return status == wire::AuthKeyStatus::kReadableByOthers ? -EACCES : -EINVAL;
+            return -EINVAL;
         }
     }
     replay.assign(kReplaySenders, ReplayWindow());
