@@ -90,9 +90,11 @@ EngineImpl::~EngineImpl()
         fprintf(stderr,
                 "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
                 " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64
-                " rx_host_local %" PRIu64 "\n",
+                " rx_host_local %" PRIu64 " rx_auth_missing %" PRIu64 " rx_auth_unexpected %" PRIu64
+                " rx_auth_wrong_key %" PRIu64 " rx_auth_bad_tag %" PRIu64 " rx_auth_replayed %" PRIu64 "\n",
                 port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
-                st.rx_loopback, st.rx_in_place, st.rx_host_local);
+                st.rx_loopback, st.rx_in_place, st.rx_host_local, st.rx_auth_missing, st.rx_auth_unexpected,
+                st.rx_auth_wrong_key, st.rx_auth_bad_tag, st.rx_auth_replayed);
     if (cfg.dump_stats && port)
         fprintf(stderr,
                 "dpdk engine %s: session_bytes %zu window blocks tx %u (peak in use %u, %zu bytes each)"
@@ -128,9 +130,12 @@ int EngineImpl::init()
     if (cfg.max_ops == 0 || cfg.max_ops > (1u << 20) || cfg.max_recvs == 0 ||
         cfg.unexpected_max + cfg.max_recvs > (1u << 20))
         return -EINVAL;
+    int rc = init_auth();
+    if (rc)
+        return rc;
     PortConfig pc = cfg.port;
     pc.frames_in_flight = cfg.window;
-    int rc = open_port(pc);
+    rc = open_port(pc);
     if (rc)
         return rc;
     netif.reset(new Netif(port.get()));
@@ -149,8 +154,9 @@ int EngineImpl::init()
     // Payloads read and written in the memif ring: not with the fault
     // injector (it keeps received frames across bursts, and damages sent
     // ones before they are sealed) nor with a capture (it writes one piece,
-    // and unsealed frames).
-    if (cfg.port.memif_in_place && !fault_rx && !pcap.is_open()) {
+    // and unsealed frames), nor with a job key (the tag covers the whole
+    // frame, sealed before the port sees it, checked before it is read).
+    if (cfg.port.memif_in_place && !fault_rx && !pcap.is_open() && !auth) {
         port->set_rx_split();  // the wire layer's split and seal
         seal_at_send = port->set_tx_fill();
     }
@@ -245,6 +251,10 @@ bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t
 
 void EngineImpl::transmit(Mbuf m, const Address& dst)
 {
+    // A peer of this host: its ring instead of the device (engine_local.cpp).
+    local::Channel* via = is_local(dst) ? nullptr : local_route(dst);
+    if (auth && !auth_seal(m.get(), via != nullptr))
+        return;
     if (pcap.is_open())
         pcap.write(rte_pktmbuf_mtod(m.get(), const uint8_t*), m->data_len, wall_ns());
     if (is_local(dst)) {
@@ -255,8 +265,6 @@ void EngineImpl::transmit(Mbuf m, const Address& dst)
         sends_deferred = true;
         return;
     }
-    // A peer of this host: its ring instead of the device (engine_local.cpp).
-    local::Channel* via = local_route(dst);
     if (fault_tx && fault_tx->enabled()) {
         rte_mbuf* burst[8] = {m.release()};
         uint16_t n = fault_tx->apply(burst, 1, 8, port->pool());
@@ -279,12 +287,16 @@ wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wir
     Mbuf m(port->alloc());
     if (!m)
         return nullptr;
+    // With a job key, room for the trailer after the payload (transmit
+    // fills it: auth_seal).
+    if (auth)
+        flags |= wire::kFlagAuth;
     size_t hlen = sizeof(wire::TransportHeader) + wire::extension_len(type);
-    size_t frame_len = wire::kL2L3L4Len + hlen + payload_len;
+    size_t frame_len = wire::kL2L3L4Len + hlen + payload_len + auth_trailer_len();
     uint8_t* f = rte_pktmbuf_mtod(m.get(), uint8_t*);
     m->data_len = static_cast<uint16_t>(frame_len);
     m->pkt_len = static_cast<uint32_t>(frame_len);
-    wire::write_l2l3l4(f, fa, hlen + payload_len);
+    wire::write_l2l3l4(f, fa, hlen + payload_len + auth_trailer_len());
     auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
     wire::init_transport_header(th, type, flags, static_cast<uint16_t>(payload_len));
     *out = std::move(m);
@@ -329,7 +341,7 @@ bool EngineImpl::refuse_oversize(const uint8_t* frame, size_t len)
     return true;
 }
 
-void EngineImpl::handle_frame(Mbuf m, uint64_t now)
+void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
 {
     st.rx_frames++;
     if (m->nb_segs > 2) {
@@ -368,6 +380,9 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now)
         st.rx_bad++;
         return;
     }
+    // The job key's tag, before the packet touches any state.
+    if (!authentic(p, origin))
+        return;
     EndpointImpl* ep = p.dst_ip_be == port->ip_be() ? by_port[p.dst_port] : nullptr;
     if (!ep || ep->closing) {
         if (ep && ep->time_wait_until_us)

@@ -112,6 +112,13 @@ struct EngineConfig {
     uint32_t yield_after_us = 10;
     uint32_t sleep_after_us = 20000;
     uint32_t sleep_us = 50;
+    // The job key (docs/design.md section 2): FI_DPDK_AUTH_KEY, 32 hex
+    // digits, or FI_DPDK_AUTH_KEY_FILE, a file holding them that only its
+    // owner may access (read when the engine starts). Both empty: no key.
+    // With a key every packet carries a MAC tag and packets without a
+    // valid one are dropped.
+    std::string auth_key;
+    std::string auth_key_file;
 };
 
 // Reads FI_DPDK_* environment variables into cfg (for programs that use the
@@ -195,9 +202,10 @@ enum OpFlags : uint32_t {
 // is refused at its first packet).
 uint8_t protocol_version();
 // Largest datagram payload (Endpoint::send_datagram) on a device of this
-// L3 MTU, before any engine exists; Endpoint::max_datagram() is the same for
-// the engine's own device.
-size_t max_datagram_payload(uint16_t mtu);
+// L3 MTU, before any engine exists (`keyed`: with a job key, whose trailer
+// takes room); Endpoint::max_datagram() is the same for the engine's own
+// device.
+size_t max_datagram_payload(uint16_t mtu, bool keyed = false);
 
 constexpr size_t kMaxIov = 4;              // iov_limit
 constexpr size_t kInjectSize = 2048 - 64;  // largest kOpInject payload
@@ -388,6 +396,14 @@ struct EngineStats {
     uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
     uint64_t tx_host_local;   // frames written into them
     uint64_t local_peers;     // peer addresses reached through them now
+    // Job key (FI_DPDK_AUTH_KEY, docs/design.md section 2): packets dropped
+    // before they touched any state, by cause.
+    uint64_t rx_auth_missing;        // we have a key, the packet has no tag: its sender has none
+    uint64_t rx_auth_unexpected;     // the packet has a tag, we have no key
+    uint64_t rx_auth_wrong_key;      // tagged under another key
+    uint64_t rx_auth_bad_tag;        // our key's id, a tag that does not verify: forged
+    uint64_t rx_auth_replayed;       // a genuine packet seen before (its sender's counter): a replay
+    uint64_t auth_replay_evictions;  // senders forgotten by the replay table (more senders than it holds)
 };
 
 struct DeviceInfo {

@@ -116,10 +116,10 @@ uint8_t protocol_version()
     return wire::kVersion;
 }
 
-size_t max_datagram_payload(uint16_t mtu)
+size_t max_datagram_payload(uint16_t mtu, bool keyed)
 {
     return size_t(mtu) - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
-           wire::extension_len(wire::PacketType::kDatagram);
+           wire::extension_len(wire::PacketType::kDatagram) - (keyed ? sizeof(wire::AuthTrailer) : 0);
 }
 
 DeviceInfo Engine::device() const

@@ -25,12 +25,21 @@
 #include "dpdk_engine/port/port.h"
 #include "dpdk_engine/session/session.h"
 #include "dpdk_engine/session/window_pool.h"
+#include "dpdk_engine/wire/auth.h"
 #include "dpdk_engine/wire/wire.h"
 
 namespace dpdk_engine {
 
 // Microsecond clock from the TSC: no syscall on the data path.
 uint64_t now_us();
+
+// Where a received frame was read: the device (or our own loopback queue),
+// or a host-local ring, whose writer the kernel vouched for (same uid,
+// SO_PEERCRED: docs/host_local.md).
+enum class FrameOrigin : uint8_t {
+    kDevice,
+    kHostLocal,
+};
 
 class EngineImpl {
  public:
@@ -114,7 +123,34 @@ class EngineImpl {
     // no wait for the ACK). A message to an idle session leaves at once, so
     // ping-pong latency is unchanged. A frame's worth never waits.
     void kick_send(Session* s, const TxOp* op, bool more);
-    void handle_frame(Mbuf m, uint64_t now);  // takes the frame: keeps or frees it
+    // Takes the frame: keeps or frees it. `origin`: where it was read.
+    void handle_frame(Mbuf m, uint64_t now, FrameOrigin origin = FrameOrigin::kDevice);
+
+    // The job key (engine_auth.cpp, docs/design.md section 2): null
+    // without one. init_auth reads it (FI_DPDK_AUTH_KEY or the key file);
+    // auth_seal fills the trailer of a frame about to leave (false: OpenSSL
+    // failed, the frame is dropped); authentic is the receiver's check,
+    // before the packet touches any state: false drops it, counted by cause
+    // and said once per cause.
+    std::unique_ptr<wire::PacketAuth> auth;
+    bool auth_logged[wire::kAuthCheckCount] = {};
+    int init_auth();
+    size_t auth_trailer_len() const { return auth ? sizeof(wire::AuthTrailer) : 0; }
+    bool auth_seal(rte_mbuf* m, bool host_local);
+    bool authentic(const wire::ParsedPacket& p, FrameOrigin origin);
+    // Replays: every sending process numbers its packets (AuthTrailer
+    // salt and counter); per sender (salt) the highest counter seen and a
+    // bitmap of the 64 below it, as IPsec's anti-replay window. A fixed
+    // open-addressed table allocated at init_auth: nothing per packet.
+    struct ReplayWindow {
+        uint32_t salt = 0;
+        bool used = false;
+        uint64_t top = 0;   // highest counter accepted
+        uint64_t seen = 0;  // bit i: top - i accepted
+    };
+    static constexpr size_t kReplaySenders = 4096;  // a power of two
+    std::vector<ReplayWindow> replay;
+    bool replay_fresh(uint32_t salt, uint64_t counter);
     // A kReset from ep to dst for its stream `stream_id` (flags and window
     // as wire.h says for kReset).
     void send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,

@@ -133,7 +133,7 @@ int EngineImpl::local_progress(uint64_t now)
         if (fault_rx && fault_rx->enabled())
             k = fault_rx->apply(pkts, k, 2 * kLocalRxBurst, port->pool());
         for (uint16_t j = 0; j < k; j++)
-            handle_frame(Mbuf(pkts[j]), now);
+            handle_frame(Mbuf(pkts[j]), now, FrameOrigin::kHostLocal);
         work += k;
     }
     if (hub.has_dead())

@@ -118,6 +118,20 @@ const Knob kKnobs[] = {
      "memif: the provider writes frames into the shared ring and reads large rendezvous and RMA write "
      "payloads where the peer wrote them, one copy fewer on each side",
      KNOB_NUMBER(port.memif_in_place)},
+    // The key itself is never shown: its getter gives only whether one is set.
+    {"auth_key", KnobKind::kText, 0, 0,
+     "Job key: 32 hexadecimal digits (128 bits, e.g. from `openssl rand -hex 16`), the same in every process of "
+     "the job; every packet then carries an AES-GMAC tag and packets without a valid one are dropped. Visible "
+     "in the process environment: prefer FI_DPDK_AUTH_KEY_FILE (default: \"\" = no key)",
+     nullptr, nullptr, [](const EngineConfig& c) -> std::string { return c.auth_key.empty() ? "" : "(set)"; },
+     [](EngineConfig& c, const std::string& v) -> int {
+         c.auth_key = v;
+         return 0;
+     }},
+    {"auth_key_file", KnobKind::kText, 0, 0,
+     "Job key from a file holding its 32 hexadecimal digits, read when the engine starts; refused if its group or "
+     "others may access it (chmod 600) (default: \"\" = no key)",
+     KNOB_TEXT(auth_key_file)},
 };
 const size_t kKnobCount = sizeof kKnobs / sizeof kKnobs[0];
 

@@ -43,7 +43,13 @@
 //               low bits choose a region and an offset around it), op ids
 //               of responses and CTSs, rendezvous handles and the stream id
 //               of ACKs (chosen among those the engine sent);
-//   ctl & 0x40  run progress() after this frame (else frames queue up).
+//   ctl & 0x40  run progress() after this frame (else frames queue up);
+//   ctl & 0x80  the job key's trailer as given (else the harness sets
+//               kFlagAuth, appends an AuthTrailer and seals it with the
+//               engine's key when the header's lengths fit the datagram).
+// The engine has a job key (FI_DPDK_AUTH_KEY), so its authentication
+// check (EngineImpl::authentic, the replay window) sees every frame, and
+// raw frames and 0x80 records reach it with whatever trailer they carry.
 // Seeds: dpdk_engine/fuzz/corpus/session, written by make_corpus.
 //
 // Invariants checked (abort() = a finding): guard bytes around every region
@@ -70,13 +76,16 @@
 #include "dpdk_engine/ops/mr.h"
 #include "dpdk_engine/port/port.h"
 #include "dpdk_engine/tests/fake_peer.h"
+#include "dpdk_engine/wire/auth.h"
 #include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
 
 namespace {
 
-constexpr uint8_t kRaw = 0x01, kKeepCrc = 0x02, kToEp1 = 0x04, kFixIds = 0x20, kProgress = 0x40;
+constexpr uint8_t kRaw = 0x01, kKeepCrc = 0x02, kToEp1 = 0x04, kFixIds = 0x20, kProgress = 0x40,
+                  kKeepTrailer = 0x80;
+constexpr char kFuzzKey[] = "000102030405060708090a0b0c0d0e0f";
 constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xA5;
 constexpr size_t kRegionLen[3] = {1024, 256, 256};
@@ -86,7 +95,8 @@ constexpr size_t kRecvLen[4] = {64, 8192, 100, 4096};  // untagged x2, tagged, m
 
 struct Harness {
     std::unique_ptr<Engine> engine;
-    fake::FakePeer peer;  // the attacker's side of the ringpair
+    fake::FakePeer peer;    // the attacker's side of the ringpair
+    wire::PacketAuth auth;  // seals records with the engine's key (kKeepTrailer clear)
     uint32_t peer_ip_be[4];
     // Memory: guard | region | guard | region | guard | region | guard.
     std::vector<uint8_t> mem;
@@ -230,7 +240,23 @@ void inject(uint8_t ctl, const uint8_t* bytes, size_t len)
         fix_ids(udp, len);
     const unsigned peer = (ctl >> 3) & 3;
     const Address from {g->peer_ip_be[peer], uint16_t(kPeerPortBase + peer)};
-    g->peer.send(from, g->ep_addr[(ctl & kToEp1) ? 1 : 0], udp, len, !(ctl & kKeepCrc));
+    const bool keyed = !(ctl & kKeepTrailer) && len >= sizeof(wire::TransportHeader) &&
+                       len + sizeof(wire::AuthTrailer) <= kMaxMtu;
+    if (keyed) {
+        auto* th = reinterpret_cast<wire::TransportHeader*>(udp);
+        th->flags.set(static_cast<uint16_t>(th->flags.get() | wire::kFlagAuth));
+        memset(udp + len, 0, sizeof(wire::AuthTrailer));
+        len += sizeof(wire::AuthTrailer);
+    }
+    static uint8_t frame[wire::kL2L3L4Len + kMaxMtu];
+    const size_t n =
+        fake::build_frame(frame, from, g->ep_addr[(ctl & kToEp1) ? 1 : 0], udp, len, !(ctl & kKeepCrc));
+    auto* th = reinterpret_cast<wire::TransportHeader*>(frame + wire::kL2L3L4Len);
+    const size_t covered = size_t {th->header_len.get()} + th->payload_len.get();
+    if (keyed && th->header_len.get() >= sizeof(wire::TransportHeader) &&
+        covered + sizeof(wire::AuthTrailer) == len)
+        g->auth.seal(th);
+    g->peer.send_raw(frame, n);
 }
 
 void check_memory()
@@ -343,6 +369,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***)
     cfg.unexpected_max = 32;
     cfg.unexpected_bytes = 1 << 20;
     cfg.peer_timeout_ms = 60000;  // no timer fires within one input
+    cfg.auth_key = kFuzzKey;
+    wire::AuthKey key;
+    if (wire::parse_auth_key(kFuzzKey, strlen(kFuzzKey), &key) != wire::AuthKeyStatus::kOk || !g->auth.init(key))
+        abort();
     int rc = Engine::create(cfg, &g->engine);
     if (rc) {
         fprintf(stderr, "fuzz_session: Engine::create: %d\n", rc);

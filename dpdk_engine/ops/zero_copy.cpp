@@ -49,7 +49,8 @@ void zero_copy_released(void* /*addr*/, void* /*opaque*/)
 
 bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 {
-    if (cfg.zero_copy_min == 0 || len < cfg.zero_copy_min || !port->tx_copies_at_send() || pcap.is_open())
+    // With a job key the tag follows the payload in the frame's own buffer.
+    if (cfg.zero_copy_min == 0 || len < cfg.zero_copy_min || !port->tx_copies_at_send() || pcap.is_open() || auth)
         return false;
     return !is_local(s->peer);  // loopback: see above
 }

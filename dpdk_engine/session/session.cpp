@@ -155,7 +155,7 @@ Session::Session(uint32_t window, const EngineConfig& cfg)
 size_t max_payload(const EngineImpl* e, wire::PacketType t)
 {
     return e->port->mtu() - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
-           wire::extension_len(t);
+           wire::extension_len(t) - e->auth_trailer_len();
 }
 
 bool session_busy(const Session* s)

@@ -291,13 +291,14 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
         return ParseResult::kBadLength;
     if (tp_len < header_len)
         return ParseResult::kTruncated;
-    const size_t payload_len = th->payload_len.get();
-    if (payload_len != tp_len - header_len)
-        return ParseResult::kBadLength;
     const uint16_t flags = th->flags.get();
+    const size_t trailer_len = (flags & kFlagAuth) ? sizeof(AuthTrailer) : 0;
+    const size_t payload_len = th->payload_len.get();
+    if (tp_len - header_len < trailer_len || payload_len != tp_len - header_len - trailer_len)
+        return ParseResult::kBadLength;
     // A detached payload is taken only where nothing reads it before its
     // own CRC is checked: the headers must end where the head does.
-    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) ||
+    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) || trailer_len ||
                      tp + header_len != frame + len || payload_len != detached_len))
         return ParseResult::kBadLength;
     if (flags & kFlagPayloadCrc) {
@@ -309,7 +310,7 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
         out->payload_crc = payload_crc_of(type, tp + sizeof(TransportHeader))->get();
         out->payload_unchecked = check_crc;
     } else {
-        if (check_crc && packet_crc(tp, tp_len) != th->crc.get())
+        if (check_crc && packet_crc(tp, header_len + payload_len) != th->crc.get())
             return ParseResult::kBadCrc;
         out->payload_unchecked = false;
     }
@@ -323,6 +324,7 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     out->ext = tp + sizeof(TransportHeader);
     out->payload = detached ? detached : tp + header_len;
     out->payload_len = static_cast<uint32_t>(payload_len);
+    out->trailer = trailer_len ? reinterpret_cast<const AuthTrailer*>(tp + header_len + payload_len) : nullptr;
     out->type = type;
     out->flags = flags;
     return ParseResult::kOk;
@@ -361,7 +363,9 @@ bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, Oversi
     memcpy(&th, frame + kL2L3L4Len, sizeof(th));
     if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType ||
         !is_sequenced(static_cast<PacketType>(th.type)) ||
-        kIpv4HeaderLen + kUdpHeaderLen + th.header_len.get() + th.payload_len.get() != ip_total)
+        kIpv4HeaderLen + kUdpHeaderLen + th.header_len.get() + th.payload_len.get() +
+                (th.flags.get() & kFlagAuth ? sizeof(AuthTrailer) : 0) !=
+            ip_total)
         return false;
     memcpy(out->src_mac, frame + 6, 6);
     memcpy(&out->src_ip_be, ip + 12, 4);
@@ -389,7 +393,9 @@ size_t payload_crc_offset(const uint8_t* frame, size_t len)
     if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType)
         return 0;
     const auto type = static_cast<PacketType>(th.type);
-    if (!(th.flags.get() & kFlagPayloadCrc) || !may_carry_payload_crc(type))
+    // A frame with a job key's trailer is never split: its tag covers the
+    // payload, which is checked before anything else is read.
+    if (!(th.flags.get() & kFlagPayloadCrc) || (th.flags.get() & kFlagAuth) || !may_carry_payload_crc(type))
         return 0;
     const size_t head = kL2L3L4Len + sizeof(TransportHeader) + extension_len(type);
     return len >= head ? head : 0;

@@ -77,8 +77,10 @@ constexpr uint16_t kMagic = 0xD9D7;
 // kFlagPayloadCrc, which a version 2 receiver would take for a bad CRC on
 // every rendezvous and RMA write segment: the same reasoning. Version 4
 // grew the header by src_session and dest_session (the receiver finds its
-// session by handle): every offset after timestamp_echo moved.
-constexpr uint8_t kVersion = 4;
+// session by handle): every offset after timestamp_echo moved. Version 5
+// added kFlagAuth and its AuthTrailer after the payload, which a version 4
+// receiver would take for a bad length.
+constexpr uint8_t kVersion = 5;
 
 constexpr size_t kEthHeaderLen = 14;
 constexpr size_t kIpv4HeaderLen = 20;  // as sent; received IHL may be larger
@@ -122,7 +124,25 @@ enum : uint16_t {
     kFlagHasAck = 1u << 5,       // ack_* fields are valid (piggybacked ACK)
     kFlagPayloadCrc = 1u << 6,   // the payload has its own CRC: see below
     kFlagTooLarge = 1u << 7,     // kReset: your frame exceeded my MTU, which `window` holds
+    kFlagAuth = 1u << 8,         // an AuthTrailer follows the payload: the sender has a job key
 };
+
+// kFlagAuth (any type): a process with a job key (FI_DPDK_AUTH_KEY, auth.h)
+// sends every packet with this trailer after the payload. payload_len does
+// not count it; the IP and UDP lengths do; the CRC does not cover it. The
+// tag is AES-128-GMAC under the job key, nonce = salt | counter, over the
+// UDP ports, the header (CRC included), the extension, the payload and the
+// trailer up to the tag. The receiver checks it before the packet touches
+// any state (EngineImpl::authentic). Frames of the host-local rings carry
+// the key id and a zero tag (docs/host_local.md says why).
+constexpr size_t kAuthTagBytes = 16;  // the full GMAC tag, never truncated
+struct AuthTrailer {
+    be32 key_id;   // names the key (first bytes of its SHA-256): another key is told from a forgery
+    be32 salt;     // random per sending process
+    be64 counter;  // per sending process, +1 per packet, from a random start below 2^63
+    uint8_t tag[kAuthTagBytes];
+};
+static_assert(sizeof(AuthTrailer) == 32, "AuthTrailer is frozen at 32 bytes");
 
 // kFlagPayloadCrc, on kMsgRdvData and kRmaWrite only (the other types
 // reject it as kBadType): the extension's `reserved` word holds the CRC32C
@@ -362,6 +382,9 @@ struct ParsedPacket {
     // copy_payload_to_iov).
     bool payload_unchecked;
     uint32_t payload_crc;
+    // kFlagAuth: the trailer after the payload (not yet checked: the
+    // engine's authentic() does), else nullptr.
+    const AuthTrailer* trailer;
 };
 
 // A frame of ours whose IP datagram is longer than `mtu` (cut short by our

@@ -9,7 +9,7 @@
 -- FI_DPDK_PCAP=<file> (man fi_dpdk).
 --
 -- Our UDP ports are picked by the kernel, so the protocol is found by a
--- heuristic on the UDP payload (the magic 0xD9D7 and version 4). If another
+-- heuristic on the UDP payload (the magic 0xD9D7 and version 5). If another
 -- dissector claims a port first, add -o udp.try_heuristic_first:TRUE.
 --
 -- Every field of wire.h is decoded: the 56-byte transport header with its
@@ -24,7 +24,7 @@
 local p = Proto("dpdkfi", "dpdk-fi reliable datagram transport")
 
 local MAGIC = 0xD9D7
-local VERSION = 4  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag, 4: session handles)
+local VERSION = 5  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag, 4: session handles, 5: the job key trailer)
 local HEADER_LEN = 56
 local CRC_AT = 52  -- the crc field, last of the header
 

@@ -96,6 +96,8 @@ FI_DPDK_MTU=100                       | fi_domain(fabric, info, &domain, nullptr
 FI_DPDK_TIMEOUT_MS=4294968296         | fi_domain(fabric, info, &domain, nullptr) = -22 | FI_DPDK_TIMEOUT_MS must be a whole number
 FI_DPDK_STATS=maybe                   | fi_domain(fabric, info, &domain, nullptr) = -22 | FI_DPDK_STATS is a boolean
 FI_DPDK_PCAP=/nonexistent/dir/x.pcap  | fi_domain(fabric, info, &domain, nullptr) = -2 | cannot write the capture file FI_DPDK_PCAP=/nonexistent/dir/x.pcap
+FI_DPDK_AUTH_KEY=1234                 | fi_domain(fabric, info, &domain, nullptr) = -22 | FI_DPDK_AUTH_KEY must be exactly 32 hexadecimal digits
+FI_DPDK_AUTH_KEY_FILE=/etc/hostname   | fi_domain(fabric, info, &domain, nullptr) = -22 | the key file /etc/hostname may be read or changed by its group or others; refusing it (chmod 600 /etc/hostname)
 FI_DPDK_HUGEPAGES=1                   | fi_domain(fabric, info, &domain, nullptr) = -12 | hugepages must be reserved
 FI_DPDK_HOST_LOCAL=0 FI_DPDK_DEVICE=net_af_packet0,iface=lo,bogus=1 | fi_domain(fabric, info, &domain, nullptr) = -22 | net_af_packet does not take the argument "bogus=1" (it takes: iface=
 TABLE

@@ -121,7 +121,8 @@ int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
 // Largest FI_EP_DGRAM message: one packet of the configured MTU.
 size_t dgram_max_msg()
 {
-    return dpdk_engine::max_datagram_payload(params().engine.port.mtu);
+    const dpdk_engine::EngineConfig& c = params().engine;
+    return dpdk_engine::max_datagram_payload(c.port.mtu, !c.auth_key.empty() || !c.auth_key_file.empty());
 }
 
 int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)

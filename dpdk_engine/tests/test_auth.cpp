@@ -1,0 +1,260 @@
+// The job key (FI_DPDK_AUTH_KEY, docs/design.md section 2) at the engine: an
+// Engine with a key on side 0 of a ringpair and a FakePeer on side 1
+// (tests/test_hostile.h) that forges packets with no key, another key, or
+// our key's id and a tag that does not verify. Each forgery is dropped
+// before it touches any state (no session, no delivery), counted by cause;
+// a packet sealed with the right key is delivered, and the engine's own
+// packets verify under the key.
+//
+//   key_text      parse_auth_key: 32 hex digits, nothing else
+//   key_file      a file its group may read is refused (naming the file and
+//                 the fix), so is Engine::create with it; mode 600 works
+//   forged        the forgeries above, then the real thing, then its replay
+//   unkeyed       an engine without a key drops tagged packets
+//   replays       a genuine packet sent again is refused (rx_auth_replayed)
+//                 whatever its type: an eager segment (also after the
+//                 session was forgotten: first contact), an ACK, a reset,
+//                 a datagram; a later genuine packet still passes
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dpdk_engine/tests/test_hostile.h"
+#include "dpdk_engine/wire/auth.h"
+
+using namespace hostile;
+
+namespace {
+
+const char kKeyHex[] = "00112233445566778899aabbccddeeff";
+const char kOtherKeyHex[] = "ffeeddccbbaa99887766554433221100";
+
+wire::AuthKey key_of(const char* hex)
+{
+    wire::AuthKey k;
+    assert_int_equal(static_cast<int>(wire::parse_auth_key(hex, strlen(hex), &k)),
+                     static_cast<int>(wire::AuthKeyStatus::kOk));
+    return k;
+}
+
+// How the forged frame is authenticated.
+enum class Forgery : uint8_t {
+    kNone,      // no trailer at all
+    kOtherKey,  // sealed under another key
+    kBadTag,    // sealed under our key, then a payload byte changed (CRC made valid again)
+    kGenuine,   // sealed under our key
+};
+
+std::vector<uint8_t> keyed_frame(Address from, Address to, PacketSpec s, Forgery how)
+{
+    if (how != Forgery::kNone)
+        s.flags = static_cast<uint16_t>(s.flags | wire::kFlagAuth);
+    std::vector<uint8_t> udp = fake::udp_payload(s);
+    if (how != Forgery::kNone)
+        udp.resize(udp.size() + sizeof(wire::AuthTrailer));
+    std::vector<uint8_t> frame(wire::kL2L3L4Len + udp.size());
+    const size_t len = fake::build_frame(frame.data(), from, to, udp.data(), udp.size(), true);
+    auto* th = reinterpret_cast<wire::TransportHeader*>(frame.data() + wire::kL2L3L4Len);
+    if (how != Forgery::kNone) {
+        wire::PacketAuth auth;
+        assert_true(auth.init(key_of(how == Forgery::kOtherKey ? kOtherKeyHex : kKeyHex)));
+        assert_true(auth.seal(th));
+        if (how == Forgery::kBadTag) {
+            frame[wire::kL2L3L4Len + th->header_len.get()] ^= 1;  // first payload byte
+            wire::seal(th);
+        }
+    }
+    frame.resize(len);
+    return frame;
+}
+
+void send_keyed(Rig& r, Address from, Address to, PacketSpec s, Forgery how)
+{
+    const std::vector<uint8_t> f = keyed_frame(from, to, s, how);
+    assert_true(r.peer.send_raw(f.data(), f.size()));
+}
+
+void test_key_text(void**)
+{
+    wire::AuthKey k;
+    assert_true(wire::parse_auth_key(kKeyHex, 32, &k) == wire::AuthKeyStatus::kOk);
+    assert_int_equal(k.bytes[0], 0x00);
+    assert_int_equal(k.bytes[15], 0xff);
+    assert_true(wire::parse_auth_key(" 00112233445566778899AABBCCDDEEFF\n", 34, &k) == wire::AuthKeyStatus::kOk);
+    assert_true(wire::parse_auth_key(kKeyHex, 31, &k) == wire::AuthKeyStatus::kBadFormat);
+    assert_true(wire::parse_auth_key("00112233445566778899aabbccddeefg", 32, &k) ==
+                wire::AuthKeyStatus::kBadFormat);
+    assert_true(wire::parse_auth_key("", 0, &k) == wire::AuthKeyStatus::kBadFormat);
+}
+
+void test_key_file(void**)
+{
+    char path[] = "/tmp/test_auth_keyXXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, kKeyHex, 32), 32);
+    assert_int_equal(write(fd, "\n", 1), 1);
+    close(fd);
+    wire::AuthKey k;
+    std::string why;
+    assert_int_equal(chmod(path, 0640), 0);
+    assert_true(wire::load_auth_key_file(path, &k, &why) == wire::AuthKeyStatus::kReadableByOthers);
+    assert_non_null(strstr(why.c_str(), path));
+    assert_non_null(strstr(why.c_str(), "chmod 600"));
+    EngineConfig cfg;
+    cfg.port.device = "ringpair:tauthfile:0";
+    cfg.auth_key_file = path;
+    std::unique_ptr<Engine> e;
+    assert_int_equal(Engine::create(cfg, &e), -EINVAL);
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_true(wire::load_auth_key_file(path, &k, &why) == wire::AuthKeyStatus::kOk);
+    assert_int_equal(k.bytes[1], 0x11);
+    unlink(path);
+    assert_true(wire::load_auth_key_file(path, &k, &why) == wire::AuthKeyStatus::kCannotOpen);
+}
+
+void test_forged(void**)
+{
+    EngineConfig cfg;
+    cfg.auth_key = kKeyHex;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    char buf[64];
+    post(ep, buf, sizeof buf, nullptr);
+    const Address to = ep->address();
+    const EngineStats before = r.engine->stats();
+
+    // Each forgery opens a stream: accepted, it would create a session and
+    // deliver the message.
+    send_keyed(r, peer_addr(0), to, eager(0x1001, 0, "no key", true), Forgery::kNone);
+    send_keyed(r, peer_addr(1), to, eager(0x1002, 0, "other key", true), Forgery::kOtherKey);
+    send_keyed(r, peer_addr(2), to, eager(0x1003, 0, "bad tag", true), Forgery::kBadTag);
+    r.run();
+    const EngineStats& st = r.engine->stats();
+    assert_int_equal(st.rx_auth_missing, before.rx_auth_missing + 1);
+    assert_int_equal(st.rx_auth_wrong_key, before.rx_auth_wrong_key + 1);
+    assert_int_equal(st.rx_auth_bad_tag, before.rx_auth_bad_tag + 1);
+    assert_int_equal(sink.c.size(), 0);         // forged packets accepted: 0
+    assert_int_equal(ep->stats().sessions, 0);  // and no state for them
+    assert_int_equal(r.seen_types.size(), 0);   // nothing answered
+
+    // The real thing is delivered, and what the engine answers verifies
+    // under the key.
+    PacketSpec genuine = eager(0x1004, 0, "genuine", true);
+    genuine.flags = static_cast<uint16_t>(genuine.flags | wire::kFlagAckRequest);  // answered at once
+    send_keyed(r, peer_addr(3), to, genuine, Forgery::kGenuine);
+    size_t verified = 0, unverified = 0;
+    wire::PacketAuth auth;
+    assert_true(auth.init(key_of(kKeyHex)));
+    for (int i = 0; i < 20000; i++) {
+        const int n = r.engine->progress(false);
+        r.peer.drain([&](const wire::ParsedPacket& p) {
+            (auth.check(p, true) == wire::AuthCheck::kOk ? verified : unverified)++;
+        });
+        if (n == 0 && i > 4 && verified)
+            break;
+    }
+    assert_int_equal(sink.c.size(), 1);
+    assert_int_equal(memcmp(buf, "genuine", 7), 0);
+    assert_true(verified >= 1);
+    assert_int_equal(unverified, 0);
+    assert_int_equal(ep->stats().sessions, 1);
+    r.engine->close_endpoint(ep);
+}
+
+void test_unkeyed(void**)
+{
+    Rig r;
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    char buf[64];
+    post(ep, buf, sizeof buf, nullptr);
+    const uint64_t before = r.engine->stats().rx_auth_unexpected;
+    send_keyed(r, peer_addr(0), ep->address(), eager(0x2001, 0, "keyed", true), Forgery::kGenuine);
+    r.run();
+    assert_int_equal(r.engine->stats().rx_auth_unexpected, before + 1);
+    assert_int_equal(sink.c.size(), 0);
+    assert_int_equal(ep->stats().sessions, 0);
+    r.engine->close_endpoint(ep);
+}
+
+void test_replays(void**)
+{
+    EngineConfig cfg;
+    cfg.auth_key = kKeyHex;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    char buf[64];
+    post(ep, buf, sizeof buf, nullptr);
+    const Address to = ep->address();
+    const Address from = peer_addr(0);
+
+    // A sequenced packet, opening a stream: delivered once.
+    const std::vector<uint8_t> first = keyed_frame(from, to, eager(0x3001, 0, "once", true), Forgery::kGenuine);
+    assert_true(r.peer.send_raw(first.data(), first.size()));
+    r.run();
+    assert_int_equal(sink.c.size(), 1);
+    uint64_t replayed = r.engine->stats().rx_auth_replayed;
+    post(ep, buf, sizeof buf, nullptr);
+    assert_true(r.peer.send_raw(first.data(), first.size()));
+    r.run();
+    assert_int_equal(r.engine->stats().rx_auth_replayed, ++replayed);
+    assert_int_equal(sink.c.size(), 1);
+
+    // First contact again: the session forgotten, the stream start replayed
+    // would open a new one and deliver the message a second time.
+    assert_int_equal(ep->forget_peer(from), 0);
+    r.run();
+    sink.c.clear();  // the receive posted for the replay, if forget_peer ended it
+    const uint64_t sessions = ep->stats().sessions;
+    post(ep, buf, sizeof buf, nullptr);
+    assert_true(r.peer.send_raw(first.data(), first.size()));
+    r.run();
+    assert_int_equal(r.engine->stats().rx_auth_replayed, ++replayed);
+    assert_int_equal(sink.c.size(), 0);
+    assert_int_equal(ep->stats().sessions, sessions);
+
+    // Unsequenced packets: each sent twice, the second refused.
+    PacketSpec ack;
+    ack.type = wire::PacketType::kAck;
+    ack.flags = wire::kFlagHasAck;
+    ack.ack_stream = 0x4444;
+    PacketSpec reset;
+    reset.type = wire::PacketType::kReset;
+    reset.ack_stream = 0x5555;
+    PacketSpec dgram;
+    dgram.type = wire::PacketType::kDatagram;
+    dgram.payload = {1, 2, 3};
+    for (const PacketSpec& s : {ack, reset, dgram}) {
+        const std::vector<uint8_t> f = keyed_frame(from, to, s, Forgery::kGenuine);
+        assert_true(r.peer.send_raw(f.data(), f.size()));
+        r.run();
+        assert_int_equal(r.engine->stats().rx_auth_replayed, replayed);
+        assert_true(r.peer.send_raw(f.data(), f.size()));
+        r.run();
+        assert_int_equal(r.engine->stats().rx_auth_replayed, ++replayed);
+    }
+
+    // A new genuine packet (a fresh counter) still passes.
+    post(ep, buf, sizeof buf, nullptr);
+    const size_t completions = sink.c.size();
+    send_keyed(r, from, to, eager(0x3002, 0, "fresh", true), Forgery::kGenuine);
+    r.run();
+    assert_int_equal(sink.c.size(), completions + 1);
+    assert_int_equal(memcmp(buf, "fresh", 5), 0);
+    assert_int_equal(r.engine->stats().rx_auth_replayed, replayed);
+    r.engine->close_endpoint(ep);
+}
+
+}  // namespace
+
+int main()
+{
+    const CMUnitTest tests[] = {
+        cmocka_unit_test(test_key_text), cmocka_unit_test(test_key_file), cmocka_unit_test(test_forged),
+        cmocka_unit_test(test_unkeyed),  cmocka_unit_test(test_replays),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

@@ -1,0 +1,209 @@
+// Job-key authentication: key parsing and files, and the per-packet
+// AES-128-GMAC (OpenSSL EVP: AES-GCM with the packet as additional data
+// and no plaintext is GMAC).
+#include "dpdk_engine/wire/auth.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+
+namespace dpdk_engine::wire {
+
+namespace {
+
+int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+EVP_CIPHER_CTX* cipher(void* ctx)
+{
+    return static_cast<EVP_CIPHER_CTX*>(ctx);
+}
+
+}  // namespace
+
+AuthKeyStatus parse_auth_key(const char* text, size_t len, AuthKey* out)
+{
+    size_t begin = 0;
+    size_t end = len;
+    while (begin < end && std::isspace(static_cast<unsigned char>(text[begin])))
+        begin++;
+    while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1])))
+        end--;
+    if (end - begin != 2 * kAuthKeyBytes)
+        return AuthKeyStatus::kBadFormat;
+    AuthKey key;
+    for (size_t i = 0; i < kAuthKeyBytes; i++) {
+        const int high = hex_value(text[begin + 2 * i]);
+        const int low = hex_value(text[begin + 2 * i + 1]);
+        if (high < 0 || low < 0) {
+            wipe_auth_key(&key);
+            return AuthKeyStatus::kBadFormat;
+        }
+        key.bytes[i] = static_cast<unsigned char>(high << 4 | low);
+    }
+    *out = key;
+    wipe_auth_key(&key);
+    return AuthKeyStatus::kOk;
+}
+
+AuthKeyStatus load_auth_key_file(const char* path, AuthKey* out, std::string* error)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        *error = std::string("cannot open the key file ") + path + ": " + strerror(errno);
+        return AuthKeyStatus::kCannotOpen;
+    }
+    struct stat st { };
+    AuthKeyStatus status = AuthKeyStatus::kOk;
+    char text[128];
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        *error = std::string("the key file ") + path + " is not a regular file";
+        status = AuthKeyStatus::kNotRegularFile;
+    } else if ((st.st_mode & 077) != 0) {
+        // Checked on the open file, so a chmod between the check and the
+        // read cannot slip a readable file through.
+        *error = std::string("the key file ") + path +
+                 " may be read or changed by its group or others; refusing it (chmod 600 " + path + ")";
+        status = AuthKeyStatus::kReadableByOthers;
+    } else {
+        const ssize_t got = read(fd, text, sizeof(text));
+        if (got < 0) {
+            *error = std::string("cannot read the key file ") + path + ": " + strerror(errno);
+            status = AuthKeyStatus::kCannotOpen;
+        } else if (parse_auth_key(text, static_cast<size_t>(got), out) != AuthKeyStatus::kOk) {
+            *error = std::string("the key file ") + path +
+                     " does not hold exactly 32 hexadecimal digits (a 128-bit key, e.g. from "
+                     "`openssl rand -hex 16`)";
+            status = AuthKeyStatus::kBadFormat;
+        }
+    }
+    OPENSSL_cleanse(text, sizeof(text));
+    close(fd);
+    return status;
+}
+
+void wipe_auth_key(AuthKey* key)
+{
+    OPENSSL_cleanse(key->bytes, sizeof(key->bytes));
+}
+
+PacketAuth::~PacketAuth()
+{
+    EVP_CIPHER_CTX_free(cipher(ctx_));
+}
+
+bool PacketAuth::init(const AuthKey& key)
+{
+    static const char kLabel[] = "fi_dpdk job key id";
+    unsigned char digest_in[sizeof(kLabel) + kAuthKeyBytes];
+    memcpy(digest_in, kLabel, sizeof(kLabel));
+    memcpy(digest_in + sizeof(kLabel), key.bytes, kAuthKeyBytes);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned digest_len = 0;
+    const bool digested =
+        EVP_Digest(digest_in, sizeof(digest_in), digest, &digest_len, EVP_sha256(), nullptr) == 1;
+    OPENSSL_cleanse(digest_in, sizeof(digest_in));
+    unsigned char start[12];
+    if (!digested || RAND_bytes(start, sizeof(start)) != 1)
+        return false;
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    if (!ctx)
+        return false;
+    // The key schedule once; the nonce is supplied per packet.
+    if (EVP_EncryptInit_ex2(ctx, EVP_aes_128_gcm(), key.bytes, nullptr, nullptr) != 1) {
+        EVP_CIPHER_CTX_free(ctx);
+        return false;
+    }
+    EVP_CIPHER_CTX_free(cipher(ctx_));
+    ctx_ = ctx;
+    memcpy(&key_id_, digest, sizeof(key_id_));
+    memcpy(&salt_, start, sizeof(salt_));
+    memcpy(&counter_, start + 4, sizeof(counter_));
+    counter_ >>= 1;  // below 2^63: the counter never wraps
+    return true;
+}
+
+bool PacketAuth::compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th,
+                         const AuthTrailer* t, unsigned char tag[kAuthTagBytes])
+{
+    EVP_CIPHER_CTX* ctx = cipher(ctx_);
+    const auto* packet = reinterpret_cast<const unsigned char*>(th);
+    const int covered = static_cast<int>(th->header_len.get() + th->payload_len.get());
+    int n = 0;
+    // Additional data: the UDP ports (4 bytes before the UDP length), the
+    // header with its extension and the payload, then the trailer's key
+    // id, salt and counter.
+    return ctx && EVP_EncryptInit_ex2(ctx, nullptr, nullptr, nonce, nullptr) == 1 &&
+           EVP_EncryptUpdate(ctx, nullptr, &n, packet - kUdpHeaderLen, 4) == 1 &&
+           EVP_EncryptUpdate(ctx, nullptr, &n, packet, covered) == 1 &&
+           EVP_EncryptUpdate(ctx, nullptr, &n, reinterpret_cast<const unsigned char*>(t),
+                             offsetof(AuthTrailer, tag)) == 1 &&
+           EVP_EncryptFinal_ex(ctx, tag, &n) == 1 &&
+           EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kAuthTagBytes), tag) == 1;
+}
+
+namespace {
+
+AuthTrailer* trailer_of(TransportHeader* th)
+{
+    return reinterpret_cast<AuthTrailer*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get() +
+                                          th->payload_len.get());
+}
+
+void nonce_of(const AuthTrailer* t, unsigned char nonce[kAuthNonceBytes])
+{
+    memcpy(nonce, t->salt.bytes, 4);
+    memcpy(nonce + 4, t->counter.bytes, 8);
+}
+
+}  // namespace
+
+bool PacketAuth::seal(TransportHeader* th)
+{
+    AuthTrailer* t = trailer_of(th);
+    t->key_id.set(key_id_);
+    t->salt.set(salt_);
+    t->counter.set(counter_++);
+    unsigned char nonce[kAuthNonceBytes];
+    nonce_of(t, nonce);
+    return compute(nonce, th, t, t->tag);
+}
+
+void PacketAuth::mark_local(TransportHeader* th)
+{
+    AuthTrailer* t = trailer_of(th);
+    memset(t, 0, sizeof(*t));
+    t->key_id.set(key_id_);
+}
+
+AuthCheck PacketAuth::check(const ParsedPacket& p, bool verify_tag)
+{
+    if (!p.trailer)
+        return AuthCheck::kMissing;
+    if (p.trailer->key_id.get() != key_id_)
+        return AuthCheck::kWrongKey;
+    if (!verify_tag)
+        return AuthCheck::kOk;
+    unsigned char nonce[kAuthNonceBytes];
+    nonce_of(p.trailer, nonce);
+    unsigned char expected[kAuthTagBytes];
+    if (!compute(nonce, p.th, p.trailer, expected) || CRYPTO_memcmp(expected, p.trailer->tag, kAuthTagBytes) != 0)
+        return AuthCheck::kBadTag;
+    return AuthCheck::kOk;
+}
+
+}  // namespace dpdk_engine::wire
