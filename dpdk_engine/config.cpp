@@ -67,6 +67,7 @@ int check_engine_config(const EngineConfig& c, std::string* why)
 
 int engine_config_from_env(EngineConfig* cfg, std::string* bad)
 {
+    warn_retired_knobs();
     for (size_t i = 0; i < kKnobCount; i++) {
         const Knob& k = kKnobs[i];
         const char* s = getenv(knob_variable(k).c_str());

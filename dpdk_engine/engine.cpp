@@ -151,15 +151,6 @@ int EngineImpl::init()
             return rc;
         }
     }
-    // Payloads read and written in the memif ring: not with the fault
-    // injector (it keeps received frames across bursts, and damages sent
-    // ones before they are sealed) nor with a capture (it writes one piece,
-    // and unsealed frames), nor with a job key (the tag covers the whole
-    // frame, sealed before the port sees it, checked before it is read).
-    if (cfg.port.memif_in_place && !fault_rx && !pcap.is_open() && !auth) {
-        port->set_rx_split();  // the wire layer's split and seal
-        seal_at_send = port->set_tx_fill();
-    }
     by_port.assign(65536, nullptr);
     loopback.reserve(1024);
     loopback_work.reserve(1024);
@@ -351,8 +342,9 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
     const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
     size_t len = m->data_len;
     wire::ParsedPacket p;
-    // Two segments: headers and a payload left where the device put it
-    // (Port::set_rx_split); the payload is read only by its checked copy.
+    // Two segments: headers and a payload left where it was received (the
+    // fault injector's split makes such frames); the payload is read only
+    // by its checked copy.
     wire::ParseResult r =
         m->nb_segs == 1
             ? wire::parse_frame(data, len, &p)

@@ -392,7 +392,7 @@ struct EngineStats {
     uint64_t rx_bad_crc;      // CRC32C mismatch (corruption)
     uint64_t rx_no_endpoint;  // no open endpoint at that UDP port (closed, or never was)
     uint64_t rx_loopback;     // frames between endpoints of this engine
-    uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (memif_in_place)
+    uint64_t rx_in_place;     // frames received in two pieces, headers and payload (FI_DPDK_FAULT split=)
     uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
     uint64_t tx_host_local;   // frames written into them
     uint64_t local_peers;     // peer addresses reached through them now

@@ -170,16 +170,9 @@ class EngineImpl {
     // peer of s goes out of its op's memory in external mbufs instead of
     // being copied into the frame; and the attaching itself.
     bool zero_copy_ok(const Session* s, uint32_t len) const;
-    // seal: false leaves a payload-CRC frame for copy_and_seal (seal_at_send).
-    bool attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
-                        bool seal);
+    bool attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th);
     // An endpoint of this engine: its frames never reach the device.
     bool is_local(const Address& dst) const { return dst.ip_be == port->ip_be() && by_port[dst.port]; }
-    // The port writes frames into the memif ring itself and seals
-    // payload-CRC frames as it copies them (copy_and_seal): a frame of
-    // such a type to `dst` is left unsealed.
-    bool seals_at_send(const Address& dst) const { return seal_at_send && !is_local(dst); }
-    bool seal_at_send = false;
 
     // No device could be opened for lack of privilege (af_packet needs
     // CAP_NET_RAW): the engine runs on a null port, for the host-local path

@@ -114,10 +114,6 @@ const Knob kKnobs[] = {
      "Processes of this network namespace (this host) exchange frames through shared-memory rings instead "
      "of the device (not with memif or ring devices); 0 sends them through the device",
      KNOB_NUMBER(host_local)},
-    {"memif_in_place", KnobKind::kBool, 0, 1,
-     "memif: the provider writes frames into the shared ring and reads large rendezvous and RMA write "
-     "payloads where the peer wrote them, one copy fewer on each side",
-     KNOB_NUMBER(port.memif_in_place)},
     // The key itself is never shown: its getter gives only whether one is set.
     {"auth_key", KnobKind::kText, 0, 0,
      "Job key: 32 hexadecimal digits (128 bits, e.g. from `openssl rand -hex 16`), the same in every process of "
@@ -134,6 +130,30 @@ const Knob kKnobs[] = {
      KNOB_TEXT(auth_key_file)},
 };
 const size_t kKnobCount = sizeof kKnobs / sizeof kKnobs[0];
+
+namespace {
+// Knobs that were removed, and why setting them changes nothing now.
+struct RetiredKnob {
+    const char* name;
+    const char* why;
+};
+const RetiredKnob kRetiredKnobs[] = {
+    {"memif_in_place", "memif goes through DPDK's public API only (the in-place ring access was retired)"},
+};
+}  // namespace
+
+void warn_retired_knobs()
+{
+    static bool warned = false;  // the provider and an engine program may both ask
+    if (warned)
+        return;
+    warned = true;
+    for (const RetiredKnob& k : kRetiredKnobs) {
+        const std::string var = knob_variable(k.name);
+        if (getenv(var.c_str()))
+            fprintf(stderr, "dpdk: %s is deprecated and has no effect: %s\n", var.c_str(), k.why);
+    }
+}
 
 #undef KNOB_NUMBER
 #undef KNOB_TEXT

@@ -46,6 +46,11 @@ struct Knob {
 extern const Knob kKnobs[];
 extern const size_t kKnobCount;
 
+// One line on stderr (once per process) for each variable of a removed knob
+// that is set, saying that it has no effect: scripts that still set one keep
+// running, and their user learns that it is not in force.
+void warn_retired_knobs();
+
 // "FI_DPDK_" and the name in upper case (also for the provider's own knobs).
 std::string knob_variable(const char* name);
 inline std::string knob_variable(const Knob& k)

@@ -60,8 +60,7 @@ bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 // [offset, offset + len) of op's iov, and seals it. false when the pool ran
 // dry (the caller's frame handle then frees the frame and the pieces
 // attached so far): the retransmission timer tries again.
-bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th,
-                                bool seal)
+bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t len, wire::TransportHeader* th)
 {
     wire::PayloadPiece pieces[kMaxIov];
     unsigned n = 0;
@@ -105,8 +104,7 @@ bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t
         offset = 0;
         i++;
     }
-    if (seal)
-        wire::seal_gather(th, pieces, n);
+    wire::seal_gather(th, pieces, n);
     return true;
 }
 

@@ -7,8 +7,7 @@
 // A backend (one object per Port, one file or set of files per family)
 // holds what only its family needs:
 //   af_packet.cpp  the PMD's kernel socket, its BPF filter, the fanout lock
-//   memif*.cpp     the role lock, rx interrupts, the goodbye, the rings read
-//                  and written in place (DPDK 22.11's private structures)
+//   memif.cpp      the role lock, the goodbye, the client's reconnect
 //   ring.cpp       net_ring, the one-process ring pairs, net_null
 //   vdev.cpp       everything else: PCI NICs, af_xdp, tap, other vdevs
 // The core calls a backend at open, at close and on control events (arming
@@ -86,12 +85,6 @@ class PortBackend {
     virtual int arm_rx_wait() { return 0; }
     virtual void disarm_rx_wait() { }
     virtual unsigned rx_wait_armed() const { return 0; }
-    // on: the wire layer's split (or fill), or hook where not null (tests).
-    virtual void set_rx_split(bool /*on*/, size_t (* /*hook*/)(const uint8_t* frame, size_t len)) { }
-    virtual bool set_tx_fill(bool /*on*/, size_t (* /*hook*/)(uint8_t* dst, size_t cap, const rte_mbuf* m))
-    {
-        return false;
-    }
     // The UDP port reservations changed (port -> kernel socket); a negative
     // errno refuses the change (the core then takes it back).
     virtual int reservations_changed(const std::map<uint16_t, int>& /*reservations*/) { return 0; }
@@ -101,8 +94,6 @@ class PortBackend {
     // Runs close_fn(arg), which closes the rings and the ethdev (memif: in EAL's
     // interrupt thread, see memif.cpp).
     virtual void close_device(void (*close_fn)(void*), void* arg) { close_fn(arg); }
-    // Before the last flush: memif takes its ring out of interrupt mode.
-    virtual void closing() { }
     // After the last flush, before the ethdev stops: memif says goodbye.
     virtual void before_stop() { }
     // Instead of the stop when the device never started (af_packet closes

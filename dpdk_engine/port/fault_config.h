@@ -14,8 +14,8 @@ struct FaultConfig {
     double reorder = 0;  // probability a packet is held back behind later ones
     double corrupt = 0;  // probability one bit of a packet is flipped
     // Receive only: probability a frame that may come in two pieces
-    // (wire::split_point) is handed over as a memif port in place would:
-    // its headers, then its payload in a second segment.
+    // (wire::split_point) is handed over as a device or ring read in place
+    // would: its headers, then its payload in a second segment.
     double split = 0;
     uint64_t seed = 1;
     bool rx = true;   // apply on receive

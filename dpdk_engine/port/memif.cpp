@@ -1,16 +1,11 @@
-// Port's memif backend (memif.h): sizing and the server/client role, rx
-// interrupts for DPDK 22.11's memif PMD (through the mirror of its private
-// ring structures, memif22.h), the goodbye, and closing memif from EAL's
-// interrupt thread.
-#include <dlfcn.h>
+// Port's memif backend (memif.h): sizing and the server/client role, the
+// goodbye, the client's reconnect, and closing memif from EAL's interrupt
+// thread. Only DPDK's public API: the PMD's private structures are never read.
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,12 +19,9 @@
 #include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_interrupts.h>
 #include <rte_mbuf.h>
-#include <rte_version.h>
 
 #include "dpdk_engine/port/memif.h"
-#include "dpdk_engine/port/memif22.h"
 
 namespace dpdk_engine {
 namespace {
@@ -78,163 +70,6 @@ void run_in_interrupt_thread(void (*fn)(void*), void* arg)
 
 }  // namespace
 
-bool MemifBackend::setup_wait()
-{
-    using namespace memif22;
-    if (!is_22_11())
-        return false;
-    // &rte_eth_devices[port_id()]: an internal symbol, looked up rather than
-    // linked so that another DPDK only loses this feature.
-    auto* devs = static_cast<EthDev*>(dlsym(RTLD_DEFAULT, "rte_eth_devices"));
-    if (devs == nullptr)
-        return false;
-    const EthDev& dev = devs[port_id()];
-    const struct rte_eth_fp_ops& fp = rte_eth_fp_ops[port_id()];
-    if (dev.data == nullptr || dev.process_private == nullptr || fp.rxq.data == nullptr ||
-        dev.burst_fns[0] != reinterpret_cast<void*>(fp.rx_pkt_burst) ||
-        strncmp(dev.data, vdev_name().c_str(), RTE_ETH_NAME_MAX_LEN) != 0)
-        return false;
-    void* const* rx_queues = *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN);
-    auto* q = static_cast<Queue*>(fp.rxq.data[0]);
-    if (q == nullptr || rx_queues == nullptr || rx_queues[0] != q || q->mempool != pool() ||
-        q->in_port != port_id() || q->intr_handle == nullptr || (q->type != 0 && q->type != 1))
-        return false;
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    epoll_event ev {};
-    ev.events = EPOLLIN;
-    ev.data.fd = tfd;
-    if (ep < 0 || tfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0) {
-        if (ep >= 0)
-            close(ep);
-        if (tfd >= 0)
-            close(tfd);
-        return false;
-    }
-    wait_fd_ = ep;
-    wait_tfd_ = tfd;
-    rxq_ = q;
-    proc_ = dev.process_private;
-    // The tx queue too, for set_tx_fill (memif_tx.cpp).
-    void* const* tx_queues =
-        *reinterpret_cast<void* const* const*>(dev.data + RTE_ETH_NAME_MAX_LEN + sizeof(void*));
-    auto* tq = static_cast<Queue*>(fp.txq.data[0]);
-    if (tq != nullptr && tx_queues != nullptr && tx_queues[0] == tq && tq->in_port == port_id() &&
-        tq->intr_handle != nullptr && tq->type == 1 - q->type)
-        txq_ = tq;
-    return true;
-}
-
-// The ring of `queue` (our rx queue by default) while connected and sane,
-// else nullptr.  The PMD (re)maps the
-// regions from EAL's interrupt thread at (re)connect and unmaps them at
-// disconnect, after marking the link down; like eth_memif_rx() we look at
-// the link first.
-void* MemifBackend::ring_of(const void* queue) const
-{
-    using namespace memif22;
-    if (queue == nullptr || peer_leaving_ || !link_up())
-        return nullptr;
-    const auto* q = static_cast<const Queue*>(queue);
-    const auto* pp = static_cast<const ProcessPrivate*>(proc_);
-    if (q->region >= pp->regions_num || q->region >= 256 || q->log2_ring_size > kMemifMaxLog2Ring)
-        return nullptr;
-    const Region* r = pp->regions[q->region];
-    if (r == nullptr || r->addr == nullptr ||
-        q->ring_offset + sizeof(Ring) + (sizeof(Desc) << q->log2_ring_size) > r->region_size)
-        return nullptr;
-    auto* ring = reinterpret_cast<Ring*>(static_cast<uint8_t*>(r->addr) + q->ring_offset);
-    return ring->cookie == kCookie ? ring : nullptr;
-}
-
-void MemifBackend::set_wait_timer(unsigned us)
-{
-    itimerspec its {};
-    its.it_value.tv_sec = us / 1000000;
-    its.it_value.tv_nsec = static_cast<long>(us % 1000000) * 1000;
-    timerfd_settime(wait_tfd_, 0, &its, nullptr);  // also clears an expiry
-}
-
-int MemifBackend::arm_rx_wait()
-{
-    using namespace memif22;
-    if (rxq_ == nullptr)
-        return 0;  // no 22.11 mirror: no wait fd
-    const bool first = wait_arms_++ == 0;
-    auto* ring = static_cast<Ring*>(rx_ring());
-    const auto* q = static_cast<const Queue*>(rxq_);
-    const int efd = ring ? queue_event_fd(q) : -1;
-    if (efd < 0) {
-        // No peer (or still connecting): nothing can arrive, but nothing tells
-        // us when a peer comes either: look again, less often the longer.
-        if (first) {
-            unsigned shift = std::min(link_polls_++, 7u);
-            set_wait_timer(std::min(kLinkPollMaxUs, kLinkPollUs << shift));
-        }
-        return 0;
-    }
-    link_polls_ = 0;
-    // Slots the engine has finished with since the last burst go back before
-    // we sleep: the peer may be waiting for them.
-    if (rx_in_place_)
-        give_back(ring);
-    if (first) {
-        // The PMD makes it non-blocking (EFD_NONBLOCK); our drain must not block.
-        int fl = fcntl(efd, F_GETFL);
-        if (fl < 0 || !(fl & O_NONBLOCK)) {
-            --wait_arms_;
-            return -EIO;
-        }
-        // The eventfd changes at every (re)connect; a closed one left our
-        // epoll set by itself.  EEXIST: already in.
-        epoll_event ev {};
-        ev.events = EPOLLIN;
-        ev.data.fd = efd;
-        if (epoll_ctl(wait_fd_, EPOLL_CTL_ADD, efd, &ev) != 0 && errno != EEXIST) {
-            --wait_arms_;
-            return -EIO;
-        }
-    }
-    // Every arm, not only the first of overlapping ones: an expiry nobody
-    // read keeps wait_fd_ readable, and sleepers whose arms overlap without
-    // pause would never see the count return to zero and spin on it.
-    set_wait_timer(kSafetyUs);
-    __atomic_and_fetch(&ring->flags, static_cast<uint16_t>(~kMaskInt), __ATOMIC_SEQ_CST);
-    uint64_t v;
-    if (read(efd, &v, sizeof(v)) < 0) {
-        // EAGAIN: nothing was signalled since the last drain.
-    }
-    // Store (flag) -> load (ring) ordering against the sender's store (ring)
-    // -> load (flag): with the flag visible, a later burst writes the
-    // eventfd; an earlier one is in the ring now.  eth_memif_tx() has no
-    // fence of its own between the two, so its ring store may still sit in
-    // its store buffer while its flag load misses our clear: look once more
-    // a couple of microseconds later (a store buffer drains far faster).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const uint64_t until = rte_get_tsc_cycles() + rte_get_tsc_hz() * 2 / 1000000;
-    do {
-        if (ring_pending(q, ring)) {
-            disarm_rx_wait();
-            return -EAGAIN;
-        }
-        rte_pause();
-    } while (rte_get_tsc_cycles() < until);
-    return 0;
-}
-
-void MemifBackend::disarm_rx_wait()
-{
-    using namespace memif22;
-    if (wait_arms_ == 0 || --wait_arms_ > 0 || rxq_ == nullptr)
-        return;
-    // Back to polling mode.  An eventfd count left behind (a burst after we
-    // woke) is drained by the next arm; until then rx_wait_fd() may read as
-    // ready, which only costs a sleeper that skips arm_rx_wait() a spurious
-    // wake-up.
-    if (auto* ring = static_cast<Ring*>(rx_ring()))
-        __atomic_or_fetch(&ring->flags, kMaskInt, __ATOMIC_RELAXED);
-}
-
 // ---- goodbye ------------------------------------------------------------
 // The PMD unmaps a connection's regions from EAL's interrupt thread as soon
 // as the peer disconnects (memif_disconnect), while our thread may be
@@ -275,10 +110,7 @@ void MemifBackend::prime_rx()
     if (!link_up())
         return;
     rte_mbuf* none[1];
-    if (rx_in_place_)
-        rx_in_place(none, 0);
-    else
-        rte_eth_rx_burst(port_id(), 0, none, 0);
+    rte_eth_rx_burst(port_id(), 0, none, 0);
     rx_primed_ = true;
 }
 
@@ -354,10 +186,6 @@ MemifBackend::MemifBackend(Port& port, const std::string& socket_path) : PortBac
 MemifBackend::~MemifBackend()
 {
     unlock_file(path_ + ".lock", &mutex_fd_);  // a failed open
-    if (wait_fd_ >= 0)
-        close(wait_fd_);
-    if (wait_tfd_ >= 0)
-        close(wait_tfd_);
     // The server has removed its socket file in rte_vdev_uninit; now let the
     // next process take the role.
     unlock_file(server_path_, &server_fd_);
@@ -438,11 +266,12 @@ int MemifBackend::create(DeviceOpen* plan)
     return PortBackend::create(plan);
 }
 
+// No rx wait fd: 22.11's memif PMD has no rx interrupt through the public
+// API (rte_eth_dev_rx_intr_enable is -ENOTSUP), so sleepers take timers.
 int MemifBackend::started()
 {
-    setup_wait();  // else no wait fd: callers fall back to timers
     unlock_file(path_ + ".lock", &mutex_fd_);
-    return wait_fd_;
+    return -1;
 }
 
 void MemifBackend::close_device(void (*close_fn)(void*), void* arg)
@@ -461,14 +290,6 @@ void MemifBackend::close_device(void (*close_fn)(void*), void* arg)
     run_in_interrupt_thread(close_fn, arg);
 }
 
-void MemifBackend::closing()
-{
-    if (wait_arms_ > 0) {
-        wait_arms_ = 1;
-        disarm_rx_wait();
-    }
-}
-
 void MemifBackend::before_stop()
 {
     say_goodbye();
@@ -482,7 +303,7 @@ uint16_t MemifBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
         watch_link();
         return 0;
     }
-    const uint16_t got = rx_in_place_ ? rx_in_place(pkts, n) : rte_eth_rx_burst(port_id(), 0, pkts, n);
+    const uint16_t got = rte_eth_rx_burst(port_id(), 0, pkts, n);
     if (got == 0) {
         watch_link();
         return 0;
@@ -558,7 +379,7 @@ void MemifBackend::reconnect()
 
 unsigned MemifBackend::tx_burst(rte_mbuf** pkts, unsigned n)
 {
-    return tx_in_place_ ? tx_fill(pkts, n) : rte_eth_tx_burst(port_id(), 0, pkts, static_cast<uint16_t>(n));
+    return rte_eth_tx_burst(port_id(), 0, pkts, static_cast<uint16_t>(n));
 }
 
 }  // namespace dpdk_engine

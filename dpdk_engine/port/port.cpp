@@ -1,7 +1,7 @@
 // Port, the core every device shares: the device string classified into
 // its backend (backend.h), open and close, the bursts and the tx batch, the
 // mbuf pool, the UDP port reservations. Each backend file holds what one
-// family of devices adds (af_packet.cpp, memif*.cpp, ring.cpp, vdev.cpp).
+// family of devices adds (af_packet.cpp, memif.cpp, ring.cpp, vdev.cpp).
 #include "dpdk_engine/port/port.h"
 
 #include <arpa/inet.h>
@@ -416,11 +416,10 @@ Port::~Port()
     teardown();
 }
 
-// What touches the rings at close (the wait flag, the last tx batch, the
-// backend's last word), then the device itself.
+// What touches the rings at close (the last tx batch, the backend's last
+// word), then the device itself.
 void Port::close_rings_and_ethdev()
 {
-    backend_->closing();
     if (tx_count_ > 0 && started_)
         flush();
     if (tx_count_ > 0)
@@ -526,26 +525,6 @@ int Port::alloc_bulk(rte_mbuf** m, unsigned n)
         return -ENOENT;
     }
     return 0;
-}
-
-void Port::set_rx_split()
-{
-    backend_->set_rx_split(true, nullptr);
-}
-
-void Port::set_rx_split(size_t (*split)(const uint8_t* frame, size_t len))
-{
-    backend_->set_rx_split(split != nullptr, split);
-}
-
-bool Port::set_tx_fill()
-{
-    return backend_->set_tx_fill(true, nullptr);
-}
-
-bool Port::set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m))
-{
-    return backend_->set_tx_fill(fill != nullptr, fill);
 }
 
 int Port::arm_rx_wait()

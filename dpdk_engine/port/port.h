@@ -107,8 +107,6 @@ class Port {
     struct Stats {
         uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
         uint64_t peer_goodbyes;  // memif: goodbye frames taken out of rx bursts
-        uint64_t rx_in_place;    // memif: frames whose payload was read in the ring (set_rx_split)
-        uint64_t rx_bad_desc;    // memif: ring descriptors outside the peer's memory, or chained
     };
 
     // Opens the device (starting EAL first if needed), creates the mbuf pool,
@@ -142,34 +140,6 @@ class Port {
     // goodbye frame out of the burst, and receives (and sends) nothing from
     // then until the link has dropped (see memif.cpp).
     uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
-    // memif (22.11, see memif_rx.cpp): receive from the ring ourselves,
-    // so that a large payload is read where the peer wrote it instead of
-    // being copied into an mbuf first.  For each frame, split(frame, len)
-    // says how many leading bytes to copy (0: copy it whole); the rest stays
-    // in the ring, as the second segment of a two-segment mbuf (an external
-    // buffer), and its ring slot goes back to the peer when that mbuf is
-    // freed.  So such an mbuf must be freed, or copied, before the next
-    // rx_burst(): a caller that keeps a frame copies it first.  The peer can
-    // still write that memory: split reads it as untrusted, and the payload
-    // must be read once (checked while copied).  The split is the wire
-    // layer's (wire::split_point, called directly); without set_rx_split()
-    // every frame is copied by the PMD (the state after open).  A no-op on
-    // other ports.
-    void set_rx_split();
-    // The same with split in place of the wire layer's (tests, whose frames
-    // are not the transport's); nullptr: every frame copied again.
-    void set_rx_split(size_t (*split)(const uint8_t* frame, size_t len));
-    // memif (22.11, see memif_tx.cpp): flush() writes each frame into
-    // the ring itself, through fill(dst, cap, m), which copies the frame `m`
-    // (any chain) to dst (cap bytes) and returns its length, 0 when it does
-    // not fit (dropped).  The fill may finish the frame as it copies it: the
-    // wire layer's copy_and_seal (called directly) seals payload CRCs there.
-    // Returns false, and changes nothing, where the ring cannot be reached
-    // (not memif, another DPDK).
-    bool set_tx_fill();
-    // The same with fill in place of the wire layer's (tests); nullptr: the
-    // PMD writes the ring again.
-    bool set_tx_fill(size_t (*fill)(uint8_t* dst, size_t cap, const rte_mbuf* m));
     // Appends m (a complete frame, <= frame_capacity()) to the tx batch; the
     // batch is flushed when it holds kTxBatch frames.  Ownership passes to the
     // Port (sent or freed and counted in tx_dropped).
@@ -196,32 +166,18 @@ class Port {
     // false for lo, memif, ring, ringpair, null; true for the rest.
     bool needs_arp() const { return needs_arp_; }
     // Sleeping until frames arrive.  rx_wait_fd() is a pollable fd that
-    // becomes readable when frames may be waiting, or -1 (ring, ringpair,
-    // null, af_xdp, PCI, other vdevs; memif when its PMD is not the 22.11
-    // one described in memif22.h): poll with a timer there.  A sleeper calls
-    // arm_rx_wait() first and sleeps only if it returned 0, then calls
-    // disarm_rx_wait() once awake:
-    //  * af_packet: the PMD's socket; tap: the rx queue's tap fd (DPDK's rx
-    //    interrupt fd).  Always live; arming costs nothing.
-    //  * memif: an epoll fd of this Port holding the rx ring's interrupt
-    //    eventfd and a timerfd.  The PMD runs its rings in polling mode
-    //    (MEMIF_RING_FLAG_MASK_INT): the peer writes the eventfd after a
-    //    burst only while the flag is clear, and rx_burst() then reads it.
-    //    arm_rx_wait() clears the flag, drains the eventfd and looks at the
-    //    ring once more; disarm_rx_wait() sets the flag again, so the busy
-    //    path (rx_burst/tx/flush while nobody sleeps) makes no system call on
-    //    either side.  The timerfd fires 1 ms (doubling per arm, up to 128
-    //    ms) after an arm while no peer is connected (the PMD signals no link
-    //    change) and 250 ms after one while connected (a peer that reconnects
-    //    meanwhile starts with a masked ring and a new eventfd; memif.h).
+    // becomes readable when frames may be waiting, or -1 (memif, ring,
+    // ringpair, null, af_xdp, PCI, other vdevs): poll with a timer there.
+    // af_packet: the PMD's socket; tap: the rx queue's tap fd (DPDK's rx
+    // interrupt fd).  Both always live.  A sleeper calls arm_rx_wait() first
+    // and sleeps only if it returned 0, then calls disarm_rx_wait() once
+    // awake; with today's devices arming costs nothing and always returns 0
+    // (the engine's host-local rings arm through the same calls, engine.h).
     int rx_wait_fd() const { return wait_fd_; }
     // 0: armed (sleep on rx_wait_fd(), then disarm_rx_wait()); -EAGAIN:
-    // frames are already waiting, nothing armed: receive instead of sleeping;
-    // -EIO: memif's eventfd is unusable (blocking, or epoll refused it),
-    // nothing armed: sleep no longer than a poll interval.
-    // Arms nest (several sleepers): the ring goes back to polling mode when
-    // the last one disarms.  A no-op (0) without a wait fd or where it is
-    // always live.
+    // frames are already waiting, nothing armed: receive instead of
+    // sleeping; -EIO: the wait fd is unusable, nothing armed: sleep no
+    // longer than a poll interval.  Arms nest (several sleepers).
     int arm_rx_wait();
     void disarm_rx_wait();
     // Arms in force (arm_rx_wait() = 0 without disarm_rx_wait()).

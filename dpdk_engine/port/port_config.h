@@ -40,11 +40,7 @@ struct PortConfig {
     bool hugepages = false;  // EAL with hugepages (only the first Port's EAL
                              // options count: EAL starts once per process)
     std::string eal_args;    // extra EAL arguments (FI_DPDK_EAL_ARGS)
-    // memif: the engine reads large payloads in the ring (Port::set_rx_split)
-    // and writes frames into it (Port::set_tx_fill) instead of the PMD copying
-    // every frame out and in (FI_DPDK_MEMIF_IN_PLACE).
-    bool memif_in_place = true;
-    bool verbose = false;  // EAL/PMD logging at INFO on stderr
+    bool verbose = false;    // EAL/PMD logging at INFO on stderr
 };
 
 }  // namespace dpdk_engine

@@ -2,8 +2,7 @@
 // recovery.cpp resends them): the ACK fields every packet carries, the
 // extension header its packet family writes (ops/packet_family.h), and the
 // payload, copied or attached from the operation's memory (zero_copy.cpp),
-// sealed here or, on memif in place, where the port copies it
-// (seals_at_send).
+// and the seal.
 // Packets are rebuilt from their operation on every (re)transmission.
 #include <cstring>
 
@@ -72,11 +71,8 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
         flags |= wire::kFlagStreamStart;
     if (retransmit)
         flags |= wire::kFlagAckRequest;
-    // The receiver checks the payload as it copies it out; on memif the
-    // sender's port computes its CRC as it copies it in (seals_at_send).
-    const bool payload_crc = wire::may_carry_payload_crc(type);
-    const bool seal_later = payload_crc && e->seals_at_send(s->peer);
-    if (payload_crc)
+    // The receiver checks the payload as it copies it out.
+    if (wire::may_carry_payload_crc(type))
         flags |= wire::kFlagPayloadCrc;
     Mbuf m;
     wire::TransportHeader* th = e->start_frame(fa, type, flags, pkt.len, &m);
@@ -92,15 +88,14 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     } else {
         if (pkt.len && e->zero_copy_ok(s, pkt.len)) {
             // Payload straight from the op's memory; seals the frame too.
-            if (!e->attach_payload(m, pkt.op, pkt.offset, pkt.len, th, !seal_later))
+            if (!e->attach_payload(m, pkt.op, pkt.offset, pkt.len, th))
                 return false;
             s->ep->st.zero_copy_tx++;
         } else {
             if (pkt.len)
                 copy_from_iov(pkt.op->iov, pkt.op->iov_count, pkt.offset,
                               reinterpret_cast<uint8_t*>(th) + th->header_len.get(), pkt.len);
-            if (!seal_later)
-                wire::seal(th);
+            wire::seal(th);
         }
     }
     e->transmit(std::move(m), s->peer);

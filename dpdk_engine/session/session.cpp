@@ -97,8 +97,8 @@ bool park(Session* s, uint32_t psn, const wire::ParsedPacket& p, Mbuf m)
     RxSlot& slot = s->ring[psn & s->mask];
     slot.p = p;
     if (m->nb_segs > 1) {
-        // A payload lent from the device ring (Port::set_rx_split) goes
-        // back at the next burst: the ring keeps a copy, checked as made.
+        // A payload lent from where it was received (the fault injector's
+        // split) must be given back soon: the ring keeps a copy, checked as made.
         m = copy_split_frame(s, std::move(m), &slot.p);
         if (!m)
             return false;

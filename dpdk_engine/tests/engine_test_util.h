@@ -565,7 +565,6 @@ void test_autocork_full_send_queue(void** state);
 void test_prompt_ack_only_when_awaited(void** state);
 void test_damaged_payloads(void** state);
 void test_split_payloads(void** state);
-void test_copy_and_seal(void** state);
 void test_pingpong(void** state);
 void test_peer_handles(void** state);
 void test_sweep(void** state);

@@ -1,4 +1,4 @@
-// Two-process Port tests (test_port_pair.cpp, test_port_in_place.cpp): the
+// Two-process Port tests (test_port_pair.cpp): the
 // child processes' start and report, and the parent's side of it. The child
 // re-executes the test binary in a child mode (forking after rte_eal_init
 // is not supported by DPDK); main() in test_port_pair.cpp dispatches.
@@ -21,21 +21,15 @@ inline bool open_and_report(const PortConfig& c, int report_fd, std::unique_ptr<
     return write(report_fd, msg, sizeof(msg)) == sizeof(msg) && rc == 0;
 }
 
-// A child's memif port at MTU 9000 (with `split` and `fill`, if any, set), opened and
-// reported as above; returns once the link is up, or after 3 s.
-inline bool open_jumbo_child(const std::string& device, size_t (*split)(const uint8_t*, size_t),
-                             size_t (*fill)(uint8_t*, size_t, const rte_mbuf*), int report_fd,
-                             std::unique_ptr<Port>* p, uint16_t* port)
+// A child's memif port at MTU 9000, opened and reported as above; returns
+// once the link is up, or after 3 s.
+inline bool open_jumbo_child(const std::string& device, int report_fd, std::unique_ptr<Port>* p, uint16_t* port)
 {
     PortConfig c;
     c.device = device;
     c.mtu = 9000;
     c.mbufs = 2048;
     if (!open_and_report(c, report_fd, p, port))
-        return false;
-    if (split)
-        (*p)->set_rx_split(split);
-    if (fill && !(*p)->set_tx_fill(fill))
         return false;
     double up = now_s() + 3;
     while (!(*p)->link_up() && now_s() < up)
@@ -108,11 +102,6 @@ inline pid_t finish_pair(Port* p, pid_t pid, int report, const char* path, int* 
     unlink((std::string(path) + ".lock").c_str());
     return w;
 }
-
-// test_port_in_place.cpp
-int in_place_child_main(const std::string& device, uint16_t parent_port, uint32_t hold, int report_fd);
-void test_memif_in_place_both_roles(void**);
-void test_memif_in_place_holds_slot(void**);
 
 }  // namespace port_test
 

@@ -702,7 +702,6 @@ const Entry kTests[] = {
     {"prompt_ack_only_when_awaited", test_prompt_ack_only_when_awaited, kClean},
     {"damaged_payloads", test_damaged_payloads, kClean},  // its own fault spec
     {"split_payloads", test_split_payloads, kClean},      // its own fault spec
-    {"copy_and_seal", test_copy_and_seal, kClean},
     {"pingpong", test_pingpong, kAll},
     {"peer_handles", test_peer_handles, kAll},
     {"watchdog_catches_hang", test_watchdog_catches_hang, kClean},  // its own fault spec

@@ -76,8 +76,8 @@ void test_damaged_payloads(void** /*state*/)
     CHECK(s.retransmits >= crc_drops, "a dropped frame was not resent");
 }
 
-// Every bulk frame received in two pieces, headers and payload elsewhere, as
-// a memif port reading in place hands them over (Port::set_rx_split), with
+// Every bulk frame received in two pieces, headers and payload elsewhere
+// (the fault injector's split; a device or ring read in place would), with
 // loss, reordering and damage: the ones that wait in the receive ring are
 // copied there (the device wants its memory back) and checked as copied.
 void test_split_payloads(void** /*state*/)
@@ -94,71 +94,6 @@ void test_split_payloads(void** /*state*/)
     CHECK(in_place >= 2 * (2u << 20) / 9000, "only %" PRIu64 " frames came in two pieces", in_place);
     CHECK(s.out_of_order > 0, "no split frame waited in the receive ring");
     CHECK(crc_drops > 0, "no damaged split frame was caught");
-}
-
-// copy_and_seal, memif's send in place (Port::set_tx_fill): an unsealed
-// payload-CRC frame, its payload inline or chained in pieces, comes out of
-// the copy sealed, bit for bit what seal() makes of the same frame; other
-// frames are copied as they are; a frame larger than the buffer is not.
-void test_copy_and_seal(void** /*state*/)
-{
-    static const Mode kPlain {"plain", ""};
-    Pair p(&kPlain);  // EAL, for the mbufs
-    rte_mempool* pool = rte_pktmbuf_pool_create("cas_test", 64, 0, 0, 10240, SOCKET_ID_ANY);
-    CHECK(pool != nullptr, "pool");
-    wire::FrameAddress fa {};
-    fa.src_ip_be = 0x0100007f;
-    fa.dst_ip_be = 0x0100007f;
-    fa.src_port = 1000;
-    fa.dst_port = 2000;
-    for (wire::PacketType type :
-         {wire::PacketType::kMsgRdvData, wire::PacketType::kRmaWrite, wire::PacketType::kMsgEager}) {
-        for (unsigned pieces : {0u, 1u, 3u}) {
-            const uint16_t plen = 5000;
-            const size_t hl = sizeof(wire::TransportHeader) + wire::extension_len(type);
-            const uint16_t flags = wire::may_carry_payload_crc(type) ? wire::kFlagPayloadCrc : 0;
-            std::vector<uint8_t> want(wire::kL2L3L4Len + hl + plen);
-            wire::write_l2l3l4(want.data(), fa, hl + plen);
-            auto* th = reinterpret_cast<wire::TransportHeader*>(want.data() + wire::kL2L3L4Len);
-            wire::init_transport_header(th, type, flags, plen);
-            th->psn.set(77);
-            fill_payload(want.data() + wire::kL2L3L4Len + hl, plen, 0xC0DE + pieces);
-            // The frame as the engine hands it over: unsealed (only sealed
-            // ones are copied as they are, see below).
-            rte_mbuf* m = rte_pktmbuf_alloc(pool);
-            const size_t head = pieces ? wire::kL2L3L4Len + hl : want.size();
-            memcpy(rte_pktmbuf_mtod(m, uint8_t*), want.data(), head);
-            m->data_len = static_cast<uint16_t>(head);
-            m->pkt_len = static_cast<uint32_t>(head);
-            for (unsigned i = 0; i < pieces; i++) {
-                const size_t from = wire::kL2L3L4Len + hl + plen * i / pieces;
-                const size_t to = wire::kL2L3L4Len + hl + plen * (i + 1) / pieces;
-                rte_mbuf* seg = rte_pktmbuf_alloc(pool);
-                memcpy(rte_pktmbuf_mtod(seg, uint8_t*), want.data() + from, to - from);
-                seg->data_len = static_cast<uint16_t>(to - from);
-                seg->pkt_len = seg->data_len;
-                CHECK(rte_pktmbuf_chain(m, seg) == 0, "chain");
-            }
-            if (!flags)
-                wire::seal(th);  // a frame without payload CRC is sealed by the engine
-            memcpy(rte_pktmbuf_mtod(m, uint8_t*), want.data(), wire::kL2L3L4Len + hl);
-            if (flags)
-                wire::seal(th);
-            std::vector<uint8_t> slot(want.size() + 16, 0xEE);
-            CHECK(dpdk_engine::wire::copy_and_seal(slot.data(), want.size() - 1, m) == 0,
-                  "a frame past the buffer was copied");
-            CHECK(dpdk_engine::wire::copy_and_seal(slot.data(), slot.size(), m) == want.size(),
-                  "%s, %u pieces: length", wire::to_string(type), pieces);
-            CHECK(memcmp(slot.data(), want.data(), want.size()) == 0, "%s, %u pieces: not as seal() makes it",
-                  wire::to_string(type), pieces);
-            CHECK(slot[want.size()] == 0xEE, "written past the frame");
-            wire::ParsedPacket pp;
-            CHECK(wire::parse_frame(slot.data(), want.size(), &pp) == wire::ParseResult::kOk, "parse");
-            CHECK(wire::payload_crc_ok(&pp), "payload CRC");
-            rte_pktmbuf_free(m);
-        }
-    }
-    rte_mempool_free(pool);
 }
 
 }  // namespace engine_test

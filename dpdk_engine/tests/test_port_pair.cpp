@@ -1,7 +1,6 @@
 // cmocka tests of Port between two processes: af_packet on lo and memif
 // frames echoed by a child, a memif client that speaks first, memif/tap rx
-// wait fds, a quiet memif close; and (test_port_in_place.cpp) memif frames
-// written and payloads read in the ring.
+// wait fds, a quiet memif close.
 //
 // The child re-executes this binary (/proc/self/exe) in a child mode:
 // forking after rte_eal_init is not supported by DPDK.
@@ -86,7 +85,7 @@ int first_child_main(const std::string& device, uint16_t parent_port, int report
 {
     std::unique_ptr<Port> p;
     uint16_t port = 0;
-    if (!open_jumbo_child(device, nullptr, nullptr, report_fd, &p, &port))
+    if (!open_jumbo_child(device, report_fd, &p, &port))
         return 1;
     FrameSpec f;
     f.sport = port;
@@ -291,11 +290,7 @@ void test_memif_client_speaks_first(void**)
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-// memif rx interrupts (Port::arm_rx_wait): the wait fd stays quiet while
-// armed and idle (up to the safety-net timer), fires when the peer sends
-// while armed, is not written by the peer while disarmed (polling mode: the
-// busy path makes no system call on either side), and arm_rx_wait() says
-// -EAGAIN when frames already wait.  The peer is a second process.
+// poll() on fd for up to timeout_ms; *waited: how long it took.
 int poll_ms(int fd, int timeout_ms, double* waited)
 {
     pollfd pfd {fd, POLLIN, 0};
@@ -328,7 +323,12 @@ bool await_echo(Port& p, uint32_t seq, double secs = 3)
     return false;
 }
 
-void test_memif_wait_fd_two_processes(void**)
+// memif has no rx wait fd: 22.11's PMD offers no rx interrupt through the
+// public API, and the private ring flag it would need is not read. So
+// rx_wait_fd() is -1 and arming is a no-op that never reports frames (the
+// engine's sleepers then take timers), whether frames wait or not; frames
+// flow between the two processes all the same.
+void test_memif_no_wait_fd(void**)
 {
     char path[64];
     snprintf(path, sizeof(path), "/tmp/test_port_memif_wait_%d.sock", getpid());
@@ -336,73 +336,35 @@ void test_memif_wait_fd_two_processes(void**)
     c.device = std::string("memif:") + path;
     c.mbufs = 2048;
     Port* p = open_port(c);
-    const int fd = p->rx_wait_fd();
-    assert_true(fd >= 0);
-    double waited = 0;
-
-    // No peer yet: the fd fires from the link poll timer (1 ms, doubling).
+    assert_int_equal(p->rx_wait_fd(), -1);
     assert_int_equal(p->arm_rx_wait(), 0);
-    assert_int_equal(poll_ms(fd, 2000, &waited), 1);
-    assert_true(waited < 0.5);
-    p->disarm_rx_wait();
     assert_int_equal(p->rx_wait_armed(), 0);
+    p->disarm_rx_wait();
 
     int report = -1;
     pid_t pid = spawn_child(c.device, 1500, &report);
     const uint16_t child_port = child_started(*p, report);
     uint16_t mine = 0;
     assert_int_equal(p->reserve_udp_port(0, &mine), 0);
-    // Both sides up and talking. The server may see the link up a moment
-    // before the client polls its rings (seen once under make -j2 on a fresh
-    // machine: the first frame got no echo), so the first contact is retried;
-    // late duplicate echoes are drained before the wait-fd checks below.
+    // The server may see the link up a moment before the client polls its
+    // rings, so the first contact is retried.
     bool contact = false;
-    for (int i = 0; i < 6 && !contact; ++i) {
+    uint32_t tries = 0;
+    for (; tries < 6 && !contact; ++tries) {
         send_seq(*p, mine, child_port, 1);
         contact = await_echo(*p, 1, 0.5);
     }
     assert_true(contact);
-    drain(*p, 0.6);
+    drain(*p, 0.2);
 
-    // Armed and idle: asleep until the safety-net timer (250 ms).
-    assert_int_equal(p->arm_rx_wait(), 0);
-    assert_int_equal(poll_ms(fd, 2000, &waited), 1);
-    if (waited < 0.2)
-        fail_msg("idle memif wait fd fired after %.3f s", waited);
-    p->disarm_rx_wait();
-
-    // Armed: the peer's frame wakes us at once.
-    assert_int_equal(p->arm_rx_wait(), 0);
+    // A frame waiting in the ring: arming still says 0 (no fd to tell by),
+    // the wait fd is still -1, and the frame is received by polling.
     send_seq(*p, mine, child_port, 2);
-    assert_int_equal(poll_ms(fd, 2000, &waited), 1);
-    if (waited > 0.15)
-        fail_msg("woken %.3f s after the echo was due", waited);
+    usleep(50000);
+    assert_int_equal(p->arm_rx_wait(), 0);
+    assert_int_equal(p->rx_wait_fd(), -1);
     p->disarm_rx_wait();
     assert_true(await_echo(*p, 2));
-
-    // Nested arms: still armed after one disarm.
-    assert_int_equal(p->arm_rx_wait(), 0);
-    assert_int_equal(p->arm_rx_wait(), 0);
-    p->disarm_rx_wait();
-    assert_int_equal(p->rx_wait_armed(), 1);
-    send_seq(*p, mine, child_port, 3);
-    assert_int_equal(poll_ms(fd, 2000, &waited), 1);
-    assert_true(waited < 0.15);
-    p->disarm_rx_wait();
-    assert_int_equal(p->rx_wait_armed(), 0);
-    assert_true(await_echo(*p, 3));
-
-    // Disarmed (the arm drains the eventfd and resets the timer): the peer's
-    // echo lands in the ring without writing the eventfd.
-    assert_int_equal(p->arm_rx_wait(), 0);
-    p->disarm_rx_wait();
-    send_seq(*p, mine, child_port, 4);
-    usleep(50000);
-    assert_int_equal(poll_ms(fd, 0, nullptr), 0);
-    // ... and arming now finds it waiting.
-    assert_int_equal(p->arm_rx_wait(), -EAGAIN);
-    assert_int_equal(p->rx_wait_armed(), 0);
-    assert_true(await_echo(*p, 4));
 
     send_seq(*p, mine, child_port, 0xFFFFFFFFu);  // stop
     uint32_t msg[2];
@@ -410,7 +372,8 @@ void test_memif_wait_fd_two_processes(void**)
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     close(report);
-    assert_int_equal(msg[0], 4);
+    if (msg[0] < 2 || msg[0] > tries + 1)  // the tries of frame 1, and frame 2
+        fail_msg("the child received %u frames, %u sent", msg[0], tries + 1);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close_port(p);
     unlink((std::string(path) + ".lock").c_str());
@@ -594,9 +557,6 @@ void test_memif_close_quiet(void**)
 
 int main(int argc, char** argv)
 {
-    if (argc == 6 && strcmp(argv[1], "--in-place-child") == 0)  // device parent_port hold report_fd
-        return in_place_child_main(argv[2], static_cast<uint16_t>(atoi(argv[3])),
-                                   static_cast<uint32_t>(strtoul(argv[4], nullptr, 10)), atoi(argv[5]));
     if (argc == 6 && strcmp(argv[1], "--close-child") == 0)
         return close_child_main(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     if (argc == 5 && strcmp(argv[1], "--first-child") == 0)  // device parent_port report_fd
@@ -609,11 +569,9 @@ int main(int argc, char** argv)
         cmocka_unit_test_teardown(test_memif_two_processes_jumbo, close_ports),
         cmocka_unit_test_teardown(test_memif_ring_holds_twice_the_window, close_ports),
         cmocka_unit_test_teardown(test_memif_client_speaks_first, close_ports),
-        cmocka_unit_test_teardown(test_memif_wait_fd_two_processes, close_ports),
+        cmocka_unit_test_teardown(test_memif_no_wait_fd, close_ports),
         cmocka_unit_test_teardown(test_tap_wait_fd, close_ports),
         cmocka_unit_test_teardown(test_memif_close_quiet, close_ports),
-        cmocka_unit_test_teardown(test_memif_in_place_both_roles, close_ports),
-        cmocka_unit_test_teardown(test_memif_in_place_holds_slot, close_ports),
     };
     // TEST_PORT_FILTER=<glob>: run a subset (e.g. to loop one flaky case).
     if (const char* f = getenv("TEST_PORT_FILTER"))

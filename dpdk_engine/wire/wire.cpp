@@ -379,7 +379,7 @@ bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, Oversi
 size_t payload_crc_offset(const uint8_t* frame, size_t len)
 {
     // Each field is read once, into a local: the frame may be memory the
-    // sender can still write (memif), so nothing here is trusted; a head
+    // sender can still write (shared memory), so nothing here is trusted; a head
     // copy is parsed in full afterwards (parse_split_frame).
     if (len < kL2L3L4Len + sizeof(TransportHeader))
         return 0;

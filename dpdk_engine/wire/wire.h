@@ -22,8 +22,6 @@
 
 #include "dpdk_engine/status.h"
 
-struct rte_mbuf;
-
 namespace dpdk_engine {
 namespace wire {
 
@@ -428,11 +426,6 @@ size_t split_point(const uint8_t* frame, size_t len);
 // The same test without the minimum: where the payload of a frame of ours
 // with kFlagPayloadCrc starts (its headers' length), else 0.
 size_t payload_crc_offset(const uint8_t* frame, size_t len);
-// The memif port's tx fill (Port::set_tx_fill, seal.cpp): copies frame m
-// (any chain) to dst; a frame with kFlagPayloadCrc left unsealed gets its
-// payload CRC computed in the copy and its header sealed there. 0 when it
-// does not fit in cap bytes.
-size_t copy_and_seal(uint8_t* dst, size_t cap, const rte_mbuf* m);
 
 // For a packet with payload_unchecked: is the payload intact? Clears
 // payload_unchecked when it is. Always true for other packets.

@@ -184,8 +184,9 @@ struct fi_dpdk_domain_stats {
     uint64_t rx_no_endpoint; /* for a UDP port with no open endpoint */
     uint64_t rx_loopback;    /* frames between endpoints of the process */
     /* Version 6: */
-    uint64_t rx_in_place; /* memif: frames whose payload was read in the ring
-				       instead of being copied out first (FI_DPDK_MEMIF_IN_PLACE) */
+    uint64_t rx_in_place; /* frames received in two pieces, headers and payload:
+				       only FI_DPDK_FAULT's split= makes them since the memif
+				       in-place path was retired */
 };
 
 struct fi_dpdk_stats_ops {

@@ -104,8 +104,8 @@ int trywait_waiter(Domain* d, Waiter& w, const size_t* pending) noexcept
         if (pending && *pending)
             return -FI_EAGAIN;
         next = e.next_timeout_us();
-        // memif: unmask the rx interrupt while the application sleeps on
-        // fd(); packets that came meanwhile say "read first".
+        // Arm the wait (the host-local rings' sleeping flags) while the
+        // application sleeps on fd(); packets that came meanwhile say "read first".
         int a = w.arm_engine(e);
         if (a == -FI_EAGAIN)
             return -FI_EAGAIN;

@@ -95,6 +95,7 @@ void read_params()
 {
     Params& p = g_params;
     dpdk_engine::EngineConfig& c = p.engine;
+    dpdk_engine::warn_retired_knobs();
     auto read = [&](const dpdk_engine::Knob& k) {
         const char* v = param_text(k.name);
         std::string why;

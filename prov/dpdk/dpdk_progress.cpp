@@ -453,13 +453,6 @@ void SharedEngine::thread_main() noexcept
     request_short_slice(name_.c_str());
     unsigned idle = 0;
     bool armed = false;
-    uint64_t rx_at_sleep = 0;
-    // memif's fd is live only while armed, and while armed the peer makes a
-    // system call per burst and so does every rx_burst here. When packets
-    // were received by someone else while we slept (an application thread
-    // busy-polling its CQ: cq_readfrom progresses too), stay on the timer
-    // instead and arm once things are quiet.
-    const bool arm_costs = engine_->device().kind == dpdk_engine::DeviceKind::kMemif;
     while (!stop_.load(std::memory_order_relaxed)) {
         int events, fd;
         uint32_t next;
@@ -468,19 +461,17 @@ void SharedEngine::thread_main() noexcept
             if (armed)
                 engine_->disarm_wait();
             armed = false;
-            const bool others_busy = arm_costs && engine_->device_stats().rx_packets != rx_at_sleep;
             events = engine_->progress(false);
             next = engine_->next_timeout_us();
             fd = engine_->wait_fd();
             if (events == 0 && fd >= 0) {
-                int a = others_busy ? -EIO : engine_->arm_wait();
+                int a = engine_->arm_wait();
                 if (a == -EAGAIN)
                     events = 1;  // packets already waiting
                 armed = a == 0;
                 if (!armed)
                     fd = -1;  // poll with the timer
             }
-            rx_at_sleep = engine_->device_stats().rx_packets;
             // Decided under the lock: a post after this point that leaves
             // sends waiting for progress wakes us (wake_thread_for_tx).
             thread_sleeping_ = events <= 0;
@@ -510,10 +501,10 @@ void SharedEngine::thread_main() noexcept
 
 void SharedEngine::standby_main() noexcept
 {
-    // Where packets arriving while the application is away can wake us
-    // without arming anything (af_packet, tap); memif's needs arming, which
-    // costs its peer a system call per burst: polled with the timer instead.
-    const int fd = engine_->device().kind == dpdk_engine::DeviceKind::kMemif ? -1 : engine_->wait_fd();
+    // Where packets arriving while the application is away can wake us (the
+    // device's fd, af_packet or tap, and the host-local rings'); without
+    // one (memif, ring) polled with the timer.
+    const int fd = engine_->wait_fd();
     const int64_t period = standby_period_us_;
     // While away with nothing due, how long to sleep without a packet.
     constexpr int64_t kAwayCapUs = 100000;
