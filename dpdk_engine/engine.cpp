@@ -28,6 +28,9 @@ constexpr uint16_t kRxBurst = 32;
 // fired a spurious RTO). Bounded so that timers still run under a flood.
 constexpr unsigned kRxRoundsMax = 16;
 constexpr uint64_t kMemifLingerUs = 20000;
+// A step of the idle sweep this often (EndpointImpl::sweep_sessions looks
+// at a bounded number of sessions per step).
+constexpr uint64_t kSweepEveryUs = 10000;
 // Time-wait repeats a closed endpoint's final ACKs this many times, the
 // first this long after the close, each interval twice the one before
 // (1, 2, 4, 8 ms: 15 ms in all).
@@ -410,13 +413,19 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
             return;
         }
         if (!(p.flags & wire::kFlagStreamStart)) {
-            ep->st.stale_stream++;
-            send_stateless_reset(ep, p);
-            return;
-        }
-        s = ep->session_for(src, true);
-        if (!s) {
-            return;
+            // A peer whose idle session we reclaimed, on the stream it
+            // still holds: the session comes back (session_table.cpp).
+            s = ep->resume_session(src, p.th->stream_id.get());
+            if (!s) {
+                ep->st.stale_stream++;
+                send_stateless_reset(ep, p);
+                return;
+            }
+        } else {
+            s = ep->session_for(src, true);
+            if (!s) {
+                return;
+            }
         }
     }
     session_on_packet(s, p, std::move(m), now);
@@ -489,6 +498,10 @@ int EngineImpl::progress(bool may_back_off)
     const bool check_responses = now >= next_response_check_us;
     if (check_responses)
         next_response_check_us = now + uint64_t(cfg.peer_timeout_ms) * 1000 / 8;
+    if (now >= next_sweep_us) {
+        next_sweep_us = now + kSweepEveryUs;
+        sweep_sessions(now);
+    }
     Session** pp = &active;
     while (*pp) {
         Session* s = *pp;
@@ -569,6 +582,7 @@ int Engine::open_endpoint(const EndpointConfig& cfg, Endpoint** out)
         return -ENOMEM;
     }
     impl_->by_port[port] = ep;
+    impl_->endpoints.push_back(ep);
     if (impl_->local_hub)
         impl_->local_hub->listen(port);
     *out = ep;
@@ -669,6 +683,7 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
 void EngineImpl::free_endpoint(EndpointImpl* ep)
 {
     by_port[ep->addr.port] = nullptr;
+    endpoints.erase(std::remove(endpoints.begin(), endpoints.end(), ep), endpoints.end());
     if (local_hub)
         local_hub->unlisten(ep->addr.port);
     port->release_udp_port(ep->addr.port);

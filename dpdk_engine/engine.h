@@ -86,6 +86,10 @@ struct EngineConfig {
     // beyond it is dropped (and a posting to one fails): a flood of forged
     // source addresses cannot grow an endpoint's memory without bound.
     uint32_t max_peers = 65536;
+    // FI_DPDK_PEER_IDLE_MS: a session with nothing outstanding or held either
+    // way, whose peer was silent this long, is freed (a tombstone keeps its
+    // streams for the peer's return); 0 = never.
+    uint32_t peer_idle_ms = 60000;
     // FI_DPDK_ZCOPY_MIN: payloads of at least this many bytes per packet go
     // out of the sender's memory without a copy into the frame where the
     // device allows it (memif, af_packet); 0 = never.
@@ -370,6 +374,12 @@ struct EndpointStats {
     // Packets and postings refused because they would have made a session
     // beyond FI_DPDK_MAX_PEERS (packets dropped, postings -ENOSPC).
     uint64_t peers_refused;
+    // Idle sessions freed (FI_DPDK_PEER_IDLE_MS), and of their peers, those
+    // that came back and found their streams again (their tombstone).
+    uint64_t peers_reclaimed, peers_resumed;
+    // Packets parked behind a hole that no retransmission filled for a peer
+    // timeout, dropped with their buffers (a forger's, or a dead peer's).
+    uint64_t parked_abandoned;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

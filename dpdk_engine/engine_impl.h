@@ -56,6 +56,10 @@ class EngineImpl {
     PcapWriter pcap;
     WindowPool windows;                    // send/receive windows lent to busy sessions
     std::vector<EndpointImpl*> by_port;    // 65536 entries: UDP port -> endpoint
+    std::vector<EndpointImpl*> endpoints;  // the open ones (the idle sweep walks them)
+    // The next step of the idle sweep (EndpointImpl::sweep_sessions).
+    uint64_t next_sweep_us = 0;
+    void sweep_sessions(uint64_t now);
     Session* active = nullptr;             // sessions with timers or work
     std::vector<rte_mbuf*> loopback;       // frames to our own endpoints
     std::vector<rte_mbuf*> loopback_work;  // the batch progress() handles (swapped, never reallocated)

@@ -105,6 +105,10 @@ const Knob kKnobs[] = {
      "Peers (sessions) one endpoint keeps at most; packets from further addresses are dropped and postings "
      "to them fail (-FI_ENOSPC), so forged source addresses cannot exhaust memory",
      KNOB_NUMBER(max_peers)},
+    {"peer_idle_ms", KnobKind::kUnsigned, 0, UINT32_MAX,
+     "A peer silent this long in milliseconds, with nothing outstanding or held either way, has its session "
+     "freed (it finds its streams again if it comes back); 0 = never",
+     KNOB_NUMBER(peer_idle_ms)},
     {"autocork", KnobKind::kBool, 0, 1,
      "A small message sent while earlier ones to the same peer are in flight, unacknowledged, waits for the "
      "next progress call (fi_cq_read, fi_cntr_read, a blocking wait, the next post that cannot wait) and "

@@ -130,91 +130,6 @@ EndpointImpl::~EndpointImpl()
         delete kv.second;
 }
 
-Session* EndpointImpl::find_session(Address peer)
-{
-    if (last_session && last_session->peer == peer)
-        return last_session;
-    auto it = sessions.find(address_key(peer));
-    if (it == sessions.end())
-        return nullptr;
-    last_session = it->second;
-    return last_session;
-}
-
-Session* EndpointImpl::session_for(Address peer, bool create)
-{
-    Session* s = find_session(peer);
-    if (s || !create)
-        return s;
-    if (sessions.size() >= engine->cfg.max_peers) {
-        refuse_peer(peer);
-        return nullptr;
-    }
-    s = new (std::nothrow) Session(engine->cfg.window, engine->cfg);
-    if (!s)
-        return nullptr;
-    s->ep = this;
-    s->peer = peer;
-    s->last_heard_us = now_us();
-    sessions.emplace(address_key(peer), s);
-    assign_slot(s);
-    st.sessions++;
-    last_session = s;
-    return s;
-}
-
-void EndpointImpl::assign_slot(Session* s)
-{
-    uint32_t index;
-    if (!free_slots.empty()) {
-        index = free_slots.back();
-        free_slots.pop_back();
-    } else if (slots.size() <= kSlotIndexMask) {
-        index = static_cast<uint32_t>(slots.size());
-        slots.emplace_back();
-    } else {
-        s->handle = 0;  // more peers than handles: this one is found by address
-        return;
-    }
-    SessionSlot& slot = slots[index];
-    uint32_t generation = (slot.handle >> kSlotIndexBits) + 1;
-    if (generation >> (32 - kSlotIndexBits))
-        generation = 1;  // wrapped: 0 would make handle 0 (none) possible
-    slot.handle = index | (generation << kSlotIndexBits);
-    slot.session = s;
-    s->handle = slot.handle;
-}
-
-void EndpointImpl::release_slot(Session* s)
-{
-    if (!s->handle)
-        return;
-    const uint32_t index = s->handle & kSlotIndexMask;
-    slots[index].session = nullptr;  // handle kept: the next user bumps its generation
-    free_slots.push_back(index);
-    s->handle = 0;
-}
-
-void EndpointImpl::refuse_peer(const Address& peer)
-{
-    st.peers_refused++;
-    if (peers_cap_logged)
-        return;
-    peers_cap_logged = true;
-    const auto* a = reinterpret_cast<const uint8_t*>(&addr.ip_be);
-    const auto* b = reinterpret_cast<const uint8_t*>(&peer.ip_be);
-    fprintf(stderr,
-            "dpdk engine: endpoint %u.%u.%u.%u:%u has FI_DPDK_MAX_PEERS=%u peers: %u.%u.%u.%u:%u and any further "
-            "new peer are refused (their packets dropped, postings to them -FI_ENOSPC); raise FI_DPDK_MAX_PEERS "
-            "if the job has more peers\n",
-            a[0], a[1], a[2], a[3], addr.port, engine->cfg.max_peers, b[0], b[1], b[2], b[3], peer.port);
-}
-
-int EndpointImpl::no_session_error() const
-{
-    return sessions.size() >= engine->cfg.max_peers ? -ENOSPC : -ENOMEM;
-}
-
 int EndpointImpl::check_reachable(const Address& dest)
 {
     if (!engine->unreachable(dest))
@@ -578,7 +493,7 @@ void Endpoint::dump_stats(FILE* f) const
             " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
             " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 " credit_waits %" PRIu64
             " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 " late_failures %" PRIu64 " peers_refused %" PRIu64
-            "\n",
+            " peers_reclaimed %" PRIu64 " peers_resumed %" PRIu64 " parked_abandoned %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
@@ -586,7 +501,8 @@ void Endpoint::dump_stats(FILE* f) const
             s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
             s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
             s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
-            s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused);
+            s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed,
+            s.parked_abandoned);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

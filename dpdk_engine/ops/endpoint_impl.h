@@ -51,11 +51,35 @@ class EndpointImpl : public Endpoint {
     struct SessionSlot {
         Session* session = nullptr;  // null: free
         uint32_t handle = 0;         // the last handle given out from this slot
+        // What the peer's messages hold here (message_slots.cpp): its
+        // unexpected messages, and the bytes charged for them (hidden
+        // buffers and message slots), bounded by
+        // FI_DPDK_UNEXPECTED_PEER_BYTES.
+        uint32_t unexpected = 0;
+        uint64_t held_bytes = 0;
     };
     static constexpr uint32_t kSlotIndexBits = 20;
     static constexpr uint32_t kSlotIndexMask = (1u << kSlotIndexBits) - 1;
     std::vector<SessionSlot> slots;
     std::vector<uint32_t> free_slots;
+    SessionSlot& slot_of(const Session* s) { return slots[s->handle & kSlotIndexMask]; }
+
+    // Idle sessions reclaimed (session_table.cpp): the slot the sweep looks
+    // at next, and what a reclaimed session leaves so that its peer, coming
+    // back on the same streams, finds them again (a fixed table, by address).
+    uint32_t sweep_cursor = 0;
+    struct Tombstone {
+        uint64_t key = 0;  // address_key of the peer; 0 = empty
+        uint32_t rx_stream = 0, expected_psn = 0;
+        uint32_t tx_stream = 0, next_psn = 0, next_msg_id = 0;
+        uint32_t peer_handle = 0;
+        uint32_t handle = 0;  // ours: taken again if its slot is still free
+        uint32_t retired[4] = {};
+        uint32_t retired_next = 0;
+        bool stream_acked = false;
+    };
+    static constexpr uint32_t kTombstones = 4096;  // a power of two
+    std::unique_ptr<Tombstone[]> tombstones;
 
     // Fixed pools: no allocation on the data path.
     std::vector<TxOp> op_pool;
@@ -85,6 +109,10 @@ class EndpointImpl : public Endpoint {
     // Frees an unexpected message's hidden buffers (held mbufs or heap copy)
     // and gives back what it reserved.
     void release_hidden(RxMsg* m);
+    // Into / out of its unexpected queue, counted per endpoint and per
+    // peer (message_slots.cpp): a session holding such messages is not idle.
+    void queue_unexpected(RxMsg* m);
+    void unqueue_unexpected(RxMsg* m);
     uint32_t unexpected_count = 0;
 
     List<PostedRecv> posted[2];  // [0] untagged, [1] tagged
@@ -96,12 +124,25 @@ class EndpointImpl : public Endpoint {
     // once operations come back (retry_cts).
     List<RxMsg> cts_waiting;
 
-    // ---- sessions (endpoint.cpp)
+    // ---- sessions (session_table.cpp)
+    // The session with `peer`; with `create`, made if new (or brought back
+    // from its tombstone) when admit_peer allows it. nullptr else.
     Session* session_for(Address peer, bool create);
-    // A new peer beyond FI_DPDK_MAX_PEERS: counted, logged once.
-    void refuse_peer(const Address& peer);
+    // Whether one more session may be made (FI_DPDK_MAX_PEERS); a refusal
+    // is counted and logged once. Never evicts a live session.
+    bool admit_peer(const Address& peer);
     int no_session_error() const;  // -ENOSPC at FI_DPDK_MAX_PEERS, else -ENOMEM
     bool peers_cap_logged = false;
+    // A packet without kFlagStreamStart from an address with no session:
+    // the session brought back if its peer's stream `stream` is the one
+    // a reclaimed session held, else nullptr.
+    Session* resume_session(Address peer, uint32_t stream);
+    // One step of the idle sweep: looks at a bounded number of slots and
+    // frees the sessions idle for FI_DPDK_PEER_IDLE_MS (session_idle), and
+    // the packets parked by peers silent for the peer timeout.
+    void sweep_sessions(uint64_t now);
+    // Takes s out of every index and deletes it (forget_peer, the sweep).
+    void remove_session(Session* s);
     Session* find_session(Address peer);
     // The session named by `handle` if it is live and its peer is `peer`
     // (a handle from the wire is hostile: it never selects the session of
@@ -134,8 +175,10 @@ class EndpointImpl : public Endpoint {
         Session* s = known_session(peer, handle);
         return s ? s : find_session(peer);
     }
-    // Gives s a slot and its handle (session_for); frees it (forget_peer).
-    void assign_slot(Session* s);
+    // Gives s a slot and its handle (session_for): `wanted` when that
+    // handle's slot is still free (a session brought back), else a new one;
+    // frees it (remove_session).
+    void assign_slot(Session* s, uint32_t wanted = 0);
     void release_slot(Session* s);
 
     // ---- operations (endpoint.cpp)

@@ -27,22 +27,12 @@ int Endpoint::forget_peer(Address peer)
             next = m->next;
             if (m->session != s)
                 continue;
-            ep->unexpected[q].remove(m);
-            ep->unexpected_count--;
+            ep->unqueue_unexpected(m);
             ep->free_msg(m);
         }
     // Off the engine's list of sessions with timers, so no progress round
-    // touches it again.
-    for (Session** pp = &ep->engine->active; *pp; pp = &(*pp)->active_next)
-        if (*pp == s) {
-            *pp = s->active_next;
-            break;
-        }
-    ep->sessions.erase(address_key(peer));
-    ep->release_slot(s);
-    if (ep->last_session == s)
-        ep->last_session = nullptr;
-    delete s;
+    // touches it again, and out of every index.
+    ep->remove_session(s);
     return 0;
 }
 

@@ -182,8 +182,7 @@ bool EndpointImpl::try_match_unexpected(PostedRecv* r)
         next = m->next;
         if (m->claimed_by || !source_matches(r, m->src) || (tagged && !tag_matches(r->tag, r->ignore, m->tag)))
             continue;
-        unexpected[tagged].remove(m);
-        unexpected_count--;
+        unqueue_unexpected(m);
         const RxMsg::State was = m->state;
         bind_slice(m, r);
         deliver_bound_unexpected(this, m, was);
@@ -211,8 +210,7 @@ int EndpointImpl::post_recv(const RecvArgs& a)
             m = m->next;
         if (!m)
             return -ENOMSG;
-        unexpected[tagged].remove(m);
-        unexpected_count--;
+        unqueue_unexpected(m);
         if (a.flags & kOpDiscard) {
             m->context = a.context;
             m->user_data = a.user_data;
@@ -287,8 +285,7 @@ int EndpointImpl::peek(const RecvArgs& a)
     c.has_data = found->has_data;
     c.src = found->src;
     if (a.flags & kOpDiscard) {
-        unexpected[tagged].remove(found);
-        unexpected_count--;
+        unqueue_unexpected(found);
         if (found->state == RxMsg::State::kUnexpectedRts) {
             found->state = RxMsg::State::kMatchedRts;
             found->capacity = 0;
@@ -344,8 +341,7 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
         if (is_matched(m->state)) {
             finish_recv(m, why);
         } else {
-            unexpected[m->tagged].remove(m);
-            unexpected_count--;
+            unqueue_unexpected(m);
             free_msg(m);
         }
     }
@@ -362,8 +358,7 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
         case RxMsg::State::kCtsWaiting:
         case RxMsg::State::kCtsSent: finish_recv(&m, why); break;
         case RxMsg::State::kUnexpectedRts:
-            unexpected[m.tagged].remove(&m);
-            unexpected_count--;
+            unqueue_unexpected(&m);
             free_msg(&m);
             break;
         case RxMsg::State::kFree:

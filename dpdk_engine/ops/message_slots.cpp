@@ -112,6 +112,20 @@ void EndpointImpl::free_msg(RxMsg* m)
     free_msgs = m;
 }
 
+void EndpointImpl::queue_unexpected(RxMsg* m)
+{
+    unexpected[m->tagged].push_back(m);
+    unexpected_count++;
+    slot_of(m->session).unexpected++;
+}
+
+void EndpointImpl::unqueue_unexpected(RxMsg* m)
+{
+    unexpected[m->tagged].remove(m);
+    unexpected_count--;
+    slot_of(m->session).unexpected--;
+}
+
 RxMsg* EndpointImpl::msg_by_handle(uint32_t handle)
 {
     uint32_t index = handle & kMsgIndexMask;

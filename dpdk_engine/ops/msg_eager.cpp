@@ -116,8 +116,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
         bind_slice(m, r);
     } else {
         m->state = RxMsg::State::kUnexpectedEager;
-        unexpected[e.tagged].push_back(m);
-        unexpected_count++;
+        queue_unexpected(m);
         st.unexpected_msgs++;
     }
     return m;
@@ -138,8 +137,7 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, Mb
                 if (is_matched(old->state)) {
                     finish_recv(old, OpStatus::kProtocolError);
                 } else {
-                    unexpected[old->tagged].remove(old);
-                    unexpected_count--;
+                    unqueue_unexpected(old);
                     free_msg(old);
                 }
             }
@@ -235,8 +233,7 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
             // to this record, since the frame carries other messages too.
             clone = rte_pktmbuf_clone(mbuf, engine->port->pool());
             if (!clone) {
-                unexpected[m->tagged].remove(m);
-                unexpected_count--;
+                unqueue_unexpected(m);
                 st.unexpected_msgs--;
                 free_msg(m);
                 m = nullptr;

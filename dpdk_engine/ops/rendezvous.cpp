@@ -82,8 +82,7 @@ Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
         bind_slice(m, r);
         send_cts(m);
     } else {
-        unexpected[tagged].push_back(m);
-        unexpected_count++;
+        queue_unexpected(m);
         st.unexpected_msgs++;
     }
     return Delivery::kDone;

@@ -200,6 +200,7 @@ inline uint32_t post_one_write(Rig& r, Endpoint* ep, const char* text, uintptr_t
 void test_forget_peer(void**);
 void test_forged_session_handle(void**);
 void test_peer_cap(void**);
+void test_idle_reclaim(void**);
 
 }  // namespace hostile
 

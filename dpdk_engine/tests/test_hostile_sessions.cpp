@@ -218,4 +218,115 @@ void test_peer_cap(void**)
     r.engine->close_endpoint(ep);
 }
 
+// Runs the engine for `ms` milliseconds of real time (the idle sweep goes
+// by the clock).
+void run_for(Rig& r, unsigned ms)
+{
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+        r.engine->progress(false);
+        r.drain();
+    }
+}
+
+// FI_DPDK_PEER_IDLE_MS: a session with nothing outstanding or held, whose
+// peer was silent for that long, is freed. Its peer coming back on the
+// stream it still holds finds the session again (same handle, no reset),
+// and so does a posting of ours to it (our stream goes on); a stranger's
+// stream at that address still gets a reset. A session holding a message
+// that waits for a receive is kept, and packets parked behind a hole that
+// nobody fills go after a peer timeout.
+void test_idle_reclaim(void**)
+{
+    EngineConfig cfg;
+    cfg.peer_idle_ms = 40;
+    cfg.peer_timeout_ms = 60;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const Address me = ep->address();
+    char buf[4][32] = {};
+    post(ep, buf[0], sizeof buf[0], reinterpret_cast<void*>(1));
+    assert_true(r.peer.send(peer_addr(0), me, eager(0xA0, 0, "first", true)));
+    // Peer 1: a tagged message nobody receives yet (the untagged receives
+    // below do not take it). Peer 2: PSN 1 with a hole at 0.
+    PacketSpec waiting = eager(0xA1, 0, "waiting", true);
+    waiting.flags |= wire::kFlagTagged;
+    wire::MsgExt wx {};
+    wx.total_len.set(7);
+    wx.tag.set(7);
+    waiting.ext = fake::bytes_of(wx);
+    assert_true(r.peer.send(peer_addr(1), me, waiting));
+    PacketSpec ahead = eager(0xA2, 1, "ahead", true);
+    assert_true(r.peer.send(peer_addr(2), me, ahead));
+    r.run();
+    assert_string_equal(buf[0], "first");
+    const uint32_t h0 = ep->peer(peer_addr(0)).value;
+    assert_int_equal(live_sessions(ep), 3);
+    assert_int_equal(ep->session_stats(nullptr, 0), 3);
+
+    run_for(r, 150);
+    // Peer 0 went; peer 1 holds a message, peer 2's parked packet was
+    // dropped after the peer timeout and then its session went too.
+    assert_int_equal(live_sessions(ep), 1);
+    assert_int_equal(ep->stats().peers_reclaimed, 2);
+    assert_int_equal(ep->stats().parked_abandoned, 1);
+    assert_int_equal(rte_mempool_avail_count(engine_port(*r.engine).pool()) >= 2048 - 64, 1);
+
+    // Peer 0 comes back on its stream: delivered, same handle, no reset.
+    r.seen_types.clear();
+    r.seen_ack_streams.clear();
+    post(ep, buf[1], sizeof buf[1], reinterpret_cast<void*>(2));
+    assert_true(r.peer.send(peer_addr(0), me, eager(0xA0, 1, "back", false)));
+    r.run();
+    assert_string_equal(buf[1], "back");
+    assert_false(r.reset_for(0xA0));
+    assert_int_equal(ep->stats().peers_resumed, 1);
+    assert_int_equal(ep->peer(peer_addr(0)).value, h0);
+    // Another stream from peer 2's address without a start: a stranger's.
+    assert_true(r.peer.send(peer_addr(2), me, eager(0xB2, 7, "stranger", false)));
+    r.run();
+    assert_true(r.reset_for(0xB2));
+
+    // Our own posting to a reclaimed peer continues our stream: first get
+    // one packet of ours acknowledged, then let the session go idle.
+    static char out[8] = "ours";
+    iovec iov {out, sizeof out};
+    SendArgs snd;
+    snd.dest = peer_addr(0);
+    snd.iov = &iov;
+    snd.iov_count = 1;
+    r.seen_streams.clear();
+    r.seen_types.clear();
+    assert_int_equal(ep->send(snd), 0);
+    r.run();
+    assert_int_equal(r.seen_types.size() >= 1, 1);
+    const uint32_t our_stream = r.seen_streams[0];
+    assert_true(r.peer.send(peer_addr(0), me, ack_of(our_stream, 1)));
+    r.run();
+    run_for(r, 150);
+    assert_int_equal(ep->stats().peers_reclaimed, 3);  // peer 0 again (the stranger made no session)
+    r.seen_streams.clear();
+    r.seen_types.clear();
+    assert_int_equal(ep->send(snd), 0);
+    r.run();
+    bool continued = false;
+    for (size_t i = 0; i < r.seen_types.size(); i++)
+        if (r.seen_types[i] == uint8_t(wire::PacketType::kMsgEager))
+            continued = r.seen_streams[i] == our_stream;
+    assert_true(continued);
+    assert_int_equal(ep->stats().peers_resumed, 2);
+
+    // Peer 1's message is still there for a receive.
+    iovec riov {buf[2], sizeof buf[2]};
+    RecvArgs ra;
+    ra.iov = &riov;
+    ra.iov_count = 1;
+    ra.tag = 7;
+    ra.flags = kOpTagged | kOpCompletion;
+    assert_int_equal(ep->recv(ra), 0);
+    assert_string_equal(buf[2], "waiting");
+    r.engine->close_endpoint(ep);
+}
+
 }  // namespace hostile
