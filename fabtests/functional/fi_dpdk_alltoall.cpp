@@ -16,54 +16,22 @@
 // every peer, then all of them completed. Exit status 0 when every message
 // arrived with the right length and bytes; rank 0 prints the aggregate
 // message rate of the job as the slowest rank saw it.
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 #include <vector>
 
+#include "fabtests/common/rank_job.h"
+
 namespace {
 
-int g_rank = -1;
-
-[[noreturn]] void die(const char* fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[rank %d] FAIL: ", g_rank);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-#define CHECK(call)                                                                                               \
-    do {                                                                                                          \
-        int ret_ = int(call);                                                                                     \
-        if (ret_)                                                                                                 \
-            die("%s = %d (%s)", #call, ret_, fi_strerror(ret_ < 0 ? -ret_ : ret_));                               \
-    } while (0)
-
-double now_s()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
+using rank_job::die;
+using rank_job::now_s;
+using rank_job::write_file;
 
 struct Options {
     int rank = -1;
@@ -106,14 +74,6 @@ std::string path(const Options& o, const char* what, int rank)
     return o.dir + "/" + what + "." + std::to_string(rank);
 }
 
-void write_file(const std::string& p, const void* data, size_t len)
-{
-    const std::string tmp = p + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0 || rename(tmp.c_str(), p.c_str()) != 0)
-        die("cannot write %s: %s", p.c_str(), strerror(errno));
-}
-
 // Waits until <dir>/<what>.<r> exists for every rank; returns their contents.
 std::vector<std::string> gather(const Options& o, const char* what, double deadline)
 {
@@ -146,54 +106,7 @@ uint64_t make_tag(int src, int iter, size_t size_index)
     return (uint64_t(iter) << 32) | (uint64_t(size_index) << 16) | uint64_t(src);
 }
 
-struct Fabric {
-    fi_info* info = nullptr;
-    fid_fabric* fabric = nullptr;
-    fid_domain* domain = nullptr;
-    fid_av* av = nullptr;
-    fid_cq* cq = nullptr;
-    fid_ep* ep = nullptr;
-};
-
-void open_fabric(Fabric* f)
-{
-    fi_info* hints = fi_allocinfo();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_TAGGED;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->av_type = FI_AV_TABLE;
-    hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    // No FI_MR_LOCAL: the message buffers are never registered.
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    if (const char* p = getenv("FI_PROVIDER"))
-        hints->fabric_attr->prov_name = strdup(p);
-    CHECK(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &f->info));
-    fi_freeinfo(hints);
-    CHECK(fi_fabric(f->info->fabric_attr, &f->fabric, nullptr));
-    CHECK(fi_domain(f->fabric, f->info, &f->domain, nullptr));
-    fi_av_attr av_attr {};
-    av_attr.type = FI_AV_TABLE;
-    CHECK(fi_av_open(f->domain, &av_attr, &f->av, nullptr));
-    fi_cq_attr cq_attr {};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.wait_obj = FI_WAIT_UNSPEC;
-    cq_attr.size = 4096;
-    CHECK(fi_cq_open(f->domain, &cq_attr, &f->cq, nullptr));
-    CHECK(fi_endpoint(f->domain, f->info, &f->ep, nullptr));
-    CHECK(fi_ep_bind(f->ep, &f->av->fid, 0));
-    CHECK(fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV));
-    CHECK(fi_enable(f->ep));
-}
-
-void close_fabric(Fabric* f)
-{
-    CHECK(fi_close(&f->ep->fid));
-    CHECK(fi_close(&f->cq->fid));
-    CHECK(fi_close(&f->av->fid));
-    CHECK(fi_close(&f->domain->fid));
-    CHECK(fi_close(&f->fabric->fid));
-    fi_freeinfo(f->info);
-}
+using rank_job::Fabric;
 
 // Reads `want` completions, sleeping in fi_cq_sread between them.
 void complete(Fabric& f, size_t want, double deadline)
@@ -243,15 +156,15 @@ template <typename Post> void post(Fabric& f, size_t* early, const char* what, P
 int main(int argc, char** argv)
 {
     const Options o = parse(argc, argv);
-    g_rank = o.rank;
+    rank_job::g_rank = o.rank;
     const double started = now_s();
     const double deadline = started + o.timeout_s;
     Fabric f;
-    open_fabric(&f);
+    rank_job::open_fabric(&f);
 
     char name[256];
     size_t name_len = sizeof(name);
-    CHECK(fi_getname(&f.ep->fid, name, &name_len));
+    RANK_JOB_CHECK(fi_getname(&f.ep->fid, name, &name_len));
     write_file(path(o, "addr", o.rank), name, name_len);
     const std::vector<std::string> names = gather(o, "addr", deadline);
     std::vector<fi_addr_t> peer(size_t(o.nprocs));
@@ -335,6 +248,6 @@ int main(int argc, char** argv)
                double(bytes) * o.nprocs / 1e6, slowest, total / slowest, double(bytes) * o.nprocs / 1e6 / slowest,
                setup, double(rss_kib) / 1024);
     }
-    close_fabric(&f);
+    rank_job::close_fabric(&f);
     return 0;
 }
