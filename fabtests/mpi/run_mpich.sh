@@ -58,9 +58,7 @@ mpich_result() {
 		;;
 	esac
 	grep -qE 'runtime error:|ERROR: AddressSanitizer' "$log" && why+=("sanitizer report")
-	# One provider endpoint per rank at least, each rank's with traffic
-	# (the ranks' stdout and stderr reach us merged: a counters line may
-	# start in the middle of another).
+	# One provider endpoint per rank at least, each rank's with traffic.
 	n_ep=$(grep -oE 'dpdk endpoint [0-9.]+:[0-9]+: tx_packets [0-9]+ tx_bytes [0-9]+ rx_packets [0-9]+' "$log" | wc -l)
 	n_busy=$(grep -oE 'dpdk endpoint [0-9.]+:[0-9]+: tx_packets [0-9]+ tx_bytes [0-9]+ rx_packets [0-9]+' "$log" |
 		grep -cE 'rx_packets [1-9]')
@@ -83,8 +81,14 @@ mpich_run() {
 	case " $only " in *" $name "*) ;; *) return ;; esac
 	say "run $name: mpiexec -n $np $(basename "$1") ${*:2} (timeout $tmo s)"
 	t0=$(date +%s)
-	run_timeout "$tmo" "$log" "$mpich_bin/mpiexec" -n "$np" "${mpich_env[@]}" "$@"
+	# Each rank's stdout and stderr to files of their own: hydra forwards
+	# them in chunks that need not end at a line, so a rank's counters line
+	# (stderr) could land inside another rank's summary line.
+	rm -f "$work/$name".out.* "$work/$name".err.*
+	run_timeout "$tmo" "$log" "$mpich_bin/mpiexec" -n "$np" -outfile-pattern "$work/$name.out.%r" \
+		-errfile-pattern "$work/$name.err.%r" "${mpich_env[@]}" "$@"
 	rc=$?
+	cat "$work/$name".out.* "$work/$name".err.* >>"$log" 2>/dev/null
 	mpich_result "$name" "$np" "$log" "$rc" $(($(date +%s) - t0)) "$kind"
 	sleep 0.5
 	if pgrep -f "$mpich_progs/" >/dev/null 2>&1; then
