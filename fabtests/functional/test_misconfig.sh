@@ -173,6 +173,7 @@ fi
 # host-local rings and af_packet on lo.
 # fi_pingpong is not built with ASan: a sanitized provider needs its runtime.
 pingpong_env=
+asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
 [ -n "$asan_lib" ] && pingpong_env="LD_PRELOAD=$asan_lib ASAN_OPTIONS=detect_leaks=0"
 mtu_mismatch() {
     local name=$1 hl=$2 port start slog clog spid cpid rc
