@@ -76,7 +76,9 @@ local atomic_kinds = { [0] = "Plain", [1] = "Fetch", [2] = "Compare" }
 local FLAG_ACK_REQUEST, FLAG_STREAM_START, FLAG_LAST = 0x0001, 0x0002, 0x0004
 local FLAG_TAGGED, FLAG_REMOTE_DATA, FLAG_HAS_ACK = 0x0008, 0x0010, 0x0020
 local FLAG_PAYLOAD_CRC, FLAG_TOO_LARGE = 0x0040, 0x0080
-local FLAGS_KNOWN = 0x00ff
+local FLAG_AUTH = 0x0100
+local FLAGS_KNOWN = 0x01ff
+local AUTH_TRAILER_LEN = 32  -- wire.h AuthTrailer: key id, salt, counter, GMAC tag
 
 local f = p.fields
 -- transport header
@@ -93,7 +95,13 @@ f.flag_has_ack = ProtoField.bool("dpdkfi.flags.has_ack", "Carries ACK", 16, nil,
 f.flag_payload_crc = ProtoField.bool("dpdkfi.flags.payload_crc", "Payload has its own CRC32C", 16, nil, FLAG_PAYLOAD_CRC)
 f.flag_too_large = ProtoField.bool("dpdkfi.flags.too_large", "Reset: frame over the receiver's MTU (in Window)", 16, nil,
     FLAG_TOO_LARGE)
-f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xff00)
+f.flag_auth = ProtoField.bool("dpdkfi.flags.auth", "Job-key trailer follows the payload", 16, nil, FLAG_AUTH)
+f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xfe00)
+-- AuthTrailer (kFlagAuth): the tag is not checked here (it needs the key).
+f.auth_key_id = ProtoField.uint32("dpdkfi.auth.key_id", "Key id", base.HEX)
+f.auth_salt = ProtoField.uint32("dpdkfi.auth.salt", "Sender's salt", base.HEX)
+f.auth_counter = ProtoField.uint64("dpdkfi.auth.counter", "Packet counter")
+f.auth_tag = ProtoField.bytes("dpdkfi.auth.tag", "AES-GMAC tag")
 f.header_len = ProtoField.uint16("dpdkfi.header_len", "Header length")
 f.stream_id = ProtoField.uint32("dpdkfi.stream_id", "Stream id", base.HEX)
 f.psn = ProtoField.uint32("dpdkfi.psn", "PSN")
@@ -272,6 +280,7 @@ local function dissect(tvb, pinfo, tree)
     ft:add(f.flag_last, tvb(4, 2)); ft:add(f.flag_tagged, tvb(4, 2))
     ft:add(f.flag_remote_data, tvb(4, 2)); ft:add(f.flag_has_ack, tvb(4, 2))
     ft:add(f.flag_payload_crc, tvb(4, 2)); ft:add(f.flag_too_large, tvb(4, 2))
+    ft:add(f.flag_auth, tvb(4, 2))
     if band(flags, 0xffff - FLAGS_KNOWN) ~= 0 then ft:add(f.flag_unknown, tvb(4, 2)) end
     t:add(f.header_len, tvb(6, 2)); t:add(f.stream_id, tvb(8, 4)); t:add(f.psn, tvb(12, 4))
     t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
@@ -285,7 +294,8 @@ local function dissect(tvb, pinfo, tree)
         info = info .. string.format(" ack %u", tvb(20, 4):uint())
     end
     local total = hlen + plen
-    if hlen < HEADER_LEN or total > len then
+    local trailer = band(flags, FLAG_AUTH) ~= 0 and AUTH_TRAILER_LEN or 0
+    if hlen < HEADER_LEN or total + trailer > len then
         t:add_proto_expert_info(e_bad_len)
         pinfo.cols.info = info .. " [malformed]"
         return len
@@ -317,6 +327,13 @@ local function dissect(tvb, pinfo, tree)
     elseif plen > 0 then
         t:add(f.payload, tvb(hlen, plen))
         info = info .. string.format(" [%u bytes]", plen)
+    end
+
+    if trailer > 0 then
+        local at = tvb(total, trailer)
+        local tt = t:add(p, at, "AuthTrailer")
+        add_u(tt, f.auth_key_id, tvb, total, 4); add_u(tt, f.auth_salt, tvb, total + 4, 4)
+        add_u(tt, f.auth_counter, tvb, total + 8, 8); tt:add(f.auth_tag, tvb(total + 16, 16))
     end
 
     if p.prefs.verify_crc then
@@ -354,6 +371,7 @@ local function dissect(tvb, pinfo, tree)
     if band(flags, FLAG_TAGGED) ~= 0 then flag_names[#flag_names + 1] = "TAGGED" end
     if band(flags, FLAG_REMOTE_DATA) ~= 0 then flag_names[#flag_names + 1] = "DATA" end
     if band(flags, FLAG_PAYLOAD_CRC) ~= 0 then flag_names[#flag_names + 1] = "PCRC" end
+    if band(flags, FLAG_AUTH) ~= 0 then flag_names[#flag_names + 1] = "AUTH" end
     if #flag_names > 0 then info = info .. " <" .. table.concat(flag_names, ",") .. ">" end
     pinfo.cols.info = info
     return len

@@ -106,6 +106,9 @@ FI_DPDK_AUTOCORK=0 FI_DPDK_PCAP=$tmp/loss.pcap FI_DPDK_FAULT=loss=0.05,seed=5 ti
 # window leaves packed (kMsgPacked) once ACKs open it.
 FI_DPDK_PCAP=$tmp/packed.pcap FI_DPDK_WINDOW=16 timeout 120 "$stats" -l -n 2000 -s 8 \
 	>"$tmp/packed.out" 2>&1 || { bad "fi_dpdk_stats (packed) failed"; cat "$tmp/packed.out"; }
+# With a job key every frame carries the AuthTrailer after its payload.
+FI_DPDK_AUTH_KEY=00112233445566778899aabbccddeeff FI_DPDK_PCAP=$tmp/auth.pcap timeout 120 "$stats" -l -n 50 -s 3000 \
+	>"$tmp/auth.out" 2>&1 || { bad "fi_dpdk_stats (job key) failed"; cat "$tmp/auth.out"; }
 # A process pair: each side captures what it sends and what it receives.
 pair() {  # pair <program> <subtest filter>
 	bin=$builddir/fabtests/functional/$1
@@ -131,7 +134,7 @@ F="frame.number dpdkfi.magic dpdkfi.version dpdkfi.crc_status dpdkfi.type dpdkfi
  dpdkfi.msg.offset dpdkfi.msg.total_len dpdkfi.rdv.len dpdkfi.data.offset dpdkfi.rma.key
  dpdkfi.rma.total_len dpdkfi.atomic.op dpdkfi.atomic.datatype dpdkfi.atomic.kind
  dpdkfi.atomic.count dpdkfi.resp.status dpdkfi.pack.count dpdkfi.src_session dpdkfi.dest_session
- _ws.col.Info"
+ dpdkfi.flags.auth dpdkfi.auth.key_id dpdkfi.auth.counter _ws.col.Info"
 decode() {  # decode <pcap>: writes <pcap>.tsv
 	args=
 	for x in $F; do args="$args -e $x"; done
@@ -167,6 +170,16 @@ awk -v F="$(echo $F)" -v H="$header" "$AWKCOLS"'
 	      for (t = 1; t <= 15; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
 	      if (named * 2 < NR) { print "FAIL: " named " of " NR " packets name the receiver'"'"'s session"; bad = 1 }
 	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset, Datagram and ConnCtl seen, header lengths right, session handles named" || fail=1
+
+# Job key: every frame of that capture has the flag and a trailer with one
+# key id and a counter that never repeats; no frame of the others has one.
+check_tsv "$tmp/auth.pcap" '{ n++; if ($c["dpdkfi.flags.auth"] != 1 || $c["dpdkfi.auth.key_id"] == "") next
+		ids[$c["dpdkfi.auth.key_id"]]++; if (!seen[$c["dpdkfi.auth.counter"]]++) ok++ }
+	END { k = 0; for (i in ids) k++
+	      if (!n || ok != n || k != 1) { print "FAIL: auth: " ok " of " n " frames with a trailer and a fresh counter, " k " key ids"; exit 1 }
+	      print "ok: auth: all " n " frames carry the trailer, one key id, no counter twice" }' || fail=1
+awk -v F="$(echo $F)" "$AWKCOLS"' $c["dpdkfi.flags.auth"] == 1 { n++ } END { if (n) { print "FAIL: " n " frames with a trailer in the captures without a key"; exit 1 } }' \
+	$(ls "$tmp"/*.pcap.tsv | grep -v /auth.pcap.tsv) || fail=1
 
 # Eager: every segment's offset + length within the message, and the
 # segments add up to 300 messages of 3000 bytes. Each PSN counts once: a
