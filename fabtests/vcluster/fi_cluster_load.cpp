@@ -47,7 +47,10 @@ using rank_job::Fabric;
 using rank_job::now_s;
 using rank_job::write_file;
 
-enum class Pattern { kIncast, kAllToAll };
+enum class Pattern {
+    kIncast,
+    kAllToAll
+};
 
 struct Options {
     int rank = -1;
@@ -135,7 +138,12 @@ std::string wait_file(const std::string& p, double deadline)
 
 // ---- what travels: tags and payloads
 
-enum class Kind : uint64_t { kBulk = 1, kFin = 2, kPing = 3, kPong = 4 };
+enum class Kind : uint64_t {
+    kBulk = 1,
+    kFin = 2,
+    kPing = 3,
+    kPong = 4
+};
 
 uint64_t tag_of(Kind k, int src)
 {
@@ -167,8 +175,8 @@ uint64_t check(const uint64_t* w, size_t words, int src, const char* what)
     const uint64_t seq = w[1];
     for (size_t i = 2; i < words; i++)
         if (w[i] != word(src, seq, i))
-            die("%s %" PRIu64 " from rank %d: byte %zu differs (0x%016" PRIx64 ", expected 0x%016" PRIx64 ")", what,
-                seq, src, i * 8, w[i], word(src, seq, i));
+            die("%s %" PRIu64 " from rank %d: byte %zu differs (0x%016" PRIx64 ", expected 0x%016" PRIx64 ")",
+                what, seq, src, i * 8, w[i], word(src, seq, i));
     return seq;
 }
 
@@ -214,7 +222,7 @@ struct Job {
     double ping_sent = 0, next_ping = 0;
     uint64_t ping_seq = 0;
     std::vector<double> rtt_idle, rtt_load;
-    bool probe_fin = false;     // rank 0: the probe said it is done
+    bool probe_fin = false;       // rank 0: the probe said it is done
     std::vector<Op*> free_pongs;  // rank 0: echo operations to reuse
     Op* ping_send_op = nullptr;
 
@@ -505,7 +513,8 @@ std::string results(const Job& j)
         st.size = sizeof(st);
         if (ops->ep_stats(j.f.ep, &st) == 0) {
             snprintf(line, sizeof(line),
-                     "engine %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+                     "engine %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                     "\n",
                      st.tx_packets, st.retransmits, st.rto_fires, st.fast_retransmits, st.session_failures,
                      st.window_stalls, st.duplicates);
             r += line;
@@ -536,11 +545,13 @@ void summarize(const Job& j, const std::vector<std::string>& all)
             if (sscanf(p, "flow %d %d %lf %" SCNu64 " %" SCNu64, &fl.src, &fl.dst, &fl.rate, &fl.messages,
                        &fl.bytes) == 5) {
                 flows.push_back(fl);
-            } else if (sscanf(p, "engine %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+            } else if (sscanf(p,
+                              "engine %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
                               " %" SCNu64,
                               &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) == 7) {
                 engine = true;
-                tx += v[0], retx += v[1], rto += v[2], fast += v[3], failures += v[4], stalls += v[5], dups += v[6];
+                tx += v[0], retx += v[1], rto += v[2], fast += v[3], failures += v[4], stalls += v[5],
+                    dups += v[6];
             } else if (sscanf(p, "probe %zu %lf %lf %zu %lf %lf %lf", &ni, &a, &b, &nl, &c, &d, &e) == 7) {
                 snprintf(probe, sizeof(probe),
                          "probe %zu B round trip: idle p50 %.1f us p99 %.1f us (%zu); under load p50 %.1f us p99 "
@@ -554,8 +565,8 @@ void summarize(const Job& j, const std::vector<std::string>& all)
     const double window = j.stop_at - j.measure_from;
     printf("cluster_load %s: %s, %d hosts, %zu B messages x %d in flight per destination, %.1f s "
            "(measured over the last %.1f s)\n",
-           j.f.info->fabric_attr->prov_name, o.pattern == Pattern::kIncast ? "incast" : "alltoall", o.hosts, o.size,
-           o.depth, o.duration_s, window);
+           j.f.info->fabric_attr->prov_name, o.pattern == Pattern::kIncast ? "incast" : "alltoall", o.hosts,
+           o.size, o.depth, o.duration_s, window);
     double sum = 0, sum_sq = 0;
     uint64_t messages = 0, bytes = 0;
     for (int r = 0; r < o.hosts; r++) {
