@@ -9,7 +9,7 @@
 #     ob1-tcp     --mca pml ob1 --mca btl self,tcp   (Open MPI's own TCP path)
 #     ob1-vader   --mca pml ob1 --mca btl self,vader (shared memory, for scale)
 #   libfabric (fi_pingpong -e rdm, two processes on 127.0.0.1):
-#     dpdk, dpdk-memif, tcp, net
+#     dpdk, dpdk-memif, tcp, net, shm
 #
 # Run from the top build directory (as root).  Environment:
 #   ROUNDS (3), SIZES (8,64,1024,65536,1048576), BENCH_ONLY (mpi fi), OUT (a dir
@@ -111,6 +111,7 @@ for round in $(seq 1 "$rounds"); do
 			fi_run dpdk-memif dpdk "$s" "$it" FI_DPDK_DEVICE="memif:$sock.fi.$s"
 			fi_run tcp tcp "$s" "$it"
 			fi_run net net "$s" "$it"
+			fi_run shm shm "$s" "$it"
 		done
 		;;
 	esac
