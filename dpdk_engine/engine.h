@@ -387,7 +387,7 @@ struct EngineStats {
     uint64_t rx_in_place;     // memif: frames whose payload was read in the ring (memif_in_place)
     uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
     uint64_t tx_host_local;   // frames written into them
-    uint64_t local_peers;     // peer addresses reached through them now
+    uint64_t local_peers;     // (endpoint, peer address) pairs reached through them now
 };
 
 struct DeviceInfo {
