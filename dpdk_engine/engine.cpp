@@ -225,7 +225,7 @@ void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
 
 bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t now)
 {
-    if (!s->mac_known && local_route(s->peer)) {
+    if (!s->mac_known && local_route(s->ep->addr.port, s->peer)) {
         memcpy(s->peer_mac, port->mac().addr_bytes, 6);  // never on a wire: no ARP
         s->mac_known = true;
     }
@@ -243,10 +243,10 @@ bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t
     return true;
 }
 
-void EngineImpl::transmit(Mbuf m, const Address& dst)
+void EngineImpl::transmit(Mbuf m, uint16_t src_port, const Address& dst)
 {
     // A peer of this host: its ring instead of the device (engine_local.cpp).
-    local::Channel* via = is_local(dst) ? nullptr : local_route(dst);
+    local::Channel* via = is_local(dst) ? nullptr : local_route(src_port, dst);
     if (auth && !auth_seal(m.get(), via != nullptr))
         return;
     if (pcap.is_open())
@@ -315,7 +315,7 @@ void EngineImpl::send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Addr
     th->window.set(window);
     wire::seal(th);
     ep->st.resets_sent++;
-    transmit(std::move(m), dst);
+    transmit(std::move(m), ep->addr.port, dst);
 }
 
 void EngineImpl::send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p)
@@ -684,8 +684,7 @@ void EngineImpl::free_endpoint(EndpointImpl* ep)
 {
     by_port[ep->addr.port] = nullptr;
     endpoints.erase(std::remove(endpoints.begin(), endpoints.end(), ep), endpoints.end());
-    if (local_hub)
-        local_hub->unlisten(ep->addr.port);
+    local_unlisten(ep->addr.port);
     port->release_udp_port(ep->addr.port);
     delete ep;
 }

@@ -405,7 +405,7 @@ struct EngineStats {
     uint64_t rx_in_place;     // frames received in two pieces, headers and payload (FI_DPDK_FAULT split=)
     uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
     uint64_t tx_host_local;   // frames written into them
-    uint64_t local_peers;     // peer addresses reached through them now
+    uint64_t local_peers;     // (endpoint, peer address) pairs reached through them now
     // Job key (FI_DPDK_AUTH_KEY, docs/design.md section 2): packets dropped
     // before they touched any state, by cause.
     uint64_t rx_auth_missing;        // we have a key, the packet has no tag: its sender has none

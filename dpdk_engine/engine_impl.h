@@ -110,7 +110,8 @@ class EngineImpl {
     void activate(Session* s);
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).
-    void transmit(Mbuf m, const Address& dst);
+    // `src_port`: the sending endpoint's (its host-local channels).
+    void transmit(Mbuf m, uint16_t src_port, const Address& dst);
     // Transmits what a freshly posted operation allows right away, so
     // posting drives the engine and latency does not wait for progress():
     // the FIFO when the new operation is alone in it or the others wait by
@@ -194,10 +195,11 @@ class EngineImpl {
     std::unique_ptr<local::Hub> local_hub;
     uint64_t next_local_service_us = 0;
     void local_init();
-    // The channel frames to dst take, or nullptr: the device.
-    local::Channel* local_route(const Address& dst)
+    // The channel frames of our endpoint `src_port` to dst take, or
+    // nullptr: the device.
+    local::Channel* local_route(uint16_t src_port, const Address& dst)
     {
-        return local_hub ? local_hub->route(dst.ip_be, dst.port, now_us()) : nullptr;
+        return local_hub ? local_hub->route(src_port, dst.ip_be, dst.port, now_us()) : nullptr;
     }
     // Takes the frame: into c's ring (or its backlog while the ring is full).
     void local_send(local::Channel* c, rte_mbuf* m);
@@ -205,6 +207,8 @@ class EngineImpl {
     // backlogs, received frames into handle_frame, the sessions of peers gone.
     int local_progress(uint64_t now);
     void local_reap();
+    // The endpoint at `port` is freed: its channels go (Hub::unlisten).
+    void local_unlisten(uint16_t port);
     void local_close();  // frees the frames still in backlogs
 };
 

@@ -148,20 +148,31 @@ void EngineImpl::local_reap()
     local_hub->reap(&gone, &freed);
     for (void* m : freed)
         rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-    // The peer process is gone (or broke its ring): what we wait on from it
-    // fails as at the peer timeout (the same status, so applications see one
-    // behaviour), only without the wait. A process restarted at the same
-    // address starts new streams, as after a reset.
+    // The peer endpoint is gone (closed, its process died, or it broke its
+    // ring): what our endpoint waits on from it fails as at the peer timeout
+    // (the same status, so applications see one behaviour), only without
+    // the wait. A new endpoint at the same address starts new streams, as
+    // after a reset, on a new channel.
     for (uint64_t key : gone) {
-        const Address peer {static_cast<uint32_t>(key >> 16), static_cast<uint16_t>(key & 0xffff)};
-        for (EndpointImpl* ep : by_port) {
-            if (!ep || ep->closing)
-                continue;
-            Session* s = ep->find_session(peer);
-            if (s && session_expecting(s))
-                session_fail(s, OpStatus::kPeerTimeout, true);
-        }
+        const Address peer {local::Hub::key_ip(key), local::Hub::key_port(key)};
+        EndpointImpl* ep = by_port[local::Hub::key_local_port(key)];
+        if (!ep || ep->closing)
+            continue;
+        Session* s = ep->find_session(peer);
+        if (s && session_expecting(s))
+            session_fail(s, OpStatus::kPeerTimeout, true);
     }
+}
+
+void EngineImpl::local_unlisten(uint16_t port)
+{
+    if (!local_hub)
+        return;
+    std::vector<uint64_t> gone;  // routes of the endpoint being freed: nobody waits on them
+    std::vector<void*> freed;
+    local_hub->unlisten(port, &gone, &freed);
+    for (void* m : freed)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
 }
 
 void EngineImpl::local_close()

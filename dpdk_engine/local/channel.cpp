@@ -118,6 +118,7 @@ void Channel::clear()
     tx_ = RingProducer();
     rx_ = RingConsumer();
     peer_pid_ = 0;
+    local_port_ = 0;
     state_ = ChannelState::kOpen;
 }
 

@@ -113,6 +113,10 @@ class Channel {
 
     ChannelState state() const { return state_; }
     pid_t peer_pid() const { return peer_pid_; }
+    // The local endpoint (UDP port) this channel serves: the hub releases
+    // it when that endpoint closes. 0 outside a hub.
+    uint16_t local_port() const { return local_port_; }
+    void set_local_port(uint16_t port) { local_port_ = port; }
     const RingGeometry& geometry() const { return g_; }
     // The mapping, for tests that play a hostile peer.
     uint8_t* mapping_for_test() const { return map_; }
@@ -131,6 +135,7 @@ class Channel {
     RingProducer tx_;
     RingConsumer rx_;
     pid_t peer_pid_ = 0;
+    uint16_t local_port_ = 0;
     ChannelState state_ = ChannelState::kOpen;
     LocalStats* st_ = nullptr;
 };

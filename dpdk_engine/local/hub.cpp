@@ -17,12 +17,12 @@ namespace dpdk_engine::local {
 
 namespace {
 
-std::string address_text(uint64_t key)
+std::string address_text(uint32_t ip_be, uint16_t port)
 {
     char ip[INET_ADDRSTRLEN] = "";
-    in_addr ia {static_cast<uint32_t>(key >> 16)};
+    in_addr ia {ip_be};
     inet_ntop(AF_INET, &ia, ip, sizeof(ip));
-    return std::string(ip) + ":" + std::to_string(key & 0xffff);
+    return std::string(ip) + ":" + std::to_string(port);
 }
 
 }  // namespace
@@ -58,6 +58,7 @@ int Hub::init(uint32_t ip_be, int device_fd, const RingGeometry& g)
         freeifaddrs(list);
     }
     local_ips_.push_back(ip_be);
+    open_ports_.assign(65536, false);
     channels_.reserve(kReserved);
     backlogs_.reserve(kReserved);
     pending_.reserve(kReserved);
@@ -90,13 +91,14 @@ bool Hub::is_local_ip(uint32_t ip_be) const
 
 void Hub::listen(uint16_t port)
 {
+    open_ports_[port] = true;
     std::unique_ptr<Listener> l(new (std::nothrow) Listener());
     if (!l)
         return;
     const int rc = l->open(ip_be_, port);
     if (rc) {
         fprintf(stderr, "dpdk engine: host-local listener for %s: %s; local peers reach it through the device\n",
-                address_text(key(ip_be_, port)).c_str(), strerror(-rc));
+                address_text(ip_be_, port).c_str(), strerror(-rc));
         return;
     }
     epoll_event ev {};
@@ -107,13 +109,34 @@ void Hub::listen(uint16_t port)
     listeners_[port] = std::move(l);
 }
 
-void Hub::unlisten(uint16_t port)
+void Hub::unlisten(uint16_t port, std::vector<uint64_t>* gone, std::vector<void*>* freed)
 {
+    if (!open_ports_.empty())
+        open_ports_[port] = false;
     auto it = listeners_.find(port);
-    if (it == listeners_.end())
-        return;
-    epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second->fd(), nullptr);
-    listeners_.erase(it);
+    if (it != listeners_.end()) {
+        epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second->fd(), nullptr);
+        listeners_.erase(it);
+    }
+    // Connections to it whose hello has not come: nobody will use them.
+    for (size_t i = 0; i < pending_.size();) {
+        if (pending_[i].port != port) {
+            i++;
+            continue;
+        }
+        close(pending_[i].fd);  // and so out of the epoll set
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
+    // Its channels: the peers see the hang-up and read what we wrote last.
+    release([port](const Channel& c) { return c.local_port() == port; }, gone, freed);
+    // And the addresses it found on the device path (retry entries).
+    for (auto r = routes_.begin(); r != routes_.end();) {
+        if (key_local_port(r->first) == port && !r->second.channel)
+            r = routes_.erase(r);
+        else
+            ++r;
+    }
+    count_dead();
 }
 
 void Hub::add(std::unique_ptr<Channel> c)
@@ -137,9 +160,13 @@ void Hub::add(std::unique_ptr<Channel> c)
     }
 }
 
-Channel* Hub::connect(uint32_t ip_be, uint16_t port, uint64_t now_us)
+Channel* Hub::connect(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64_t now_us)
 {
-    LocalRoute& r = routes_[key(ip_be, port)];
+    // A frame of no open endpoint of ours (a reset from a closed port):
+    // no channel, which nobody would ever release.
+    if (open_ports_.empty() || !open_ports_[local_port])
+        return nullptr;
+    LocalRoute& r = routes_[key(local_port, ip_be, port)];
     std::unique_ptr<Channel> c = take_spare();
     if (Channel::connect(geteuid(), ip_be, port, g_, &st, &c) != 0) {
         if (c)
@@ -147,6 +174,7 @@ Channel* Hub::connect(uint32_t ip_be, uint16_t port, uint64_t now_us)
         r.retry_us = now_us + kRetryUs;       // not ours (yet): the device path
         return nullptr;
     }
+    c->set_local_port(local_port);
     r.channel = c.get();
     add(std::move(c));
     if (channels_.empty() || channels_.back().get() != r.channel) {
@@ -160,7 +188,7 @@ void Hub::learn(uint32_t ip_be, uint16_t port, Channel* c)
 {
     if (!is_local_ip(ip_be))
         return;  // a local peer never speaks for an address elsewhere
-    LocalRoute& r = routes_[key(ip_be, port)];
+    LocalRoute& r = routes_[key(c->local_port(), ip_be, port)];
     if (!r.channel)
         r.channel = c;
 }
@@ -180,7 +208,7 @@ void Hub::count_dead()
         dead_ += c->state() != ChannelState::kOpen;
 }
 
-void Hub::accept_pending(int listen_fd)
+void Hub::accept_pending(int listen_fd, uint16_t port)
 {
     int fd;
     while (true) {
@@ -196,7 +224,7 @@ void Hub::accept_pending(int listen_fd)
             close(fd);
             continue;
         }
-        pending_.push_back(Pending {fd, pending_now_us_});
+        pending_.push_back(Pending {fd, pending_now_us_, port});
     }
 }
 
@@ -206,14 +234,17 @@ bool Hub::finish_pending(int fd)
         if (pending_[i].fd != fd)
             continue;
         std::unique_ptr<Channel> c = take_spare();
+        const uint16_t port = pending_[i].port;
         const int rc = Channel::finish_accept(fd, &st, &c);
         if (rc && c)
             spares_.push_back(std::move(c));  // given back, cleared
         if (rc == -EAGAIN)
             return true;
         pending_.erase(pending_.begin() + static_cast<long>(i));
-        if (rc == 0)
+        if (rc == 0) {
+            c->set_local_port(port);
             add(std::move(c));  // else the fd was closed (and so left the set)
+        }
         return true;
     }
     return false;
@@ -230,7 +261,7 @@ void Hub::service(uint64_t now_us)
         bool done = false;
         for (const auto& kv : listeners_) {
             if (kv.second->fd() == fd) {
-                accept_pending(fd);
+                accept_pending(fd, kv.first);
                 done = true;
                 break;
             }
@@ -263,18 +294,13 @@ void Hub::service(uint64_t now_us)
         count_dead();
 }
 
-void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
+template <class Drop>
+void Hub::release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed)
 {
-    count_dead();
     size_t kept = 0;
     for (size_t i = 0; i < channels_.size(); i++) {
         Channel* c = channels_[i].get();
-        const uint8_t* d;
-        uint32_t len;
-        // Dead, or gone with everything it wrote read.
-        const bool done =
-            c->state() == ChannelState::kDead || (c->state() == ChannelState::kPeerGone && !c->peek(&d, &len));
-        if (!done) {
+        if (!drop(*c)) {
             if (kept != i) {
                 channels_[kept] = std::move(channels_[i]);
                 backlogs_[kept] = std::move(backlogs_[i]);
@@ -292,14 +318,31 @@ void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
         }
         epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
         freed->insert(freed->end(), backlogs_[i].begin(), backlogs_[i].end());
-        // Recycled for the next peer (a restarted one, usually).
+        // Unmapped and closed now; the object is recycled for the next peer
+        // (up to the capacity reserved at init: beyond, freed).
         c->clear();
-        spares_.push_back(std::move(channels_[i]));
+        if (spares_.size() < kReserved)
+            spares_.push_back(std::move(channels_[i]));
+        else
+            channels_[i].reset();
         backlogs_[i].clear();
-        spare_backlogs_.push_back(std::move(backlogs_[i]));
+        if (spare_backlogs_.size() < kReserved)
+            spare_backlogs_.push_back(std::move(backlogs_[i]));
     }
     channels_.resize(kept);
     backlogs_.resize(kept);
+}
+
+void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
+{
+    // Dead, or gone with everything it wrote read.
+    release(
+        [](Channel& c) {
+            const uint8_t* d;
+            uint32_t len;
+            return c.state() == ChannelState::kDead || (c.state() == ChannelState::kPeerGone && !c.peek(&d, &len));
+        },
+        gone, freed);
     count_dead();
 }
 
@@ -345,8 +388,9 @@ void Hub::dump(FILE* f) const
             st.room_wakeups, st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
     for (const auto& kv : routes_)
         if (kv.second.channel)
-            fprintf(f, "dpdk engine host-local: peer %s on shared memory (pid %d)\n",
-                    address_text(kv.first).c_str(), static_cast<int>(kv.second.channel->peer_pid()));
+            fprintf(f, "dpdk engine host-local: peer %s of port %u on shared memory (pid %d)\n",
+                    address_text(key_ip(kv.first), key_port(kv.first)).c_str(), key_local_port(kv.first),
+                    static_cast<int>(kv.second.channel->peer_pid()));
 }
 
 }  // namespace dpdk_engine::local

@@ -1,8 +1,10 @@
 // The host-local channels of one engine (docs/host_local.md): a listener
 // per endpoint address, the channels to peers of this network namespace,
-// which peer address goes through which channel, and one epoll fd that
-// sleepers wait on (the device's fd, the listeners, the channels). Knows
-// nothing of frames beyond the UDP source address it learns routes from.
+// which pair (local endpoint, peer address) goes through which channel, and
+// one epoll fd that sleepers wait on (the device's fd, the listeners, the
+// channels). A channel serves one local endpoint and lives until that
+// endpoint closes (unlisten) or the peer hangs up (reap). Knows nothing of
+// frames beyond the UDP source address it learns routes from.
 #ifndef DPDK_ENGINE_LOCAL_HUB_H
 #define DPDK_ENGINE_LOCAL_HUB_H
 
@@ -30,23 +32,30 @@ class Hub {
     // `ip_be`: the engine's address, whose ports the endpoints listen on.
     int init(uint32_t ip_be, int device_fd, const RingGeometry& g);
     // One listener per endpoint port; a name held by someone else leaves
-    // that endpoint on the device path (logged).
+    // that endpoint on the device path (logged). Only an open port connects
+    // channels.
     void listen(uint16_t port);
-    void unlisten(uint16_t port);
+    // The endpoint at `port` is gone: its listener, the connections not yet
+    // accepted on it and every channel it used are released at once
+    // (unmapped, closed: the peers see the hang-up), with its routes;
+    // `gone` and `freed` as in reap().
+    void unlisten(uint16_t port, std::vector<uint64_t>* gone, std::vector<void*>* freed);
 
-    // The channel to (ip, port), connecting on first use: nullptr when the
-    // address is not of this namespace or nobody of ours listens there (tried
-    // again after kRetryUs).
-    Channel* route(uint32_t ip_be, uint16_t port, uint64_t now_us)
+    // The channel from our endpoint `local_port` to (ip, port), connecting
+    // on first use: nullptr when the address is not of this namespace,
+    // nobody of ours listens there (tried again after kRetryUs) or
+    // `local_port` is no open endpoint.
+    Channel* route(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64_t now_us)
     {
         if (!is_local_ip(ip_be))
             return nullptr;
-        auto it = routes_.find(key(ip_be, port));
+        auto it = routes_.find(key(local_port, ip_be, port));
         if (it != routes_.end() && (it->second.channel || now_us < it->second.retry_us))
             return it->second.channel;
-        return connect(ip_be, port, now_us);
+        return connect(local_port, ip_be, port, now_us);
     }
-    // Frames from `c` came from (ip, port): replies take the same channel.
+    // Frames from `c` came from (ip, port): replies of c's endpoint take the
+    // same channel.
     void learn(uint32_t ip_be, uint16_t port, Channel* c);
     bool is_local_ip(uint32_t ip_be) const;
 
@@ -70,7 +79,14 @@ class Hub {
     void disarm();
     int wait_fd() const { return epfd_; }
 
-    static uint64_t key(uint32_t ip_be, uint16_t port) { return uint64_t {ip_be} << 16 | port; }
+    // A route: our endpoint's port, the peer's address.
+    static uint64_t key(uint16_t local_port, uint32_t ip_be, uint16_t port)
+    {
+        return uint64_t {local_port} << 48 | uint64_t {ip_be} << 16 | port;
+    }
+    static uint16_t key_local_port(uint64_t k) { return static_cast<uint16_t>(k >> 48); }
+    static uint32_t key_ip(uint64_t k) { return static_cast<uint32_t>(k >> 16); }
+    static uint16_t key_port(uint64_t k) { return static_cast<uint16_t>(k); }
     LocalStats st;
     void dump(FILE* f) const;
 
@@ -78,10 +94,14 @@ class Hub {
     static constexpr uint64_t kHelloWaitUs = 2000000;
 
  private:
-    Channel* connect(uint32_t ip_be, uint16_t port, uint64_t now_us);
+    Channel* connect(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64_t now_us);
     void add(std::unique_ptr<Channel> c);
+    // Destroys (recycles) the channels for which drop(c) holds, with their
+    // routes (into `gone`) and backlogs (into `freed`).
+    template <class Drop>
+    void release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed);
     void count_dead();
-    void accept_pending(int listen_fd);
+    void accept_pending(int listen_fd, uint16_t port);
     bool finish_pending(int fd);  // false: fd is no pending connection
     // Accepted sockets of our user whose hello has not come yet: never
     // waited for (the peer may be descheduled between connect and hello),
@@ -89,6 +109,7 @@ class Hub {
     struct Pending {
         int fd;
         uint64_t since_us;
+        uint16_t port;  // the listener's
     };
     std::vector<Pending> pending_;
     uint64_t pending_now_us_ = 0;
@@ -97,6 +118,7 @@ class Hub {
     int epfd_ = -1;
     std::vector<uint32_t> local_ips_;
     std::unordered_map<uint16_t, std::unique_ptr<Listener>> listeners_;
+    std::vector<bool> open_ports_;  // endpoints between listen() and unlisten()
     std::vector<std::unique_ptr<Channel>> channels_;
     std::vector<std::vector<void*>> backlogs_;  // parallel to channels_
     // Channels and backlogs made at init and recycled after a peer's death:

@@ -54,7 +54,7 @@ int Endpoint::send_datagram(const SendArgs& a)
     if (len)
         copy_from_iov(a.iov, a.iov_count, 0, reinterpret_cast<uint8_t*>(th) + th->header_len.get(), len);
     wire::seal(th);
-    e->transmit(std::move(m), a.dest);
+    e->transmit(std::move(m), ep->addr.port, a.dest);
     e->port->flush();
     ep->st.dgram_tx++;
     ep->st.tx_packets++;

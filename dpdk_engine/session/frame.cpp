@@ -98,7 +98,7 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
             wire::seal(th);
         }
     }
-    e->transmit(std::move(m), s->peer);
+    e->transmit(std::move(m), s->ep->addr.port, s->peer);
     pkt.sent_us = now;
     pkt.sends++;
     EndpointStats& st = s->ep->st;

@@ -397,7 +397,7 @@ void session_send_ack(Session* s, uint64_t now, uint16_t flags)
     th->stream_id.set(s->tx_stream);
     fill_ack_fields(s, th, now);
     wire::seal(th);
-    e->transmit(std::move(m), s->peer);
+    e->transmit(std::move(m), s->ep->addr.port, s->peer);
     s->ep->st.acks_sent++;
 }
 

@@ -2,8 +2,11 @@
 // wrap and fill, a peer killed mid-transfer and one restarted at the same
 // address, a hostile peer writing garbage into the shared rings and the
 // hello, a peer of another user, and the wake-up of a blocking wait (also
-// through a channel that joined while its hub slept).
+// through a channel that joined while its hub slept); hubs that release a
+// channel when either endpoint closes or the peer process dies, and connect
+// a fresh one to a new endpoint at the same address.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -531,13 +534,14 @@ void test_room_wakeup(void**)
 // it must wake that sleeper, not wait for its timer.
 void test_joined_while_asleep(void**)
 {
-    const uint16_t port_b = test_port(9);
+    const uint16_t port_a = test_port(8), port_b = test_port(9);
     Hub a, b;
     assert_int_equal(a.init(kIp, -1, RingGeometry {8, 128}), 0);
     assert_int_equal(b.init(kIp, -1, RingGeometry {8, 128}), 0);
+    a.listen(port_a);
     b.listen(port_b);
     assert_int_equal(a.arm(0), 0);  // a's sleeper, before the channel exists
-    assert_non_null(a.route(kIp, port_b, 0));
+    assert_non_null(a.route(port_a, kIp, port_b, 0));
     for (int i = 0; i < 100 && b.channels().empty(); i++) {
         usleep(1000);
         b.service(i);  // accept, then the hello
@@ -553,6 +557,187 @@ void test_joined_while_asleep(void**)
     assert_int_equal(d[0], 'w');
 }
 
+// Open file descriptors of this process.
+size_t open_fds()
+{
+    size_t n = 0;
+    DIR* d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+// Services `h` (accepts, hellos, hang-ups) and reaps, until `done` holds
+// (false after 2 s).
+template <class Done>
+bool serve_until(Hub* h, std::vector<uint64_t>* gone, Done done)
+{
+    std::vector<void*> freed;
+    for (const uint64_t end = ms_now() + 2000; ms_now() < end;) {
+        h->service(ms_now() * 1000);
+        h->reap(gone, &freed);
+        if (done())
+            return true;
+        usleep(200);
+    }
+    return false;
+}
+
+// One frame from a's endpoint pa to b's endpoint pb, one answer back on
+// the channel it came through (learned): one channel on each side.
+void exchange(Hub* a, uint16_t pa, Hub* b, uint16_t pb)
+{
+    Channel* ca = a->route(pa, kIp, pb, ms_now() * 1000);
+    assert_non_null(ca);
+    assert_int_equal(ca->send("q", 1), 0);
+    std::vector<uint64_t> gone;
+    const uint8_t* d;
+    uint32_t n;
+    Channel* cb = nullptr;
+    assert_true(serve_until(b, &gone, [&] {
+        for (const auto& c : b->channels())
+            if (c->local_port() == pb && c->peek(&d, &n)) {
+                cb = c.get();
+                return true;
+            }
+        return false;
+    }));
+    assert_int_equal(d[0], 'q');
+    cb->pop();
+    b->learn(kIp, pa, cb);
+    assert_ptr_equal(b->route(pb, kIp, pa, ms_now() * 1000), cb);  // no second connection
+    assert_int_equal(cb->send("r", 1), 0);
+    assert_true(ca->peek(&d, &n));
+    assert_int_equal(d[0], 'r');
+    ca->pop();
+}
+
+// Endpoints that open, talk and close, over and over (a test suite that
+// opens a fresh endpoint per configuration): every channel is released
+// when either endpoint closes (the other hub sees the hang-up and reaps
+// it), and the fds and channels return to where they were. Before, every
+// channel stayed until the engine closed: a socket and ~2 rings per pair.
+void test_channels_released(void**)
+{
+    Hub a, b;
+    assert_int_equal(a.init(kIp, -1, RingGeometry {8, 128}), 0);
+    assert_int_equal(b.init(kIp, -1, RingGeometry {8, 128}), 0);
+    const size_t base_fds = open_fds();
+    const uint64_t start = ms_now();
+    constexpr unsigned kRounds = 40;
+    for (unsigned i = 0; i < kRounds; i++) {
+        const uint16_t pa = test_port(10 + i % 2), pb = test_port(12 + i % 2);
+        a.listen(pa);
+        b.listen(pb);
+        exchange(&a, pa, &b, pb);
+        assert_int_equal(a.channels().size(), 1);
+        assert_int_equal(b.channels().size(), 1);
+        assert_int_equal(a.peers(), 1);
+        assert_int_equal(b.peers(), 1);
+        // Either side closes first; the other's channel goes on hang-up,
+        // reported as the peer's death (gone).
+        Hub* closer = i % 2 ? &a : &b;
+        Hub* other = i % 2 ? &b : &a;
+        const uint16_t closer_port = i % 2 ? pa : pb, other_port = i % 2 ? pb : pa;
+        std::vector<uint64_t> gone;
+        std::vector<void*> freed;
+        closer->unlisten(closer_port, &gone, &freed);
+        assert_int_equal(closer->channels().size(), 0);
+        assert_int_equal(closer->peers(), 0);
+        gone.clear();
+        assert_true(serve_until(other, &gone, [&] { return other->channels().empty(); }));
+        assert_int_equal(gone.size(), 1);
+        assert_true(gone[0] == Hub::key(other_port, kIp, closer_port));
+        assert_int_equal(other->peers(), 0);
+        other->unlisten(other_port, &gone, &freed);
+        assert_true(freed.empty());
+    }
+    assert_int_equal(a.channels().size(), 0);
+    assert_int_equal(b.channels().size(), 0);
+    assert_int_equal(open_fds(), base_fds);
+    assert_int_equal(a.st.peer_deaths + b.st.peer_deaths, kRounds);
+    assert_true(ms_now() - start < 10000);
+}
+
+// A new endpoint at the address of one that closed gets a fresh channel:
+// the old one is reaped (its route reported gone), never reused, and the
+// new endpoint hears the next frame; a's other endpoint keeps its own
+// channel throughout.
+void test_reconnect_same_address(void**)
+{
+    const uint16_t pa = test_port(14), pa2 = test_port(15), pb = test_port(6);
+    Hub a, b;
+    assert_int_equal(a.init(kIp, -1, RingGeometry {8, 128}), 0);
+    assert_int_equal(b.init(kIp, -1, RingGeometry {8, 128}), 0);
+    a.listen(pa);
+    a.listen(pa2);
+    b.listen(pb);
+    exchange(&a, pa, &b, pb);
+    exchange(&a, pa2, &b, pb);
+    assert_int_equal(a.channels().size(), 2);  // one per pair of endpoints
+    assert_int_equal(b.channels().size(), 2);
+    const size_t fds = open_fds();
+    // b's endpoint closes and a new one takes its address at once, before
+    // a noticed anything.
+    std::vector<uint64_t> gone;
+    std::vector<void*> freed;
+    b.unlisten(pb, &gone, &freed);
+    assert_int_equal(b.channels().size(), 0);
+    b.listen(pb);
+    // Until a reaps, the old channel says so (-EPIPE); then both routes are
+    // gone and the next frame connects anew.
+    gone.clear();
+    assert_true(serve_until(&a, &gone, [&] { return a.channels().empty(); }));
+    assert_int_equal(gone.size(), 2);
+    assert_int_equal(a.peers(), 0);
+    exchange(&a, pa, &b, pb);
+    assert_int_equal(a.channels().size(), 1);
+    assert_int_equal(b.channels().size(), 1);
+    assert_int_equal(a.channels()[0]->state(), ChannelState::kOpen);
+    assert_true(open_fds() <= fds);
+    // a's endpoint closes: its channel goes on both sides.
+    a.unlisten(pa, &gone, &freed);
+    gone.clear();
+    assert_true(serve_until(&b, &gone, [&] { return b.channels().empty(); }));
+    assert_true(gone.size() == 1 && gone[0] == Hub::key(pb, kIp, pa));
+    // A closed endpoint connects nothing (a reset sent from its port).
+    assert_null(a.route(pa, kIp, pb, ms_now() * 1000));
+}
+
+// The peer process dies (kill -9): the hub notices the hang-up within
+// milliseconds, reports the route gone and releases the channel.
+void test_dead_peer_released(void**)
+{
+    const uint16_t pa = test_port(7), pb = test_port(5);
+    Hub a;
+    assert_int_equal(a.init(kIp, -1, RingGeometry {64, 1024}), 0);
+    a.listen(pa);
+    const size_t fds = open_fds();
+    const pid_t child = start_echo_child(pb);
+    Channel* c = a.route(pa, kIp, pb, ms_now() * 1000);
+    assert_non_null(c);
+    assert_int_equal(c->peer_pid(), child);
+    assert_int_equal(c->send("e", 1), 0);
+    const uint8_t* d;
+    uint32_t n;
+    for (const uint64_t end = ms_now() + 2000; !c->peek(&d, &n) && ms_now() < end;)
+        usleep(200);
+    assert_int_equal(n, 1);
+    c->pop();
+    kill(child, SIGKILL);
+    const uint64_t killed = ms_now();
+    std::vector<uint64_t> gone;
+    assert_true(serve_until(&a, &gone, [&] { return a.channels().empty(); }));
+    assert_true(ms_now() - killed < 500);
+    assert_true(gone.size() == 1 && gone[0] == Hub::key(pa, kIp, pb));
+    assert_int_equal(a.st.peer_deaths, 1);
+    assert_int_equal(open_fds(), fds);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+}
+
 }  // namespace
 
 int main()
@@ -564,6 +749,8 @@ int main()
         cmocka_unit_test(test_hostile_hello), cmocka_unit_test(test_other_user_refused),
         cmocka_unit_test(test_wakeup),        cmocka_unit_test(test_accept_before_hello),
         cmocka_unit_test(test_room_wakeup),   cmocka_unit_test(test_joined_while_asleep),
+        cmocka_unit_test(test_channels_released), cmocka_unit_test(test_reconnect_same_address),
+        cmocka_unit_test(test_dead_peer_released),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
