@@ -144,18 +144,26 @@ dev_env() {
     esac
 }
 
+# test_args <binary>: options of its own for both processes.
+test_args() {
+    case $1 in
+    fi_dpdk_rma_loop) echo "-F" ;; # no file descriptor may be left per closed endpoint
+    esac
+}
+
 # run_test <binary> <device>
 run_test() {
     local name=$1 dev=$2 bin=$bindir/$1
     local slog=$logdir/$dev.$name.server.log clog=$logdir/$dev.$name.client.log
-    local pfile=$logdir/$dev.$name.port env start rc src crc port
+    local pfile=$logdir/$dev.$name.port env start rc src crc port args
     env=$(dev_env "$dev" "$name")
+    args=$(test_args "$name")
     rm -f "$pfile" "$logdir/$name.memif.sock"
     start=$(date +%s.%N)
     # The server opens its domain (the memif server side) before it
     # listens; the client starts once the port file says it listens.
     local spid cpid
-    pair_spawn spid "$slog" "$tmo" env $env "$bin" -E 0 -O "$pfile"
+    pair_spawn spid "$slog" "$tmo" env $env "$bin" $args -E 0 -O "$pfile"
     if ! pair_wait_file "$pfile" "$tmo" "$spid"; then
         wait $spid
         echo "[runner] the server never listened" >>"$slog"
@@ -163,7 +171,7 @@ run_test() {
         return
     fi
     port=$(cat "$pfile")
-    pair_spawn cpid "$clog" "$tmo" env $env "$bin" -E "$port" 127.0.0.1
+    pair_spawn cpid "$clog" "$tmo" env $env "$bin" $args -E "$port" 127.0.0.1
     wait $cpid
     crc=$?
     wait $spid
