@@ -32,8 +32,8 @@ using namespace ft;
 namespace {
 
 constexpr size_t kKey = 16;
-std::vector<uint8_t> g_key;   // -k
-bool g_expect_pass = true;    // -m pass|fail
+std::vector<uint8_t> g_key;  // -k
+bool g_expect_pass = true;   // -m pass|fail
 
 bool parse_hex_key(const char* s, std::vector<uint8_t>* out)
 {

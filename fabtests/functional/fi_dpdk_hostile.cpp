@@ -59,8 +59,8 @@ namespace {
 struct Opts {
     std::string mode = "raw", iface = "lo", attack = "junk";
     double seconds = 2;
-    double learn_s = 1;        // raw: sniff this long before attacking
-    unsigned rate = 20000;     // frames per second
+    double learn_s = 1;     // raw: sniff this long before attacking
+    unsigned rate = 20000;  // frames per second
     uint32_t dst_ip = htonl(INADDR_LOOPBACK);
     std::vector<uint16_t> ports;  // -p: targets (udp mode, or to skip sniffing)
 } o;
@@ -358,10 +358,9 @@ void attack(Sender& s, int udp_fd, uint16_t udp_src_port)
             }
             if (kind == 3) {
                 const uint32_t stream = static_cast<uint32_t>(rng());
-                size_t len = build(f, a, w::PacketType::kMsgEager, w::kFlagStreamStart | w::kFlagLast, 64, 0,
-                                   [&](w::TransportHeader* th, uint8_t* ext) {
-                                       eager_fill(th, ext, stream, 0, 0, 0, 64);
-                                   });
+                size_t len =
+                    build(f, a, w::PacketType::kMsgEager, w::kFlagStreamStart | w::kFlagLast, 64, 0,
+                          [&](w::TransportHeader* th, uint8_t* ext) { eager_fill(th, ext, stream, 0, 0, 0, 64); });
                 f[len - 1 - rng() % 64] ^= static_cast<uint8_t>(1 + rng() % 255);  // a payload byte
                 send(len, t.port);
                 continue;
@@ -396,9 +395,8 @@ void attack(Sender& s, int udp_fd, uint16_t udp_src_port)
             w::FrameAddress a = addr_to(t, random_source_ip(t.ip), sport);
             a.src_port = sport;
             const uint32_t stream = static_cast<uint32_t>(rng());
-            size_t len = build(f, a, w::PacketType::kMsgEager,
-                               w::kFlagStreamStart | w::kFlagLast | w::kFlagTagged, 64, 0,
-                               [&](w::TransportHeader* th, uint8_t* ext) {
+            size_t len = build(f, a, w::PacketType::kMsgEager, w::kFlagStreamStart | w::kFlagLast | w::kFlagTagged,
+                               64, 0, [&](w::TransportHeader* th, uint8_t* ext) {
                                    eager_fill(th, ext, stream, 0, 0, 0, 64);
                                    th->src_session.set(1 + static_cast<uint32_t>(rng() % 1000));
                                });
@@ -419,10 +417,12 @@ void attack(Sender& s, int udp_fd, uint16_t udp_src_port)
         while (time_left(s, o.seconds)) {
             w::FrameAddress a = addr_to(t, src_ip, sport);
             const size_t n = std::min(kSeg, kMsg - off);
-            uint16_t flags = w::kFlagTagged | (psn == 0 ? w::kFlagStreamStart : 0) | (off + n == kMsg ? w::kFlagLast : 0);
-            size_t len = build(f, a, w::PacketType::kMsgEager, flags, n, 0, [&](w::TransportHeader* th, uint8_t* ext) {
-                eager_fill(th, ext, stream, psn, msg, off, kMsg);
-            });
+            uint16_t flags =
+                w::kFlagTagged | (psn == 0 ? w::kFlagStreamStart : 0) | (off + n == kMsg ? w::kFlagLast : 0);
+            size_t len =
+                build(f, a, w::PacketType::kMsgEager, flags, n, 0, [&](w::TransportHeader* th, uint8_t* ext) {
+                    eager_fill(th, ext, stream, psn, msg, off, kMsg);
+                });
             send(len, t.port);
             psn++;
             off += n;
@@ -441,8 +441,8 @@ void attack(Sender& s, int udp_fd, uint16_t udp_src_port)
     } else if (o.attack == "session") {
         if (!raw || flows.empty())
             die("session needs -m raw and a live session%s", "");
-        const w::PacketType kinds[] = {w::PacketType::kAck,         w::PacketType::kReset,
-                                       w::PacketType::kMsgCts,      w::PacketType::kRmaReadResp,
+        const w::PacketType kinds[] = {w::PacketType::kAck,          w::PacketType::kReset,
+                                       w::PacketType::kMsgCts,       w::PacketType::kRmaReadResp,
                                        w::PacketType::kRmaWriteResp, w::PacketType::kAtomicResp};
         for (uint64_t i = 0; time_left(s, o.seconds); i++) {
             const Flow& fl = flows[i % flows.size()];
@@ -455,29 +455,31 @@ void attack(Sender& s, int udp_fd, uint16_t udp_src_port)
             a.src_port = fl.src_port;
             a.dst_port = fl.dst_port;
             const bool seq = w::is_sequenced(type);
-            const size_t pl = type == w::PacketType::kRmaReadResp ? 256 : type == w::PacketType::kAtomicResp ? 8 : 0;
+            const size_t pl = type == w::PacketType::kRmaReadResp  ? 256
+                              : type == w::PacketType::kAtomicResp ? 8
+                                                                   : 0;
             uint16_t flags = w::kFlagLast | (type == w::PacketType::kReset ? 0 : w::kFlagHasAck);
-            size_t len = build(f, a, type, flags, pl, fl.keyed ? fl.key_id : 0,
-                               [&](w::TransportHeader* th, uint8_t* ext) {
-                                   th->stream_id.set(fl.stream_id);
-                                   th->psn.set(seq ? fl.psn + 1 + static_cast<uint32_t>(i % 4) : 0);
-                                   th->ack_stream_id.set(fl.ack_stream_id);
-                                   // Acknowledges far more than was ever sent.
-                                   th->ack_psn.set(fl.ack_psn + 1000 + static_cast<uint32_t>(rng() % 1000));
-                                   th->sack.set(rng());
-                                   th->window.set(4096);
-                                   th->src_session.set(fl.src_session);
-                                   th->dest_session.set(fl.dest_session);
-                                   if (type == w::PacketType::kMsgCts) {
-                                       auto* r = reinterpret_cast<w::RdvExt*>(ext);
-                                       r->sender_op.set(static_cast<uint32_t>(rng() % 64));
-                                       r->handle.set(static_cast<uint32_t>(rng() % 64));
-                                       r->len.set(1u << 20);
-                                   } else if (type != w::PacketType::kAck && type != w::PacketType::kReset) {
-                                       auto* r = reinterpret_cast<w::RespExt*>(ext);
-                                       r->op_id.set(static_cast<uint32_t>(rng() % 64));
-                                   }
-                               });
+            size_t len =
+                build(f, a, type, flags, pl, fl.keyed ? fl.key_id : 0, [&](w::TransportHeader* th, uint8_t* ext) {
+                    th->stream_id.set(fl.stream_id);
+                    th->psn.set(seq ? fl.psn + 1 + static_cast<uint32_t>(i % 4) : 0);
+                    th->ack_stream_id.set(fl.ack_stream_id);
+                    // Acknowledges far more than was ever sent.
+                    th->ack_psn.set(fl.ack_psn + 1000 + static_cast<uint32_t>(rng() % 1000));
+                    th->sack.set(rng());
+                    th->window.set(4096);
+                    th->src_session.set(fl.src_session);
+                    th->dest_session.set(fl.dest_session);
+                    if (type == w::PacketType::kMsgCts) {
+                        auto* r = reinterpret_cast<w::RdvExt*>(ext);
+                        r->sender_op.set(static_cast<uint32_t>(rng() % 64));
+                        r->handle.set(static_cast<uint32_t>(rng() % 64));
+                        r->len.set(1u << 20);
+                    } else if (type != w::PacketType::kAck && type != w::PacketType::kReset) {
+                        auto* r = reinterpret_cast<w::RespExt*>(ext);
+                        r->op_id.set(static_cast<uint32_t>(rng() % 64));
+                    }
+                });
             (void)key_id;
             s.frame(f, len);
         }

@@ -531,8 +531,8 @@ int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** out, void* cont
         return -FI_EINVAL;
     JobKey key;
     if (info->domain_attr && !FI_VERSION_LT(fabric->api_version, FI_VERSION(1, 5))) {
-        int ret = job_key_from_attr(info->domain_attr->auth_key, info->domain_attr->auth_key_size,
-                                    "fi_passive_ep", &key);
+        int ret = job_key_from_attr(info->domain_attr->auth_key, info->domain_attr->auth_key_size, "fi_passive_ep",
+                                    &key);
         if (ret)
             return ret;
     }

@@ -229,8 +229,8 @@ struct SharedEngineRegistry {
     }
 };
 
-int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress,
-                          const JobKey& key, SharedEngine** out) noexcept
+int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress, const JobKey& key,
+                          SharedEngine** out) noexcept
 {
     return no_throw([&] { return join_or_create(domain_name, lockless_ok, auto_progress, key, out); });
 }
