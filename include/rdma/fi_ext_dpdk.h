@@ -43,6 +43,16 @@
  * Version 5 appended tx_corked at FI_DPDK_EP_STATS_SIZE_V4 (the whole struct
  * of version 4, 328 bytes).
  *
+ * Version 6 appended rx_in_place to struct fi_dpdk_domain_stats.
+ *
+ * Version 7 makes every drop and refusal public by cause: to struct
+ * fi_dpdk_ep_stats (at FI_DPDK_EP_STATS_SIZE_V6, 336 bytes) the sessions
+ * refused beyond FI_DPDK_MAX_PEERS, reclaimed idle and resumed, the parked
+ * packets abandoned and the operations that failed after their success was
+ * reported; to struct fi_dpdk_domain_stats (at FI_DPDK_DOMAIN_STATS_SIZE_V6,
+ * 64 bytes) the job key's drops (rx_auth_*), the replay table's evictions
+ * and the device's transmit drops and buffer shortages.
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -73,12 +83,14 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME       "dpdk_stats"
-#define FI_DPDK_STATS_VERSION        6
+#define FI_DPDK_STATS_VERSION        7
 #define FI_DPDK_EP_STATS_SIZE_V1     208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2     264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 #define FI_DPDK_EP_STATS_SIZE_V3     320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
 #define FI_DPDK_EP_STATS_SIZE_V4     328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
+#define FI_DPDK_EP_STATS_SIZE_V6     336 /* sizeof(struct fi_dpdk_ep_stats) in versions 5 and 6 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V5 56  /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
+#define FI_DPDK_DOMAIN_STATS_SIZE_V6 64  /* sizeof(struct fi_dpdk_domain_stats) in version 6 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -143,9 +155,20 @@ struct fi_dpdk_ep_stats {
     uint64_t tx_corked; /* small sends held back by autocork (FI_DPDK_AUTOCORK):
 				       posted while frames of their session were in flight,
 				       they left packed at the next progress call */
-                        /* Version 7 appends here (version 6 added nothing to this struct): define
-	 * FI_DPDK_EP_STATS_SIZE_V6 (336), bump FI_DPDK_STATS_VERSION, add the
-	 * static_asserts in prov/dpdk/dpdk_stats.cpp. */
+    /* Version 7 (version 6 added nothing to this struct): */
+    uint64_t peers_refused;    /* packets dropped and postings refused (-FI_ENOSPC) because
+				       they would have made a session beyond FI_DPDK_MAX_PEERS */
+    uint64_t peers_reclaimed;  /* idle sessions freed (FI_DPDK_PEER_IDLE_MS) */
+    uint64_t peers_resumed;    /* of their peers, those that came back and found their
+				       streams again */
+    uint64_t parked_abandoned; /* packets parked behind a hole that no retransmission filled
+				       within the peer timeout, dropped (a forger's or a dead
+				       peer's) */
+    uint64_t late_failures;    /* operations that failed after their success was reported
+				       (FI_INJECT_COMPLETE): counted only here */
+    /* Version 8 appends here: define FI_DPDK_EP_STATS_SIZE_V7 (376), bump
+	 * FI_DPDK_STATS_VERSION, add the static_asserts in
+	 * prov/dpdk/dpdk_stats.cpp. */
 };
 
 /* One session: this endpoint and one peer endpoint. */
@@ -187,6 +210,18 @@ struct fi_dpdk_domain_stats {
     uint64_t rx_in_place; /* frames received in two pieces, headers and payload:
 				       only FI_DPDK_FAULT's split= makes them since the memif
 				       in-place path was retired */
+    /* Version 7. The job key (FI_DPDK_AUTH_KEY, auth_key): packets dropped
+	 * before they touched any state, by cause. */
+    uint64_t rx_auth_missing;       /* we have a key, the packet has no tag: its sender has none */
+    uint64_t rx_auth_unexpected;    /* the packet has a tag, we have no key */
+    uint64_t rx_auth_wrong_key;     /* tagged under another key */
+    uint64_t rx_auth_bad_tag;       /* our key's id, a tag that does not verify: forged */
+    uint64_t rx_auth_replayed;      /* a genuine packet seen before: a replay */
+    uint64_t auth_replay_evictions; /* senders the replay table forgot (more than it holds) */
+    /* The device: */
+    uint64_t tx_dropped;   /* frames a full transmit ring refused */
+    uint64_t alloc_failed; /* frames that found no packet buffer */
+    /* Version 8 appends here: define FI_DPDK_DOMAIN_STATS_SIZE_V7 (128). */
 };
 
 struct fi_dpdk_stats_ops {

@@ -89,6 +89,27 @@ int check_fabric_attr(const fi_fabric_attr* h)
     return 0;
 }
 
+// An auth_key hint (fields of API 1.5 on): none, or 16 bytes (dpdk_auth.cpp).
+bool key_hint_ok(uint32_t version, const uint8_t* key, size_t size)
+{
+    return FI_VERSION_LT(version, FI_VERSION(1, 5)) || size == 0 || (size == kJobKeyBytes && key);
+}
+
+// A copy of a hint's key for the returned entry (fi_freeinfo frees it);
+// none before API 1.5.
+void copy_key_hint(uint32_t version, const uint8_t* key, size_t size, uint8_t** out_key, size_t* out_size)
+{
+    *out_key = nullptr;
+    *out_size = 0;
+    if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || size != kJobKeyBytes || !key)
+        return;
+    *out_key = static_cast<uint8_t*>(malloc(size));
+    if (!*out_key)
+        throw std::bad_alloc();
+    memcpy(*out_key, key, size);
+    *out_size = size;
+}
+
 int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
 {
     if (h->name && device_desc().domain_name != h->name)
@@ -113,19 +134,21 @@ int check_domain_attr(uint32_t version, const fi_domain_attr* h, int* mr_mode)
         return reject("mr_iov_limit above 1");
     if (h->max_err_data)
         return reject("max_err_data");
-    if (h->auth_key_size)
-        return reject("authorization keys");
+    if (!key_hint_ok(version, h->auth_key, h->auth_key_size))
+        return reject("auth_key_size other than 16 (a 128-bit job key), or a NULL auth_key");
     return pick_mr_mode(version, h->mr_mode, mr_mode);
 }
 
-// Largest FI_EP_DGRAM message: one packet of the configured MTU.
-size_t dgram_max_msg()
+// Largest FI_EP_DGRAM message: one packet of the configured MTU, less the
+// trailer of a job key (the environment's, or one in the hints).
+size_t dgram_max_msg(bool hint_key = false)
 {
     const dpdk_engine::EngineConfig& c = params().engine;
-    return dpdk_engine::max_datagram_payload(c.port.mtu, !c.auth_key.empty() || !c.auth_key_file.empty());
+    return dpdk_engine::max_datagram_payload(c.port.mtu,
+                                             hint_key || !c.auth_key.empty() || !c.auth_key_file.empty());
 }
 
-int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)
+int check_ep_attr(uint32_t version, const fi_ep_attr* h, fi_ep_type type)
 {
     if (h->type != FI_EP_UNSPEC && h->type != type)
         return reject("endpoint type");
@@ -139,8 +162,8 @@ int check_ep_attr(const fi_ep_attr* h, fi_ep_type type)
         return reject("max_msg_size");
     if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1)
         return reject("tx/rx context count (scalable or shared contexts)");
-    if (h->auth_key_size)
-        return reject("authorization keys");
+    if (!key_hint_ok(version, h->auth_key, h->auth_key_size))
+        return reject("ep_attr auth_key_size other than 16 (a 128-bit job key), or a NULL auth_key");
     if (h->max_order_raw_size > dpdk_engine::kMaxMessageSize ||
         h->max_order_war_size > dpdk_engine::kMaxOrderWarSize ||
         h->max_order_waw_size > dpdk_engine::kMaxMessageSize)
@@ -197,7 +220,7 @@ int check_hints(uint32_t version, const fi_info* h, fi_ep_type type, int* mr_mod
         return 0;
     int ret;
     // The endpoint type first: it is what most queries differ in.
-    if (h->ep_attr && (ret = check_ep_attr(h->ep_attr, type)))
+    if (h->ep_attr && (ret = check_ep_attr(version, h->ep_attr, type)))
         return ret;
     if (h->caps & ~ep_type_caps(type))
         return reject("capabilities");
@@ -303,13 +326,18 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     da->max_err_data = 0;
     da->mr_cnt = 1u << 20;  // the registry grows on demand
     da->tclass = FI_TC_UNSPEC;
+    // A job key in the hints comes back (fi_domain takes it from there);
+    // the environment's key, if any, is not shown: auth_key_size 0.
+    if (hd)
+        copy_key_hint(version, hd->auth_key, hd->auth_key_size, &da->auth_key, &da->auth_key_size);
+    const bool keyed = da->auth_key_size != 0;
 
     const fi_ep_attr* he = h ? h->ep_attr : nullptr;
     fi_ep_attr* ea = fi->ep_attr;
     ea->type = type;
     ea->protocol = FI_PROTO_UNSPEC;
     ea->protocol_version = dpdk_engine::protocol_version();
-    ea->max_msg_size = dgram ? dgram_max_msg() : dpdk_engine::kMaxMessageSize;
+    ea->max_msg_size = dgram ? dgram_max_msg(keyed) : dpdk_engine::kMaxMessageSize;
     ea->msg_prefix_size = !prefix ? 0 : he && he->msg_prefix_size ? he->msg_prefix_size : kMsgPrefixSize;
     // Every packet of a session is applied in order, whatever its size; a
     // read's data is taken from the region as its response leaves, except
@@ -322,7 +350,8 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ea->mem_tag_format = ~uint64_t {0};  // all 64 tag bits are matched
     ea->tx_ctx_cnt = 1;
     ea->rx_ctx_cnt = 1;
-    ea->auth_key_size = 0;
+    if (he)
+        copy_key_hint(version, he->auth_key, he->auth_key_size, &ea->auth_key, &ea->auth_key_size);
 
     const fi_tx_attr* ht = h ? h->tx_attr : nullptr;
     fi_tx_attr* ta = fi->tx_attr;
@@ -332,7 +361,7 @@ void fill_info(fi_info* fi, uint32_t version, const fi_info* h, int mr_mode, fi_
     ta->msg_order = dgram ? FI_ORDER_NONE : kMsgOrder;
     ta->comp_order = FI_ORDER_NONE;
     const size_t inject_max =
-        dgram ? std::min(dgram_max_msg(), dpdk_engine::kInjectSize) : dpdk_engine::kInjectSize;
+        dgram ? std::min(dgram_max_msg(keyed), dpdk_engine::kInjectSize) : dpdk_engine::kInjectSize;
     // What the provider can do, not the hint (a minimum that check_tx
     // already held against inject_max): consumers size their inline path
     // on it.

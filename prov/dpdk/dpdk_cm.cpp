@@ -529,13 +529,24 @@ int dpdk_passive_ep(fid_fabric* fabric, fi_info* info, fid_pep** out, void* cont
     uint16_t port = 0;
     if (info->src_addr && local_port_of(info->src_addr, info->src_addrlen, device_desc().ip_be, &port))
         return -FI_EINVAL;
+    JobKey key;
+    if (info->domain_attr && !FI_VERSION_LT(fabric->api_version, FI_VERSION(1, 5))) {
+        int ret = job_key_from_attr(info->domain_attr->auth_key, info->domain_attr->auth_key_size, "fi_passive_ep",
+                                    &key);
+        if (ret)
+            return ret;
+    }
     return no_throw([&]() -> int {
         std::unique_ptr<Pep> pep(new Pep());
         pep->fabric = reinterpret_cast<Fabric*>(fabric);
         pep->info = fi_dupinfo(info);
         if (!pep->info)
             return -FI_ENOMEM;
-        int ret = SharedEngine::acquire(device_desc().domain_name, false, false, &pep->shared);
+        int ret = SharedEngine::acquire(device_desc().domain_name, false, false, key, &pep->shared);
+        key.wipe();
+        if (ret == 0 && !FI_VERSION_LT(fabric->api_version, FI_VERSION(1, 5)) &&
+            (ret = check_ep_job_key(info, pep->shared->job_key())) != 0)
+            pep->shared->release(false);
         if (ret) {
             fi_freeinfo(pep->info);
             return ret;

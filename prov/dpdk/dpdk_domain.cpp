@@ -82,6 +82,13 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
     if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_MSG &&
         info->ep_attr->type != FI_EP_DGRAM && info->ep_attr->type != FI_EP_UNSPEC)
         return -FI_ENOSYS;
+    // auth_key arrived with API 1.5: older applications have no such field.
+    JobKey key;
+    if (attr && !FI_VERSION_LT(fabric->api_version, FI_VERSION(1, 5))) {
+        int ret = job_key_from_attr(attr->auth_key, attr->auth_key_size, "fi_domain", &key);
+        if (ret)
+            return ret;
+    }
     int ret = no_throw([&]() -> int {
         std::unique_ptr<Domain> d(new Domain());
         d->fabric = reinterpret_cast<Fabric*>(fabric);
@@ -95,7 +102,7 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
         // With FI_THREAD_DOMAIN the application serialises every call on
         // this domain; if it is the engine's only user we need no lock.
         const bool lockless_ok = d->threading == FI_THREAD_DOMAIN && !d->auto_progress;
-        int ret = SharedEngine::acquire(device_desc().domain_name, lockless_ok, d->auto_progress, &d->shared);
+        int ret = SharedEngine::acquire(device_desc().domain_name, lockless_ok, d->auto_progress, key, &d->shared);
         if (ret)
             return ret;
 
@@ -109,6 +116,7 @@ int dpdk_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* 
         d.release();
         return 0;
     });
+    key.wipe();
     if (ret == 0) {
         const Domain* d = reinterpret_cast<const Domain*>(*out);
         char threading[32];

@@ -631,6 +631,12 @@ int dpdk_endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* co
     size_t tx_prefix, rx_prefix;
     if (msg_prefix_of(info, &tx_prefix, &rx_prefix))
         return -FI_EINVAL;
+    // auth_key (API 1.5 on): only the process's job key (dpdk_auth.cpp).
+    if (!FI_VERSION_LT(d->api_version, FI_VERSION(1, 5))) {
+        int ret = check_ep_job_key(info, d->shared->job_key());
+        if (ret)
+            return ret;
+    }
     int ret = no_throw([&]() -> int {
         std::unique_ptr<Ep> ep(new Ep());
         ep->domain = d;

@@ -229,14 +229,14 @@ struct SharedEngineRegistry {
     }
 };
 
-int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress,
+int SharedEngine::acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress, const JobKey& key,
                           SharedEngine** out) noexcept
 {
-    return no_throw([&] { return join_or_create(domain_name, lockless_ok, auto_progress, out); });
+    return no_throw([&] { return join_or_create(domain_name, lockless_ok, auto_progress, key, out); });
 }
 
 int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_ok, bool auto_progress,
-                                 SharedEngine** out)
+                                 const JobKey& key, SharedEngine** out)
 {
     std::lock_guard<std::mutex> g(SharedEngineRegistry::mutex());
     auto& engines = SharedEngineRegistry::engines();
@@ -247,8 +247,13 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         int ret = make_engine_config(&cfg);
         if (ret)
             return ret;
+        JobKey effective;
+        ret = apply_job_key(key, &cfg, &effective);
+        if (ret)
+            return ret;
         std::unique_ptr<dpdk_engine::Engine> engine;
         ret = dpdk_engine::Engine::create(cfg, &engine);
+        std::fill(cfg.auth_key.begin(), cfg.auth_key.end(), '0');  // the only copy left is the engine's
         if (ret) {
             report_setup_error("cannot open DPDK device %s: %s%s", domain_name.c_str(), strerror(-ret),
                                device_open_hint(ret));
@@ -259,6 +264,8 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         std::unique_ptr<SharedEngine> fresh(new SharedEngine(lockless_ok && !auto_progress));
         fresh->name_ = domain_name;
         fresh->engine_ = std::move(engine);
+        fresh->key_ = effective;
+        effective.wipe();
         fresh->yield_after_us_ = cfg.yield_after_us;
         fresh->sleep_after_us_ = cfg.sleep_after_us;
         fresh->sleep_us_ = cfg.sleep_us;
@@ -268,6 +275,12 @@ int SharedEngine::join_or_create(const std::string& domain_name, bool lockless_o
         fresh.release();
     } else {
         s = it->second;
+        if (key.set && key != s->key_) {
+            report_setup_error("domain_attr->auth_key: device %s is open in this process %s: one job key per "
+                               "process (fi_dpdk(7) SECURITY)",
+                               domain_name.c_str(), s->key_.set ? "with another job key" : "without a job key");
+            return -FI_EINVAL;
+        }
         // Two domains may be used from two threads at once.
         s->switch_to_locking();
     }
@@ -293,6 +306,7 @@ void SharedEngine::release(bool auto_progress) noexcept
                       " rounds while the application was away\n",
                       name_.c_str(), standby_rounds_);
         DPDK_INFO(FI_LOG_DOMAIN, "closing DPDK device %s\n", name_.c_str());
+        key_.wipe();
         delete this;
         return;
     }

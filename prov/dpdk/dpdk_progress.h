@@ -21,6 +21,23 @@
 
 namespace dpdk_fi {
 
+// A job key passed through libfabric's auth_key (dpdk_auth.cpp).
+constexpr size_t kJobKeyBytes = 16;
+struct JobKey {
+    bool set = false;
+    unsigned char bytes[kJobKeyBytes] = {};
+    bool operator==(const JobKey& o) const noexcept;
+    bool operator!=(const JobKey& o) const noexcept { return !(*this == o); }
+    void wipe() noexcept;
+};
+// auth_key/auth_key_size of an attr: 0 (none: out->set false, or a key of
+// 16 bytes), or -FI_EINVAL with a message naming `what`.
+int job_key_from_attr(const uint8_t* key, size_t size, const char* what, JobKey* out) noexcept;
+// Puts a domain's key (`wanted`, may be unset) into the engine's config
+// beside the environment's; *effective is the key the engine will run with.
+// -FI_EINVAL (reported) when the two conflict.
+int apply_job_key(const JobKey& wanted, dpdk_engine::EngineConfig* cfg, JobKey* effective);
+
 // (dpdk_progress.cpp) One Engine per process per device, shared by every
 // domain on it and reference-counted.
 class SharedEngine {
@@ -29,11 +46,15 @@ class SharedEngine {
     // use. `lockless_ok`: the caller is an FI_THREAD_DOMAIN domain with manual
     // progress, which may skip the mutex while it is the engine's only user.
     // `auto_progress`: the caller wants FI_PROGRESS_AUTO (progress thread).
-    static int acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress,
+    // `key`: the domain's auth_key (unset: none asked for). -FI_EINVAL when
+    // it conflicts with the key the engine runs with (one per process).
+    static int acquire(const std::string& domain_name, bool lockless_ok, bool auto_progress, const JobKey& key,
                        SharedEngine** out) noexcept;
     void release(bool auto_progress) noexcept;
 
     dpdk_engine::Engine& engine() noexcept { return *engine_; }
+    // The job key the engine runs with (unset: none).
+    const JobKey& job_key() const noexcept { return key_; }
 
     // The lock (use LockScope). Returns whether the mutex was taken.
     bool enter() noexcept;
@@ -68,7 +89,7 @@ class SharedEngine {
     };
     explicit SharedEngine(bool lockless) noexcept : lock_(lockless) { }
     static int join_or_create(const std::string& domain_name, bool lockless_ok, bool auto_progress,
-                              SharedEngine** out);
+                              const JobKey& key, SharedEngine** out);
     void switch_to_locking() noexcept;
     // Starts or stops the thread so that it plays the role the users need
     // (under the registry mutex).
@@ -81,6 +102,7 @@ class SharedEngine {
     friend struct SharedEngineRegistry;
     std::string name_;
     std::unique_ptr<dpdk_engine::Engine> engine_;
+    JobKey key_;
     int users_ = 0;       // domains (guarded by the registry mutex)
     int auto_users_ = 0;  // domains with FI_PROGRESS_AUTO
     // Lockless while one lockless-eligible domain is the sole user and no

@@ -104,6 +104,11 @@ int make_engine_config(dpdk_engine::EngineConfig* cfg);
 // user who set something wrong learns it without FI_LOG_LEVEL.
 void report_setup_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// fi_endpoint/fi_passive_ep: an ep_attr->auth_key must be the process's
+// job key (dpdk_auth.cpp): 0, -FI_EINVAL (bad size), -FI_EOPNOTSUPP (another
+// key: no per-endpoint keys).
+int check_ep_job_key(const fi_info* info, const JobKey& process_key) noexcept;
+
 // Engine (negative errno) to libfabric (-FI_E*) error codes. Values that
 // libfabric mirrors from errno pass unchanged; the rest become -FI_EOTHER.
 int fi_errno(int negative_errno) noexcept;

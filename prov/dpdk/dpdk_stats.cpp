@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint32_t kPrefix = 2 * sizeof(uint32_t);  // size + version
 
-// The layouts of versions 1 to 4 are frozen: each later version only appends.
+// The layouts of versions 1 to 6 are frozen: each later version only appends.
 static_assert(offsetof(fi_dpdk_ep_stats, dgram_tx) == FI_DPDK_EP_STATS_SIZE_V1,
               "fi_dpdk_ep_stats: version 1 fields moved");
 static_assert(offsetof(fi_dpdk_ep_stats, session_failures) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V1,
@@ -34,6 +34,14 @@ static_assert(offsetof(fi_dpdk_ep_stats, zero_copy_tx) + sizeof(uint64_t) == FI_
               "fi_dpdk_ep_stats: version 5 fields must follow zero_copy_tx");
 static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) == FI_DPDK_DOMAIN_STATS_SIZE_V5,
               "fi_dpdk_domain_stats: version 6 fields must follow rx_loopback");
+static_assert(offsetof(fi_dpdk_ep_stats, peers_refused) == FI_DPDK_EP_STATS_SIZE_V6,
+              "fi_dpdk_ep_stats: version 7 fields must follow tx_corked");
+static_assert(offsetof(fi_dpdk_ep_stats, tx_corked) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V6,
+              "fi_dpdk_ep_stats: version 5 and 6 layout moved");
+static_assert(offsetof(fi_dpdk_domain_stats, rx_auth_missing) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
+              "fi_dpdk_domain_stats: version 7 fields must follow rx_in_place");
+static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) + sizeof(uint64_t) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
+              "fi_dpdk_domain_stats: version 6 layout moved");
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.
@@ -109,6 +117,11 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.tx_packed_msgs = s.packed_msgs;
         r.zero_copy_tx = s.zero_copy_tx;
         r.tx_corked = s.tx_corked;
+        r.peers_refused = s.peers_refused;
+        r.peers_reclaimed = s.peers_reclaimed;
+        r.peers_resumed = s.peers_resumed;
+        r.parked_abandoned = s.parked_abandoned;
+        r.late_failures = s.late_failures;
     }
     r.size = sizeof(r);
     return copy_out(r, out);
@@ -181,6 +194,15 @@ int domain_stats(fid_domain* fdom, fi_dpdk_domain_stats* out) noexcept
         r.rx_no_endpoint = s.rx_no_endpoint;
         r.rx_loopback = s.rx_loopback;
         r.rx_in_place = s.rx_in_place;
+        r.rx_auth_missing = s.rx_auth_missing;
+        r.rx_auth_unexpected = s.rx_auth_unexpected;
+        r.rx_auth_wrong_key = s.rx_auth_wrong_key;
+        r.rx_auth_bad_tag = s.rx_auth_bad_tag;
+        r.rx_auth_replayed = s.rx_auth_replayed;
+        r.auth_replay_evictions = s.auth_replay_evictions;
+        const dpdk_engine::DeviceStats dev = d->shared->engine().device_stats();
+        r.tx_dropped = dev.tx_dropped;
+        r.alloc_failed = dev.alloc_failed;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

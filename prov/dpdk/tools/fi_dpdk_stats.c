@@ -358,6 +358,13 @@ static void print_ep(const char* role, struct side* s, struct fi_dpdk_ep_stats* 
         FIELD(*st, zero_copy_tx);
     if (st->size > FI_DPDK_EP_STATS_SIZE_V4) /* version 5 on */
         FIELD(*st, tx_corked);
+    if (st->size > FI_DPDK_EP_STATS_SIZE_V6) { /* version 7 on: refusals and drops */
+        FIELD(*st, peers_refused);
+        FIELD(*st, peers_reclaimed);
+        FIELD(*st, peers_resumed);
+        FIELD(*st, parked_abandoned);
+        FIELD(*st, late_failures);
+    }
 
     ssize_t n = ops->session_stats(s->ep, NULL, 0);
     if (n < 0)
@@ -418,6 +425,16 @@ static void print_domain(struct fi_dpdk_domain_stats* d)
     FIELD(*d, rx_no_endpoint);
     FIELD(*d, rx_loopback);
     FIELD(*d, rx_in_place);
+    if (d->size > FI_DPDK_DOMAIN_STATS_SIZE_V6) { /* version 7 on: the job key's drops, the device's */
+        FIELD(*d, rx_auth_missing);
+        FIELD(*d, rx_auth_unexpected);
+        FIELD(*d, rx_auth_wrong_key);
+        FIELD(*d, rx_auth_bad_tag);
+        FIELD(*d, rx_auth_replayed);
+        FIELD(*d, auth_replay_evictions);
+        FIELD(*d, tx_dropped);
+        FIELD(*d, alloc_failed);
+    }
 }
 
 /* The extension's conventions (-c -l): size prefixes, names, bad objects. */
@@ -443,18 +460,34 @@ static void check_conventions(struct side* a, struct fi_info* info)
     check(ops->ep_stats(a->ep, small) == 0 && small->size == want && small->version == FI_DPDK_STATS_VERSION &&
               small->addr_port != 0 && raw[want] == 0xee && raw[sizeof(raw) - 1] == 0xee,
           "a %u-byte ep_stats request fills exactly %u bytes (got size %u)", want, want, small->size);
-    /* Callers built against versions 1 to 4 (the struct up to
-	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx): each gets exactly its
+    /* Callers built against versions 1 to 6 (the struct up to
+	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx, tx_corked): each gets exactly its
 	 * bytes, the fields appended later stay untouched. */
     static const uint32_t old_sizes[] = {FI_DPDK_EP_STATS_SIZE_V1, FI_DPDK_EP_STATS_SIZE_V2,
-                                         FI_DPDK_EP_STATS_SIZE_V3, FI_DPDK_EP_STATS_SIZE_V4};
+                                         FI_DPDK_EP_STATS_SIZE_V3, FI_DPDK_EP_STATS_SIZE_V4,
+                                         FI_DPDK_EP_STATS_SIZE_V6};
     for (unsigned v = 0; v < sizeof(old_sizes) / sizeof(old_sizes[0]); v++) {
         const uint32_t sz = old_sizes[v];
         memset(raw, 0xee, sizeof(raw));
         small->size = sz;
         check(ops->ep_stats(a->ep, small) == 0 && small->size == sz && small->version == FI_DPDK_STATS_VERSION &&
                   small->tx_packets > 0 && raw[sz] == 0xee && raw[sizeof(raw) - 1] == 0xee,
-              "a version %u (%u-byte) ep_stats request fills exactly that (got size %u)", v + 1, sz, small->size);
+              "a version %u (%u-byte) ep_stats request fills exactly that (got size %u)", v < 4 ? v + 1 : 6, sz,
+              small->size);
+    }
+    /* Domain callers of versions 5 and 6 likewise. */
+    static const uint32_t old_domain_sizes[] = {FI_DPDK_DOMAIN_STATS_SIZE_V5, FI_DPDK_DOMAIN_STATS_SIZE_V6};
+    unsigned char draw[sizeof(struct fi_dpdk_domain_stats)];
+    struct fi_dpdk_domain_stats* dsmall = (struct fi_dpdk_domain_stats*)draw;
+    for (unsigned v = 0; v < 2; v++) {
+        const uint32_t sz = old_domain_sizes[v];
+        memset(draw, 0xee, sizeof(draw));
+        dsmall->size = sz;
+        check(ops->domain_stats(domain, dsmall) == 0 && dsmall->size == sz &&
+                  dsmall->version == FI_DPDK_STATS_VERSION && dsmall->rx_frames > 0 && draw[sz] == 0xee &&
+                  draw[sizeof(draw) - 1] == 0xee,
+              "a version %u (%u-byte) domain_stats request fills exactly that (got size %u)", v + 5, sz,
+              dsmall->size);
     }
     small->size = 4;
     check(ops->ep_stats(a->ep, small) == -FI_EINVAL, "size 4 -> -FI_EINVAL");
@@ -660,6 +693,15 @@ int main(int argc, char** argv)
         check(sa.rx_bytes == 0 && sb.tx_bytes == 0, "no payload the other way");
         /* Between endpoints of one process every payload is copied. */
         check(sa.zero_copy_tx == 0, "loopback: zero_copy_tx %" PRIu64, sa.zero_copy_tx);
+        /* Version 7: nothing refused or dropped between two endpoints of one process. */
+        check(d.size == sizeof(d) && sa.peers_refused + sb.peers_refused + sa.parked_abandoned +
+                                             sb.parked_abandoned + sa.late_failures + sb.late_failures ==
+                                         0,
+              "loopback: peers_refused, parked_abandoned, late_failures not 0");
+        check(d.rx_auth_missing + d.rx_auth_unexpected + d.rx_auth_wrong_key + d.rx_auth_bad_tag +
+                      d.rx_auth_replayed ==
+                  0,
+              "loopback: rx_auth_* not 0");
         check_conventions(&a, info);
     }
     if (opt.loopback)

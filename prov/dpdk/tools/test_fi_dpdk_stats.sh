@@ -4,7 +4,7 @@
 # process needed): the counters agree with each other and with what was
 # sent (-c), eager and rendezvous sizes, datagram endpoints (-d: the
 # dgram_* counters, a dropped and a truncated datagram), connected ones (-m:
-# the accept and a shutdown in conn_ctl_rx), the version 3 to 5 counters, autocork, and under seeded
+# the accept and a shutdown in conn_ctl_rx), the version 3 to 7 counters, autocork, and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
 # Then two processes over memif (needs root, else skipped): a 1 MiB send
 # goes out zero-copy (version 4's zero_copy_tx) unless FI_DPDK_ZCOPY_MIN=0,
@@ -48,10 +48,19 @@ run eager -- -n 2000 -s 1000
 # their size, version, the v1 to v4 callers' views, spurious_rtos <=
 # rto_fires and, in one process, zero_copy_tx 0).
 v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx|tx_corked) +[0-9]+$' "$out")
-if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 6)' "$out")" = 2 ]; then
+if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 7)' "$out")" = 2 ]; then
 	pair_result pass "version 3 to 5 counters printed"
 else
 	pair_result fail "versions 3 to 5: $v3 of 18 counter lines" "" "$out"
+fi
+# Version 7: every drop and refusal by cause, per endpoint (both sides) and
+# for the device (-c checked the v5/v6 callers' views and that a clean
+# loopback run drops nothing).
+v7=$(grep -cE '^  (peers_refused|peers_reclaimed|peers_resumed|parked_abandoned|late_failures|rx_auth_missing|rx_auth_unexpected|rx_auth_wrong_key|rx_auth_bad_tag|rx_auth_replayed|auth_replay_evictions|tx_dropped|alloc_failed) +[0-9]+$' "$out")
+if [ "$v7" = 18 ]; then
+	pair_result pass "version 7 drop counters printed"
+else
+	pair_result fail "version 7: $v7 of 18 counter lines" "" "$out"
 fi
 # Messages make no RMA request, so nothing can wait for a response.
 [ "$(sender response_timeouts)" = 0 ] && [ "$(receiver response_timeouts)" = 0 ] ||
