@@ -571,8 +571,7 @@ size_t open_fds()
 
 // Services `h` (accepts, hellos, hang-ups) and reaps, until `done` holds
 // (false after 2 s).
-template <class Done>
-bool serve_until(Hub* h, std::vector<uint64_t>* gone, Done done)
+template <class Done> bool serve_until(Hub* h, std::vector<uint64_t>* gone, Done done)
 {
     std::vector<void*> freed;
     for (const uint64_t end = ms_now() + 2000; ms_now() < end;) {
@@ -744,12 +743,18 @@ int main()
 {
     signal(SIGPIPE, SIG_IGN);
     const CMUnitTest tests[] = {
-        cmocka_unit_test(test_wraparound),    cmocka_unit_test(test_full_ring),
-        cmocka_unit_test(test_peer_killed),   cmocka_unit_test(test_hostile_ring),
-        cmocka_unit_test(test_hostile_hello), cmocka_unit_test(test_other_user_refused),
-        cmocka_unit_test(test_wakeup),        cmocka_unit_test(test_accept_before_hello),
-        cmocka_unit_test(test_room_wakeup),   cmocka_unit_test(test_joined_while_asleep),
-        cmocka_unit_test(test_channels_released), cmocka_unit_test(test_reconnect_same_address),
+        cmocka_unit_test(test_wraparound),
+        cmocka_unit_test(test_full_ring),
+        cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_hostile_ring),
+        cmocka_unit_test(test_hostile_hello),
+        cmocka_unit_test(test_other_user_refused),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_accept_before_hello),
+        cmocka_unit_test(test_room_wakeup),
+        cmocka_unit_test(test_joined_while_asleep),
+        cmocka_unit_test(test_channels_released),
+        cmocka_unit_test(test_reconnect_same_address),
         cmocka_unit_test(test_dead_peer_released),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
