@@ -167,6 +167,11 @@ int EngineImpl::init()
     // the rest keeps in-order reception and transmission going.
     unexpected_mbuf_limit = rte_mempool_avail_count(port->pool()) / 4;
     packed_room = max_payload(this, wire::PacketType::kMsgPacked);
+    unexpected_peer_limit = cfg.unexpected_peer_bytes
+                                ? cfg.unexpected_peer_bytes
+                                : (cfg.unexpected_bytes +
+                                   uint64_t(unexpected_mbuf_limit) * max_payload(this, wire::PacketType::kMsgEager)) /
+                                      4;
     idle_since_us = now_us();
     local_init();
     return 0;

@@ -107,6 +107,12 @@ struct EngineConfig {
     bool host_local = true;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
+    // FI_DPDK_UNEXPECTED_PEER_BYTES: unexpected eager data one peer may have
+    // held at an endpoint; 0 = a quarter of what the process may hold (the
+    // mbufs set aside plus unexpected_bytes). Also per peer: at most half of
+    // unexpected_max messages. So one peer, however fast it sends what
+    // nobody receives yet, cannot make every other peer wait.
+    uint64_t unexpected_peer_bytes = 0;
     // Idle backoff of progress(): after yield_after_us without work each
     // progress() call yields the CPU; after sleep_after_us it sleeps sleep_us.
     // Yield early: when two busy pollers share a core, the one waiting keeps

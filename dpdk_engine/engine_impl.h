@@ -75,6 +75,9 @@ class EngineImpl {
     // (a share of the pool, so receiving in order never runs dry).
     uint32_t unexpected_mbufs = 0;
     uint32_t unexpected_mbuf_limit = 0;
+    // What one peer's unexpected eager data may reach at an endpoint
+    // (EngineConfig::unexpected_peer_bytes, resolved at init).
+    uint64_t unexpected_peer_limit = 0;
     // Beyond unexpected_mbuf_limit, unexpected eager data is copied to the heap, up to
     // this many bytes (FI_DPDK_UNEXPECTED_BYTES); only past both does the
     // session stall (receiver not ready).

@@ -70,6 +70,10 @@ const Knob kKnobs[] = {
      "Heap bytes for unexpected eager messages once the packet buffers set aside for them are in use; "
      "past it a sender waits",
      KNOB_NUMBER(unexpected_bytes)},
+    {"unexpected_peer_bytes", KnobKind::kUnsigned, 0, kMaxUnexpectedBytes,
+     "Unexpected eager data one peer may have held at an endpoint (and at most half of its unexpected-message "
+     "slots); past it that peer waits, the others do not. 0: a quarter of what the process may hold",
+     KNOB_NUMBER(unexpected_peer_bytes)},
     {"window", KnobKind::kUnsigned, 16, 4096, "Packets in flight per peer, a power of two", KNOB_NUMBER(window)},
     {"window_blocks", KnobKind::kUnsigned, 1, 65536,
      "Send windows and receive rings allocated at start for the peers that are busy at once; more are "

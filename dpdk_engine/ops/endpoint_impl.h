@@ -113,6 +113,10 @@ class EndpointImpl : public Endpoint {
     // peer (message_slots.cpp): a session holding such messages is not idle.
     void queue_unexpected(RxMsg* m);
     void unqueue_unexpected(RxMsg* m);
+    // Whether the peer of `s` may have one more unexpected message of
+    // `bytes` held here (FI_DPDK_UNEXPECTED_PEER_BYTES); if not, its
+    // session waits (RNR) while other peers go on.
+    bool peer_may_hold(const Session* s, uint64_t bytes);
     uint32_t unexpected_count = 0;
 
     List<PostedRecv> posted[2];  // [0] untagged, [1] tagged

@@ -116,14 +116,28 @@ void EndpointImpl::queue_unexpected(RxMsg* m)
 {
     unexpected[m->tagged].push_back(m);
     unexpected_count++;
-    slot_of(m->session).unexpected++;
+    SessionSlot& slot = slot_of(m->session);
+    slot.unexpected++;
+    // An RTS holds no data here: only its message slot counts.
+    m->peer_charge = m->state == RxMsg::State::kUnexpectedEager ? m->total_len : 0;
+    slot.held_bytes += m->peer_charge;
 }
 
 void EndpointImpl::unqueue_unexpected(RxMsg* m)
 {
     unexpected[m->tagged].remove(m);
     unexpected_count--;
-    slot_of(m->session).unexpected--;
+    SessionSlot& slot = slot_of(m->session);
+    slot.unexpected--;
+    slot.held_bytes -= m->peer_charge;
+    m->peer_charge = 0;
+}
+
+bool EndpointImpl::peer_may_hold(const Session* s, uint64_t bytes)
+{
+    const SessionSlot& slot = slot_of(s);
+    const uint32_t max_msgs = engine->cfg.unexpected_max / 2 ? engine->cfg.unexpected_max / 2 : 1;
+    return slot.unexpected < max_msgs && slot.held_bytes + bytes <= engine->unexpected_peer_limit;
 }
 
 RxMsg* EndpointImpl::msg_by_handle(uint32_t handle)

@@ -79,7 +79,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
     uint32_t segs = 0;
     bool spill = false;
     if (!r) {
-        if (unexpected_count >= engine->cfg.unexpected_max)
+        if (unexpected_count >= engine->cfg.unexpected_max || !peer_may_hold(s, e.total_len))
             return nullptr;
         uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
         segs = static_cast<uint32_t>(e.total_len ? (e.total_len + room - 1) / room : 0);

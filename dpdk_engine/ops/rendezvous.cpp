@@ -63,7 +63,7 @@ Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
     const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
     bool tagged = p.flags & wire::kFlagTagged;
     PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
-    if (r ? !free_ops : unexpected_count >= engine->cfg.unexpected_max)
+    if (r ? !free_ops : unexpected_count >= engine->cfg.unexpected_max || !peer_may_hold(s, 0))
         return Delivery::kBlocked;
     RxMsg* m = alloc_msg();
     if (!m)

@@ -63,6 +63,7 @@ struct RxMsg {
     rte_mbuf* payloads = nullptr;  // unexpected eager data: chain of payloads (owned)
     uint8_t* spill = nullptr;      // ... or a heap copy when mbufs ran short
     uint32_t reserved_segs = 0;    // mbufs reserved against unexpected_mbuf_limit
+    uint64_t peer_charge = 0;      // bytes charged to its peer's share while unexpected
     // Destination once matched.
     PostedRecv* recv = nullptr;
     iovec dest[kMaxIov];

@@ -471,6 +471,7 @@ int main()
         cmocka_unit_test(test_response_timeout), cmocka_unit_test(test_response_wait_busy_then_dead_peer),
         cmocka_unit_test(test_cts_deferred),     cmocka_unit_test(test_forged_session_handle),
         cmocka_unit_test(test_peer_cap),         cmocka_unit_test(test_idle_reclaim),
+        cmocka_unit_test(test_unexpected_peer_share),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

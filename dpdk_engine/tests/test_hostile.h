@@ -201,6 +201,7 @@ void test_forget_peer(void**);
 void test_forged_session_handle(void**);
 void test_peer_cap(void**);
 void test_idle_reclaim(void**);
+void test_unexpected_peer_share(void**);
 
 }  // namespace hostile
 

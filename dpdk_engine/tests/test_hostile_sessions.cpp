@@ -329,4 +329,54 @@ void test_idle_reclaim(void**)
     r.engine->close_endpoint(ep);
 }
 
+// FI_DPDK_UNEXPECTED_PEER_BYTES: a peer streaming messages that nobody
+// receives yet stops at its share of the unexpected-message memory (its
+// session waits, nothing is lost), while another peer's messages are still
+// taken; once receives are posted everything arrives, each peer's in order.
+void test_unexpected_peer_share(void**)
+{
+    EngineConfig cfg;
+    cfg.unexpected_peer_bytes = 4000;
+    Rig r(cfg);
+    Sink sink;
+    Endpoint* ep = r.open(&sink);
+    const Address me = ep->address();
+    auto message = [](unsigned k) { return std::string(1000, static_cast<char>('A' + k)); };
+    for (unsigned k = 0; k < 10; k++)
+        assert_true(r.peer.send(peer_addr(0), me, eager(0x5000, k, message(k), k == 0)));
+    r.run();
+    assert_int_equal(ep->stats().unexpected_msgs, 4);  // 4 x 1000 bytes: the share
+    assert_true(ep->stats().rnr_stalls >= 1);
+    assert_true(r.peer.send(peer_addr(1), me, eager(0x5100, 0, "other", true)));
+    r.run();
+    assert_int_equal(ep->stats().unexpected_msgs, 5);  // not held back by peer 0
+
+    static char bufs[11][1000];
+    for (uintptr_t i = 0; i < 11; i++)
+        post(ep, bufs[i], sizeof bufs[i], reinterpret_cast<void*>(i + 1));
+    // What peer 0 sent past its share, again, as its retransmission timer would.
+    for (unsigned k = 4; k < 10; k++)
+        assert_true(r.peer.send(peer_addr(0), me, eager(0x5000, k, message(k), false)));
+    r.run();
+    assert_int_equal(sink.c.size(), 11);
+    unsigned next = 0, other = 0;
+    for (const Completion& c : sink.c) {
+        assert_int_equal(static_cast<int>(c.status), static_cast<int>(OpStatus::kOk));
+        const char* b = static_cast<const char*>(c.buf);
+        if (c.src == peer_addr(1)) {
+            assert_int_equal(c.len, 5);
+            assert_memory_equal(b, "other", 5);
+            other++;
+            continue;
+        }
+        assert_int_equal(c.len, 1000);
+        assert_int_equal(b[0], 'A' + next);
+        assert_int_equal(b[999], 'A' + next);
+        next++;
+    }
+    assert_int_equal(next, 10);
+    assert_int_equal(other, 1);
+    r.engine->close_endpoint(ep);
+}
+
 }  // namespace hostile
