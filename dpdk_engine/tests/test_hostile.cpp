@@ -464,13 +464,20 @@ void test_cts_deferred(void**)
 int main()
 {
     const CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_endpoint),      cmocka_unit_test(test_after_close),
-        cmocka_unit_test(test_unknown_source),   cmocka_unit_test(test_stale_epoch),
-        cmocka_unit_test(test_forged_response),  cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_packed_malformed), cmocka_unit_test(test_forget_peer),
-        cmocka_unit_test(test_response_timeout), cmocka_unit_test(test_response_wait_busy_then_dead_peer),
-        cmocka_unit_test(test_cts_deferred),     cmocka_unit_test(test_forged_session_handle),
-        cmocka_unit_test(test_peer_cap),         cmocka_unit_test(test_idle_reclaim),
+        cmocka_unit_test(test_no_endpoint),
+        cmocka_unit_test(test_after_close),
+        cmocka_unit_test(test_unknown_source),
+        cmocka_unit_test(test_stale_epoch),
+        cmocka_unit_test(test_forged_response),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_packed_malformed),
+        cmocka_unit_test(test_forget_peer),
+        cmocka_unit_test(test_response_timeout),
+        cmocka_unit_test(test_response_wait_busy_then_dead_peer),
+        cmocka_unit_test(test_cts_deferred),
+        cmocka_unit_test(test_forged_session_handle),
+        cmocka_unit_test(test_peer_cap),
+        cmocka_unit_test(test_idle_reclaim),
         cmocka_unit_test(test_unexpected_peer_share),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
