@@ -98,8 +98,7 @@ class Hub {
     void add(std::unique_ptr<Channel> c);
     // Destroys (recycles) the channels for which drop(c) holds, with their
     // routes (into `gone`) and backlogs (into `freed`).
-    template <class Drop>
-    void release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed);
+    template <class Drop> void release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed);
     void count_dead();
     void accept_pending(int listen_fd, uint16_t port);
     bool finish_pending(int fd);  // false: fd is no pending connection
