@@ -169,8 +169,8 @@ int EngineImpl::init()
     packed_room = max_payload(this, wire::PacketType::kMsgPacked);
     unexpected_peer_limit = cfg.unexpected_peer_bytes
                                 ? cfg.unexpected_peer_bytes
-                                : (cfg.unexpected_bytes +
-                                   uint64_t(unexpected_mbuf_limit) * max_payload(this, wire::PacketType::kMsgEager)) /
+                                : (cfg.unexpected_bytes + uint64_t(unexpected_mbuf_limit) *
+                                                              max_payload(this, wire::PacketType::kMsgEager)) /
                                       4;
     idle_since_us = now_us();
     local_init();

@@ -294,8 +294,7 @@ void Hub::service(uint64_t now_us)
         count_dead();
 }
 
-template <class Drop>
-void Hub::release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed)
+template <class Drop> void Hub::release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed)
 {
     size_t kept = 0;
     for (size_t i = 0; i < channels_.size(); i++) {
