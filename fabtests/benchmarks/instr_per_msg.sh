@@ -10,25 +10,29 @@
 # what a poller costs); it is small on the slowed-down (valgrind) side.
 #
 # Usage: fabtests/benchmarks/instr_per_msg.sh [-s client|server] [-o msg|tagged]
-#            [-S bytes] [-M] [-L] [-n top-functions] [-b builddir] [-k keep-dir]
+#            [-S bytes] [-M] [-L] [-P] [-n top-functions] [-b builddir] [-k keep-dir]
 #   -s  the side under callgrind: client = sender (default), server = receiver
 #   -M  the sender posts with FI_MORE (fi_bench -M)
 #   -L  the host-local path (no FI_DPDK_DEVICE: af_packet on lo configured,
 #       the two processes on shared-memory rings) instead of memif
+#   -P  ping-pong (fi_bench -k lat) instead of a stream (-k rate): the cost
+#       of one round trip (one message each way, one per frame), measured
+#       side's sending and receiving together
 # Prints "instructions/message <n>" and the top functions (self cost per
 # message). Needs valgrind (callgrind_annotate). A benchmark: no pass/fail.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 builddir=$(cd "$here/../.." && pwd)
 side=client op=msg size=8 more= top=15 keep= path=memif
-short=200 long=600 window=256
-while getopts "s:o:S:MLn:b:k:h" opt; do
+short=200 long=600 window=256 kind=rate
+while getopts "s:o:S:MLPn:b:k:h" opt; do
     case $opt in
     s) side=$OPTARG ;;
     o) op=$OPTARG ;;
     S) size=$OPTARG ;;
     M) more=-M ;;
     L) path=host-local ;;
+    P) kind=lat short=2000 long=6000 ;;
     n) top=$OPTARG ;;
     b) builddir=$(cd "$OPTARG" && pwd) ;;
     k) keep=$OPTARG ;;
@@ -50,7 +54,8 @@ vg="valgrind --tool=callgrind --callgrind-out-file"
 # run <iters> <profile>: one pair, the measured side under callgrind.
 run() {
     local iters=$1 out=$2 args
-    args="-k rate -o $op -S $size -I $iters -w 20 -W $window -T 300 $more"
+    args="-k $kind -o $op -S $size -I $iters -w 20 -T 300 $more"
+    [ "$kind" = rate ] && args="$args -W $window"
     rm -f "$sock"
     if [ "$side" = client ]; then
         env "$dev" timeout 600 "$bench" -E $port -T 300 >"$tmp/peer.log" 2>&1 &
@@ -85,8 +90,13 @@ run $short "$tmp/short.out"
 run $long "$tmp/long.out"
 costs "$tmp/short.out" >"$tmp/short.txt"
 costs "$tmp/long.out" >"$tmp/long.txt"
-msgs=$(( (long - short) * window ))
-echo "# fi_bench -k rate -o $op -S $size $more over $path, $side under callgrind: ($long - $short windows) x $window messages"
+if [ "$kind" = rate ]; then
+    msgs=$(( (long - short) * window ))
+    echo "# fi_bench -k rate -o $op -S $size $more over $path, $side under callgrind: ($long - $short windows) x $window messages"
+else
+    msgs=$(( long - short ))
+    echo "# fi_bench -k lat -o $op -S $size over $path, $side under callgrind: $long - $short round trips (per round trip below)"
+fi
 awk -v n="$msgs" '
     FNR == NR { v = $1; $1 = ""; a[$0] += v; next }
     { v = $1; $1 = ""; b[$0] += v }
