@@ -40,7 +40,9 @@ int EngineImpl::init_auth()
     const bool ok = auth->init(key);
     wire::wipe_auth_key(&key);
     if (!ok) {
-        fprintf(stderr, "dpdk engine: OpenSSL could not set up AES-128-GMAC for the job key\n");
+        fprintf(
+            stderr,
+            "dpdk engine: could not set up the job key's MAC (HKDF, AES-256-GCM: OpenSSL or libsodium failed)\n");
         auth.reset();
         return -EIO;
     }

@@ -1,9 +1,9 @@
 // Job-key packet authentication (design.md section 2, "The job key"): the
 // key (FI_DPDK_AUTH_KEY, FI_DPDK_AUTH_KEY_FILE or libfabric's auth_key),
-// and the AES-128-GMAC tag every packet of a keyed process carries in its
-// AuthTrailer (wire.h). The MAC was chosen by measurement
-// (dpdk_engine/bench/mac_bench); OpenSSL computes it, nothing here is
-// cryptography written by hand.
+// and the GMAC tag (AES-256-GCM, no plaintext) every packet of a keyed
+// process carries in its AuthTrailer (wire.h). The MAC was chosen by
+// measurement (dpdk_engine/bench/mac_bench); libsodium and OpenSSL compute
+// it, nothing here is cryptography written by hand.
 #ifndef DPDK_ENGINE_WIRE_AUTH_H
 #define DPDK_ENGINE_WIRE_AUTH_H
 
@@ -15,7 +15,8 @@
 
 namespace dpdk_engine::wire {
 
-constexpr size_t kAuthKeyBytes = 16;  // AES-128
+constexpr size_t kAuthKeyBytes = 16;     // the job key: 128 bits, as users write it
+constexpr size_t kAuthMacKeyBytes = 32;  // AES-256: the MAC key derived from it (HKDF-SHA256)
 constexpr size_t kAuthNonceBytes = 12;
 
 struct AuthKey {
@@ -54,7 +55,7 @@ enum class AuthCheck : uint8_t {
 };
 constexpr unsigned kAuthCheckCount = 6;
 
-// One AES-128-GMAC context per key, re-initialised with a new nonce per
+// One GMAC context per key, re-initialised with a new nonce per
 // packet: the key schedule is computed once and nothing is allocated per
 // packet. Not thread safe: the engine is single-threaded and owns one.
 //
@@ -90,10 +91,24 @@ class PacketAuth {
     // host-local rings and our own loopback.
     AuthCheck check(const ParsedPacket& p, bool verify_tag);
 
+    // Which library computes a tag: both give the same tag (test_auth
+    // checks it); kAny takes libsodium up to kSodiumLargestAd bytes of
+    // additional data when the CPU has its AES-GCM, else OpenSSL.
+    enum class Library : uint8_t {
+        kAny,
+        kSodium,
+        kOpenssl
+    };
+    static constexpr size_t kSodiumLargestAd = 2048;
+    bool has_sodium() const { return sodium_ != nullptr; }
+    bool compute_range(const unsigned char nonce[kAuthNonceBytes], const unsigned char* ad, size_t ad_len,
+                       unsigned char tag[kAuthTagBytes], Library lib = Library::kAny);
+
  private:
     bool compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th, const AuthTrailer* t,
                  unsigned char tag[kAuthTagBytes]);
-    void* ctx_ = nullptr;  // EVP_CIPHER_CTX, kept opaque to spare includers OpenSSL
+    void* ctx_ = nullptr;     // EVP_CIPHER_CTX, kept opaque to spare includers OpenSSL
+    void* sodium_ = nullptr;  // crypto_aead_aes256gcm_state; null without AES-NI
     uint32_t key_id_ = 0;
     uint32_t salt_ = 0;
     uint64_t counter_ = 0;

@@ -128,8 +128,9 @@ enum : uint16_t {
 // kFlagAuth (any type): a process with a job key (FI_DPDK_AUTH_KEY, auth.h)
 // sends every packet with this trailer after the payload. payload_len does
 // not count it; the IP and UDP lengths do; the CRC does not cover it. The
-// tag is AES-128-GMAC under the job key, nonce = salt | counter, over the
-// UDP ports, the header (CRC included), the extension, the payload and the
+// tag is AES-256-GMAC under a key derived from the job key, nonce = salt |
+// counter, over the UDP header (ports, length, checksum 0), the header (CRC
+// included), the extension, the payload and the
 // trailer up to the tag. The receiver checks it before the packet touches
 // any state (EngineImpl::authentic). Frames of the host-local rings carry
 // the key id and a zero tag (docs/host_local.md says why).

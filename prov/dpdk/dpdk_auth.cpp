@@ -3,7 +3,7 @@
 // passes domain_attr->auth_key gets what FI_DPDK_AUTH_KEY would give it.
 //
 // The rules, one place for all of them:
-//  * a key is exactly 16 bytes (AES-128, like the 32 hex digits of
+//  * a key is exactly 16 bytes (128 bits, like the 32 hex digits of
 //    FI_DPDK_AUTH_KEY); any other non-zero auth_key_size, or a NULL
 //    auth_key with one, is -FI_EINVAL (fi_getinfo: no match);
 //  * the engine, and so the key, is one per process and device: the first
@@ -39,7 +39,7 @@ int job_key_from_attr(const uint8_t* key, size_t size, const char* what, JobKey*
     if (size == 0)
         return 0;
     if (size != kJobKeyBytes || !key) {
-        report_setup_error("%s: auth_key_size %zu%s: the dpdk provider takes a 16-byte (AES-128) job key", what,
+        report_setup_error("%s: auth_key_size %zu%s: the dpdk provider takes a 16-byte (128-bit) job key", what,
                            size, key ? "" : " with a NULL auth_key");
         return -FI_EINVAL;
     }
