@@ -55,6 +55,8 @@ void EngineImpl::local_init()
         fprintf(stderr, "dpdk engine: host-local path off: %s\n", strerror(-rc));
         return;
     }
+    if (cfg.dump_stats)
+        hub->report_to(stderr);
     local_hub = std::move(hub);
 }
 

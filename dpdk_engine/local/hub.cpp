@@ -309,6 +309,8 @@ template <class Drop> void Hub::release(Drop drop, std::vector<uint64_t>* gone, 
         }
         for (auto it = routes_.begin(); it != routes_.end();) {
             if (it->second.channel == c) {
+                if (report_)
+                    report_route(report_, it->first, *c);  // its last word: the dump comes after
                 gone->push_back(it->first);
                 it = routes_.erase(it);  // a restarted peer is connected again at once
             } else {
@@ -387,9 +389,14 @@ void Hub::dump(FILE* f) const
             st.room_wakeups, st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
     for (const auto& kv : routes_)
         if (kv.second.channel)
-            fprintf(f, "dpdk engine host-local: peer %s of port %u on shared memory (pid %d)\n",
-                    address_text(key_ip(kv.first), key_port(kv.first)).c_str(), key_local_port(kv.first),
-                    static_cast<int>(kv.second.channel->peer_pid()));
+            report_route(f, kv.first, *kv.second.channel);
+}
+
+void Hub::report_route(FILE* f, uint64_t route, const Channel& c) const
+{
+    fprintf(f, "dpdk engine host-local: peer %s on shared memory (our port %u, its pid %d)\n",
+            address_text(key_ip(route), key_port(route)).c_str(), key_local_port(route),
+            static_cast<int>(c.peer_pid()));
 }
 
 }  // namespace dpdk_engine::local

@@ -89,6 +89,10 @@ class Hub {
     static uint16_t key_port(uint64_t k) { return static_cast<uint16_t>(k); }
     LocalStats st;
     void dump(FILE* f) const;
+    // FI_DPDK_STATS: each route's line is also written to `f` when its
+    // channel is released (an endpoint closed, a peer died), since by the
+    // engine's closing dump the endpoints' channels are gone.
+    void report_to(FILE* f) { report_ = f; }
 
     static constexpr uint64_t kRetryUs = 1000000;
     static constexpr uint64_t kHelloWaitUs = 2000000;
@@ -100,6 +104,8 @@ class Hub {
     // routes (into `gone`) and backlogs (into `freed`).
     template <class Drop> void release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed);
     void count_dead();
+    void report_route(FILE* f, uint64_t route, const Channel& c) const;
+    FILE* report_ = nullptr;
     void accept_pending(int listen_fd, uint16_t port);
     bool finish_pending(int fd);  // false: fd is no pending connection
     // Accepted sockets of our user whose hello has not come yet: never
