@@ -144,6 +144,9 @@ fi
 # mtl_base_verbose alone only `mtl:ofi:provider: lo`. The quoted lines must
 # be in the page and in Open MPI's output.
 mpi_prog=$builddir/fabtests/mpi/three_rank_stream
+# Programs not built with ASan (mpirun's ranks, fi_pingpong) need its
+# runtime preloaded to load a sanitized provider.
+asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
 md=$(dirname "$0")/../../man/fi_dpdk.7.md
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -x "$mpi_prog" ]; then
     pair_result skip "doc/openmpi-verbose" "(no mpirun or $mpi_prog)"
@@ -153,6 +156,7 @@ else
     mlog=$LOGS/openmpi.log
     mpi=(mpirun -np 3 --oversubscribe -x "FI_PROVIDER_PATH=$FI_PROVIDER_PATH" --mca pml cm --mca mtl ofi
         --mca mtl_ofi_provider_include dpdk --mca btl self)
+    [ -n "$asan_lib" ] && mpi+=(-x "LD_PRELOAD=$asan_lib" -x "ASAN_OPTIONS=detect_leaks=0")
     [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     both=$(TMPDIR=$LOGS timeout 60 "${mpi[@]}" --mca mtl_base_verbose 100 --mca mtl_ofi_verbose 1 "$mpi_prog" 4096 2>&1 | tee "$mlog" |
         grep -cE 'mtl:ofi:prov: dpdk$')
@@ -173,7 +177,6 @@ fi
 # host-local rings and af_packet on lo.
 # fi_pingpong is not built with ASan: a sanitized provider needs its runtime.
 pingpong_env=
-asan_lib=$(ldd "$builddir/.libs/libdpdk-fi.so" 2>/dev/null | awk '/libasan\.so/ { print $3; exit }')
 [ -n "$asan_lib" ] && pingpong_env="LD_PRELOAD=$asan_lib ASAN_OPTIONS=detect_leaks=0"
 mtu_mismatch() {
     local name=$1 hl=$2 port start slog clog spid cpid rc
