@@ -113,15 +113,34 @@ void test_key_file(void**)
     assert_true(wire::load_auth_key_file(path, &k, &why) == wire::AuthKeyStatus::kCannotOpen);
 }
 
+// What the tests below start from: an engine, with the job key or without
+// one, and an endpoint with a 64-byte receive posted.
+struct Target {
+    Rig r;
+    Sink sink;
+    Endpoint* ep;
+    char buf[64] = {};
+    explicit Target(bool keyed) : r(config(keyed))
+    {
+        ep = r.open(&sink);
+        post(ep, buf, sizeof buf, nullptr);
+    }
+    static EngineConfig config(bool keyed)
+    {
+        EngineConfig cfg;
+        if (keyed)
+            cfg.auth_key = kKeyHex;
+        return cfg;
+    }
+};
+
 void test_forged(void**)
 {
-    EngineConfig cfg;
-    cfg.auth_key = kKeyHex;
-    Rig r(cfg);
-    Sink sink;
-    Endpoint* ep = r.open(&sink);
-    char buf[64];
-    post(ep, buf, sizeof buf, nullptr);
+    Target t(true);
+    Rig& r = t.r;
+    Sink& sink = t.sink;
+    Endpoint* ep = t.ep;
+    char(&buf)[64] = t.buf;
     const Address to = ep->address();
     const EngineStats before = r.engine->stats();
 
@@ -201,11 +220,10 @@ void test_libraries_agree(void**)
 
 void test_unkeyed(void**)
 {
-    Rig r;
-    Sink sink;
-    Endpoint* ep = r.open(&sink);
-    char buf[64];
-    post(ep, buf, sizeof buf, nullptr);
+    Target t(false);
+    Rig& r = t.r;
+    Sink& sink = t.sink;
+    Endpoint* ep = t.ep;
     const uint64_t before = r.engine->stats().rx_auth_unexpected;
     send_keyed(r, peer_addr(0), ep->address(), eager(0x2001, 0, "keyed", true), Forgery::kGenuine);
     r.run();
@@ -217,13 +235,11 @@ void test_unkeyed(void**)
 
 void test_replays(void**)
 {
-    EngineConfig cfg;
-    cfg.auth_key = kKeyHex;
-    Rig r(cfg);
-    Sink sink;
-    Endpoint* ep = r.open(&sink);
-    char buf[64];
-    post(ep, buf, sizeof buf, nullptr);
+    Target t(true);
+    Rig& r = t.r;
+    Sink& sink = t.sink;
+    Endpoint* ep = t.ep;
+    char(&buf)[64] = t.buf;
     const Address to = ep->address();
     const Address from = peer_addr(0);
 

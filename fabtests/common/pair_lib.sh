@@ -217,6 +217,21 @@ pair_summary() {
 	[ "$PAIR_FAILED" = 0 ]
 }
 
+# pair_functional LABEL PROGRAM LOGS: the start of a script that runs one
+# of fabtests/functional's programs as a pair: sets builddir (FT_BUILDDIR,
+# or this tree) and bin (exit 99, a hard error, when it is not built: make
+# check builds it), the provider's environment, the logs directory
+# (pair_init LABEL LOGS) and its clean-up at exit.
+pair_functional() {
+	builddir=${FT_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+	PAIR_LABEL=$1
+	bin=$builddir/fabtests/functional/$2
+	[ -x "$bin" ] || { echo "$1: $bin not built"; exit 99; }
+	pair_use_provider "$builddir" "$bin"
+	pair_init "$1" "$3"
+	trap 'pair_cleanup; pair_finish_logs' EXIT
+}
+
 pair_use_provider() {
 	local dir=$1 asan b
 	shift

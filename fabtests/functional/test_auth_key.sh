@@ -15,13 +15,7 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 . "$(dirname "$0")/../common/pair_lib.sh"
 
-builddir=${FT_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-PAIR_LABEL=test_auth_key
-bin=$builddir/fabtests/functional/fi_dpdk_auth_key
-[ -x "$bin" ] || { echo "test_auth_key: $bin not built"; exit 99; }
-pair_use_provider "$builddir" "$bin"
-pair_init test_auth_key auth_key
-trap 'pair_cleanup; pair_finish_logs' EXIT
+pair_functional test_auth_key fi_dpdk_auth_key auth_key
 
 K1=00112233445566778899aabbccddeeff
 K2=0f1e2d3c4b5a69788796a5b4c3d2e1f0

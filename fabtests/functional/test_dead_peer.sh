@@ -13,13 +13,7 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 . "$(dirname "$0")/../common/pair_lib.sh"
 
-builddir=${FT_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-PAIR_LABEL=test_dead_peer
-bin=$builddir/fabtests/functional/fi_dpdk_dead_peer
-[ -x "$bin" ] || { echo "test_dead_peer: $bin not built"; exit 99; }
-pair_use_provider "$builddir" "$bin"
-pair_init test_dead_peer dead_peer
-trap 'pair_cleanup; pair_finish_logs' EXIT
+pair_functional test_dead_peer fi_dpdk_dead_peer dead_peer
 
 # killed <name> <limit ms> [VAR=value...]
 killed() {
