@@ -137,10 +137,7 @@ struct Target {
 void test_forged(void**)
 {
     Target t(true);
-    Rig& r = t.r;
-    Sink& sink = t.sink;
-    Endpoint* ep = t.ep;
-    char(&buf)[64] = t.buf;
+    auto& [r, sink, ep, buf] = t;
     const Address to = ep->address();
     const EngineStats before = r.engine->stats();
 
@@ -221,9 +218,8 @@ void test_libraries_agree(void**)
 void test_unkeyed(void**)
 {
     Target t(false);
-    Rig& r = t.r;
-    Sink& sink = t.sink;
-    Endpoint* ep = t.ep;
+    auto& [r, sink, ep, buf] = t;
+    (void)buf;
     const uint64_t before = r.engine->stats().rx_auth_unexpected;
     send_keyed(r, peer_addr(0), ep->address(), eager(0x2001, 0, "keyed", true), Forgery::kGenuine);
     r.run();
@@ -236,10 +232,7 @@ void test_unkeyed(void**)
 void test_replays(void**)
 {
     Target t(true);
-    Rig& r = t.r;
-    Sink& sink = t.sink;
-    Endpoint* ep = t.ep;
-    char(&buf)[64] = t.buf;
+    auto& [r, sink, ep, buf] = t;
     const Address to = ep->address();
     const Address from = peer_addr(0);
 
