@@ -166,12 +166,15 @@ int EngineImpl::init()
     // Hidden buffers of unexpected messages may take a quarter of the pool;
     // the rest keeps in-order reception and transmission going.
     unexpected_mbuf_limit = rte_mempool_avail_count(port->pool()) / 4;
-    packed_room = max_payload(this, wire::PacketType::kMsgPacked);
-    unexpected_peer_limit = cfg.unexpected_peer_bytes
-                                ? cfg.unexpected_peer_bytes
-                                : (cfg.unexpected_bytes + uint64_t(unexpected_mbuf_limit) *
-                                                              max_payload(this, wire::PacketType::kMsgEager)) /
-                                      4;
+    rc = cookies.init();
+    if (rc)
+        return rc;
+    unexpected_peer_limit =
+        cfg.unexpected_peer_bytes
+            ? cfg.unexpected_peer_bytes
+            : (cfg.unexpected_bytes +
+               uint64_t(unexpected_mbuf_limit) * max_payload(this, port->mtu(), wire::PacketType::kMsgEager)) /
+                  4;
     idle_since_us = now_us();
     local_init();
     return 0;
@@ -208,7 +211,8 @@ void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
     // Small: at least two of its size share a frame. Larger messages (and
     // rendezvous) gain nothing from waiting and go at once, taking the
     // deferred ones before them along.
-    const bool small = op->kind == TxOp::Kind::kEager && 2 * record <= packed_room;
+    const size_t room = max_payload(s, wire::PacketType::kMsgPacked);
+    const bool small = op->kind == TxOp::Kind::kEager && 2 * record <= room;
     if (!more && !small) {
         kick(s);
         return;
@@ -218,7 +222,7 @@ void EngineImpl::kick_send(Session* s, const TxOp* op, bool more)
         s->deferred_bytes += static_cast<uint32_t>(record);
         // A frame's worth waits (the next message of this size would not
         // fit): it leaves now, whole, instead of waiting for progress().
-        if (s->deferred_msgs >= wire::kMaxPackedRecords || s->deferred_bytes + record > packed_room) {
+        if (s->deferred_msgs >= wire::kMaxPackedRecords || s->deferred_bytes + record > room) {
             s->tx_deferred = true;  // kick() takes the whole FIFO
             kick(s);
             return;
@@ -396,6 +400,10 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
         ep->deliver_datagram(p);  // no session: copied out (or dropped) at once; m frees it
         return;
     }
+    if (p.type == wire::PacketType::kHello || p.type == wire::PacketType::kChallenge) {
+        handle_handshake(ep, p, now);
+        return;
+    }
     Address src {p.src_ip_be, p.src_port};
     // By the handle the packet names (wire.h, dest_session); a packet
     // without one, or with a stale or foreign one, by its address.
@@ -429,10 +437,10 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
                 return;
             }
         } else {
-            s = ep->session_for(src, true);
-            if (!s) {
-                return;
-            }
+            // A new stream from a peer we hold nothing for: no state until
+            // it proves its address (wire.h, the handshake); it resends.
+            send_challenge(ep, p, now);
+            return;
         }
     }
     session_on_packet(s, p, std::move(m), now);

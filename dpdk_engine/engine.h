@@ -386,6 +386,12 @@ struct EndpointStats {
     // Packets parked behind a hole that no retransmission filled for a peer
     // timeout, dropped with their buffers (a forger's, or a dead peer's).
     uint64_t parked_abandoned;
+    // The handshake (wire.h): hellos we sent; challenges we sent (to
+    // hellos, and to streams started by peers we hold no session for);
+    // hellos with a valid cookie taken; handshake packets refused (a cookie
+    // not ours or expired, a challenge naming a stream not ours, an MTU out
+    // of range).
+    uint64_t hellos_sent, challenges_sent, handshakes, handshakes_refused;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

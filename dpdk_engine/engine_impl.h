@@ -23,6 +23,7 @@
 #include "dpdk_engine/port/netif.h"
 #include "dpdk_engine/port/pcap.h"
 #include "dpdk_engine/port/port.h"
+#include "dpdk_engine/session/cookie.h"
 #include "dpdk_engine/session/session.h"
 #include "dpdk_engine/session/window_pool.h"
 #include "dpdk_engine/wire/auth.h"
@@ -66,8 +67,6 @@ class EngineImpl {
     uint64_t idle_since_us = 0;
     // A send waits for progress() (Engine::holds_tx); cleared by progress().
     bool sends_deferred = false;
-    // Payload bytes of a kMsgPacked frame at the port's MTU (kick_send).
-    size_t packed_room = 0;
     // Next time progress() looks for RMA/atomic responses overdue
     // (fail_overdue_responses): every peer timeout / 8, not every round.
     uint64_t next_response_check_us = 0;
@@ -164,6 +163,11 @@ class EngineImpl {
     void send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,
                     uint16_t flags, uint16_t window);
     void send_stateless_reset(EndpointImpl* ep, const wire::ParsedPacket& p);
+    // The handshake (session/handshake.cpp): the stateless challenge to
+    // p's sender, and a hello or challenge received by ep.
+    CookieJar cookies;
+    void send_challenge(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now);
+    void handle_handshake(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now);
     // A frame of ours too long for us (wire::parse_oversize_frame): its
     // sender is told our MTU (kReset + kFlagTooLarge) instead of retrying
     // for ever. false: not such a frame.

@@ -60,7 +60,7 @@
       "no response from the peer within FI_DPDK_TIMEOUT_MS (request acknowledged, never answered)")               \
     /* the peer takes no frame as long as ours: its MTU is smaller */                                             \
     X(kPeerMtuSmaller, FI_EMSGSIZE,                                                                               \
-      "the peer refused a frame longer than its MTU (set the same FI_DPDK_MTU on both sides)")
+      "the peer refused a frame longer than its MTU (its device takes less than its handshake said)")
 
 namespace dpdk_engine {
 

@@ -46,8 +46,9 @@ int Endpoint::atomic(const AtomicArgs& a)
     // offset): operands + compare values must fit one, as must the fetched
     // values of the response. A compare atomic of kMaxAtomicBytes would be
     // cut in two and refused by the target as a bad request.
-    if ((compare ? 2 : 1) * a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicReq) ||
-        a.count * size > max_payload(ep->engine, wire::PacketType::kAtomicResp))
+    const uint16_t mtu = ep->engine->port->mtu();
+    if ((compare ? 2 : 1) * a.count * size > max_payload(ep->engine, mtu, wire::PacketType::kAtomicReq) ||
+        a.count * size > max_payload(ep->engine, mtu, wire::PacketType::kAtomicResp))
         return -EINVAL;
     TxOp* op;
     if (int rc = ep->start_op(a.dest, a.peer, TxOp::Kind::kAtomic, &op))

@@ -11,7 +11,8 @@ namespace dpdk_engine {
 
 size_t Endpoint::max_datagram() const
 {
-    return max_payload(impl(this)->engine, wire::PacketType::kDatagram);
+    EngineImpl* e = impl(this)->engine;
+    return max_payload(e, e->port->mtu(), wire::PacketType::kDatagram);
 }
 
 int Endpoint::send_datagram(const SendArgs& a)

@@ -77,6 +77,8 @@ class EndpointImpl : public Endpoint {
         uint32_t retired[4] = {};
         uint32_t retired_next = 0;
         bool stream_acked = false;
+        bool established = false;  // the handshake was done (Session::handshake)
+        uint16_t mtu = 0;
     };
     static constexpr uint32_t kTombstones = 4096;  // a power of two
     std::unique_ptr<Tombstone[]> tombstones;

@@ -29,7 +29,7 @@ bool packable(const TxOp* op, size_t room)
 // pack_next.
 bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited)
 {
-    const size_t room = max_payload(s->ep->engine, wire::PacketType::kMsgPacked);
+    const size_t room = max_payload(s, wire::PacketType::kMsgPacked);
     TxOp* first = s->fifo_head;
     if (!packable(first, room) ||
         !packable(first->fifo_next, room - sizeof(wire::PackedRecord) - first->total_len))
@@ -81,7 +81,7 @@ RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
     if (!r) {
         if (unexpected_count >= engine->cfg.unexpected_max || !peer_may_hold(s, e.total_len))
             return nullptr;
-        uint64_t room = max_payload(engine, wire::PacketType::kMsgEager);
+        uint64_t room = max_payload(s, wire::PacketType::kMsgEager);
         segs = static_cast<uint32_t>(e.total_len ? (e.total_len + room - 1) / room : 0);
         if (engine->unexpected_mbufs + segs > engine->unexpected_mbuf_limit) {
             if (engine->spilled_bytes + e.total_len > engine->cfg.unexpected_bytes)

@@ -52,6 +52,9 @@ constexpr PacketFamily kPacketFamilies[wire::kMaxPacketType + 1] = {
     {T::kDatagram, nullptr, nullptr, false},
     {T::kConnCtl, build_conn_ctl, by<&E::deliver_conn>, false},
     {T::kMsgPacked, build_packed, by<&E::deliver_packed>, true},
+    // Unsequenced, before any session: session/handshake.cpp.
+    {T::kHello, nullptr, nullptr, false},
+    {T::kChallenge, nullptr, nullptr, false},
 };
 
 namespace {

@@ -91,6 +91,7 @@ Session* EndpointImpl::session_for(Address peer, bool create)
         return nullptr;
     s->ep = this;
     s->peer = peer;
+    s->mtu = engine->port->mtu();  // until the handshake tells the peer's
     s->last_heard_us = now_us();
     sessions.emplace(address_key(peer), s);
     // A peer we reclaimed, to which we post again: our stream goes on
@@ -106,6 +107,10 @@ Session* EndpointImpl::session_for(Address peer, bool create)
             s->next_msg_id = t.next_msg_id;
             s->peer_handle = t.peer_handle;
             s->stream_acked = t.stream_acked;
+            if (t.established) {
+                s->handshake = HandshakeState::kEstablished;
+                s->mtu = t.mtu;
+            }
             for (int i = 0; i < 4; i++)
                 s->retired[i] = t.retired[i];
             s->retired_next = t.retired_next;
@@ -232,6 +237,8 @@ void EndpointImpl::sweep_sessions(uint64_t now)
                 t.peer_handle = s->peer_handle;
                 t.handle = s->handle;
                 t.stream_acked = s->stream_acked;
+                t.established = s->handshake == HandshakeState::kEstablished;
+                t.mtu = s->mtu;
                 for (int i = 0; i < 4; i++)
                     t.retired[i] = s->retired[i];
                 t.retired_next = s->retired_next;

@@ -139,7 +139,11 @@ void session_timers(Session* s, uint64_t now)
         // Waiting on the peer with nothing of ours in flight (a CTS, a
         // response, rendezvous data): probe it so a dead peer is noticed.
         uint64_t keepalive = uint64_t(cfg.peer_timeout_ms) * 1000 / 4;
-        if (!unacked && silent > keepalive && now - s->last_probe_us > keepalive) {
+        if (s->handshake == HandshakeState::kGreeting) {
+            // No session at the peer to probe yet: the hello is resent.
+            if (s->fifo_head || s->fence_head)
+                session_greet(s, now);
+        } else if (!unacked && silent > keepalive && now - s->last_probe_us > keepalive) {
             s->last_probe_us = now;
             session_send_probe(s, now);
         }

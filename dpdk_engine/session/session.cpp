@@ -152,9 +152,14 @@ Session::Session(uint32_t window, const EngineConfig& cfg)
     tx_stream = random_stream_id();
 }
 
-size_t max_payload(const EngineImpl* e, wire::PacketType t)
+size_t max_payload(const Session* s, wire::PacketType t)
 {
-    return e->port->mtu() - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
+    return max_payload(s->ep->engine, s->mtu, t);
+}
+
+size_t max_payload(const EngineImpl* e, uint16_t mtu, wire::PacketType t)
+{
+    return mtu - wire::kIpv4HeaderLen - wire::kUdpHeaderLen - sizeof(wire::TransportHeader) -
            wire::extension_len(t) - e->auth_trailer_len();
 }
 
@@ -166,7 +171,7 @@ bool session_busy(const Session* s)
 
 namespace {
 
-// Once per session: which peer, its MTU and ours, and the fix.
+// Once per session: which peer, the MTU it stated and the one it takes.
 void report_peer_mtu(Session* s, uint16_t peer_mtu)
 {
     if (s->mtu_reported)
@@ -174,9 +179,9 @@ void report_peer_mtu(Session* s, uint16_t peer_mtu)
     s->mtu_reported = true;
     const auto* b = reinterpret_cast<const uint8_t*>(&s->peer.ip_be);
     fprintf(stderr,
-            "dpdk engine: %u.%u.%u.%u:%u takes frames up to an MTU of %u, ours is %u: operations to it fail "
-            "(FI_EMSGSIZE) until both sides set the same FI_DPDK_MTU\n",
-            b[0], b[1], b[2], b[3], s->peer.port, peer_mtu, s->ep->engine->port->mtu());
+            "dpdk engine: %u.%u.%u.%u:%u refused a frame for an MTU of %u although its handshake said %u: the "
+            "operations in flight fail (FI_EMSGSIZE), later ones use %u; check the MTU of its device and path\n",
+            b[0], b[1], b[2], b[3], s->peer.port, peer_mtu, s->mtu, peer_mtu);
 }
 
 // FI_FENCE: an application operation posted with kOpFence, and every one
@@ -286,7 +291,10 @@ void session_enqueue_answer(Session* s, TxOp* op)
 
 void session_pump(Session* s, uint64_t now)
 {
-    EngineImpl* e = s->ep->engine;
+    if (s->handshake != HandshakeState::kEstablished) {
+        session_greet(s, now);  // the FIFO waits for the peer's answer
+        return;
+    }
     // Whatever waited by choice (EngineImpl::kick_send) goes now.
     s->tx_deferred = false;
     s->deferred_msgs = 0;
@@ -321,6 +329,13 @@ void session_pump(Session* s, uint64_t now)
             last_of_fifo = !s->fifo_head;
         } else {
             TxOp* op = s->fifo_head;
+            if (op->kind == TxOp::Kind::kAtomic && op->total_len > max_payload(s, wire::PacketType::kAtomicReq)) {
+                // One packet or none (AtomicExt has no offset), and the
+                // peer's MTU, learnt since it was posted, is too small.
+                session_unqueue(s, op);
+                s->ep->complete_op(op, OpStatus::kPeerMtuSmaller);
+                continue;
+            }
             if (needs_response(op->kind) && !op->header_sent) {
                 // The target answers at most kRequestCredits of our requests
                 // at a time (tx_op.h): the rest wait here, in order.
@@ -338,7 +353,7 @@ void session_pump(Session* s, uint64_t now)
             pkt.op = op;
             pkt.type = static_cast<uint8_t>(type);
             pkt.offset = op->next_offset;
-            uint64_t room = max_payload(e, type);
+            uint64_t room = max_payload(s, type);
             uint64_t left = op->total_len - op->next_offset;
             pkt.len = static_cast<uint16_t>(left < room ? left : room);
             op->next_offset += pkt.len;
@@ -449,8 +464,14 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
         if (th->ack_stream_id.get() != s->tx_stream)
             return;
         if (p.flags & wire::kFlagTooLarge) {
-            // Retrying would never get through: the operations fail, now.
-            report_peer_mtu(s, th->window.get());
+            // The handshake said more than the peer takes (its device, or a
+            // path between us, is narrower). Frames in flight cannot be cut
+            // again: they fail, now; later ones are cut to fit.
+            const uint16_t peer_mtu = th->window.get();
+            if (peer_mtu >= kMinMtu && peer_mtu < s->mtu) {
+                report_peer_mtu(s, peer_mtu);
+                s->mtu = peer_mtu;
+            }
             session_fail(s, OpStatus::kPeerMtuSmaller, false);
             return;
         }
@@ -632,6 +653,11 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
         return;
     }
     ep->abandon_rx(s, why);
+    // Presumed dead: a peer that comes back may be another process, with
+    // no session for us and another MTU.
+    s->handshake = HandshakeState::kGreeting;
+    s->hello_due_us = 0;
+    s->hello_interval_us = 0;
     if (s->rx_stream)
         s->retired[s->retired_next++ & 3] = s->rx_stream;
     s->rx_stream = 0;

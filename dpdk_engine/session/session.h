@@ -37,6 +37,15 @@ enum class RxDeliveryState : uint8_t {
 };
 const char* to_string(RxDeliveryState s);
 
+// Whether the peer holds a session for us (wire.h, the handshake). A session
+// we make to send starts kGreeting: its packets wait until the peer has
+// answered our hello with a challenge (or greeted us with a valid cookie).
+enum class HandshakeState : uint8_t {
+    kEstablished,  // the peer has our session and we know its MTU: send
+    kGreeting,     // hellos out (session_greet), nothing sequenced sent yet
+};
+const char* to_string(HandshakeState s);
+
 // Local endpoint x remote endpoint. Two independent directions: our tx
 // stream (PSNs we assign) and the peer's stream that we receive.
 //
@@ -70,6 +79,7 @@ struct Session {
     uint64_t last_data_us = 0;   // a packet with a sequence number (not a pure ACK)
     uint64_t last_probe_us = 0;  // keepalive sent while waiting on the peer
     uint64_t ack_deadline = 0;
+    uint64_t hello_due_us = 0;  // kGreeting: when the next hello may leave
     // Counters of this session alone (the endpoint's EndpointStats sums all).
     uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
     uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
@@ -127,10 +137,16 @@ struct Session {
     // leaves without waiting (EngineImpl::kick_send).
     uint32_t deferred_msgs = 0;
     uint32_t deferred_bytes = 0;
+    uint32_t hello_interval_us = 0;  // kGreeting: doubles with every hello resent
+
+    // The MTU of our frames to this peer: the smaller of ours and the one
+    // its hello or challenge stated (our own until the handshake says).
+    uint16_t mtu = 0;
 
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
     bool stream_acked = false;  // peer has acknowledged our stream
+    HandshakeState handshake = HandshakeState::kGreeting;
     TxWindowState tx_window = TxWindowState::kReady;
     RxDeliveryState rx_delivery = RxDeliveryState::kInOrder;
     bool in_recovery = false;  // a loss episode: the window was cut once, until una passes recover_psn
@@ -183,7 +199,14 @@ bool session_expecting(const Session* s);
 // presumed dead: what it was sending us is abandoned).
 void session_fail(Session* s, OpStatus why, bool rx_too);
 bool session_busy(const Session* s);
-size_t max_payload(const EngineImpl* e, wire::PacketType t);
+// Payload bytes a packet of type t to the peer of s takes (its MTU).
+size_t max_payload(const Session* s, wire::PacketType t);
+// The same for frames of `mtu` bytes.
+size_t max_payload(const EngineImpl* e, uint16_t mtu, wire::PacketType t);
+
+// ---- handshake.cpp (wire.h, "The handshake")
+// kGreeting: sends a hello if one is due and arms the next.
+void session_greet(Session* s, uint64_t now);
 
 inline bool psn_before(uint32_t a, uint32_t b)
 {

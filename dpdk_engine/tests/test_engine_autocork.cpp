@@ -49,6 +49,7 @@ struct Run {
 Run start_run(Pair& p, uint64_t n)
 {
     Run r {p.open(0), p.open(1), std::vector<std::vector<uint8_t>>(n), std::vector<std::vector<uint8_t>>(n)};
+    warm_up(p, r.a, r.b);
     post_receives(r.b, r.dst, 0, n);
     return r;
 }
@@ -115,6 +116,7 @@ void test_autocork_idle_sends_at_once(void** state)
     Pair& p = P(state);
     Ep* a = p.open(0);
     Ep* b = p.open(1);
+    warm_up(p, a, b);
     uint8_t ping[kSmall] = {1}, pong[kSmall] = {2}, rbuf[2][kSmall];
     for (uint64_t i = 0; i < 50; i++) {
         CHECK(post_recv(b, rbuf[1], kSmall, kOpTagged | kOpCompletion, 1, 0, ctx(0x200 + i)) == 0, "recv b");
@@ -188,6 +190,7 @@ void test_autocork_order_with_rdv_and_rma(void** state)
     Pair& p = P(state);
     Ep* a = p.open(0);
     Ep* b = p.open(1);
+    warm_up(p, a, b);
     std::vector<uint8_t> region(4096, 0);
     uint64_t key = 0;
     CHECK(p.mr[1]->add(region.data(), region.size(), kMrAccessAll, 0, &key) == 0, "mr add");

@@ -90,6 +90,8 @@ const char* to_string(PacketType t)
     case PacketType::kDatagram: return "DATAGRAM";
     case PacketType::kConnCtl: return "CONN_CTL";
     case PacketType::kMsgPacked: return "MSG_PACKED";
+    case PacketType::kHello: return "HELLO";
+    case PacketType::kChallenge: return "CHALLENGE";
     }
     return "UNKNOWN";  // a value off the wire that no enumerator names
 }
@@ -161,6 +163,8 @@ size_t extension_len(PacketType t)
     case PacketType::kDatagram: return sizeof(DgramExt);
     case PacketType::kConnCtl: return sizeof(ConnExt);
     case PacketType::kMsgPacked: return sizeof(PackExt);
+    case PacketType::kHello: return sizeof(HandshakeExt);
+    case PacketType::kChallenge: return sizeof(HandshakeExt);
     }
     return 0;  // unknown ids never get here: the parser rejects them first
 }

@@ -77,8 +77,10 @@ constexpr uint16_t kMagic = 0xD9D7;
 // grew the header by src_session and dest_session (the receiver finds its
 // session by handle): every offset after timestamp_echo moved. Version 5
 // added kFlagAuth and its AuthTrailer after the payload, which a version 4
-// receiver would take for a bad length.
-constexpr uint8_t kVersion = 5;
+// receiver would take for a bad length. Version 6 added the handshake
+// (kHello, kChallenge): a version 5 peer would start streams without it and
+// a version 6 receiver would only ever answer with challenges.
+constexpr uint8_t kVersion = 6;
 
 constexpr size_t kEthHeaderLen = 14;
 constexpr size_t kIpv4HeaderLen = 20;  // as sent; received IHL may be larger
@@ -102,14 +104,17 @@ enum class PacketType : uint8_t {
     kDatagram = 13,      // DgramExt; FI_EP_DGRAM: one whole message, unreliable
     kConnCtl = 14,       // ConnExt; FI_EP_MSG connection management, sequenced
     kMsgPacked = 15,     // PackExt; several whole small eager messages (PackedRecord each)
+    kHello = 16,         // HandshakeExt; unsequenced: "I want a session", with kFlagCookie the proof
+    kChallenge = 17,     // HandshakeExt; unsequenced: the stateless answer to a hello, with a cookie
 };
-constexpr uint8_t kMaxPacketType = 15;
+constexpr uint8_t kMaxPacketType = 17;
 const char* to_string(PacketType t);
 
 // Sequenced types consume a PSN and are delivered exactly once, in order.
 constexpr bool is_sequenced(PacketType t)
 {
-    return t != PacketType::kAck && t != PacketType::kReset && t != PacketType::kDatagram;
+    return t != PacketType::kAck && t != PacketType::kReset && t != PacketType::kDatagram &&
+           t != PacketType::kHello && t != PacketType::kChallenge;
 }
 
 // TransportHeader.flags bits.
@@ -123,6 +128,7 @@ enum : uint16_t {
     kFlagPayloadCrc = 1u << 6,   // the payload has its own CRC: see below
     kFlagTooLarge = 1u << 7,     // kReset: your frame exceeded my MTU, which `window` holds
     kFlagAuth = 1u << 8,         // an AuthTrailer follows the payload: the sender has a job key
+    kFlagCookie = 1u << 9,       // kHello: HandshakeExt.cookie echoes the receiver's challenge
 };
 
 // kFlagAuth (any type): a process with a job key (FI_DPDK_AUTH_KEY, auth.h)
@@ -336,6 +342,32 @@ static_assert(sizeof(PackedRecord) == 24, "PackedRecord is frozen at 24 bytes");
 // Bounds the receiver's work per frame; at the default MTU of 1500 a frame
 // holds at most 59 records of 0..MTU bytes anyway.
 constexpr uint16_t kMaxPackedRecords = 64;
+
+// The handshake (kHello, kChallenge): nobody holds state for a peer that
+// has not proved it receives at its source address, as TCP's SYN cookies
+// and QUIC's retry tokens do; and each side learns the other's MTU.
+//
+//   A (new session, data held) -> B : HELLO      stream_id = A's stream, mtu = A's
+//   B (no state kept)          -> A : CHALLENGE  ack_stream_id = A's stream, mtu = B's,
+//                                                cookie = MAC(B's secret, both addresses, A's stream, time)
+//   A -> B                          : HELLO + kFlagCookie, the cookie echoed, mtu = A's
+//   B checks the cookie, makes its session (mtu = the smaller of both); A sends its data
+//
+// A takes a challenge only when ack_stream_id is its own stream (which an
+// off-path forger cannot know). B answers every hello without a cookie, and
+// every sequenced packet that starts a stream from an address it holds no
+// session for, with a challenge: a peer that lost us (we restarted, or
+// reclaimed it) proves itself again and resends. Both sides may start at
+// once: a valid cookie hello from a peer we are greeting ourselves ends our
+// handshake too. Unsequenced, no payload; lost hellos are resent until the
+// peer timeout. docs/design.md ("Handshake") says why.
+struct HandshakeExt {
+    be16 mtu;  // the sender's MTU: the largest IP datagram it receives
+    be16 reserved;
+    be32 reserved2;
+    uint8_t cookie[16];  // kChallenge, and kHello with kFlagCookie; else zero
+};
+static_assert(sizeof(HandshakeExt) == 24, "HandshakeExt is frozen at 24 bytes");
 
 // Size of the extension that follows the transport header, per type.
 size_t extension_len(PacketType t);
