@@ -140,9 +140,7 @@ void session_timers(Session* s, uint64_t now)
         // response, rendezvous data): probe it so a dead peer is noticed.
         uint64_t keepalive = uint64_t(cfg.peer_timeout_ms) * 1000 / 4;
         if (s->handshake == HandshakeState::kGreeting) {
-            // No session at the peer to probe yet: the hello is resent.
-            if (s->fifo_head || s->fence_head)
-                session_greet(s, now);
+            session_greet(s, now);  // no session at the peer to probe yet: the hello is resent
         } else if (!unacked && silent > keepalive && now - s->last_probe_us > keepalive) {
             s->last_probe_us = now;
             session_send_probe(s, now);

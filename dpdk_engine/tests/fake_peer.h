@@ -11,8 +11,12 @@
 #include <rte_mbuf.h>
 
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dpdk_engine/engine.h"
@@ -110,11 +114,76 @@ class FakePeer {
         const size_t n = build_frame(rte_pktmbuf_mtod(m, uint8_t*), from, to, udp, len < room ? len : room, seal);
         return put(m, n);
     }
+    // A packet that starts a stream (kFlagStreamStart) is preceded, once
+    // per stream, by the handshake a real peer does (greet), unless
+    // `handshake` is off: a stranger's packet, which the engine answers
+    // with a challenge only.
     bool send(Address from, Address to, const PacketSpec& s, bool seal = true)
     {
+        if (handshake && pump && (s.flags & wire::kFlagStreamStart) && wire::is_sequenced(s.type) &&
+            !greeted_.count(std::make_tuple(from.ip_be, from.port, to.ip_be, to.port, s.stream)))
+            greet(from, to, s.stream, s.src_session);
         std::vector<uint8_t> u = udp_payload(s);
         return send(from, to, u.data(), u.size(), seal);
     }
+
+    // The handshake as a peer does it (wire.h): a hello, the engine's
+    // challenge, the hello with its cookie; `pump` runs the engine. What
+    // else the engine sends meanwhile is kept for the next drain(). False
+    // when no challenge came.
+    bool greet(Address from, Address to, uint32_t stream, uint32_t src_session = 0, uint16_t mtu = 9000)
+    {
+        send_handshake(from, to, hello(stream, src_session, mtu, nullptr));
+        uint8_t cookie[16];
+        bool got = false;
+        for (int i = 0; i < 100 && !got; i++) {
+            pump();
+            receive([&](const wire::ParsedPacket& p, rte_mbuf* m) {
+                if (!got && p.type == wire::PacketType::kChallenge && p.th->ack_stream_id.get() == stream &&
+                    p.dst_ip_be == from.ip_be && p.dst_port == from.port) {
+                    memcpy(cookie, reinterpret_cast<const wire::HandshakeExt*>(p.ext)->cookie, 16);
+                    got = true;
+                    return;
+                }
+                held_.push_back(rte_pktmbuf_clone(m, m->pool));
+            });
+        }
+        if (!got)
+            return false;
+        send_handshake(from, to, hello(stream, src_session, mtu, cookie));
+        greeted_.insert(std::make_tuple(from.ip_be, from.port, to.ip_be, to.port, stream));
+        pump();
+        return true;
+    }
+    static PacketSpec hello(uint32_t stream, uint32_t src_session, uint16_t mtu, const uint8_t* cookie)
+    {
+        PacketSpec h;
+        h.type = wire::PacketType::kHello;
+        h.flags = cookie ? uint16_t(wire::kFlagCookie) : uint16_t(0);
+        h.stream = stream;
+        h.src_session = src_session;
+        wire::HandshakeExt x {};
+        x.mtu.set(mtu);
+        if (cookie)
+            memcpy(x.cookie, cookie, sizeof x.cookie);
+        h.ext = bytes_of(x);
+        return h;
+    }
+    // Runs the engine once (greet); the rig sets it.
+    std::function<void()> pump;
+    // Sends our hellos and challenges, when set (test_auth: with the job
+    // key's trailer); else send().
+    std::function<bool(Address, Address, const PacketSpec&)> handshake_sender;
+    bool send_handshake(Address from, Address to, const PacketSpec& s)
+    {
+        if (handshake_sender)
+            return handshake_sender(from, to, s);
+        std::vector<uint8_t> u = udp_payload(s);
+        return send(from, to, u.data(), u.size(), true);
+    }
+    // Do the handshake for streams we start and answer the engine's hellos
+    // (a well-behaved peer); off: forge as a stranger would.
+    bool handshake = true;
     // Sends `len` bytes as a whole Ethernet frame, untouched.
     bool send_raw(const uint8_t* frame, size_t len)
     {
@@ -128,25 +197,61 @@ class FakePeer {
     }
     // Receives what the engine sent: fn(const wire::ParsedPacket&) for each
     // frame of our transport (others are skipped). Returns frames seen.
+    // With `handshake`, the engine's hellos are answered here (a challenge
+    // whose cookie the engine cannot check, as it need not) and hellos and
+    // challenges are not passed on.
     template <typename Fn> size_t drain(Fn fn)
     {
-        rte_mbuf* pkts[32];
-        size_t total = 0;
-        uint16_t n;
-        while ((n = port_->rx_burst(pkts, 32)) > 0) {
-            for (uint16_t i = 0; i < n; i++) {
-                wire::ParsedPacket p;
-                if (wire::parse_frame(rte_pktmbuf_mtod(pkts[i], const uint8_t*), pkts[i]->data_len, &p) ==
-                    wire::ParseResult::kOk)
-                    fn(p);
-                rte_pktmbuf_free(pkts[i]);
+        return receive([&](const wire::ParsedPacket& p, rte_mbuf*) {
+            if (handshake && (p.type == wire::PacketType::kHello || p.type == wire::PacketType::kChallenge)) {
+                if (p.type == wire::PacketType::kHello && !(p.flags & wire::kFlagCookie))
+                    challenge(p);
+                return;
             }
-            total += n;
-        }
-        return total;
+            fn(p);
+        });
+    }
+    // The challenge a peer sends back to the engine's hello p.
+    void challenge(const wire::ParsedPacket& p)
+    {
+        PacketSpec c;
+        c.type = wire::PacketType::kChallenge;
+        c.ack_stream = p.th->stream_id.get();
+        wire::HandshakeExt x {};
+        x.mtu.set(9000);
+        memset(x.cookie, 0xC0, sizeof x.cookie);
+        c.ext = bytes_of(x);
+        send_handshake(Address {p.dst_ip_be, p.dst_port}, Address {p.src_ip_be, p.src_port}, c);
     }
 
  private:
+    // fn(parsed, mbuf) for each frame of our transport: those greet() kept
+    // first, then the port's.
+    template <typename Fn> size_t receive(Fn fn)
+    {
+        size_t total = 0;
+        auto one = [&](rte_mbuf* m) {
+            wire::ParsedPacket p;
+            if (wire::parse_frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, &p) == wire::ParseResult::kOk)
+                fn(p, m);
+            rte_pktmbuf_free(m);
+            total++;
+        };
+        std::deque<rte_mbuf*> held;
+        held.swap(held_);
+        for (rte_mbuf* m : held)
+            if (m)
+                one(m);
+        rte_mbuf* pkts[32];
+        uint16_t n;
+        while ((n = port_->rx_burst(pkts, 32)) > 0)
+            for (uint16_t i = 0; i < n; i++)
+                one(pkts[i]);
+        return total;
+    }
+    std::deque<rte_mbuf*> held_;
+    std::set<std::tuple<uint32_t, uint16_t, uint32_t, uint16_t, uint32_t>> greeted_;
+
     bool put(rte_mbuf* m, size_t len)
     {
         m->data_len = static_cast<uint16_t>(len);

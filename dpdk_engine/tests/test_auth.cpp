@@ -124,6 +124,11 @@ struct Target {
     {
         ep = r.open(&sink);
         post(ep, buf, sizeof buf, nullptr);
+        if (keyed)  // the handshake, as a peer holding the key does it
+            r.peer.handshake_sender = [this](Address from, Address to, const PacketSpec& s) {
+                send_keyed(r, from, to, s, Forgery::kGenuine);
+                return true;
+            };
     }
     static EngineConfig config(bool keyed)
     {
@@ -159,6 +164,7 @@ void test_forged(void**)
     // under the key.
     PacketSpec genuine = eager(0x1004, 0, "genuine", true);
     genuine.flags = static_cast<uint16_t>(genuine.flags | wire::kFlagAckRequest);  // answered at once
+    assert_true(r.peer.greet(peer_addr(3), to, 0x1004));
     send_keyed(r, peer_addr(3), to, genuine, Forgery::kGenuine);
     size_t verified = 0, unverified = 0;
     wire::PacketAuth auth;
@@ -237,6 +243,7 @@ void test_replays(void**)
     const Address from = peer_addr(0);
 
     // A sequenced packet, opening a stream: delivered once.
+    assert_true(r.peer.greet(from, to, 0x3001));
     const std::vector<uint8_t> first = keyed_frame(from, to, eager(0x3001, 0, "once", true), Forgery::kGenuine);
     assert_true(r.peer.send_raw(first.data(), first.size()));
     r.run();
@@ -285,6 +292,7 @@ void test_replays(void**)
     // A new genuine packet (a fresh counter) still passes.
     post(ep, buf, sizeof buf, nullptr);
     const size_t completions = sink.c.size();
+    assert_true(r.peer.greet(from, to, 0x3002));
     send_keyed(r, from, to, eager(0x3002, 0, "fresh", true), Forgery::kGenuine);
     r.run();
     assert_int_equal(sink.c.size(), completions + 1);

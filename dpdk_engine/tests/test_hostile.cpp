@@ -47,6 +47,7 @@ void test_no_endpoint(void**)
     Address to = ep->address();
     to.port = static_cast<uint16_t>(to.port == 65535 ? 65534 : to.port + 1);  // nobody there
     uint64_t before = r.engine->stats().rx_no_endpoint;
+    r.peer.handshake = false;
     assert_true(r.peer.send(peer_addr(0), to, eager(0x1111, 0, "to nobody", true)));
     r.run();
     assert_int_equal(r.engine->stats().rx_no_endpoint, before + 1);
@@ -277,6 +278,7 @@ void test_packed_malformed(void**)
     assert_int_equal(r.engine->stats().rx_bad, before.rx_bad + 3);
     assert_int_equal(sink.c.size(), 0);
     assert_int_equal(ep->stats().sessions, 0);
+    assert_true(r.peer.greet(peer_addr(0), ep->address(), 0x5555));
     std::vector<uint8_t> u = fake::udp_payload(packed(texts, 0));
     assert_true(r.peer.send(peer_addr(0), ep->address(), u.data(), u.size(), true));
     r.run();

@@ -72,6 +72,7 @@ struct Rig {
         assert_int_equal(rc, 0);
         rc = peer.open("ringpair:" + name + ":1");
         assert_int_equal(rc, 0);
+        peer.pump = [this] { engine->progress(false); };
     }
     Endpoint* open(Sink* sink, MemoryRegistry* mr = nullptr, uint16_t port = 0)
     {

@@ -341,6 +341,9 @@ void test_close_while_waiting(void** state)
     Ep* closing = p.open(0);
     Ep* other = p.open(0);
     Ep* peers[3] = {p.open(1), p.open(1), p.open(1)};
+    for (Ep* to : peers)
+        warm_up(p, closing, to);
+    warm_up(p, other, peers[0]);
     std::vector<uint8_t> msg = payload(5000, 9), got(5000);
     CHECK(post_recv(peers[0], got.data(), got.size(), kOpCompletion, 0, 0, ctx(10)) == 0, "recv");
     for (Ep* to : peers)
