@@ -41,12 +41,17 @@
 //   ctl & 0x20  fix up what a peer learns from the engine and a fuzzer
 //               cannot guess: RMA/atomic keys and addresses (the field's
 //               low bits choose a region and an offset around it), op ids
-//               of responses and CTSs, rendezvous handles and the stream id
-//               of ACKs (chosen among those the engine sent);
+//               of responses and CTSs, rendezvous handles, the stream id
+//               of ACKs (chosen among those the engine sent), and the
+//               stream and cookie of a hello with kFlagCookie (those of the
+//               engine's last challenge to the same addresses);
 //   ctl & 0x40  run progress() after this frame (else frames queue up);
 //   ctl & 0x80  the job key's trailer as given (else the harness sets
 //               kFlagAuth, appends an AuthTrailer and seals it with the
 //               engine's key when the header's lengths fit the datagram).
+// The fake peers answer the engine's hellos with a challenge, so the
+// engine's own operations get past the handshake (wire.h); the seeds that
+// start a stream begin with a hello and a cookie hello.
 // The engine has a job key (FI_DPDK_AUTH_KEY), so its authentication
 // check (EngineImpl::authentic, the replay window) sees every frame, and
 // raw frames and 0x80 records reach it with whatever trailer they carry.
@@ -111,6 +116,15 @@ struct Harness {
     uint8_t* recv_buf[4];
     // What the engine told the fake peers (for kFixIds).
     std::vector<uint32_t> op_ids, handles, streams;
+    // The engine's challenges (wire.h, the handshake): a kHello with
+    // kFlagCookie under kFixIds takes the stream and cookie of the last one
+    // to its addresses, so inputs get past the handshake.
+    struct Challenge {
+        uint16_t peer_port, ep_port;
+        uint32_t stream;
+        uint8_t cookie[16];
+    };
+    std::vector<Challenge> challenges;
 };
 
 Harness* g;
@@ -127,6 +141,26 @@ void on_complete(void*, const Completion& c)
     }
     fprintf(stderr, "fuzz_session: receive completion %p+%zu outside every buffer\n", c.buf, c.len);
     abort();
+}
+
+void inject(uint8_t ctl, const uint8_t* bytes, size_t len);
+
+// A fake peer answers the engine's hello as a peer would: with a challenge
+// (its cookie is not checked by the engine, only the stream it names).
+void answer_hello(const wire::ParsedPacket& p)
+{
+    const unsigned peer = unsigned(p.dst_port - kPeerPortBase);
+    if (peer > 3)
+        return;
+    fake::PacketSpec c;
+    c.type = wire::PacketType::kChallenge;
+    c.ack_stream = p.th->stream_id.get();
+    wire::HandshakeExt x {};
+    x.mtu.set(9000);
+    c.ext = fake::bytes_of(x);
+    const std::vector<uint8_t> u = fake::udp_payload(c);
+    const uint8_t ctl = uint8_t(peer << 3) | (p.src_port == g->ep_addr[1].port ? kToEp1 : 0);
+    inject(ctl, u.data(), u.size());
 }
 
 // Records the ids the engine put in a packet it sent to a fake peer.
@@ -152,8 +186,39 @@ void learn(const wire::ParsedPacket& p)
     case wire::PacketType::kAtomicReq:
         keep(g->op_ids, reinterpret_cast<const wire::AtomicExt*>(p.ext)->op_id.get());
         break;
+    case wire::PacketType::kHello:
+        if (!(p.flags & wire::kFlagCookie))
+            answer_hello(p);
+        break;
+    case wire::PacketType::kChallenge: {
+        Harness::Challenge c;
+        c.peer_port = p.dst_port;
+        c.ep_port = p.src_port;
+        c.stream = p.th->ack_stream_id.get();
+        memcpy(c.cookie, reinterpret_cast<const wire::HandshakeExt*>(p.ext)->cookie, sizeof c.cookie);
+        if (g->challenges.size() < 64)
+            g->challenges.push_back(c);
+        break;
+    }
     default: break;
     }
+}
+
+// kFixIds on a hello with a cookie: the stream and cookie of the engine's
+// last challenge to these addresses, if any.
+void fix_cookie(uint8_t* udp, size_t len, const Address& from, const Address& to)
+{
+    if (len < sizeof(wire::TransportHeader) + sizeof(wire::HandshakeExt))
+        return;
+    auto* th = reinterpret_cast<wire::TransportHeader*>(udp);
+    if (th->type != uint8_t(wire::PacketType::kHello) || !(th->flags.get() & wire::kFlagCookie))
+        return;
+    for (auto it = g->challenges.rbegin(); it != g->challenges.rend(); ++it)
+        if (it->peer_port == from.port && it->ep_port == to.port) {
+            th->stream_id.set(it->stream);
+            memcpy(reinterpret_cast<wire::HandshakeExt*>(th + 1)->cookie, it->cookie, sizeof it->cookie);
+            return;
+        }
 }
 
 void drain_peer()
@@ -240,6 +305,8 @@ void inject(uint8_t ctl, const uint8_t* bytes, size_t len)
         fix_ids(udp, len);
     const unsigned peer = (ctl >> 3) & 3;
     const Address from {g->peer_ip_be[peer], uint16_t(kPeerPortBase + peer)};
+    if (ctl & kFixIds)
+        fix_cookie(udp, len, from, g->ep_addr[(ctl & kToEp1) ? 1 : 0]);
     const bool keyed = !(ctl & kKeepTrailer) && len >= sizeof(wire::TransportHeader) &&
                        len + sizeof(wire::AuthTrailer) <= kMaxMtu;
     if (keyed) {
@@ -379,6 +446,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***)
         abort();
     }
     rc = g->peer.open("ringpair:fuzz:1");
+    g->peer.handshake = false;  // learn() sees and answers the handshake itself
     if (rc) {
         fprintf(stderr, "fuzz_session: Port::open: %d\n", rc);
         abort();
@@ -422,6 +490,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     g->op_ids.clear();
     g->handles.clear();
     g->streams.clear();
+    g->challenges.clear();
 
     post_recv(g->ep[0], g->recv_buf[0], kRecvLen[0], 0, 0);
     post_recv(g->ep[0], g->recv_buf[1], kRecvLen[1], 0, 0);

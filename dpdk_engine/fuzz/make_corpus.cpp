@@ -151,8 +151,36 @@ void write_file(const std::string& path, const Bytes& b)
     fclose(f);
 }
 
-void emit(const std::string& dir, const char* name, const std::vector<Pkt>& pkts)
+Bytes hello_ext()
 {
+    wire::HandshakeExt x {};
+    x.mtu.set(9000);
+    return ext_of(x);
+}
+
+// The handshake a peer does before its first stream (wire.h): a hello, then
+// the hello with the cookie of the engine's challenge (kFixIds puts it in).
+std::vector<Pkt> with_handshake(const std::vector<Pkt>& pkts)
+{
+    for (const Pkt& p : pkts)
+        if ((p.flags & wire::kFlagStreamStart) && wire::is_sequenced(p.type)) {
+            const uint8_t to = p.ctl & kToEp1;
+            std::vector<Pkt> out {{wire::PacketType::kHello, 0, 0, hello_ext(), {}, uint8_t(kProgress | to)},
+                                  {wire::PacketType::kHello,
+                                   wire::kFlagCookie,
+                                   0,
+                                   hello_ext(),
+                                   {},
+                                   uint8_t(kFixIds | kProgress | to)}};
+            out.insert(out.end(), pkts.begin(), pkts.end());
+            return out;
+        }
+    return pkts;
+}
+
+void emit(const std::string& dir, const char* name, const std::vector<Pkt>& given)
+{
+    const std::vector<Pkt> pkts = with_handshake(given);
     Bytes rec;
     for (const Pkt& p : pkts) {
         Bytes u = udp_payload(p);
@@ -241,5 +269,11 @@ int main(int argc, char** argv)
     emit(dir, "packed-many",
          {{T::kMsgPacked, uint16_t(S | L), 0, pack_ext(40), packed_records(std::vector<uint16_t>(40, 8), 0)}});
     emit(dir, "stale-stream", {{T::kMsgEager, L, 5, msg(0, 0, 10, 0), fill(10, 16)}});
+    // The handshake alone, a cookie that is not the engine's, a challenge nobody asked for.
+    emit(dir, "handshake",
+         {{T::kHello, 0, 0, hello_ext(), {}, kProgress},
+          {T::kHello, wire::kFlagCookie, 0, hello_ext(), {}, uint8_t(kFixIds | kProgress)}});
+    emit(dir, "hello-forged-cookie", {{T::kHello, wire::kFlagCookie, 0, hello_ext(), fill(0, 0), kProgress}});
+    emit(dir, "unsolicited-challenge", {{T::kChallenge, 0, 0, hello_ext(), {}, kProgress}});
     return 0;
 }
