@@ -9,12 +9,12 @@
 -- FI_DPDK_PCAP=<file> (man fi_dpdk).
 --
 -- Our UDP ports are picked by the kernel, so the protocol is found by a
--- heuristic on the UDP payload (the magic 0xD9D7 and version 5). If another
+-- heuristic on the UDP payload (the magic 0xD9D7 and version 6). If another
 -- dissector claims a port first, add -o udp.try_heuristic_first:TRUE.
 --
 -- Every field of wire.h is decoded: the 56-byte transport header with its
 -- flag bits, the extension header of each packet type (MsgExt, RdvExt,
--- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt) and the payload; the CRC32C (over the
+-- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt, PackExt, HandshakeExt) and the payload; the CRC32C (over the
 -- UDP ports, the header with its crc field zero, the extension and the
 -- payload) is verified (preference "Verify CRC32C", on by default). With the
 -- payload-CRC flag (kMsgRdvData and kRmaWrite) the header CRC stops at the
@@ -24,7 +24,7 @@
 local p = Proto("dpdkfi", "dpdk-fi reliable datagram transport")
 
 local MAGIC = 0xD9D7
-local VERSION = 5  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag, 4: session handles, 5: the job key trailer)
+local VERSION = 6  -- wire.h kVersion (2: kMsgPacked, 3: the payload-CRC flag, 4: session handles, 5: the job key trailer, 6: the handshake)
 local HEADER_LEN = 56
 local CRC_AT = 52  -- the crc field, last of the header
 
@@ -33,18 +33,18 @@ local packet_types = {
     [1] = "Ack", [2] = "Reset", [3] = "MsgEager", [4] = "MsgRts", [5] = "MsgCts",
     [6] = "MsgRdvData", [7] = "RmaWrite", [8] = "RmaReadReq", [9] = "RmaReadResp",
     [10] = "RmaWriteResp", [11] = "AtomicReq", [12] = "AtomicResp", [13] = "Datagram",
-    [14] = "ConnCtl", [15] = "MsgPacked",
+    [14] = "ConnCtl", [15] = "MsgPacked", [16] = "Hello", [17] = "Challenge",
 }
 -- Extension header of each type: its name and length.
 local MSG, RDV, DATA, RMA, ATOMIC, RESP = "msg", "rdv", "data", "rma", "atomic", "resp"
-local DGRAM, CONN, PACK = "dgram", "conn", "pack"
+local DGRAM, CONN, PACK, HAND = "dgram", "conn", "pack", "handshake"
 local ext_of = {
     [1] = nil, [2] = nil, [3] = MSG, [4] = MSG, [5] = RDV, [6] = DATA,
     [7] = RMA, [8] = RMA, [9] = RESP, [10] = RESP, [11] = ATOMIC, [12] = RESP,
-    [13] = DGRAM, [14] = CONN, [15] = PACK,
+    [13] = DGRAM, [14] = CONN, [15] = PACK, [16] = HAND, [17] = HAND,
 }
 local ext_len = { [MSG] = 40, [RDV] = 16, [DATA] = 16, [RMA] = 48, [ATOMIC] = 32, [RESP] = 16,
-                  [DGRAM] = 16, [CONN] = 16, [PACK] = 8 }
+                  [DGRAM] = 16, [CONN] = 16, [PACK] = 8, [HAND] = 24 }
 -- Where the payload-CRC flag's CRC sits in the extension (its reserved word).
 local payload_crc_at = { [DATA] = 4, [RMA] = 36 }
 local PACKED_RECORD_LEN = 24  -- wire.h PackedRecord
@@ -76,8 +76,8 @@ local atomic_kinds = { [0] = "Plain", [1] = "Fetch", [2] = "Compare" }
 local FLAG_ACK_REQUEST, FLAG_STREAM_START, FLAG_LAST = 0x0001, 0x0002, 0x0004
 local FLAG_TAGGED, FLAG_REMOTE_DATA, FLAG_HAS_ACK = 0x0008, 0x0010, 0x0020
 local FLAG_PAYLOAD_CRC, FLAG_TOO_LARGE = 0x0040, 0x0080
-local FLAG_AUTH = 0x0100
-local FLAGS_KNOWN = 0x01ff
+local FLAG_AUTH, FLAG_COOKIE = 0x0100, 0x0200
+local FLAGS_KNOWN = 0x03ff
 local AUTH_TRAILER_LEN = 32  -- wire.h AuthTrailer: key id, salt, counter, GMAC tag
 
 local f = p.fields
@@ -96,7 +96,12 @@ f.flag_payload_crc = ProtoField.bool("dpdkfi.flags.payload_crc", "Payload has it
 f.flag_too_large = ProtoField.bool("dpdkfi.flags.too_large", "Reset: frame over the receiver's MTU (in Window)", 16, nil,
     FLAG_TOO_LARGE)
 f.flag_auth = ProtoField.bool("dpdkfi.flags.auth", "Job-key trailer follows the payload", 16, nil, FLAG_AUTH)
-f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xfe00)
+f.flag_cookie = ProtoField.bool("dpdkfi.flags.cookie", "Hello: echoes the receiver's cookie", 16, nil, FLAG_COOKIE)
+f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xfc00)
+-- HandshakeExt (kHello, kChallenge)
+f.hs_mtu = ProtoField.uint16("dpdkfi.handshake.mtu", "Sender's MTU")
+f.hs_reserved = ProtoField.bytes("dpdkfi.handshake.reserved", "Reserved")
+f.hs_cookie = ProtoField.bytes("dpdkfi.handshake.cookie", "Cookie")
 -- AuthTrailer (kFlagAuth): the tag is not checked here (it needs the key).
 f.auth_key_id = ProtoField.uint32("dpdkfi.auth.key_id", "Key id", base.HEX)
 f.auth_salt = ProtoField.uint32("dpdkfi.auth.salt", "Sender's salt", base.HEX)
@@ -250,6 +255,11 @@ local function dissect_ext(kind, tvb, off, tree)
         local t = tree:add(p, tvb(off, 8), "PackExt")
         add_u(t, f.pack_count, tvb, off, 2); t:add(f.pack_reserved, tvb(off + 2, 6))
         return string.format(" %u messages", tvb(off, 2):uint())
+    elseif kind == HAND then
+        local t = tree:add(p, tvb(off, 24), "HandshakeExt")
+        add_u(t, f.hs_mtu, tvb, off, 2); t:add(f.hs_reserved, tvb(off + 2, 6))
+        t:add(f.hs_cookie, tvb(off + 8, 16))
+        return string.format(" mtu %u", tvb(off, 2):uint())
     elseif kind == CONN then
         local t = tree:add(p, tvb(off, 16), "ConnExt")
         add_u(t, f.conn_kind, tvb, off, 1); t:add(f.conn_reserved, tvb(off + 1, 7))
@@ -281,6 +291,7 @@ local function dissect(tvb, pinfo, tree)
     ft:add(f.flag_remote_data, tvb(4, 2)); ft:add(f.flag_has_ack, tvb(4, 2))
     ft:add(f.flag_payload_crc, tvb(4, 2)); ft:add(f.flag_too_large, tvb(4, 2))
     ft:add(f.flag_auth, tvb(4, 2))
+    ft:add(f.flag_cookie, tvb(4, 2))
     if band(flags, 0xffff - FLAGS_KNOWN) ~= 0 then ft:add(f.flag_unknown, tvb(4, 2)) end
     t:add(f.header_len, tvb(6, 2)); t:add(f.stream_id, tvb(8, 4)); t:add(f.psn, tvb(12, 4))
     t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
@@ -372,6 +383,7 @@ local function dissect(tvb, pinfo, tree)
     if band(flags, FLAG_REMOTE_DATA) ~= 0 then flag_names[#flag_names + 1] = "DATA" end
     if band(flags, FLAG_PAYLOAD_CRC) ~= 0 then flag_names[#flag_names + 1] = "PCRC" end
     if band(flags, FLAG_AUTH) ~= 0 then flag_names[#flag_names + 1] = "AUTH" end
+    if band(flags, FLAG_COOKIE) ~= 0 then flag_names[#flag_names + 1] = "COOKIE" end
     if #flag_names > 0 then info = info .. " <" .. table.concat(flag_names, ",") .. ">" end
     pinfo.cols.info = info
     return len

@@ -53,6 +53,10 @@
  * 64 bytes) the job key's drops (rx_auth_*), the replay table's evictions
  * and the device's transmit drops and buffer shortages.
  *
+ * Version 8 appended the handshake's counters to struct fi_dpdk_ep_stats
+ * (at FI_DPDK_EP_STATS_SIZE_V7, 376 bytes): hellos and challenges sent,
+ * handshakes taken and handshake packets refused.
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -83,12 +87,13 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME       "dpdk_stats"
-#define FI_DPDK_STATS_VERSION        7
+#define FI_DPDK_STATS_VERSION        8
 #define FI_DPDK_EP_STATS_SIZE_V1     208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2     264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 #define FI_DPDK_EP_STATS_SIZE_V3     320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
 #define FI_DPDK_EP_STATS_SIZE_V4     328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
 #define FI_DPDK_EP_STATS_SIZE_V6     336 /* sizeof(struct fi_dpdk_ep_stats) in versions 5 and 6 */
+#define FI_DPDK_EP_STATS_SIZE_V7     376 /* sizeof(struct fi_dpdk_ep_stats) in version 7 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V5 56  /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V6 64  /* sizeof(struct fi_dpdk_domain_stats) in version 6 */
 
@@ -166,7 +171,15 @@ struct fi_dpdk_ep_stats {
 				       peer's) */
     uint64_t late_failures;    /* operations that failed after their success was reported
 				       (FI_INJECT_COMPLETE): counted only here */
-    /* Version 8 appends here: define FI_DPDK_EP_STATS_SIZE_V7 (376), bump
+    /* Version 8: the handshake (fi_dpdk(7), SECURITY) */
+    uint64_t hellos_sent;        /* hellos this endpoint sent to peers it had no session with */
+    uint64_t challenges_sent;    /* challenges it sent: to hellos, and to streams started by peers
+				       it held no session for (a stranger's, or a restarted peer's) */
+    uint64_t handshakes;         /* hellos with a valid cookie taken: peers that proved their
+				       address (a session made or confirmed) */
+    uint64_t handshakes_refused; /* hellos with a cookie not ours or expired, challenges naming a
+				       stream not ours, handshakes stating an MTU out of range */
+    /* Version 9 appends here: define FI_DPDK_EP_STATS_SIZE_V8 (408), bump
 	 * FI_DPDK_STATS_VERSION, add the static_asserts in
 	 * prov/dpdk/dpdk_stats.cpp. */
 };

@@ -38,6 +38,10 @@ static_assert(offsetof(fi_dpdk_ep_stats, peers_refused) == FI_DPDK_EP_STATS_SIZE
               "fi_dpdk_ep_stats: version 7 fields must follow tx_corked");
 static_assert(offsetof(fi_dpdk_ep_stats, tx_corked) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V6,
               "fi_dpdk_ep_stats: version 5 and 6 layout moved");
+static_assert(offsetof(fi_dpdk_ep_stats, hellos_sent) == FI_DPDK_EP_STATS_SIZE_V7,
+              "fi_dpdk_ep_stats: version 8 fields must follow late_failures");
+static_assert(offsetof(fi_dpdk_ep_stats, late_failures) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V7,
+              "fi_dpdk_ep_stats: version 7 layout moved");
 static_assert(offsetof(fi_dpdk_domain_stats, rx_auth_missing) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
               "fi_dpdk_domain_stats: version 7 fields must follow rx_in_place");
 static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) + sizeof(uint64_t) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
@@ -122,6 +126,10 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.peers_resumed = s.peers_resumed;
         r.parked_abandoned = s.parked_abandoned;
         r.late_failures = s.late_failures;
+        r.hellos_sent = s.hellos_sent;
+        r.challenges_sent = s.challenges_sent;
+        r.handshakes = s.handshakes;
+        r.handshakes_refused = s.handshakes_refused;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

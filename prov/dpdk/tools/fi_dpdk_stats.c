@@ -365,6 +365,12 @@ static void print_ep(const char* role, struct side* s, struct fi_dpdk_ep_stats* 
         FIELD(*st, parked_abandoned);
         FIELD(*st, late_failures);
     }
+    if (st->size > FI_DPDK_EP_STATS_SIZE_V7) { /* version 8 on: the handshake */
+        FIELD(*st, hellos_sent);
+        FIELD(*st, challenges_sent);
+        FIELD(*st, handshakes);
+        FIELD(*st, handshakes_refused);
+    }
 
     ssize_t n = ops->session_stats(s->ep, NULL, 0);
     if (n < 0)
@@ -460,20 +466,20 @@ static void check_conventions(struct side* a, struct fi_info* info)
     check(ops->ep_stats(a->ep, small) == 0 && small->size == want && small->version == FI_DPDK_STATS_VERSION &&
               small->addr_port != 0 && raw[want] == 0xee && raw[sizeof(raw) - 1] == 0xee,
           "a %u-byte ep_stats request fills exactly %u bytes (got size %u)", want, want, small->size);
-    /* Callers built against versions 1 to 6 (the struct up to
-	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx, tx_corked): each gets exactly its
-	 * bytes, the fields appended later stay untouched. */
+    /* Callers built against versions 1 to 7 (the struct up to
+	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx, tx_corked, late_failures): each
+	 * gets exactly its bytes, the fields appended later stay untouched. */
     static const uint32_t old_sizes[] = {FI_DPDK_EP_STATS_SIZE_V1, FI_DPDK_EP_STATS_SIZE_V2,
                                          FI_DPDK_EP_STATS_SIZE_V3, FI_DPDK_EP_STATS_SIZE_V4,
-                                         FI_DPDK_EP_STATS_SIZE_V6};
+                                         FI_DPDK_EP_STATS_SIZE_V6, FI_DPDK_EP_STATS_SIZE_V7};
     for (unsigned v = 0; v < sizeof(old_sizes) / sizeof(old_sizes[0]); v++) {
         const uint32_t sz = old_sizes[v];
         memset(raw, 0xee, sizeof(raw));
         small->size = sz;
         check(ops->ep_stats(a->ep, small) == 0 && small->size == sz && small->version == FI_DPDK_STATS_VERSION &&
                   small->tx_packets > 0 && raw[sz] == 0xee && raw[sizeof(raw) - 1] == 0xee,
-              "a version %u (%u-byte) ep_stats request fills exactly that (got size %u)", v < 4 ? v + 1 : 6, sz,
-              small->size);
+              "a version %u (%u-byte) ep_stats request fills exactly that (got size %u)", v < 4 ? v + 1 : v + 2,
+              sz, small->size);
     }
     /* Domain callers of versions 5 and 6 likewise. */
     static const uint32_t old_domain_sizes[] = {FI_DPDK_DOMAIN_STATS_SIZE_V5, FI_DPDK_DOMAIN_STATS_SIZE_V6};

@@ -48,7 +48,7 @@ run eager -- -n 2000 -s 1000
 # their size, version, the v1 to v4 callers' views, spurious_rtos <=
 # rto_fires and, in one process, zero_copy_tx 0).
 v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx|tx_corked) +[0-9]+$' "$out")
-if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 7)' "$out")" = 2 ]; then
+if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 8)' "$out")" = 2 ]; then
 	pair_result pass "version 3 to 5 counters printed"
 else
 	pair_result fail "versions 3 to 5: $v3 of 18 counter lines" "" "$out"
@@ -61,6 +61,14 @@ if [ "$v7" = 18 ]; then
 	pair_result pass "version 7 drop counters printed"
 else
 	pair_result fail "version 7: $v7 of 18 counter lines" "" "$out"
+fi
+# Version 8: the handshake. The sender greeted the receiver, which took
+# its cookie; nothing was refused.
+if [ "$(sender hellos_sent)" -ge 1 ] && [ "$(receiver challenges_sent)" -ge 1 ] && [ "$(receiver handshakes)" -ge 1 ] &&
+	[ "$(sender handshakes_refused)" = 0 ] && [ "$(receiver handshakes_refused)" = 0 ]; then
+	pair_result pass "version 8 handshake counters"
+else
+	pair_result fail "version 8: hellos_sent $(sender hellos_sent) challenges_sent $(receiver challenges_sent) handshakes $(receiver handshakes) refused $(sender handshakes_refused)/$(receiver handshakes_refused)" "" "$out"
 fi
 # Messages make no RMA request, so nothing can wait for a response.
 [ "$(sender response_timeouts)" = 0 ] && [ "$(receiver response_timeouts)" = 0 ] ||
