@@ -481,6 +481,10 @@ int main()
         cmocka_unit_test(test_peer_cap),
         cmocka_unit_test(test_idle_reclaim),
         cmocka_unit_test(test_unexpected_peer_share),
+        cmocka_unit_test(test_stranger_challenged),
+        cmocka_unit_test(test_forged_cookie),
+        cmocka_unit_test(test_cookie_expires),
+        cmocka_unit_test(test_challenge_must_name_our_stream),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

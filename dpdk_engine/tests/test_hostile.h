@@ -203,6 +203,11 @@ void test_forged_session_handle(void**);
 void test_peer_cap(void**);
 void test_idle_reclaim(void**);
 void test_unexpected_peer_share(void**);
+// test_hostile_handshake.cpp
+void test_stranger_challenged(void**);
+void test_forged_cookie(void**);
+void test_cookie_expires(void**);
+void test_challenge_must_name_our_stream(void**);
 
 }  // namespace hostile
 
