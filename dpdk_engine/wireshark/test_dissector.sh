@@ -42,7 +42,7 @@ awk '/enum class PacketType/ {on = 1; next} on && /^};/ {on = 0}
 lua_ext() {  # the dissector's extension name for an Ext struct
 	case $1 in MsgExt) echo MSG;; RdvExt) echo RDV;; DataExt) echo DATA;; RmaExt) echo RMA;;
 	AtomicExt) echo ATOMIC;; RespExt) echo RESP;; DgramExt) echo DGRAM;; ConnExt) echo CONN;;
-	PackExt) echo PACK;;
+	PackExt) echo PACK;; HandshakeExt) echo HAND;;
 	-) echo nil;; *) echo "?$1";; esac
 }
 while read -r id name ext; do
@@ -156,18 +156,20 @@ for cap in "$tmp"/*.pcap; do
 	cat "$cap.tsv" >>"$tmp/all.tsv"
 done
 # header_len = the header + the type's extension; every PSN 0 packet of a
-# sequenced type opens its stream; every packet but a stateless reset names
-# its sender's session, and most name the receiver's (found by handle).
+# sequenced type opens its stream; every packet but a stateless reset or
+# challenge names its sender's session, and most name the receiver's
+# (found by handle). Every capture starts with a handshake (hello,
+# challenge, hello with the cookie).
 awk -v F="$(echo $F)" -v H="$header" "$AWKCOLS"'
 	BEGIN { e[1]=0; e[2]=0; e[3]=40; e[4]=40; e[5]=16; e[6]=16; e[7]=48; e[8]=48; e[9]=16; e[10]=16; e[11]=32; e[12]=16
-	        e[13]=16; e[14]=16; e[15]=8 }
+	        e[13]=16; e[14]=16; e[15]=8; e[16]=24; e[17]=24 }
 	{ t = $c["dpdkfi.type"]; seen[t]++
 	  if ($c["dpdkfi.header_len"] != H + e[t]) { print "FAIL: type " t " header_len " $c["dpdkfi.header_len"]; bad = 1 }
-	  if (t != 2 && t != 13 && $c["dpdkfi.src_session"] == "0x00000000") { print "FAIL: type " t " without src_session"; bad = 1 }
+	  if (t != 2 && t != 13 && t != 17 && $c["dpdkfi.src_session"] == "0x00000000") { print "FAIL: type " t " without src_session"; bad = 1 }
 	  if ($c["dpdkfi.dest_session"] != "0x00000000") named++
-	  if (t > 2 && t != 13 && $c["dpdkfi.psn"] == 0 && $c["dpdkfi.flags.stream_start"] != 1) { print "FAIL: PSN 0 without stream start"; bad = 1 } }
+	  if (t > 2 && t != 13 && t < 16 && $c["dpdkfi.psn"] == 0 && $c["dpdkfi.flags.stream_start"] != 1) { print "FAIL: PSN 0 without stream start"; bad = 1 } }
 	END { seen[13] = seen[14] = 1  # datagram and connection packets: no capture of their own
-	      for (t = 1; t <= 15; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
+	      for (t = 1; t <= 17; t++) if (t != 2 && !seen[t]) { print "FAIL: no packet of type " t " in the captures"; bad = 1 }
 	      if (named * 2 < NR) { print "FAIL: " named " of " NR " packets name the receiver'"'"'s session"; bad = 1 }
 	      exit bad }' "$tmp/all.tsv" && ok "every packet type but Reset, Datagram and ConnCtl seen, header lengths right, session handles named" || fail=1
 
@@ -184,12 +186,16 @@ awk -v F="$(echo $F)" "$AWKCOLS"' $c["dpdkfi.flags.auth"] == 1 { n++ } END { if 
 # Eager: every segment's offset + length within the message, and the
 # segments add up to 300 messages of 3000 bytes. Each PSN counts once: a
 # retransmission (an RTO on a loaded machine) is a copy of the same frame.
-check_tsv "$tmp/eager.pcap" '$c["dpdkfi.type"] == 3 && !seen[$c["dpdkfi.stream_id"] " " $c["dpdkfi.psn"]]++ {
+# The messages posted while the handshake was under way leave together,
+# packed (records of 3000 bytes), once it is done.
+check_tsv "$tmp/eager.pcap" '$c["dpdkfi.type"] == 15 && !seen[$c["dpdkfi.stream_id"] " " $c["dpdkfi.psn"]]++ {
+		k = $c["dpdkfi.pack.count"]; sum += 3000 * k; last += k }
+	$c["dpdkfi.type"] == 3 && !seen[$c["dpdkfi.stream_id"] " " $c["dpdkfi.psn"]]++ {
 		n++; l = $c["dpdkfi.payload_len"]; sum += l
 		if ($c["dpdkfi.msg.total_len"] != 3000 || $c["dpdkfi.msg.offset"] + l > 3000) bad = 1
 		if ($c["dpdkfi.flags.last"] == 1) last++ }
 	END { if (bad || sum != 900000 || last != 300) { print "FAIL: eager: " n " segments, " sum " bytes, " last " last"; exit 1 } }' &&
-	ok "eager segments add up to 300 x 3000 bytes, 300 marked last" || fail=1
+	ok "eager segments (and the records packed behind the handshake) add up to 300 x 3000 bytes, 300 last" || fail=1
 # Rendezvous: CTS grants 50000 bytes, data adds up to 20 x 50000 (each PSN
 # once, as above).
 check_tsv "$tmp/rdv.pcap" '($c["dpdkfi.type"] == 5 || $c["dpdkfi.type"] == 6) && seen[$c["dpdkfi.stream_id"] " " $c["dpdkfi.psn"]]++ { next }
