@@ -106,6 +106,7 @@ void establish(Session* s, uint16_t peer_mtu, uint64_t now)
     s->handshake = HandshakeState::kEstablished;
     s->hello_due_us = 0;
     s->hello_interval_us = 0;
+    s->hellos = 0;
     // The hellos' backoff says nothing of the path: RTT from scratch.
     s->rtt = RttEstimator(e->cfg.rto_initial_us, e->cfg.rto_min_us, e->cfg.rto_max_us);
     e->activate(s);
@@ -121,6 +122,8 @@ void session_greet(Session* s, uint64_t now)
     if (!s->hello_interval_us)
         s->last_heard_us = now;  // the peer timeout counts from the first hello
     send_hello(s, now, nullptr);
+    if (s->hellos < 255)
+        s->hellos++;
     // First again after one initial RTO, then twice as long each time, as
     // TCP resends a SYN; the peer timeout (session_timers) ends it.
     s->hello_interval_us = s->hello_interval_us ? s->hello_interval_us * 2 : cfg.rto_initial_us;

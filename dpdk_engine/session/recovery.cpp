@@ -132,7 +132,8 @@ void session_timers(Session* s, uint64_t now)
         // last_heard_us may be later than `now` (taken when progress()
         // began) when a callback during this round touched the session.
         uint64_t silent = now > s->last_heard_us ? now - s->last_heard_us : 0;
-        if (silent > uint64_t(cfg.peer_timeout_ms) * 1000) {
+        if (silent > uint64_t(cfg.peer_timeout_ms) * 1000 &&
+            (s->handshake == HandshakeState::kEstablished || s->hellos >= 3)) {
             session_fail(s, OpStatus::kPeerTimeout, true);
             return;
         }

@@ -658,6 +658,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->handshake = HandshakeState::kGreeting;
     s->hello_due_us = 0;
     s->hello_interval_us = 0;
+    s->hellos = 0;
     if (s->rx_stream)
         s->retired[s->retired_next++ & 3] = s->rx_stream;
     s->rx_stream = 0;

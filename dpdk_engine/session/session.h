@@ -147,6 +147,10 @@ struct Session {
     bool mac_known = false;
     bool stream_acked = false;  // peer has acknowledged our stream
     HandshakeState handshake = HandshakeState::kGreeting;
+    // kGreeting: hellos sent (saturates). The peer timeout needs three: a
+    // process that stalled right after its first hello (not calling
+    // progress) has not given the peer a chance to answer.
+    uint8_t hellos = 0;
     TxWindowState tx_window = TxWindowState::kReady;
     RxDeliveryState rx_delivery = RxDeliveryState::kInOrder;
     bool in_recovery = false;  // a loss episode: the window was cut once, until una passes recover_psn
