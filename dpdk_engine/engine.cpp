@@ -391,6 +391,10 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
         return;
     EndpointImpl* ep = p.dst_ip_be == port->ip_be() ? by_port[p.dst_port] : nullptr;
     if (!ep || ep->closing) {
+        if (ep && ep->closing && !ep->time_wait_until_us && p.type == wire::PacketType::kChallenge) {
+            handle_handshake(ep, p, now);  // fi_close waits for it (finish_handshakes)
+            return;
+        }
         if (ep && ep->time_wait_until_us)
             answer_time_wait(ep, p, now);
         st.rx_no_endpoint++;
@@ -645,6 +649,7 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
     // Messages that autocork or kOpMore held back leave first, like the
     // frames posted before them (they carry the owed ACK too): a send that
     // returned success before fi_close is on the wire, deferred or not.
+    finish_handshakes(ep);
     uint64_t now = now_us();
     for (auto& kv : ep->sessions) {
         if (kv.second->fifo_head)

@@ -168,6 +168,10 @@ class EngineImpl {
     CookieJar cookies;
     void send_challenge(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now);
     void handle_handshake(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now);
+    // Closing ep: sends posted to a peer still greeting would leave only as
+    // a hello, so the peers' answers are waited for (a few initial RTOs at
+    // most) and those sends go on the wire like the others.
+    void finish_handshakes(EndpointImpl* ep);
     // A frame of ours too long for us (wire::parse_oversize_frame): its
     // sender is told our MTU (kReset + kFlagTooLarge) instead of retrying
     // for ever. false: not such a frame.

@@ -3,6 +3,7 @@
 // address, and the MTU each side learns of the other.
 #include <sodium.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "dpdk_engine/engine_impl.h"
@@ -130,6 +131,19 @@ void session_greet(Session* s, uint64_t now)
     if (s->hello_interval_us > cfg.rto_max_us)
         s->hello_interval_us = cfg.rto_max_us;
     s->hello_due_us = now + s->hello_interval_us;
+}
+
+void EngineImpl::finish_handshakes(EndpointImpl* ep)
+{
+    const uint64_t until = now_us() + std::min<uint64_t>(4ull * cfg.rto_initial_us, cfg.peer_timeout_ms * 1000ull);
+    auto greeting = [ep] {
+        for (auto& kv : ep->sessions)
+            if (kv.second->handshake == HandshakeState::kGreeting && kv.second->fifo_head)
+                return true;
+        return false;
+    };
+    while (greeting() && now_us() < until)
+        progress(false);
 }
 
 void EngineImpl::send_challenge(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now)
