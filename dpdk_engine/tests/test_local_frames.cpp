@@ -35,7 +35,8 @@ namespace {
 const uint32_t kIp = htonl(INADDR_LOOPBACK);
 constexpr uint16_t kPeerPort = 7;  // the source port the hostile peer claims
 
-void on_complete(void*, const Completion&) { }
+void on_complete(void*, const Completion&)
+{ }
 
 // xorshift64: the same mutations on every run.
 struct Rng {
@@ -66,8 +67,8 @@ struct Target {
         port = ep->address().port;
         // The engine's hub accepts it at its next service round (once a
         // millisecond, or sooner).
-        assert_int_equal(
-            local::Channel::connect(geteuid(), kIp, port, local::RingGeometry {256, 9014}, &st, &c), 0);
+        assert_int_equal(local::Channel::connect(geteuid(), kIp, port, local::RingGeometry {256, 9014}, &st, &c),
+                         0);
         for (int i = 0; i < 30; i++) {
             send_raw(nullptr, 0);  // nothing: keeps progress going
             usleep(200);
@@ -184,8 +185,8 @@ void test_mutations_survive(void**)
         for (unsigned k = 0; k < flips; k++) {
             // Mostly the transport header and its extension, where the
             // lengths and offsets are.
-            const size_t at =
-                rng.next() % 4 ? wire::kL2L3L4Len + rng.next() % (f.size() - wire::kL2L3L4Len) : rng.next() % f.size();
+            const size_t at = rng.next() % 4 ? wire::kL2L3L4Len + rng.next() % (f.size() - wire::kL2L3L4Len)
+                                             : rng.next() % f.size();
             f[at] = static_cast<uint8_t>(rng.next());
         }
         uint32_t len = static_cast<uint32_t>(f.size());
