@@ -361,7 +361,7 @@ void EngineImpl::handle_frame(Mbuf m, uint64_t now, FrameOrigin origin)
     // by its checked copy.
     wire::ParseResult r =
         m->nb_segs == 1
-            ? wire::parse_frame(data, len, &p)
+            ? wire::parse_frame(data, len, &p, origin == FrameOrigin::kDevice || local_crc)  // host_local.md
             : wire::parse_split_frame(data, len, rte_pktmbuf_mtod(m->next, const uint8_t*), m->next->data_len, &p);
     rx_by_result[static_cast<unsigned>(r) & 15]++;
     st.rx_in_place += m->nb_segs == 2;
@@ -458,9 +458,11 @@ int EngineImpl::progress(bool may_back_off)
         serve_time_wait(now, false);
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n;
-    for (unsigned round = 0; round < kRxRoundsMax; round++) {
+    const bool poll_device = device_due(now);
+    for (unsigned round = 0; poll_device && round < kRxRoundsMax; round++) {
         n = port->rx_burst(pkts, kRxBurst);
         const bool full = n == kRxBurst;
+        device_hot = round > 0 || n > 0;  // a later round: the one before was full
         // FI_DPDK_PCAP: what the device delivered, before the fault injector
         // (frames between our own endpoints were written once, by transmit()).
         if (pcap.is_open()) {

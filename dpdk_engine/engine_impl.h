@@ -205,6 +205,22 @@ class EngineImpl {
     // off. Declared after the port: destroyed before it.
     std::unique_ptr<local::Hub> local_hub;
     uint64_t next_local_service_us = 0;
+    // Polling the device while a ring conversation is busy (engine_local.cpp):
+    // when frames were last read from a ring, when the device was last read
+    // and how many progress rounds skipped it since, and whether its last
+    // read had frames.
+    uint64_t local_active_us = 0;
+    uint64_t device_polled_us = 0;
+    unsigned device_skips = 0;
+    bool device_hot = false;
+    // Frames read from a ring are parsed without their CRCs (shared memory
+    // is no wire: docs/host_local.md), unless the fault injector corrupts
+    // frames, whose flipped bits the CRC is there to catch.
+    bool local_crc = false;
+    // Whether this progress round reads the device: always without channels,
+    // while the device delivers, and while the rings are quiet; during a
+    // ring conversation every few rounds, within a bounded delay.
+    bool device_due(uint64_t now);
     void local_init();
     // The channel frames of our endpoint `src_port` to dst take, or
     // nullptr: the device.

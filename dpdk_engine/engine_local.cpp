@@ -23,6 +23,16 @@ constexpr unsigned kMaxPieces = 32;
 // with different MTUs still fit.
 constexpr uint32_t kLocalSlots = 256;
 constexpr uint32_t kLocalSlotBytes = RTE_ETHER_HDR_LEN + kMaxMtu;
+// While frames come through the rings, the device is read only every
+// kDeviceEvery-th progress round, and at least every kDeviceMaxUs: a poll
+// of an idle af_packet ring costs about as much as the rest of a polling
+// round, so a ring ping-pong sees its peer's frame sooner. A frame from
+// another host then waits at most that long (a few rounds of a busy loop),
+// and not at all while the device keeps delivering (device_hot) or once
+// the rings have been quiet for kLocalQuietUs.
+constexpr unsigned kDeviceEvery = 8;
+constexpr uint64_t kDeviceMaxUs = 4;
+constexpr uint64_t kLocalQuietUs = 100;
 
 int push_frame(local::Channel* c, const rte_mbuf* m)
 {
@@ -42,6 +52,7 @@ int push_frame(local::Channel* c, const rte_mbuf* m)
 
 void EngineImpl::local_init()
 {
+    local_crc = cfg.fault.enabled() && cfg.fault.corrupt > 0;
     const Port::Kind k = port->kind();
     // memif and the test rings join processes (or engines) already.
     if (!cfg.host_local || k == Port::Kind::kMemif || k == Port::Kind::kRing || k == Port::Kind::kRingPair ||
@@ -58,6 +69,16 @@ void EngineImpl::local_init()
     if (cfg.dump_stats)
         hub->report_to(stderr);
     local_hub = std::move(hub);
+}
+
+bool EngineImpl::device_due(uint64_t now)
+{
+    if (local_hub && !device_hot && now - local_active_us < kLocalQuietUs &&
+        now - device_polled_us < kDeviceMaxUs && ++device_skips < kDeviceEvery)
+        return false;
+    device_skips = 0;
+    device_polled_us = now;
+    return true;
 }
 
 void EngineImpl::local_send(local::Channel* c, rte_mbuf* m)
@@ -86,7 +107,7 @@ int EngineImpl::local_progress(uint64_t now)
     // By index: a frame handled may connect a new channel (push_back).
     for (size_t i = 0; i < hub.channels().size(); i++) {
         local::Channel* c = hub.channels()[i].get();
-        std::vector<void*>& backlog = hub.backlog(c);
+        std::vector<void*>& backlog = hub.backlog_at(i);
         size_t sent = 0;
         while (sent < backlog.size() && push_frame(c, static_cast<rte_mbuf*>(backlog[sent])) != -ENOBUFS)
             rte_pktmbuf_free(static_cast<rte_mbuf*>(backlog[sent++]));
@@ -130,6 +151,8 @@ int EngineImpl::local_progress(uint64_t now)
         }
         if (popped)
             c->read_done();
+        if (k)
+            local_active_us = now;
         hub.st.frames_rx += k;
         st.rx_host_local += k;
         if (fault_rx && fault_rx->enabled())

@@ -119,6 +119,7 @@ void Channel::clear()
     rx_ = RingConsumer();
     peer_pid_ = 0;
     local_port_ = 0;
+    learned_route_ = kNoRoute;
     state_ = ChannelState::kOpen;
 }
 

@@ -117,6 +117,12 @@ class Channel {
     // it when that endpoint closes. 0 outside a hub.
     uint16_t local_port() const { return local_port_; }
     void set_local_port(uint16_t port) { local_port_ = port; }
+    // The route (Hub::key) the hub last learned from a frame of this
+    // channel and found pointing here, so the next frame from the same
+    // address costs no lookup; kNoRoute after clear().
+    static constexpr uint64_t kNoRoute = ~uint64_t {0};
+    uint64_t learned_route() const { return learned_route_; }
+    void set_learned_route(uint64_t k) { learned_route_ = k; }
     const RingGeometry& geometry() const { return g_; }
     // The mapping, for tests that play a hostile peer.
     uint8_t* mapping_for_test() const { return map_; }
@@ -136,6 +142,7 @@ class Channel {
     RingConsumer rx_;
     pid_t peer_pid_ = 0;
     uint16_t local_port_ = 0;
+    uint64_t learned_route_ = kNoRoute;
     ChannelState state_ = ChannelState::kOpen;
     LocalStats* st_ = nullptr;
 };

@@ -186,11 +186,18 @@ Channel* Hub::connect(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64
 
 void Hub::learn(uint32_t ip_be, uint16_t port, Channel* c)
 {
+    const uint64_t k = key(c->local_port(), ip_be, port);
+    if (c->learned_route() == k)
+        return;  // as for the frame before: nothing to look up
     if (!is_local_ip(ip_be))
         return;  // a local peer never speaks for an address elsewhere
-    LocalRoute& r = routes_[key(c->local_port(), ip_be, port)];
+    LocalRoute& r = routes_[k];
     if (!r.channel)
         r.channel = c;
+    // Routes to a channel are dropped only with it (release), which clears
+    // what it remembers.
+    if (r.channel == c)
+        c->set_learned_route(k);
 }
 
 std::vector<void*>& Hub::backlog(const Channel* c)
@@ -296,6 +303,7 @@ void Hub::service(uint64_t now_us)
 
 template <class Drop> void Hub::release(Drop drop, std::vector<uint64_t>* gone, std::vector<void*>* freed)
 {
+    last_channel_ = nullptr;  // it may be one of those released
     size_t kept = 0;
     for (size_t i = 0; i < channels_.size(); i++) {
         Channel* c = channels_[i].get();

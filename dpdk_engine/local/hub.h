@@ -47,11 +47,17 @@ class Hub {
     // `local_port` is no open endpoint.
     Channel* route(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64_t now_us)
     {
+        const uint64_t k = key(local_port, ip_be, port);
+        if (k == last_route_ && last_channel_)
+            return last_channel_;  // the route of the last frame sent (a route to a channel ends with it)
         if (!is_local_ip(ip_be))
             return nullptr;
-        auto it = routes_.find(key(local_port, ip_be, port));
-        if (it != routes_.end() && (it->second.channel || now_us < it->second.retry_us))
+        auto it = routes_.find(k);
+        if (it != routes_.end() && (it->second.channel || now_us < it->second.retry_us)) {
+            last_route_ = k;
+            last_channel_ = it->second.channel;
             return it->second.channel;
+        }
         return connect(local_port, ip_be, port, now_us);
     }
     // Frames from `c` came from (ip, port): replies of c's endpoint take the
@@ -66,6 +72,8 @@ class Hub {
     const std::vector<std::unique_ptr<Channel>>& channels() const { return channels_; }
     // Frames that found `c`'s ring full, to send before any later one.
     std::vector<void*>& backlog(const Channel* c);
+    // The same for channels()[i], without looking for it.
+    std::vector<void*>& backlog_at(size_t i) { return backlogs_[i]; }
     // Takes the channels whose peer is gone (after their last frames were
     // read): `gone` gets the peer addresses routed through them, `freed` the
     // backlog entries to free. The channels are destroyed.
@@ -136,6 +144,11 @@ class Hub {
     static constexpr size_t kReserved = 64;
     static constexpr size_t kBacklogReserve = 64;
     std::unordered_map<uint64_t, LocalRoute> routes_;
+    // The route route() found last, if it had a channel: senders of a
+    // conversation look up the same key frame after frame. Forgotten when
+    // any channel is released (its routes go with it).
+    uint64_t last_route_ = 0;
+    Channel* last_channel_ = nullptr;
     unsigned dead_ = 0;
     unsigned arms_ = 0;  // sleepers armed (arm() without disarm())
 };
