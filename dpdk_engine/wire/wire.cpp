@@ -297,9 +297,10 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     if (tp_len - header_len < trailer_len || payload_len != tp_len - header_len - trailer_len)
         return ParseResult::kBadLength;
     // A detached payload is taken only where nothing reads it before its
-    // own CRC is checked: the headers must end where the head does.
-    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) || trailer_len ||
-                     tp + header_len != frame + len || payload_len != detached_len))
+    // own CRC (or the job key's tag) is checked: the headers must end where
+    // the head does; a trailer follows the payload in the detached piece.
+    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) ||
+                     tp + header_len != frame + len || payload_len + trailer_len != detached_len))
         return ParseResult::kBadLength;
     if (flags & kFlagPayloadCrc) {
         if (!may_carry_payload_crc(type))
@@ -324,7 +325,7 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     out->ext = tp + sizeof(TransportHeader);
     out->payload = detached ? detached : tp + header_len;
     out->payload_len = static_cast<uint32_t>(payload_len);
-    out->trailer = trailer_len ? reinterpret_cast<const AuthTrailer*>(tp + header_len + payload_len) : nullptr;
+    out->trailer = trailer_len ? reinterpret_cast<const AuthTrailer*>(out->payload + payload_len) : nullptr;
     out->type = type;
     out->flags = flags;
     return ParseResult::kOk;
@@ -393,9 +394,10 @@ size_t payload_crc_offset(const uint8_t* frame, size_t len)
     if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType)
         return 0;
     const auto type = static_cast<PacketType>(th.type);
-    // A frame with a job key's trailer is never split: its tag covers the
-    // payload, which is checked before anything else is read.
-    if (!(th.flags.get() & kFlagPayloadCrc) || (th.flags.get() & kFlagAuth) || !may_carry_payload_crc(type))
+    // A frame with a job key's trailer splits too: the trailer stays with
+    // the payload, and the tag is checked over both in place
+    // (PacketAuth::check) before anything else is read.
+    if (!(th.flags.get() & kFlagPayloadCrc) || !may_carry_payload_crc(type))
         return 0;
     const size_t head = kL2L3L4Len + sizeof(TransportHeader) + extension_len(type);
     return len >= head ? head : 0;
