@@ -135,7 +135,8 @@ const char* auth_failure(wire::AuthCheck c)
     case wire::AuthCheck::kUnexpected: return "sends with a job key and this process has none";
     case wire::AuthCheck::kWrongKey: return "sends with another job key than this process";
     case wire::AuthCheck::kBadTag:
-        return "sent a packet under our job key whose tag does not verify: forged (or damaged past its CRC)";
+        return "sent a packet under our job key whose tag does not verify: forged (or damaged on the way: the "
+               "tag is a keyed payload's only check)";
     case wire::AuthCheck::kReplayed: return "sent a packet under our job key that was received before: a replay";
     case wire::AuthCheck::kOk: break;
     }

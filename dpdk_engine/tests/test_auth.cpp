@@ -362,6 +362,9 @@ void test_gathered(void**)
         wire::ParsedPacket p;
         assert_int_equal(wire::parse_frame(f.data(), f.size(), &p), wire::ParseResult::kOk);
         assert_int_equal(static_cast<int>(receiver.check(p, true)), static_cast<int>(wire::AuthCheck::kOk));
+        // Keyed: the tag is the payload's check, no payload CRC (its word 0).
+        assert_false(p.payload_unchecked);
+        assert_int_equal(reinterpret_cast<const wire::RmaExt*>(p.ext)->reserved.get(), 0);
 
         // The same tag as one range over the frame laid out whole.
         unsigned char nonce[wire::kAuthNonceBytes], tag[wire::kAuthTagBytes];

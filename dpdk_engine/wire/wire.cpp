@@ -302,9 +302,16 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) ||
                      tp + header_len != frame + len || payload_len + trailer_len != detached_len))
         return ParseResult::kBadLength;
-    if (flags & kFlagPayloadCrc) {
-        if (!may_carry_payload_crc(type))
-            return ParseResult::kBadType;
+    if ((flags & kFlagPayloadCrc) && !may_carry_payload_crc(type))
+        return ParseResult::kBadType;
+    if (flags & kFlagAuth) {
+        // The job key's tag covers the payload (wire.h, kFlagAuth): the CRC
+        // ends at the extension, and no payload CRC is checked.
+        if (check_crc && packet_crc(tp, header_len) != th->crc.get())
+            return ParseResult::kBadCrc;
+        out->payload_crc = 0;
+        out->payload_unchecked = false;
+    } else if (flags & kFlagPayloadCrc) {
         // The header alone here; the payload when it is used (ParsedPacket).
         if (check_crc && packet_crc(tp, header_len) != th->crc.get())
             return ParseResult::kBadCrc;
@@ -477,6 +484,19 @@ uint32_t crc_pieces(uint32_t reg, const PayloadPiece* pieces, unsigned n)
     return reg;
 }
 
+// A job key's packet (kFlagAuth): the tag covers the payload, the CRC the
+// UDP ports, the header and the extension only; a payload CRC word is 0.
+bool seal_keyed(TransportHeader* th)
+{
+    if (!(th->flags.get() & kFlagAuth))
+        return false;
+    auto* t = reinterpret_cast<uint8_t*>(th);
+    if (has_payload_crc(th))
+        payload_crc_of(static_cast<PacketType>(th->type), t + sizeof(TransportHeader))->set(0);
+    th->crc.set(packet_crc(t, th->header_len.get()));
+    return true;
+}
+
 }  // namespace
 
 void seal(TransportHeader* th)
@@ -484,6 +504,8 @@ void seal(TransportHeader* th)
     const size_t header_len = th->header_len.get();
     const size_t total = header_len + th->payload_len.get();
     const auto* t = reinterpret_cast<const uint8_t*>(th);
+    if (seal_keyed(th))
+        return;
     if (has_payload_crc(th))
         seal_split(th, crc_update(0xffffffffu, t + header_len, th->payload_len.get()));
     else
@@ -497,6 +519,8 @@ void seal_header(TransportHeader* th, uint32_t payload_reg)
 
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
 {
+    if (seal_keyed(th))
+        return;
     if (has_payload_crc(th)) {
         seal_split(th, crc_pieces(0xffffffffu, pieces, n));
         return;
