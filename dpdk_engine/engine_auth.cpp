@@ -90,18 +90,39 @@ bool EngineImpl::replay_fresh(uint32_t salt, uint64_t counter)
 
 bool EngineImpl::auth_seal(rte_mbuf* m, bool host_local)
 {
-    // Every frame of ours is one segment with a job key (no zero-copy
-    // payloads, no sealing in the memif ring): engine.cpp, zero_copy.cpp.
-    if (m->nb_segs != 1 || m->data_len < wire::kL2L3L4Len + sizeof(wire::TransportHeader))
+    if (m->data_len < wire::kL2L3L4Len + sizeof(wire::TransportHeader))
         return false;
     auto* th = reinterpret_cast<wire::TransportHeader*>(rte_pktmbuf_mtod(m, uint8_t*) + wire::kL2L3L4Len);
     if (!(th->flags.get() & wire::kFlagAuth))
         return false;
+    if (m->nb_segs == 1) {
+        if (host_local) {
+            auth->mark_local(th);
+            return true;
+        }
+        return auth->seal(th);
+    }
+    // Sent zero-copy (attach_payload): the headers alone in the first
+    // segment, the payload in the user's memory, the trailer last in a
+    // segment of its own. The tag is computed over the pieces where they are.
+    if (m->data_len != wire::kL2L3L4Len + th->header_len.get())
+        return false;
+    wire::PayloadPiece pieces[wire::kMaxAuthPieces];
+    unsigned n = 0;
+    rte_mbuf* seg = m->next;
+    for (; seg && seg->next; seg = seg->next) {
+        if (n == wire::kMaxAuthPieces)
+            return false;
+        pieces[n++] = {rte_pktmbuf_mtod(seg, const void*), seg->data_len};
+    }
+    if (!seg || seg->data_len != sizeof(wire::AuthTrailer))
+        return false;
+    auto* t = rte_pktmbuf_mtod(seg, wire::AuthTrailer*);
     if (host_local) {
-        auth->mark_local(th);
+        auth->mark_local(t);
         return true;
     }
-    return auth->seal(th);
+    return auth->seal_gather(th, pieces, n, t);
 }
 
 namespace {
@@ -114,7 +135,8 @@ const char* auth_failure(wire::AuthCheck c)
     case wire::AuthCheck::kUnexpected: return "sends with a job key and this process has none";
     case wire::AuthCheck::kWrongKey: return "sends with another job key than this process";
     case wire::AuthCheck::kBadTag:
-        return "sent a packet under our job key whose tag does not verify: forged (or damaged past its CRC)";
+        return "sent a packet under our job key whose tag does not verify: forged (or damaged on the way: the "
+               "tag is a keyed payload's only check)";
     case wire::AuthCheck::kReplayed: return "sent a packet under our job key that was received before: a replay";
     case wire::AuthCheck::kOk: break;
     }

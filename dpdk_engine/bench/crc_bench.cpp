@@ -14,6 +14,9 @@
 //                              then crc_update: frames without
 //                              kFlagPayloadCrc) or one (wire::crc_copy),
 //                              beside memcpy and the CRC alone
+//   crc_bench keyed            a job key's per-frame work at 9000 B, sender
+//                              and receiver, before and after keyed frames
+//                              went zero-copy without a payload CRC
 //   crc_bench paths            every CRC path this CPU has (crc32c.h CrcPath,
 //                              forced through the test hook) side by side,
 //                              64 B .. 1 MiB
@@ -393,8 +396,12 @@ int run_copy()
 
 }  // namespace
 
+int run_keyed();  // crc_bench_keyed.cpp
+
 int main(int argc, char** argv)
 {
+    if (argc == 2 && strcmp(argv[1], "keyed") == 0)
+        return run_keyed();
     if (argc == 1)
         return run_table();
     if (argc == 2 && strcmp(argv[1], "paths") == 0)

@@ -51,10 +51,12 @@ void check(const uint8_t* frame, size_t len, bool crc)
     g_sink = x;
     if (crc) {
         // Accepted with the CRC: re-sealing a copy must give the same CRC,
-        // except for a kFlagPayloadCrc packet whose payload fails its own
-        // CRC (parse_frame checked only its header): re-sealing writes the
-        // payload's true CRC into the header, so the header CRC must differ.
-        // The CRC covers the UDP ports: copy from the UDP header on.
+        // except where re-sealing rewrites a byte the CRC covers: a
+        // kFlagPayloadCrc packet whose payload fails its own CRC (parse_frame
+        // checked only its header; re-sealing writes the payload's true CRC
+        // into the header), or a keyed one whose payload CRC word is not 0
+        // (sealed as 0: wire.h, kFlagAuth). The CRC covers the UDP ports:
+        // copy from the UDP header on.
         const bool payload_ok = wire::payload_crc_ok(&p);
         const uint8_t* from = th - wire::kUdpHeaderLen;
         const size_t tlen = static_cast<size_t>(end - from);
@@ -62,7 +64,11 @@ void check(const uint8_t* frame, size_t len, bool crc)
         memcpy(copy, from, tlen);
         auto* cth = reinterpret_cast<wire::TransportHeader*>(copy + wire::kUdpHeaderLen);
         wire::seal(cth);
-        if ((cth->crc.get() == p.th->crc.get()) != payload_ok)
+        constexpr size_t kCrcAt = wire::kUdpHeaderLen + offsetof(wire::TransportHeader, crc);
+        const bool rest_same = memcmp(copy, from, kCrcAt) == 0 &&
+                               memcmp(copy + kCrcAt + 4, from + kCrcAt + 4, tlen - kCrcAt - 4) == 0;
+        if ((cth->crc.get() == p.th->crc.get()) != rest_same ||
+            (!(p.flags & wire::kFlagAuth) && rest_same != payload_ok))
             abort();
         free(copy);
     }
@@ -83,10 +89,14 @@ void check_split(const uint8_t* frame, size_t len, size_t cut)
     wire::ParsedPacket s, w;
     const wire::ParseResult rs = wire::parse_split_frame(head, cut, body, len - cut, &s);
     const wire::ParseResult rw = wire::parse_frame(frame, len, &w, true);
+    // A job key's trailer stays with the payload in the second piece.
+    const auto rest = [](const wire::ParsedPacket& p) {
+        return p.payload_len + (p.flags & wire::kFlagAuth ? sizeof(wire::AuthTrailer) : 0);
+    };
     if (rs == wire::ParseResult::kOk) {
         const auto* th = reinterpret_cast<const uint8_t*>(s.th);
         if (th < head || s.ext + wire::extension_len(s.type) != head + cut || s.payload != body ||
-            s.payload_len != len - cut || !(s.flags & wire::kFlagPayloadCrc))
+            rest(s) != len - cut || !(s.flags & wire::kFlagPayloadCrc))
             abort();
         // Whole, the frame may only differ by Ethernet padding, which a
         // split frame cannot have.
@@ -95,7 +105,7 @@ void check_split(const uint8_t* frame, size_t len, size_t cut)
             abort();
         g_sink = static_cast<uint8_t>(wire::payload_crc_ok(&s));
     } else if (rw == wire::ParseResult::kOk && (w.flags & wire::kFlagPayloadCrc) && w.payload == frame + cut &&
-               w.payload_len == len - cut) {
+               rest(w) == len - cut) {
         abort();  // refused in two pieces what it took whole
     }
     free(head);

@@ -38,6 +38,9 @@
 
 namespace dpdk_engine {
 
+static_assert(kMaxIov <= wire::kMaxAuthPieces,
+              "a keyed zero-copy frame's pieces must fit PacketAuth::seal_gather");
+
 namespace {
 
 // Called by DPDK when the last external mbuf of an op is freed. The count
@@ -49,8 +52,9 @@ void zero_copy_released(void* /*addr*/, void* /*opaque*/)
 
 bool EngineImpl::zero_copy_ok(const Session* s, uint32_t len) const
 {
-    // With a job key the tag follows the payload in the frame's own buffer.
-    if (cfg.zero_copy_min == 0 || len < cfg.zero_copy_min || !port->tx_copies_at_send() || pcap.is_open() || auth)
+    // With a job key too: the trailer rides in a segment of its own after
+    // the payload (attach_payload), and auth_seal tags the pieces in place.
+    if (cfg.zero_copy_min == 0 || len < cfg.zero_copy_min || !port->tx_copies_at_send() || pcap.is_open())
         return false;
     return !is_local(s->peer);  // loopback: see above
 }
@@ -64,8 +68,11 @@ bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t
 {
     wire::PayloadPiece pieces[kMaxIov];
     unsigned n = 0;
-    frame->data_len = static_cast<uint16_t>(frame->data_len - len);
-    frame->pkt_len -= len;
+    // A job key's trailer (start_frame left room for it after the payload)
+    // moves to a segment of its own after the pieces; transmit fills it.
+    const uint32_t trailer = (th->flags.get() & wire::kFlagAuth) ? sizeof(wire::AuthTrailer) : 0;
+    frame->data_len = static_cast<uint16_t>(frame->data_len - len - trailer);
+    frame->pkt_len -= len + trailer;
     op->zc_shinfo.free_cb = zero_copy_released;
     op->zc_shinfo.fcb_opaque = op;
     uint32_t i = 0;
@@ -103,6 +110,16 @@ bool EngineImpl::attach_payload(Mbuf& frame, TxOp* op, uint64_t offset, uint32_t
         len -= chunk;
         offset = 0;
         i++;
+    }
+    if (trailer) {
+        rte_mbuf* seg = port->alloc();
+        if (!seg)
+            return false;
+        seg->data_len = static_cast<uint16_t>(trailer);
+        seg->pkt_len = trailer;
+        last->next = seg;
+        frame->nb_segs++;
+        frame->pkt_len += trailer;
     }
     wire::seal_gather(th, pieces, n);
     return true;

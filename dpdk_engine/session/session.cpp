@@ -78,7 +78,7 @@ Mbuf copy_split_frame(Session* s, Mbuf m, wire::ParsedPacket* p)
     const uint32_t reg = wire::crc_copy(0xffffffffu, to + m->data_len, p->payload, p->payload_len);
     c->data_len = static_cast<uint16_t>(m->data_len + p->payload_len);
     c->pkt_len = c->data_len;
-    const bool intact = (reg ^ 0xffffffffu) == p->payload_crc;
+    const bool intact = !p->payload_unchecked || (reg ^ 0xffffffffu) == p->payload_crc;  // keyed: tag checked
     p->th = reinterpret_cast<const wire::TransportHeader*>(to + (reinterpret_cast<const uint8_t*>(p->th) - head));
     p->ext = to + (p->ext - head);
     p->payload = to + m->data_len;

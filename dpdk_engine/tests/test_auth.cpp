@@ -15,6 +15,14 @@
 //                 whatever its type: an eager segment (also after the
 //                 session was forgotten: first contact), an ACK, a reset,
 //                 a datagram; a later genuine packet still passes
+//   gathered      a zero-copy frame's tag (headers, payload pieces
+//                 elsewhere, trailer in its own segment: seal_gather)
+//                 verifies laid out whole and received in two pieces, and
+//                 equals the one-range tag; a changed payload byte fails
+//   in_place      a keyed RMA write received in place (headers, then
+//                 payload and trailer in a second segment: the fault
+//                 injector's split) lands; a tampered one is refused
+//                 before it touches anything (no session, memory intact)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -301,6 +309,175 @@ void test_replays(void**)
     r.engine->close_endpoint(ep);
 }
 
+// A kRmaWrite with the payload CRC flag, as the engine's zero-copy send
+// builds it: headers in `head` (L2-L4, header, extension), the payload in
+// pieces elsewhere, the trailer in a buffer of its own; then sealed.
+struct GatheredFrame {
+    std::vector<uint8_t> head;
+    std::vector<std::vector<uint8_t>> pieces;
+    wire::AuthTrailer trailer {};
+    size_t payload_len = 0;
+    std::vector<uint8_t> whole() const
+    {
+        std::vector<uint8_t> f(head);
+        for (const auto& piece : pieces)
+            f.insert(f.end(), piece.begin(), piece.end());
+        const auto* t = reinterpret_cast<const uint8_t*>(&trailer);
+        f.insert(f.end(), t, t + sizeof trailer);
+        return f;
+    }
+};
+
+GatheredFrame gathered_frame(wire::PacketAuth& auth, const std::vector<size_t>& cuts)
+{
+    GatheredFrame g;
+    for (size_t c : cuts) {
+        std::vector<uint8_t> piece(c);
+        for (size_t i = 0; i < c; i++)
+            piece[i] = static_cast<uint8_t>((g.payload_len + i) * 29 + 3);
+        g.payload_len += c;
+        g.pieces.push_back(piece);
+    }
+    const size_t hl = sizeof(wire::TransportHeader) + wire::extension_len(wire::PacketType::kRmaWrite);
+    g.head.resize(wire::kL2L3L4Len + hl);
+    wire::FrameAddress fa {};
+    fa.src_ip_be = htonl(0x0a000001);
+    fa.dst_ip_be = htonl(0x0a000002);
+    fa.src_port = 4000;
+    fa.dst_port = 5000;
+    wire::write_l2l3l4(g.head.data(), fa, hl + g.payload_len + sizeof(wire::AuthTrailer));
+    auto* th = reinterpret_cast<wire::TransportHeader*>(g.head.data() + wire::kL2L3L4Len);
+    wire::init_transport_header(th, wire::PacketType::kRmaWrite,
+                                wire::kFlagPayloadCrc | wire::kFlagAuth | wire::kFlagLast,
+                                static_cast<uint16_t>(g.payload_len));
+    std::vector<wire::PayloadPiece> pp;
+    for (const auto& piece : g.pieces)
+        pp.push_back({piece.data(), piece.size()});
+    wire::seal_gather(th, pp.data(), static_cast<unsigned>(pp.size()));
+    assert_true(auth.seal_gather(th, pp.data(), static_cast<unsigned>(pp.size()), &g.trailer));
+    return g;
+}
+
+void test_gathered(void**)
+{
+    wire::PacketAuth sender, receiver;
+    assert_true(sender.init(key_of(kKeyHex)));
+    assert_true(receiver.init(key_of(kKeyHex)));
+    for (const std::vector<size_t>& cuts : std::vector<std::vector<size_t>> {
+             {}, {8}, {600}, {1000, 24, 1000}, {4096, 4096}, {1, 8000, 999}, {2000, 2000, 2000, 2000}}) {
+        GatheredFrame g = gathered_frame(sender, cuts);
+        std::vector<uint8_t> f = g.whole();
+        wire::ParsedPacket p;
+        assert_int_equal(wire::parse_frame(f.data(), f.size(), &p), wire::ParseResult::kOk);
+        assert_int_equal(static_cast<int>(receiver.check(p, true)), static_cast<int>(wire::AuthCheck::kOk));
+        // Keyed: the tag is the payload's check, no payload CRC (its word 0).
+        assert_false(p.payload_unchecked);
+        assert_int_equal(reinterpret_cast<const wire::RmaExt*>(p.ext)->reserved.get(), 0);
+
+        // The same tag as one range over the frame laid out whole.
+        unsigned char nonce[wire::kAuthNonceBytes], tag[wire::kAuthTagBytes];
+        memcpy(nonce, g.trailer.salt.bytes, 4);
+        memcpy(nonce + 4, g.trailer.counter.bytes, 8);
+        const size_t ad_len = f.size() - wire::kEthHeaderLen - wire::kIpv4HeaderLen - wire::kAuthTagBytes;
+        assert_true(
+            receiver.compute_range(nonce, f.data() + wire::kEthHeaderLen + wire::kIpv4HeaderLen, ad_len, tag));
+        assert_memory_equal(tag, g.trailer.tag, sizeof tag);
+
+        // Received in two pieces, the payload and trailer left in place.
+        const size_t hl = g.head.size();
+        std::vector<uint8_t> body(f.begin() + static_cast<long>(hl), f.end());
+        if (g.payload_len >= wire::kMinSplitPayload)
+            assert_int_equal(wire::split_point(f.data(), f.size()), hl);
+        assert_int_equal(wire::parse_split_frame(f.data(), hl, body.data(), body.size(), &p),
+                         wire::ParseResult::kOk);
+        assert_ptr_equal(p.trailer, body.data() + g.payload_len);
+        assert_int_equal(static_cast<int>(receiver.check(p, true)), static_cast<int>(wire::AuthCheck::kOk));
+        // The trailer must come with the payload, whole.
+        assert_int_not_equal(wire::parse_split_frame(f.data(), hl, body.data(), body.size() - 1, &p),
+                             wire::ParseResult::kOk);
+        if (g.payload_len == 0)
+            continue;
+        // A changed payload byte, wherever the payload lies, fails the tag.
+        body[g.payload_len / 2] ^= 0x40;
+        assert_int_equal(wire::parse_split_frame(f.data(), hl, body.data(), body.size(), &p),
+                         wire::ParseResult::kOk);
+        assert_int_equal(static_cast<int>(receiver.check(p, true)), static_cast<int>(wire::AuthCheck::kBadTag));
+        f[hl + g.payload_len / 2] ^= 0x40;
+        assert_int_equal(wire::parse_frame(f.data(), f.size(), &p), wire::ParseResult::kOk);
+        assert_int_equal(static_cast<int>(receiver.check(p, true)), static_cast<int>(wire::AuthCheck::kBadTag));
+    }
+    // compute_ranges joins what is adjacent and takes the rest piece by
+    // piece: the tag of the concatenation, whichever library computes it.
+    std::vector<unsigned char> ad(9000);
+    for (size_t i = 0; i < ad.size(); i++)
+        ad[i] = static_cast<unsigned char>(i * 131 + 7);
+    std::vector<unsigned char> copy(ad);
+    const unsigned char nonce[wire::kAuthNonceBytes] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2};
+    for (size_t len : {size_t(100), size_t(2048), size_t(9000)}) {
+        unsigned char one[wire::kAuthTagBytes], many[wire::kAuthTagBytes];
+        assert_true(receiver.compute_range(nonce, ad.data(), len, one));
+        const wire::PayloadPiece split[3] = {{ad.data(), len / 3},
+                                             {copy.data() + len / 3, len / 3},
+                                             {ad.data() + 2 * (len / 3), len - 2 * (len / 3)}};
+        assert_true(receiver.compute_ranges(nonce, split, 3, many));
+        assert_memory_equal(one, many, sizeof one);
+        const wire::PayloadPiece joined[2] = {{ad.data(), len / 2}, {ad.data() + len / 2, len - len / 2}};
+        assert_true(receiver.compute_ranges(nonce, joined, 2, many));
+        assert_memory_equal(one, many, sizeof one);
+    }
+}
+
+void test_in_place(void**)
+{
+    EngineConfig cfg = Target::config(true);
+    cfg.fault.split = 1;  // every frame that may come in two pieces does
+    Rig r(cfg);
+    Sink sink;
+    MemoryRegistry mr(true, true);
+    std::vector<uint8_t> region(4096, 0);
+    uint64_t key = 0;
+    assert_int_equal(mr.add(region.data(), region.size(), kMrAccessAll, 0, &key), 0);
+    Endpoint* ep = r.open(&sink, &mr);
+    const Address to = ep->address();
+
+    PacketSpec w;
+    w.type = wire::PacketType::kRmaWrite;
+    w.flags = wire::kFlagPayloadCrc | wire::kFlagLast | wire::kFlagStreamStart;
+    w.stream = 0x6001;
+    w.payload.resize(1024);
+    for (size_t i = 0; i < w.payload.size(); i++)
+        w.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+    wire::RmaExt x {};
+    x.addr.set(reinterpret_cast<uint64_t>(region.data()) + 512);
+    x.key.set(key);
+    x.total_len.set(w.payload.size());
+    x.op_id.set(1);
+    w.ext = fake::bytes_of(x);
+    const EngineStats before = r.engine->stats();
+
+    // Tampered (a payload byte changed, both CRCs made valid again): split,
+    // checked in place, refused; nothing written, no session, no answer.
+    send_keyed(r, peer_addr(1), to, w, Forgery::kBadTag);
+    r.run();
+    EngineStats st = r.engine->stats();
+    assert_int_equal(st.rx_in_place, before.rx_in_place + 1);
+    assert_int_equal(st.rx_auth_bad_tag, before.rx_auth_bad_tag + 1);
+    for (uint8_t b : region)
+        assert_int_equal(b, 0);
+    assert_int_equal(ep->stats().sessions, 0);
+    assert_int_equal(r.seen_types.size(), 0);
+
+    // Genuine: split the same way, written where it says.
+    send_keyed(r, peer_addr(0), to, w, Forgery::kGenuine);
+    r.run();
+    st = r.engine->stats();
+    assert_int_equal(st.rx_in_place, before.rx_in_place + 2);
+    assert_int_equal(st.rx_auth_bad_tag, before.rx_auth_bad_tag + 1);
+    assert_int_equal(memcmp(region.data() + 512, w.payload.data(), w.payload.size()), 0);
+    assert_int_equal(ep->stats().sessions, 1);
+    r.engine->close_endpoint(ep);
+}
+
 }  // namespace
 
 int main()
@@ -308,6 +485,7 @@ int main()
     const CMUnitTest tests[] = {
         cmocka_unit_test(test_key_text), cmocka_unit_test(test_key_file), cmocka_unit_test(test_forged),
         cmocka_unit_test(test_unkeyed),  cmocka_unit_test(test_replays),  cmocka_unit_test(test_libraries_agree),
+        cmocka_unit_test(test_gathered), cmocka_unit_test(test_in_place),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

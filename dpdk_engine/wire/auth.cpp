@@ -186,17 +186,65 @@ bool PacketAuth::init(const AuthKey& key)
 }
 
 bool PacketAuth::compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th,
-                         const AuthTrailer* t, unsigned char tag[kAuthTagBytes])
+                         const void* payload, const PayloadPiece* pieces, unsigned n, const AuthTrailer* t,
+                         unsigned char tag[kAuthTagBytes])
 {
-    // Additional data, one contiguous range: the UDP header (ports,
-    // length, checksum 0), the header with its extension, the payload, then
-    // the trailer's key id, salt and counter.
-    const auto* ad = reinterpret_cast<const unsigned char*>(th) - kUdpHeaderLen;
-    const size_t ad_len =
-        kUdpHeaderLen + th->header_len.get() + th->payload_len.get() + offsetof(AuthTrailer, tag);
-    if (t != reinterpret_cast<const AuthTrailer*>(ad + ad_len - offsetof(AuthTrailer, tag)))
-        return false;  // not laid out as the wire has it
-    return compute_range(nonce, ad, ad_len, tag);
+    // Additional data: the UDP header (ports, length, checksum 0), the
+    // header with its extension, the payload (at `payload`, or in the n
+    // pieces), then the trailer's key id, salt and counter. A frame laid
+    // out as the wire has it is one range (compute_ranges joins them).
+    PayloadPiece ranges[2 + kMaxAuthPieces];
+    unsigned k = 0;
+    ranges[k++] = {reinterpret_cast<const unsigned char*>(th) - kUdpHeaderLen,
+                   kUdpHeaderLen + th->header_len.get()};
+    if (!pieces) {
+        ranges[k++] = {payload, th->payload_len.get()};
+    } else {
+        if (n > kMaxAuthPieces)
+            return false;
+        size_t total = 0;
+        for (unsigned i = 0; i < n; i++) {
+            ranges[k++] = pieces[i];
+            total += pieces[i].len;
+        }
+        if (total != th->payload_len.get())
+            return false;
+    }
+    ranges[k++] = {t, offsetof(AuthTrailer, tag)};
+    return compute_ranges(nonce, ranges, k, tag);
+}
+
+bool PacketAuth::compute_ranges(const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
+                                unsigned char tag[kAuthTagBytes])
+{
+    // Joined where one range ends where the next begins (a frame in one
+    // buffer is one range: libsodium's one-shot call can take it).
+    PayloadPiece joined[2 + kMaxAuthPieces];
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (ranges[i].len == 0)
+            continue;
+        if (k && static_cast<const unsigned char*>(joined[k - 1].data) + joined[k - 1].len == ranges[i].data) {
+            joined[k - 1].len += ranges[i].len;
+            continue;
+        }
+        if (k == sizeof(joined) / sizeof(joined[0]))
+            return false;
+        joined[k++] = ranges[i];
+    }
+    if (k <= 1)
+        return compute_range(nonce, k ? static_cast<const unsigned char*>(joined[0].data) : nullptr,
+                             k ? joined[0].len : 0, tag);
+    EVP_CIPHER_CTX* ctx = cipher(ctx_);
+    int out = 0;
+    if (!ctx || EVP_EncryptInit_ex2(ctx, nullptr, nullptr, nonce, nullptr) != 1)
+        return false;
+    for (unsigned i = 0; i < k; i++)
+        if (EVP_EncryptUpdate(ctx, nullptr, &out, static_cast<const unsigned char*>(joined[i].data),
+                              static_cast<int>(joined[i].len)) != 1)
+            return false;
+    return EVP_EncryptFinal_ex(ctx, tag, &out) == 1 &&
+           EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kAuthTagBytes), tag) == 1;
 }
 
 bool PacketAuth::compute_range(const unsigned char nonce[kAuthNonceBytes], const unsigned char* ad, size_t ad_len,
@@ -243,12 +291,28 @@ bool PacketAuth::seal(TransportHeader* th)
     t->counter.set(counter_++);
     unsigned char nonce[kAuthNonceBytes];
     nonce_of(t, nonce);
-    return compute(nonce, th, t, t->tag);
+    return compute(nonce, th, reinterpret_cast<const uint8_t*>(th) + th->header_len.get(), nullptr, 0, t, t->tag);
+}
+
+bool PacketAuth::seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n, AuthTrailer* t)
+{
+    t->key_id.set(key_id_);
+    t->salt.set(salt_);
+    t->counter.set(counter_++);
+    unsigned char nonce[kAuthNonceBytes];
+    nonce_of(t, nonce);
+    // An empty payload has no pieces; a non-null pointer says "pieces".
+    static const PayloadPiece kNone = {nullptr, 0};
+    return compute(nonce, th, nullptr, n ? pieces : &kNone, n, t, t->tag);
 }
 
 void PacketAuth::mark_local(TransportHeader* th)
 {
-    AuthTrailer* t = trailer_of(th);
+    mark_local(trailer_of(th));
+}
+
+void PacketAuth::mark_local(AuthTrailer* t)
+{
     memset(t, 0, sizeof(*t));
     t->key_id.set(key_id_);
 }
@@ -264,7 +328,8 @@ AuthCheck PacketAuth::check(const ParsedPacket& p, bool verify_tag)
     unsigned char nonce[kAuthNonceBytes];
     nonce_of(p.trailer, nonce);
     unsigned char expected[kAuthTagBytes];
-    if (!compute(nonce, p.th, p.trailer, expected) || CRYPTO_memcmp(expected, p.trailer->tag, kAuthTagBytes) != 0)
+    if (!compute(nonce, p.th, p.payload, nullptr, 0, p.trailer, expected) ||
+        CRYPTO_memcmp(expected, p.trailer->tag, kAuthTagBytes) != 0)
         return AuthCheck::kBadTag;
     return AuthCheck::kOk;
 }

@@ -18,6 +18,9 @@ namespace dpdk_engine::wire {
 constexpr size_t kAuthKeyBytes = 16;     // the job key: 128 bits, as users write it
 constexpr size_t kAuthMacKeyBytes = 32;  // AES-256: the MAC key derived from it (HKDF-SHA256)
 constexpr size_t kAuthNonceBytes = 12;
+// Most payload pieces a gathered frame's tag takes (PacketAuth::seal_gather;
+// the engine makes at most kMaxIov).
+constexpr unsigned kMaxAuthPieces = 8;
 
 struct AuthKey {
     unsigned char bytes[kAuthKeyBytes] = {};
@@ -83,12 +86,22 @@ class PacketAuth {
     // bytes of payload, then the AuthTrailer. The UDP header (its ports)
     // must precede th. false only if OpenSSL fails.
     bool seal(TransportHeader* th);
+    // The same for a frame sent zero-copy (wire.h, PayloadPiece): th and
+    // its extension after the UDP header, the payload in the n pieces
+    // (payload_len bytes in all) wherever they are, and the trailer `t` in
+    // a segment of its own. The tag is the one seal() gives the same bytes
+    // laid out contiguously (OpenSSL takes the pieces one after another).
+    bool seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n, AuthTrailer* t);
     // The same trailer without a tag, for frames that never leave the host
     // (host-local rings, docs/host_local.md): only the key id is checked.
     void mark_local(TransportHeader* th);
+    void mark_local(AuthTrailer* t);
     // The receiver's check of a parsed packet (p.trailer set when the
-    // packet has kFlagAuth). `verify_tag` false for frames from the
-    // host-local rings and our own loopback.
+    // packet has kFlagAuth), over the bytes where they are: the header in
+    // the frame, p.payload and p.trailer wherever parse_split_frame found
+    // them (a payload received in place is checked in place, before any
+    // state changes). `verify_tag` false for frames from the host-local
+    // rings and our own loopback.
     AuthCheck check(const ParsedPacket& p, bool verify_tag);
 
     // Which library computes a tag: both give the same tag (test_auth
@@ -103,10 +116,18 @@ class PacketAuth {
     bool has_sodium() const { return sodium_ != nullptr; }
     bool compute_range(const unsigned char nonce[kAuthNonceBytes], const unsigned char* ad, size_t ad_len,
                        unsigned char tag[kAuthTagBytes], Library lib = Library::kAny);
+    // The tag of the n ranges taken in order as one additional data: the
+    // same tag as compute_range over their concatenation. Ranges that
+    // follow each other in memory are joined first; one range left goes
+    // to compute_range (libsodium when short), several to OpenSSL, whose
+    // EVP_EncryptUpdate takes additional data in as many calls as needed
+    // (libsodium's call is one-shot).
+    bool compute_ranges(const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
+                        unsigned char tag[kAuthTagBytes]);
 
  private:
-    bool compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th, const AuthTrailer* t,
-                 unsigned char tag[kAuthTagBytes]);
+    bool compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th, const void* payload,
+                 const PayloadPiece* pieces, unsigned n, const AuthTrailer* t, unsigned char tag[kAuthTagBytes]);
     void* ctx_ = nullptr;     // EVP_CIPHER_CTX, kept opaque to spare includers OpenSSL
     void* sodium_ = nullptr;  // crypto_aead_aes256gcm_state; null without AES-NI
     uint32_t key_id_ = 0;

@@ -301,13 +301,21 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     if (tp_len - header_len < trailer_len || payload_len != tp_len - header_len - trailer_len)
         return ParseResult::kBadLength;
     // A detached payload is taken only where nothing reads it before its
-    // own CRC is checked: the headers must end where the head does.
-    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) || trailer_len ||
-                     tp + header_len != frame + len || payload_len != detached_len))
+    // own CRC (or the job key's tag) is checked: the headers must end where
+    // the head does; a trailer follows the payload in the detached piece.
+    if (detached && (!(flags & kFlagPayloadCrc) || !may_carry_payload_crc(type) ||
+                     tp + header_len != frame + len || payload_len + trailer_len != detached_len))
         return ParseResult::kBadLength;
-    if (flags & kFlagPayloadCrc) {
-        if (!may_carry_payload_crc(type))
-            return ParseResult::kBadType;
+    if ((flags & kFlagPayloadCrc) && !may_carry_payload_crc(type))
+        return ParseResult::kBadType;
+    if (flags & kFlagAuth) {
+        // The job key's tag covers the payload (wire.h, kFlagAuth): the CRC
+        // ends at the extension, and no payload CRC is checked.
+        if (check_crc && packet_crc(tp, header_len) != th->crc.get())
+            return ParseResult::kBadCrc;
+        out->payload_crc = 0;
+        out->payload_unchecked = false;
+    } else if (flags & kFlagPayloadCrc) {
         // The header alone here; the payload when it is used (ParsedPacket).
         if (check_crc && packet_crc(tp, header_len) != th->crc.get())
             return ParseResult::kBadCrc;
@@ -328,7 +336,7 @@ ParseResult parse(const uint8_t* frame, size_t len, const uint8_t* detached, siz
     out->ext = tp + sizeof(TransportHeader);
     out->payload = detached ? detached : tp + header_len;
     out->payload_len = static_cast<uint32_t>(payload_len);
-    out->trailer = trailer_len ? reinterpret_cast<const AuthTrailer*>(tp + header_len + payload_len) : nullptr;
+    out->trailer = trailer_len ? reinterpret_cast<const AuthTrailer*>(out->payload + payload_len) : nullptr;
     out->type = type;
     out->flags = flags;
     return ParseResult::kOk;
@@ -397,9 +405,10 @@ size_t payload_crc_offset(const uint8_t* frame, size_t len)
     if (th.magic.get() != kMagic || th.version != kVersion || th.type == 0 || th.type > kMaxPacketType)
         return 0;
     const auto type = static_cast<PacketType>(th.type);
-    // A frame with a job key's trailer is never split: its tag covers the
-    // payload, which is checked before anything else is read.
-    if (!(th.flags.get() & kFlagPayloadCrc) || (th.flags.get() & kFlagAuth) || !may_carry_payload_crc(type))
+    // A frame with a job key's trailer splits too: the trailer stays with
+    // the payload, and the tag is checked over both in place
+    // (PacketAuth::check) before anything else is read.
+    if (!(th.flags.get() & kFlagPayloadCrc) || !may_carry_payload_crc(type))
         return 0;
     const size_t head = kL2L3L4Len + sizeof(TransportHeader) + extension_len(type);
     return len >= head ? head : 0;
@@ -479,6 +488,19 @@ uint32_t crc_pieces(uint32_t reg, const PayloadPiece* pieces, unsigned n)
     return reg;
 }
 
+// A job key's packet (kFlagAuth): the tag covers the payload, the CRC the
+// UDP ports, the header and the extension only; a payload CRC word is 0.
+bool seal_keyed(TransportHeader* th)
+{
+    if (!(th->flags.get() & kFlagAuth))
+        return false;
+    auto* t = reinterpret_cast<uint8_t*>(th);
+    if (has_payload_crc(th))
+        payload_crc_of(static_cast<PacketType>(th->type), t + sizeof(TransportHeader))->set(0);
+    th->crc.set(packet_crc(t, th->header_len.get()));
+    return true;
+}
+
 }  // namespace
 
 void seal(TransportHeader* th)
@@ -486,6 +508,8 @@ void seal(TransportHeader* th)
     const size_t header_len = th->header_len.get();
     const size_t total = header_len + th->payload_len.get();
     const auto* t = reinterpret_cast<const uint8_t*>(th);
+    if (seal_keyed(th))
+        return;
     if (has_payload_crc(th))
         seal_split(th, crc_update(0xffffffffu, t + header_len, th->payload_len.get()));
     else
@@ -499,6 +523,8 @@ void seal_header(TransportHeader* th, uint32_t payload_reg)
 
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
 {
+    if (seal_keyed(th))
+        return;
     if (has_payload_crc(th)) {
         seal_split(th, crc_pieces(0xffffffffu, pieces, n));
         return;

@@ -12,7 +12,8 @@
 //  * every struct size is frozen by a static_assert;
 //  * packet type ids are never reused; new features take flag bits;
 //  * every packet carries a CRC32C over the UDP ports, transport header (crc
-//    field zero), extension and payload, like RoCE's ICRC;
+//    field zero), extension and payload, like RoCE's ICRC (with a job key,
+//    kFlagAuth, the GMAC tag covers the payload instead: see there);
 //  * the receive parser checks lengths before it looks at a field.
 #ifndef DPDK_ENGINE_WIRE_WIRE_H
 #define DPDK_ENGINE_WIRE_WIRE_H
@@ -140,6 +141,16 @@ enum : uint16_t {
 // trailer up to the tag. The receiver checks it before the packet touches
 // any state (EngineImpl::authentic). Frames of the host-local rings carry
 // the key id and a zero tag (docs/host_local.md says why).
+//
+// The tag is the payload's only check: with kFlagAuth, TransportHeader.crc
+// covers the UDP ports, the header and the extension alone (as with
+// kFlagPayloadCrc), and on kMsgRdvData and kRmaWrite (which still carry
+// kFlagPayloadCrc, so they may be received split) the payload CRC word is
+// 0 and not checked. A damaged payload thus fails the tag (rx_auth_bad_tag),
+// not a CRC. Zero-copy: the tag is computed over the header, the payload
+// pieces where they lie and a trailer in a segment of its own
+// (PacketAuth::seal_gather); received in two pieces, the trailer follows the
+// payload in the second (parse_split_frame), and the tag is checked there.
 constexpr size_t kAuthTagBytes = 16;  // the full GMAC tag, never truncated
 struct AuthTrailer {
     be32 key_id;   // names the key (first bytes of its SHA-256): another key is told from a forgery
@@ -407,7 +418,8 @@ struct ParsedPacket {
     uint16_t src_port;  // host byte order
     uint16_t dst_port;
     uint8_t src_mac[6];
-    // kFlagPayloadCrc: the header has been checked, the payload not yet.
+    // kFlagPayloadCrc without kFlagAuth: the header has been checked, the
+    // payload not yet (with kFlagAuth never: the tag is its check).
     // Whoever uses the payload checks it against payload_crc first
     // (payload_crc_ok) or while copying it (the engine's
     // copy_payload_to_iov).
@@ -440,9 +452,11 @@ ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, boo
 
 // A frame received in two pieces: `head` holds the Ethernet, IP, UDP and
 // transport headers with the extension and ends exactly there; `payload`
-// (payload_len bytes) is elsewhere. Only a frame whose payload has its own
-// CRC (kFlagPayloadCrc) may come so: the head is checked in full (header
-// CRC included), the payload is not read; out->payload points at it.
+// (payload_len bytes, then the AuthTrailer with kFlagAuth) is elsewhere.
+// Only a frame whose payload has its own CRC (kFlagPayloadCrc) may come so:
+// the head is checked in full (header CRC included), the payload is not
+// read; out->payload (and out->trailer) point into it. A keyed frame's tag
+// is then checked over both pieces where they are (PacketAuth::check).
 // Anything else: a ParseResult other than kOk (kBadLength for a valid
 // frame that is not split at its headers or carries no payload CRC).
 ParseResult parse_split_frame(const uint8_t* head, size_t head_len, const uint8_t* payload, size_t payload_len,
@@ -502,7 +516,9 @@ struct PayloadPiece {
 
 // With kFlagPayloadCrc in the header's flags, seal() and seal_gather()
 // store the payload's CRC in the extension and close the header CRC over
-// ports, header and extension only.
+// ports, header and extension only. With kFlagAuth they close the header
+// CRC the same way without reading the payload (its CRC word, if the type
+// has one, is 0): the tag covers it.
 //
 // seal() for such a packet: the CRC covers the UDP ports, the header and
 // its extension (in the frame, as for seal()) and then the n pieces in

@@ -349,13 +349,16 @@ local function dissect(tvb, pinfo, tree)
 
     if p.prefs.verify_crc then
         -- The payload-CRC flag: the header CRC ends at header_len, and the
-        -- payload is checked against the extension's reserved word.
-        local split = band(flags, FLAG_PAYLOAD_CRC) ~= 0 and payload_crc_at[kind]
+        -- payload is checked against the extension's reserved word. The job
+        -- key's flag: the header CRC ends there too, and the tag (not
+        -- checked here) covers the payload.
+        local keyed = band(flags, FLAG_AUTH) ~= 0
+        local split = not keyed and band(flags, FLAG_PAYLOAD_CRC) ~= 0 and payload_crc_at[kind]
         local crc = 0xffffffff
         crc = crc_update(crc, be16(pinfo.src_port) .. be16(pinfo.dst_port))
         crc = crc_update(crc, tvb:raw(0, CRC_AT))
         crc = crc_update(crc, "\0\0\0\0")
-        local covered = split and hlen or total
+        local covered = (split or keyed) and hlen or total
         if covered > HEADER_LEN then crc = crc_update(crc, tvb:raw(HEADER_LEN, covered - HEADER_LEN)) end
         crc = bxor(crc, 0xffffffff)
         local status = "good"
