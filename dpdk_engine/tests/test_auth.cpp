@@ -467,7 +467,13 @@ void test_in_place(void**)
     assert_int_equal(ep->stats().sessions, 0);
     assert_int_equal(r.seen_types.size(), 0);
 
-    // Genuine: split the same way, written where it says.
+    // Genuine: split the same way, written where it says, once its sender
+    // has done the handshake (with the key).
+    r.peer.handshake_sender = [&r](Address from, Address dest, const PacketSpec& s) {
+        send_keyed(r, from, dest, s, Forgery::kGenuine);
+        return true;
+    };
+    assert_true(r.peer.greet(peer_addr(0), to, 0x6001));
     send_keyed(r, peer_addr(0), to, w, Forgery::kGenuine);
     r.run();
     st = r.engine->stats();
