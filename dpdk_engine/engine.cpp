@@ -311,13 +311,7 @@ wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wir
 void EngineImpl::send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,
                             uint16_t flags, uint16_t window)
 {
-    wire::FrameAddress fa;
-    memcpy(fa.src_mac, port->mac().addr_bytes, 6);
-    memcpy(fa.dst_mac, dst_mac, 6);
-    fa.src_ip_be = port->ip_be();
-    fa.dst_ip_be = dst.ip_be;
-    fa.src_port = ep->addr.port;
-    fa.dst_port = dst.port;
+    const wire::FrameAddress fa = reply_address(ep, dst_mac, dst);
     Mbuf m;
     wire::TransportHeader* th = start_frame(fa, wire::PacketType::kReset, flags, 0, &m);
     if (!th)

@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -158,6 +159,19 @@ class EngineImpl {
     static constexpr size_t kReplaySenders = 4096;  // a power of two
     std::vector<ReplayWindow> replay;
     bool replay_fresh(uint32_t salt, uint64_t counter);
+    // The addresses of a packet ep sends back to dst without a session
+    // (stateless resets and challenges).
+    wire::FrameAddress reply_address(const EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst) const
+    {
+        wire::FrameAddress fa;
+        memcpy(fa.src_mac, port->mac().addr_bytes, 6);
+        memcpy(fa.dst_mac, dst_mac, 6);
+        fa.src_ip_be = port->ip_be();
+        fa.dst_ip_be = dst.ip_be;
+        fa.src_port = ep->addr.port;
+        fa.dst_port = dst.port;
+        return fa;
+    }
     // A kReset from ep to dst for its stream `stream_id` (flags and window
     // as wire.h says for kReset).
     void send_reset(EndpointImpl* ep, const uint8_t* dst_mac, const Address& dst, uint32_t stream_id,

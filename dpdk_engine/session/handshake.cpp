@@ -148,14 +148,8 @@ void EngineImpl::finish_handshakes(EndpointImpl* ep)
 
 void EngineImpl::send_challenge(EndpointImpl* ep, const wire::ParsedPacket& p, uint64_t now)
 {
-    wire::FrameAddress fa;
-    memcpy(fa.src_mac, port->mac().addr_bytes, 6);
-    memcpy(fa.dst_mac, p.src_mac, 6);
-    fa.src_ip_be = port->ip_be();
-    fa.dst_ip_be = p.src_ip_be;
-    fa.src_port = ep->addr.port;
-    fa.dst_port = p.src_port;
     const Address from {p.src_ip_be, p.src_port};
+    const wire::FrameAddress fa = reply_address(ep, p.src_mac, from);
     const uint32_t stream = p.th->stream_id.get();
     Mbuf m;
     wire::TransportHeader* th = start_frame(fa, wire::PacketType::kChallenge, 0, 0, &m);
