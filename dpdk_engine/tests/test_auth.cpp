@@ -15,6 +15,8 @@
 //                 whatever its type: an eager segment (also after the
 //                 session was forgotten: first contact), an ACK, a reset,
 //                 a datagram; a later genuine packet still passes
+//   libraries_agree  ipsec-mb, libsodium and OpenSSL give one tag at every
+//                 length, in one range or cut into pieces anywhere
 //   gathered      a zero-copy frame's tag (headers, payload pieces
 //                 elsewhere, trailer in its own segment: seal_gather)
 //                 verifies laid out whole and received in two pieces, and
@@ -23,6 +25,8 @@
 //                 payload and trailer in a second segment: the fault
 //                 injector's split) lands; a tampered one is refused
 //                 before it touches anything (no session, memory intact)
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -193,15 +197,16 @@ void test_forged(void**)
     r.engine->close_endpoint(ep);
 }
 
-// libsodium and OpenSSL compute the one MAC (AES-256-GCM, no plaintext):
-// a tag made by either verifies with the other, at every length the wire
-// carries (the engine picks the library by length), and any changed byte
-// or nonce changes it.
+// ipsec-mb, libsodium and OpenSSL compute the one MAC (AES-256-GCM, no
+// plaintext): a tag made by any verifies with the others, at every length
+// the wire carries, in one range or cut into several anywhere (ipsec-mb
+// and OpenSSL take the pieces of a zero-copy frame one after another), and
+// any changed byte or nonce changes it.
 void test_libraries_agree(void**)
 {
     wire::PacketAuth auth;
     assert_true(auth.init(key_of(kKeyHex)));
-    if (!auth.has_sodium()) {
+    if (!auth.has_sodium() || !auth.has_ipsec_mb()) {
         skip();  // no AES-NI: OpenSSL computes every tag
         return;
     }
@@ -216,6 +221,8 @@ void test_libraries_agree(void**)
         assert_true(auth.compute_range(nonce, ad.data(), len, a, L::kSodium));
         assert_true(auth.compute_range(nonce, ad.data(), len, b, L::kOpenssl));
         assert_memory_equal(a, b, sizeof a);
+        assert_true(auth.compute_range(nonce, ad.data(), len, b, L::kIpsecMb));
+        assert_memory_equal(a, b, sizeof a);
         if (len) {
             ad[len / 2] ^= 1;
             assert_true(auth.compute_range(nonce, ad.data(), len, c, L::kAny));
@@ -226,6 +233,25 @@ void test_libraries_agree(void**)
         assert_true(auth.compute_range(nonce, ad.data(), len, c, L::kAny));
         nonce[11] ^= 1;
         assert_memory_not_equal(a, c, sizeof a);
+        // Cut in up to four pieces at odd places, copied apart so that
+        // compute_ranges cannot join them back into one range.
+        for (unsigned cut = 1; len >= 4 && cut < 40; cut++) {
+            const size_t at[3] = {(cut * 7) % (len / 4 + 1), len / 3 + cut % 5, len - (cut * 3) % (len / 4 + 1)};
+            std::vector<unsigned char> copy(len + 4 * 64);
+            wire::PayloadPiece pieces[4];
+            size_t from = 0, to = 0;
+            for (unsigned i = 0; i < 4; i++) {
+                const size_t end = i < 3 ? std::max(from, std::min(at[i], len)) : len;
+                memcpy(copy.data() + to, ad.data() + from, end - from);
+                pieces[i] = {copy.data() + to, end - from};
+                to += end - from + 64;
+                from = end;
+            }
+            for (L lib : {L::kIpsecMb, L::kOpenssl}) {
+                assert_true(auth.compute_ranges(nonce, pieces, 4, c, lib));
+                assert_memory_equal(a, c, sizeof a);
+            }
+        }
     }
 }
 

@@ -1,12 +1,14 @@
 // Job-key authentication: key parsing and files, and the per-packet
 // GMAC: AES-256-GCM with the packet as additional data and no plaintext.
-// Two well-kept libraries compute the same function: libsodium for small
-// frames (its AES-NI code has far less per-call overhead than OpenSSL's
-// EVP layer) and OpenSSL for large ones (and everywhere libsodium's AES-GCM
-// is unavailable): figures in design.md section 2.
+// Three well-kept libraries compute the same function: Intel's ipsec-mb
+// wherever the CPU has AES-NI (its GMAC has both the least per-call cost
+// and, with VAES and VPCLMULQDQ, about four times OpenSSL 3.0's speed on
+// a 9000-byte frame); without it libsodium for small frames and OpenSSL
+// for large ones. Figures in design.md section 2.
 #include "dpdk_engine/wire/auth.h"
 
 #include <fcntl.h>
+#include <intel-ipsec-mb.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -18,6 +20,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <new>
 
 namespace dpdk_engine::wire {
 
@@ -37,6 +40,67 @@ int hex_value(char c)
 EVP_CIPHER_CTX* cipher(void* ctx)
 {
     return static_cast<EVP_CIPHER_CTX*>(ctx);
+}
+
+// ipsec-mb's state for one key: the manager (the function table chosen for
+// this CPU), the expanded AES key with GHASH's key powers, and the context
+// each packet's GMAC runs in (overwritten by every init). Aligned as the
+// library's vector code wants it. Allocated once per key.
+struct alignas(64) ImbState {
+    gcm_key_data key;
+    gcm_context_data ctx;
+    IMB_MGR* mgr = nullptr;
+};
+
+ImbState* imb(void* p)
+{
+    return static_cast<ImbState*>(p);
+}
+
+void imb_free(ImbState* s)
+{
+    if (!s)
+        return;
+    free_mb_mgr(s->mgr);
+    OPENSSL_cleanse(&s->key, sizeof(s->key));
+    OPENSSL_cleanse(&s->ctx, sizeof(s->ctx));
+    delete s;
+}
+
+// Null when the CPU has no AES-NI: ipsec-mb's software AES would then be
+// slower than OpenSSL's, which takes over.
+ImbState* imb_new(const unsigned char mac_key[kAuthMacKeyBytes])
+{
+    IMB_MGR* mgr = alloc_mb_mgr(0);
+    if (!mgr)
+        return nullptr;
+    IMB_ARCH arch = IMB_ARCH_NONE;
+    init_mb_mgr_auto(mgr, &arch);
+    ImbState* s = arch >= IMB_ARCH_SSE && imb_get_errno(mgr) == 0 ? new (std::nothrow) ImbState : nullptr;
+    if (!s) {
+        free_mb_mgr(mgr);
+        return nullptr;
+    }
+    s->mgr = mgr;
+    IMB_AES256_GCM_PRE(mgr, mac_key, &s->key);
+    if (imb_get_errno(mgr) != 0) {
+        imb_free(s);
+        return nullptr;
+    }
+    return s;
+}
+
+// GMAC as ipsec-mb specifies it is GCM with the message as additional data
+// and no plaintext: the tag OpenSSL and libsodium give (test_auth).
+void imb_gmac(ImbState* s, const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
+              unsigned char tag[kAuthTagBytes])
+{
+    IMB_AES256_GMAC_INIT(s->mgr, &s->key, &s->ctx, nonce, kAuthNonceBytes);
+    for (unsigned i = 0; i < n; i++)
+        if (ranges[i].len)
+            IMB_AES256_GMAC_UPDATE(s->mgr, &s->key, &s->ctx, static_cast<const uint8_t*>(ranges[i].data),
+                                   ranges[i].len);
+    IMB_AES256_GMAC_FINALIZE(s->mgr, &s->key, &s->ctx, tag, kAuthTagBytes);
 }
 
 // The MAC key: HKDF-SHA256 of the job key, so the 128-bit key a user types
@@ -138,6 +202,7 @@ PacketAuth::~PacketAuth()
         sodium_memzero(sodium_, sizeof(crypto_aead_aes256gcm_state));
         sodium_free(sodium_);
     }
+    imb_free(imb(imb_));
 }
 
 bool PacketAuth::init(const AuthKey& key)
@@ -166,6 +231,8 @@ bool PacketAuth::init(const AuthKey& key)
         ok = sodium &&
              crypto_aead_aes256gcm_beforenm(static_cast<crypto_aead_aes256gcm_state*>(sodium), mac_key) == 0;
     }
+    // Not having ipsec-mb's code is no failure: the other two take over.
+    ImbState* fast = ok ? imb_new(mac_key) : nullptr;
     OPENSSL_cleanse(mac_key, sizeof(mac_key));
     if (!ok) {
         EVP_CIPHER_CTX_free(ctx);
@@ -176,8 +243,10 @@ bool PacketAuth::init(const AuthKey& key)
     EVP_CIPHER_CTX_free(cipher(ctx_));
     if (sodium_)
         sodium_free(sodium_);
+    imb_free(imb(imb_));
     ctx_ = ctx;
     sodium_ = sodium;
+    imb_ = fast;
     memcpy(&key_id_, digest, sizeof(key_id_));
     memcpy(&salt_, start, sizeof(salt_));
     memcpy(&counter_, start + 4, sizeof(counter_));
@@ -215,7 +284,7 @@ bool PacketAuth::compute(const unsigned char nonce[kAuthNonceBytes], const Trans
 }
 
 bool PacketAuth::compute_ranges(const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
-                                unsigned char tag[kAuthTagBytes])
+                                unsigned char tag[kAuthTagBytes], Library lib)
 {
     // Joined where one range ends where the next begins (a frame in one
     // buffer is one range: libsodium's one-shot call can take it).
@@ -234,7 +303,17 @@ bool PacketAuth::compute_ranges(const unsigned char nonce[kAuthNonceBytes], cons
     }
     if (k <= 1)
         return compute_range(nonce, k ? static_cast<const unsigned char*>(joined[0].data) : nullptr,
-                             k ? joined[0].len : 0, tag);
+                             k ? joined[0].len : 0, tag, lib);
+    if (lib == Library::kAny)
+        lib = imb_ ? Library::kIpsecMb : Library::kOpenssl;
+    if (lib == Library::kIpsecMb) {
+        if (!imb_)
+            return false;
+        imb_gmac(imb(imb_), nonce, joined, k, tag);
+        return true;
+    }
+    if (lib == Library::kSodium)
+        return false;  // one-shot: one range only
     EVP_CIPHER_CTX* ctx = cipher(ctx_);
     int out = 0;
     if (!ctx || EVP_EncryptInit_ex2(ctx, nullptr, nullptr, nonce, nullptr) != 1)
@@ -251,7 +330,16 @@ bool PacketAuth::compute_range(const unsigned char nonce[kAuthNonceBytes], const
                                unsigned char tag[kAuthTagBytes], Library lib)
 {
     if (lib == Library::kAny)
-        lib = sodium_ && ad_len <= kSodiumLargestAd ? Library::kSodium : Library::kOpenssl;
+        lib = imb_                                    ? Library::kIpsecMb
+              : sodium_ && ad_len <= kSodiumLargestAd ? Library::kSodium
+                                                      : Library::kOpenssl;
+    if (lib == Library::kIpsecMb) {
+        if (!imb_)
+            return false;
+        const PayloadPiece range = {ad, ad_len};
+        imb_gmac(imb(imb_), nonce, &range, 1, tag);
+        return true;
+    }
     if (lib == Library::kSodium) {
         unsigned long long tag_len = 0;
         unsigned char no_ciphertext[1];  // none is written (no plaintext); the API wants a buffer

@@ -1,9 +1,10 @@
 // Job-key packet authentication (design.md section 2, "The job key"): the
 // key (FI_DPDK_AUTH_KEY, FI_DPDK_AUTH_KEY_FILE or libfabric's auth_key),
 // and the GMAC tag (AES-256-GCM, no plaintext) every packet of a keyed
-// process carries in its AuthTrailer (wire.h). The MAC was chosen by
-// measurement (dpdk_engine/bench/mac_bench); libsodium and OpenSSL compute
-// it, nothing here is cryptography written by hand.
+// process carries in its AuthTrailer (wire.h). The MAC and the library
+// that computes it were chosen by measurement (dpdk_engine/bench/mac_bench):
+// Intel's ipsec-mb, with libsodium and OpenSSL computing the same function
+// where it cannot; nothing here is cryptography written by hand.
 #ifndef DPDK_ENGINE_WIRE_AUTH_H
 #define DPDK_ENGINE_WIRE_AUTH_H
 
@@ -58,9 +59,9 @@ enum class AuthCheck : uint8_t {
 };
 constexpr unsigned kAuthCheckCount = 6;
 
-// One GMAC context per key, re-initialised with a new nonce per
-// packet: the key schedule is computed once and nothing is allocated per
-// packet. Not thread safe: the engine is single-threaded and owns one.
+// One GMAC context per key (per library), re-initialised with a new nonce
+// per packet: the key schedule is computed once and nothing is allocated
+// per packet. Not thread safe: the engine is single-threaded and owns one.
 //
 // Nonces never repeat under one key, as GMAC requires, although every
 // process of a job shares the key: each process draws a random 32-bit salt
@@ -104,32 +105,38 @@ class PacketAuth {
     // rings and our own loopback.
     AuthCheck check(const ParsedPacket& p, bool verify_tag);
 
-    // Which library computes a tag: both give the same tag (test_auth
-    // checks it); kAny takes libsodium up to kSodiumLargestAd bytes of
-    // additional data when the CPU has its AES-GCM, else OpenSSL.
+    // Which library computes a tag: all give the same tag (test_auth
+    // checks it); kAny takes ipsec-mb when the CPU has AES-NI (its VAES and
+    // VPCLMULQDQ code is several times faster than the others at every
+    // length, design.md section 2), else libsodium up to kSodiumLargestAd
+    // bytes of additional data when the CPU has its AES-GCM, else OpenSSL.
     enum class Library : uint8_t {
         kAny,
         kSodium,
-        kOpenssl
+        kOpenssl,
+        kIpsecMb
     };
     static constexpr size_t kSodiumLargestAd = 2048;
     bool has_sodium() const { return sodium_ != nullptr; }
+    bool has_ipsec_mb() const { return imb_ != nullptr; }
     bool compute_range(const unsigned char nonce[kAuthNonceBytes], const unsigned char* ad, size_t ad_len,
                        unsigned char tag[kAuthTagBytes], Library lib = Library::kAny);
     // The tag of the n ranges taken in order as one additional data: the
     // same tag as compute_range over their concatenation. Ranges that
     // follow each other in memory are joined first; one range left goes
-    // to compute_range (libsodium when short), several to OpenSSL, whose
-    // EVP_EncryptUpdate takes additional data in as many calls as needed
-    // (libsodium's call is one-shot).
+    // to compute_range, several to ipsec-mb's GMAC update (one call per
+    // range) or, without it, to OpenSSL, whose EVP_EncryptUpdate takes
+    // additional data in as many calls as needed (libsodium's call is
+    // one-shot). `lib` as in compute_range (kSodium: not with several).
     bool compute_ranges(const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
-                        unsigned char tag[kAuthTagBytes]);
+                        unsigned char tag[kAuthTagBytes], Library lib = Library::kAny);
 
  private:
     bool compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th, const void* payload,
                  const PayloadPiece* pieces, unsigned n, const AuthTrailer* t, unsigned char tag[kAuthTagBytes]);
     void* ctx_ = nullptr;     // EVP_CIPHER_CTX, kept opaque to spare includers OpenSSL
     void* sodium_ = nullptr;  // crypto_aead_aes256gcm_state; null without AES-NI
+    void* imb_ = nullptr;     // ipsec-mb manager and GCM key (auth.cpp); null without AES-NI
     uint32_t key_id_ = 0;
     uint32_t salt_ = 0;
     uint64_t counter_ = 0;
