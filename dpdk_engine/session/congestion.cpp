@@ -97,8 +97,12 @@ void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now)
             }
         }
     }
-    if (s->queue_high || s->in_recovery)
-        return;  // no growth over target, nor while a loss is repaired
+    // No growth while a loss is repaired, nor over target when the delay
+    // drives the window (else the queue decides, as for TCP: holding the
+    // window at target is Swift's, and without its cut leaves the
+    // bottleneck idle where the RTT is scheduling).
+    if (s->in_recovery || (s->queue_high && s->ep->engine->cfg.cc_delay_cut))
+        return;
     const uint32_t limit = window_limit(s);
     // Additive increase: one packet per window of acknowledged packets.
     s->cwnd_acc += acked;
