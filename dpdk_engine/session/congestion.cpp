@@ -97,11 +97,13 @@ void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now)
             }
         }
     }
-    // No growth while a loss is repaired, nor over target when the delay
-    // drives the window (else the queue decides, as for TCP: holding the
-    // window at target is Swift's, and without its cut leaves the
-    // bottleneck idle where the RTT is scheduling).
-    if (s->in_recovery || (s->queue_high && s->ep->engine->cfg.cc_delay_cut))
+    // No growth over target when the delay drives the window (else the
+    // queue decides, as for TCP: holding the window at target is Swift's,
+    // and without its cut leaves the bottleneck idle where the RTT is
+    // scheduling). With a target, none during a loss episode either (the
+    // window just cut by congestion would regrow before the episode's
+    // end); without, it grows then as it always did (main's AIMD).
+    if ((target_q && s->in_recovery) || (s->queue_high && s->ep->engine->cfg.cc_delay_cut))
         return;
     const uint32_t limit = window_limit(s);
     // Additive increase: one packet per window of acknowledged packets.
@@ -116,8 +118,8 @@ void cc_on_loss(Session* s)
 {
     uint32_t floor = kRandomLossFloor;
     // A queue that overflowed showed first as delay (the last epoch over
-    // target): then the floor is one packet. Low delay means random loss,
-    // or a lossless peer's full ring, which drains at memory speed.
+    // target): then the floor is kCongestionFloor. Low delay means random
+    // loss, or a lossless peer's full ring, which drains at memory speed.
     if (s->queue_high)
         floor = kCongestionFloor;
     if (floor > window_limit(s))
