@@ -77,6 +77,17 @@ struct EngineConfig {
     uint32_t rto_initial_us = 20000;
     uint32_t peer_timeout_ms =
         3000;  // FI_DPDK_TIMEOUT_MS: no word from a peer with work outstanding -> its operations fail
+    // FI_DPDK_CC_TARGET_US: queueing delay over the least RTT above which a
+    // session's window stops growing and a loss counts as congestion
+    // (session/congestion.cpp); 0 = every loss is taken as random (main's
+    // AIMD, floor 32). Off by default: on the only bottleneck measured
+    // (cluster_load.sh on a starved 2-core box) 1000 cut retransmissions
+    // but also goodput (docs/design.md, "Congestion control").
+    uint32_t cc_target_us = 0;
+    // FI_DPDK_CC_DELAY_CUT: the window also shrinks in proportion to the
+    // delay over target (Swift); off: measured to starve senders where the
+    // RTT is mostly scheduling (docs/design.md, "Congestion control").
+    bool cc_delay_cut = false;
     uint32_t ack_delay_us = 50;       // FI_DPDK_ACK_DELAY_US: longest an ACK is held back for piggybacking
     uint32_t ack_every = 16;          // ACK at least every this many packets
     uint32_t max_ops = 4096;          // per endpoint: outstanding send/RMA/atomic operations

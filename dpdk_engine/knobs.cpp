@@ -87,6 +87,13 @@ const Knob kKnobs[] = {
      KNOB_NUMBER(rto_min_us)},
     {"rto_max_us", KnobKind::kUnsigned, 1, UINT32_MAX,
      "Largest retransmission timeout in microseconds, at least FI_DPDK_RTO_MIN_US", KNOB_NUMBER(rto_max_us)},
+    {"cc_target_us", KnobKind::kUnsigned, 0, UINT32_MAX,
+     "Queueing delay in microseconds over the least RTT seen above which a session's window stops growing and a "
+     "loss is taken as congestion (window down to 4 packets, else 32); 0 = every loss is taken as random",
+     KNOB_NUMBER(cc_target_us)},
+    {"cc_delay_cut", KnobKind::kBool, 0, 1,
+     "Also shrink the window in proportion to the delay over FI_DPDK_CC_TARGET_US, once per RTT",
+     KNOB_NUMBER(cc_delay_cut)},
     {"ack_delay_us", KnobKind::kUnsigned, 0, UINT32_MAX,
      "Longest an acknowledgement waits for a packet to ride on, in microseconds, below FI_DPDK_RTO_MIN_US",
      KNOB_NUMBER(ack_delay_us)},

@@ -1,6 +1,6 @@
 // Loss recovery of a session: ACK processing (cumulative + SACK, RTT
 // samples, Eifel undo of a spurious RTO), fast retransmit of SACK holes,
-// the congestion window's halving, and the per-session timers (RTO,
+// entering a loss episode (the window's cut: congestion.cpp), and the per-session timers (RTO,
 // keepalive probe, peer timeout, delayed ACK). Sequencing, transmit and
 // receive are in session.cpp.
 #include "dpdk_engine/engine_impl.h"
@@ -13,20 +13,13 @@ using namespace session_detail;
 
 namespace {
 
-constexpr uint32_t kMinCwnd = 32;  // packets
-
 void enter_recovery(Session* s)
 {
     if (s->in_recovery)
         return;
     s->in_recovery = true;
     s->recover_psn = s->next_psn;
-    // Halve, but keep a floor: on an Ethernet segment most loss is random
-    // (or injected), and a window of a few packets would turn 5% loss into
-    // a crawl (measured: 12 MB/s over memif with a floor of 4).
-    uint32_t floor = kMinCwnd < s->mask + 1 ? kMinCwnd : s->mask + 1;
-    s->cwnd = s->cwnd / 2 < floor ? floor : s->cwnd / 2;
-    s->cwnd_acc = 0;
+    cc_on_loss(s);
 }
 
 }  // namespace
@@ -63,8 +56,14 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
             }
         }
         uint32_t echo = th->timestamp_echo.get();
-        if (echo)
-            s->rtt.sample(static_cast<uint32_t>(now) - echo);
+        uint32_t rtt_us = 0;
+        if (echo) {
+            rtt_us = static_cast<uint32_t>(now) - echo;
+            s->rtt.sample(rtt_us);
+        }
+        // Before the Eifel check: a spurious RTO's ACK is a long sample that
+        // may cut the window, and the undo below restores it.
+        cc_on_ack(s, acked, rtt_us, now);
         if (s->rto_undo_armed && psn_before(s->rto_psn, ack)) {
             s->rto_undo_armed = false;
             // The peer echoes the first packet past its last ACK: older than
@@ -79,13 +78,6 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
         arm_rto(s, now);
         if (s->in_recovery && !psn_before(s->una, s->recover_psn))
             s->in_recovery = false;
-        // Additive increase: one packet per window of acknowledged packets.
-        uint32_t limit = s->mask + 1;
-        s->cwnd_acc += acked;
-        while (s->cwnd < limit && s->cwnd_acc >= s->cwnd) {
-            s->cwnd_acc -= s->cwnd;
-            s->cwnd++;
-        }
         session_maybe_give_tx_window(s);
     }
     uint64_t sack = th->sack.get();

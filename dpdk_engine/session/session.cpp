@@ -147,8 +147,8 @@ Session::Session(uint32_t window, const EngineConfig& cfg)
     : rtt(cfg.rto_initial_us, cfg.rto_min_us, cfg.rto_max_us)
 {
     mask = window - 1;
-    cwnd = window;
     peer_window = window;
+    session_detail::cc_reset(this);
     tx_stream = random_stream_id();
 }
 
@@ -634,7 +634,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->next_psn = s->una = 0;
     s->rto_deadline = 0;
     s->rto_undo_armed = false;
-    s->cwnd = s->mask + 1;
+    cc_reset(s);
     s->peer_window = s->mask + 1;
     s->in_recovery = false;
     s->rtt = RttEstimator(ep->engine->cfg.rto_initial_us, ep->engine->cfg.rto_min_us, ep->engine->cfg.rto_max_us);

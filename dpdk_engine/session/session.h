@@ -80,19 +80,22 @@ struct Session {
     uint64_t last_probe_us = 0;  // keepalive sent while waiting on the peer
     uint64_t ack_deadline = 0;
     uint64_t hello_due_us = 0;  // kGreeting: when the next hello may leave
+    uint64_t cc_epoch_us = 0;   // start of the RTT-long epoch whose least RTT is judged (congestion.cpp)
     // Counters of this session alone (the endpoint's EndpointStats sums all).
     uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
     uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
     Address peer;
 
     // ---- transmit direction
-    uint32_t tx_stream = 0;    // random, new after every failure
-    uint32_t next_psn = 0;     // next PSN to assign
-    uint32_t una = 0;          // oldest PSN not cumulatively acknowledged
-    uint32_t cwnd = 0;         // congestion window (packets)
-    uint32_t cwnd_acc = 0;     // additive-increase accumulator
-    uint32_t peer_window = 0;  // credits granted by the peer
-    uint32_t recover_psn = 0;  // one window reduction per loss episode
+    uint32_t tx_stream = 0;         // random, new after every failure
+    uint32_t next_psn = 0;          // next PSN to assign
+    uint32_t una = 0;               // oldest PSN not cumulatively acknowledged
+    uint32_t cwnd = 0;              // congestion window (packets)
+    uint32_t cwnd_acc = 0;          // additive-increase accumulator
+    uint32_t base_rtt_us = 0;       // least RTT seen: the path without a queue (0 = no sample yet)
+    uint32_t epoch_min_rtt_us = 0;  // least RTT of this epoch (0 = none yet)
+    uint32_t peer_window = 0;       // credits granted by the peer
+    uint32_t recover_psn = 0;       // one window reduction per loss episode
     // Spurious timeout detection (Eifel, RFC 3522): at the first RTO of an
     // episode, the window before it was cut and the timestamp of the
     // retransmission. An ACK past rto_psn that echoes an older timestamp was
@@ -153,6 +156,7 @@ struct Session {
     uint8_t hellos = 0;
     TxWindowState tx_window = TxWindowState::kReady;
     RxDeliveryState rx_delivery = RxDeliveryState::kInOrder;
+    bool queue_high = false;   // the last epoch's least RTT was over target: no growth, loss is congestion
     bool in_recovery = false;  // a loss episode: the window was cut once, until una passes recover_psn
     bool ack_pending = false;
     bool ack_now = false;

@@ -43,6 +43,13 @@ void fill_ack_fields(Session* s, wire::TransportHeader* th, uint64_t now);
 // samples the RTT, undoes a spurious RTO, retransmits SACK holes.
 void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now);
 
+// congestion.cpp: the congestion window. cc_reset: a new tx stream's
+// first window. cc_on_ack: `acked` packets newly acknowledged, with an RTT
+// sample (0: none). cc_on_loss: a loss episode begins (once per episode).
+void cc_reset(Session* s);
+void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now);
+void cc_on_loss(Session* s);
+
 }  // namespace session_detail
 }  // namespace dpdk_engine
 
