@@ -68,7 +68,9 @@ void cc_reset(Session* s)
 void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now)
 {
     const uint32_t target_q = s->ep->engine->cfg.cc_target_us;
-    if (rtt_us) {
+    // Without a target nothing reads the epochs (queue_high stays false):
+    // the default ACK path keeps no RTT bookkeeping of its own.
+    if (target_q && rtt_us) {
         if (!s->base_rtt_us || rtt_us < s->base_rtt_us)
             s->base_rtt_us = rtt_us;
         if (!s->epoch_min_rtt_us || rtt_us < s->epoch_min_rtt_us)
@@ -81,7 +83,7 @@ void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now)
         if (now - s->cc_epoch_us >= s->rtt.srtt_us()) {
             const uint32_t rtt = s->epoch_min_rtt_us;
             const uint32_t target = s->base_rtt_us + target_q;
-            s->queue_high = target_q && rtt > target && !lossless_peer(s);
+            s->queue_high = rtt > target && !lossless_peer(s);
             s->cc_epoch_us = now;
             s->epoch_min_rtt_us = 0;
             if (s->queue_high && s->ep->engine->cfg.cc_delay_cut) {
