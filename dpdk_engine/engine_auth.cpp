@@ -42,7 +42,7 @@ int EngineImpl::init_auth()
     if (!ok) {
         fprintf(
             stderr,
-            "dpdk engine: could not set up the job key's MAC (HKDF, AES-256-GCM: OpenSSL or libsodium failed)\n");
+            "dpdk engine: could not set up the job key's MAC (HKDF or AES-256-GCM: OpenSSL or ipsec-mb failed)\n");
         auth.reset();
         return -EIO;
     }

@@ -1,10 +1,9 @@
 // Job-key authentication: key parsing and files, and the per-packet
 // GMAC: AES-256-GCM with the packet as additional data and no plaintext.
-// Three well-kept libraries compute the same function: Intel's ipsec-mb
+// Two well-kept libraries compute the same function: Intel's ipsec-mb
 // wherever the CPU has AES-NI (its GMAC has both the least per-call cost
 // and, with VAES and VPCLMULQDQ, about four times OpenSSL 3.0's speed on
-// a 9000-byte frame); without it libsodium for small frames and OpenSSL
-// for large ones. Figures in design.md section 2.
+// a 9000-byte frame), OpenSSL without it. Figures in design.md section 2.
 #include "dpdk_engine/wire/auth.h"
 
 #include <fcntl.h>
@@ -14,7 +13,6 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
-#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,7 +89,7 @@ ImbState* imb_new(const unsigned char mac_key[kAuthMacKeyBytes])
 }
 
 // GMAC as ipsec-mb specifies it is GCM with the message as additional data
-// and no plaintext: the tag OpenSSL and libsodium give (test_auth).
+// and no plaintext: the tag OpenSSL gives (test_auth).
 void imb_gmac(ImbState* s, const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
               unsigned char tag[kAuthTagBytes])
 {
@@ -104,7 +102,7 @@ void imb_gmac(ImbState* s, const unsigned char nonce[kAuthNonceBytes], const Pay
 }
 
 // The MAC key: HKDF-SHA256 of the job key, so the 128-bit key a user types
-// keys AES-256 (the size libsodium's AES-GCM takes) and is never used for
+// keys AES-256 and is never used for
 // anything else directly (the key id is another derivation of it).
 bool derive_mac_key(const AuthKey& key, unsigned char out[kAuthMacKeyBytes])
 {
@@ -198,10 +196,6 @@ void wipe_auth_key(AuthKey* key)
 PacketAuth::~PacketAuth()
 {
     EVP_CIPHER_CTX_free(cipher(ctx_));
-    if (sodium_) {
-        sodium_memzero(sodium_, sizeof(crypto_aead_aes256gcm_state));
-        sodium_free(sodium_);
-    }
     imb_free(imb(imb_));
 }
 
@@ -225,27 +219,16 @@ bool PacketAuth::init(const AuthKey& key)
     EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
     // The key schedules once; the nonce is supplied per packet.
     bool ok = ctx && EVP_EncryptInit_ex2(ctx, EVP_aes_256_gcm(), mac_key, nullptr, nullptr) == 1;
-    void* sodium = nullptr;
-    if (ok && sodium_init() >= 0 && crypto_aead_aes256gcm_is_available()) {
-        sodium = sodium_malloc(sizeof(crypto_aead_aes256gcm_state));  // aligned, as the state must be
-        ok = sodium &&
-             crypto_aead_aes256gcm_beforenm(static_cast<crypto_aead_aes256gcm_state*>(sodium), mac_key) == 0;
-    }
-    // Not having ipsec-mb's code is no failure: the other two take over.
+    // Not having ipsec-mb's code is no failure: OpenSSL takes over.
     ImbState* fast = ok ? imb_new(mac_key) : nullptr;
     OPENSSL_cleanse(mac_key, sizeof(mac_key));
     if (!ok) {
         EVP_CIPHER_CTX_free(ctx);
-        if (sodium)
-            sodium_free(sodium);
         return false;
     }
     EVP_CIPHER_CTX_free(cipher(ctx_));
-    if (sodium_)
-        sodium_free(sodium_);
     imb_free(imb(imb_));
     ctx_ = ctx;
-    sodium_ = sodium;
     imb_ = fast;
     memcpy(&key_id_, digest, sizeof(key_id_));
     memcpy(&salt_, start, sizeof(salt_));
@@ -287,7 +270,7 @@ bool PacketAuth::compute_ranges(const unsigned char nonce[kAuthNonceBytes], cons
                                 unsigned char tag[kAuthTagBytes], Library lib)
 {
     // Joined where one range ends where the next begins (a frame in one
-    // buffer is one range: libsodium's one-shot call can take it).
+    // buffer is one range: one update call).
     PayloadPiece joined[2 + kMaxAuthPieces];
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -312,8 +295,6 @@ bool PacketAuth::compute_ranges(const unsigned char nonce[kAuthNonceBytes], cons
         imb_gmac(imb(imb_), nonce, joined, k, tag);
         return true;
     }
-    if (lib == Library::kSodium)
-        return false;  // one-shot: one range only
     EVP_CIPHER_CTX* ctx = cipher(ctx_);
     int out = 0;
     if (!ctx || EVP_EncryptInit_ex2(ctx, nullptr, nullptr, nonce, nullptr) != 1)
@@ -330,22 +311,13 @@ bool PacketAuth::compute_range(const unsigned char nonce[kAuthNonceBytes], const
                                unsigned char tag[kAuthTagBytes], Library lib)
 {
     if (lib == Library::kAny)
-        lib = imb_                                    ? Library::kIpsecMb
-              : sodium_ && ad_len <= kSodiumLargestAd ? Library::kSodium
-                                                      : Library::kOpenssl;
+        lib = imb_ ? Library::kIpsecMb : Library::kOpenssl;
     if (lib == Library::kIpsecMb) {
         if (!imb_)
             return false;
         const PayloadPiece range = {ad, ad_len};
         imb_gmac(imb(imb_), nonce, &range, 1, tag);
         return true;
-    }
-    if (lib == Library::kSodium) {
-        unsigned long long tag_len = 0;
-        unsigned char no_ciphertext[1];  // none is written (no plaintext); the API wants a buffer
-        return sodium_ && crypto_aead_aes256gcm_encrypt_detached_afternm(
-                              no_ciphertext, tag, &tag_len, nullptr, 0, ad, ad_len, nullptr, nonce,
-                              static_cast<const crypto_aead_aes256gcm_state*>(sodium_)) == 0;
     }
     EVP_CIPHER_CTX* ctx = cipher(ctx_);
     int n = 0;

@@ -3,8 +3,8 @@
 // and the GMAC tag (AES-256-GCM, no plaintext) every packet of a keyed
 // process carries in its AuthTrailer (wire.h). The MAC and the library
 // that computes it were chosen by measurement (dpdk_engine/bench/mac_bench):
-// Intel's ipsec-mb, with libsodium and OpenSSL computing the same function
-// where it cannot; nothing here is cryptography written by hand.
+// Intel's ipsec-mb, with OpenSSL computing the same function where it
+// cannot; nothing here is cryptography written by hand.
 #ifndef DPDK_ENGINE_WIRE_AUTH_H
 #define DPDK_ENGINE_WIRE_AUTH_H
 
@@ -85,13 +85,13 @@ class PacketAuth {
     // Fills the trailer of a packet whose header has kFlagAuth and is
     // sealed (CRC), laid out contiguously: th, its extension, payload_len
     // bytes of payload, then the AuthTrailer. The UDP header (its ports)
-    // must precede th. false only if OpenSSL fails.
+    // must precede th. false only if the MAC library fails.
     bool seal(TransportHeader* th);
     // The same for a frame sent zero-copy (wire.h, PayloadPiece): th and
     // its extension after the UDP header, the payload in the n pieces
     // (payload_len bytes in all) wherever they are, and the trailer `t` in
     // a segment of its own. The tag is the one seal() gives the same bytes
-    // laid out contiguously (OpenSSL takes the pieces one after another).
+    // laid out contiguously (the library takes the pieces one after another).
     bool seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n, AuthTrailer* t);
     // The same trailer without a tag, for frames that never leave the host
     // (host-local rings, docs/host_local.md): only the key id is checked.
@@ -105,19 +105,15 @@ class PacketAuth {
     // rings and our own loopback.
     AuthCheck check(const ParsedPacket& p, bool verify_tag);
 
-    // Which library computes a tag: all give the same tag (test_auth
+    // Which library computes a tag: both give the same tag (test_auth
     // checks it); kAny takes ipsec-mb when the CPU has AES-NI (its VAES and
-    // VPCLMULQDQ code is several times faster than the others at every
-    // length, design.md section 2), else libsodium up to kSodiumLargestAd
-    // bytes of additional data when the CPU has its AES-GCM, else OpenSSL.
+    // VPCLMULQDQ code is several times faster than OpenSSL's at every
+    // length, design.md section 2), else OpenSSL.
     enum class Library : uint8_t {
         kAny,
-        kSodium,
         kOpenssl,
         kIpsecMb
     };
-    static constexpr size_t kSodiumLargestAd = 2048;
-    bool has_sodium() const { return sodium_ != nullptr; }
     bool has_ipsec_mb() const { return imb_ != nullptr; }
     bool compute_range(const unsigned char nonce[kAuthNonceBytes], const unsigned char* ad, size_t ad_len,
                        unsigned char tag[kAuthTagBytes], Library lib = Library::kAny);
@@ -125,18 +121,16 @@ class PacketAuth {
     // same tag as compute_range over their concatenation. Ranges that
     // follow each other in memory are joined first; one range left goes
     // to compute_range, several to ipsec-mb's GMAC update (one call per
-    // range) or, without it, to OpenSSL, whose EVP_EncryptUpdate takes
-    // additional data in as many calls as needed (libsodium's call is
-    // one-shot). `lib` as in compute_range (kSodium: not with several).
+    // range) or, without it, to OpenSSL's EVP_EncryptUpdate (one call per
+    // range). `lib` as in compute_range.
     bool compute_ranges(const unsigned char nonce[kAuthNonceBytes], const PayloadPiece* ranges, unsigned n,
                         unsigned char tag[kAuthTagBytes], Library lib = Library::kAny);
 
  private:
     bool compute(const unsigned char nonce[kAuthNonceBytes], const TransportHeader* th, const void* payload,
                  const PayloadPiece* pieces, unsigned n, const AuthTrailer* t, unsigned char tag[kAuthTagBytes]);
-    void* ctx_ = nullptr;     // EVP_CIPHER_CTX, kept opaque to spare includers OpenSSL
-    void* sodium_ = nullptr;  // crypto_aead_aes256gcm_state; null without AES-NI
-    void* imb_ = nullptr;     // ipsec-mb manager and GCM key (auth.cpp); null without AES-NI
+    void* ctx_ = nullptr;  // EVP_CIPHER_CTX, kept opaque to spare includers OpenSSL
+    void* imb_ = nullptr;  // ipsec-mb manager and GCM key (auth.cpp); null without AES-NI
     uint32_t key_id_ = 0;
     uint32_t salt_ = 0;
     uint64_t counter_ = 0;
