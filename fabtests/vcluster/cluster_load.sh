@@ -2,17 +2,20 @@
 # cluster_load.sh: a cluster-shaped load on a vcluster.sh cluster. HOSTS
 # hosts on the bridge, a token bucket (tc tbf, a small queue) on the switch
 # port toward the receiver as the bottleneck, fi_cluster_load on every
-# host (incast: every host sends to host 0; alltoall: every host to every
-# other), a probe process on host 1 timing small round trips to host 0
+# host, PER_HOST ranks each (incast: every rank sends to rank 0; alltoall:
+# every rank to every other), a probe process on host 1 timing small round trips to host 0
 # through the same bottleneck, every byte checked. Prints rank 0's summary
 # (goodput, each source's share, Jain's index, probe p50/p99, the engine's
 # retransmissions) and the load average.
 #
-#   cluster_load.sh [-n HOSTS] [-m incast|alltoall] [-P PROVIDER] [-r RATE]
-#                   [-l LIMIT] [-B all|receiver|none] [-D SECONDS] [-s SIZE]
-#                   [-w DEPTH] [-t TIMEOUT_S] [-k LOGDIR]
+#   cluster_load.sh [-n HOSTS] [-p PER_HOST] [-m incast|alltoall] [-P PROVIDER]
+#                   [-r RATE] [-l LIMIT] [-B all|receiver|none] [-D SECONDS]
+#                   [-s SIZE] [-w DEPTH] [-t TIMEOUT_S] [-k LOGDIR]
 #
 #   -n HOSTS   8 (2..200)          -m   incast (default) or alltoall
+#   -p PER_HOST ranks per host (1): rank r on host r % HOSTS; with more
+#              than one, the flows between ranks of one host are summed
+#              apart (they never cross the switch)
 #   -P         dpdk (default) or any libfabric provider (tcp: FI_TCP_IFACE
 #              is set to each host's veth)
 #   -r RATE    tbf rate, tc's syntax (default 300mbit); -l LIMIT the tbf
@@ -33,11 +36,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 builddir=${FT_BUILDDIR:-$(cd "$here/../.." && pwd)}
 bin=$builddir/fabtests/vcluster/fi_cluster_load
 
-hosts=8 pattern=incast prov=dpdk rate=300mbit limit=100kb where='' duration=10 size=65536 depth=8 timeout=''
+hosts=8 per_host=1 pattern=incast prov=dpdk rate=300mbit limit=100kb where='' duration=10 size=65536 depth=8 timeout=''
 logdir=''
-while getopts n:m:P:r:l:B:D:s:w:t:k: c; do
+while getopts n:p:m:P:r:l:B:D:s:w:t:k: c; do
 	case $c in
 	n) hosts=$OPTARG ;;
+	p) per_host=$OPTARG ;;
 	m) pattern=$OPTARG ;;
 	P) prov=$OPTARG ;;
 	r) rate=$OPTARG ;;
@@ -48,7 +52,7 @@ while getopts n:m:P:r:l:B:D:s:w:t:k: c; do
 	w) depth=$OPTARG ;;
 	t) timeout=$OPTARG ;;
 	k) logdir=$OPTARG ;;
-	*) sed -n '2,28p' "$0"; exit 2 ;;
+	*) sed -n '2,32p' "$0"; exit 2 ;;
 	esac
 done
 [ -x "$bin" ] || { echo "cluster_load: $bin not built (make check TESTS=)"; exit 2; }
@@ -104,7 +108,8 @@ done
 rdv=$logs/rendezvous
 rm -rf "$rdv"
 mkdir -p "$rdv"
-args=(-n "$hosts" -d "$rdv" -m "$pattern" -D "$duration" -s "$size" -w "$depth" -q -t "$timeout")
+ranks=$((hosts * per_host))
+args=(-n "$ranks" -L "$per_host" -d "$rdv" -m "$pattern" -D "$duration" -s "$size" -w "$depth" -q -t "$timeout")
 pids=()
 # launch RANK HOST
 launch() {
@@ -114,10 +119,10 @@ launch() {
 		>"$logs/rank$1.log" 2>&1 &
 	pids+=($!)
 }
-for ((i = 0; i < hosts; i++)); do
-	launch "$i" "$i"
+for ((i = 0; i < ranks; i++)); do
+	launch "$i" $((i % hosts))
 done
-launch "$hosts" 1 # the probe, on host 1
+launch "$ranks" 1 # the probe, on host 1
 rc=0
 for r in "${!pids[@]}"; do
 	if ! wait "${pids[$r]}"; then

@@ -1,6 +1,6 @@
-// fi_cluster_load: the cluster-shaped load of cluster_load.sh. One process
-// per host sends bulk tagged messages for a fixed time, incast (every rank
-// to rank 0) or all to all, while an optional probe rank measures the
+// fi_cluster_load: the cluster-shaped load of cluster_load.sh. One or more
+// processes per host send bulk tagged messages for a fixed time, incast
+// (every rank to rank 0) or all to all, while an optional probe rank measures the
 // round trip of small messages to rank 0 through the same bottleneck. Every
 // byte is checked: a bulk message carries its source and sequence number
 // and a pattern derived from them; the receiver checks each word, and that
@@ -19,12 +19,15 @@
 //   engine's counters (fi_ext_dpdk.h): retransmissions, timeouts, sessions
 //   failed.
 //
-//   fi_cluster_load -r RANK -n HOSTS -d DIR [-m incast|alltoall] [-D SECONDS]
-//                   [-s SIZE] [-w DEPTH] [-q] [-p PROBE_SIZE] [-g GAP_US]
-//                   [-t TIMEOUT_S]
+//   fi_cluster_load -r RANK -n RANKS -d DIR [-L PER_HOST] [-m incast|alltoall]
+//                   [-D SECONDS] [-s SIZE] [-w DEPTH] [-q] [-p PROBE_SIZE]
+//                   [-g GAP_US] [-t TIMEOUT_S]
 //
-// Ranks 0..HOSTS-1 carry the bulk traffic; with -q, rank HOSTS is the
+// Ranks 0..RANKS-1 carry the bulk traffic; with -q, rank RANKS is the
 // probe (it pings rank 0, waits for the echo, then GAP_US before the next).
+// -L says how the launcher placed them: PER_HOST ranks on each of
+// RANKS / PER_HOST hosts, rank r on host r % hosts, so the summary can
+// tell flows between hosts (through the switch) from flows within one.
 // Exit status 0 when every message arrived intact and no operation failed.
 #include <rdma/fi_ext_dpdk.h>
 #include <rdma/fi_tagged.h>
@@ -54,7 +57,8 @@ enum class Pattern {
 
 struct Options {
     int rank = -1;
-    int hosts = 0;
+    int ranks = 0;  // bulk ranks, the probe not counted
+    int per_host = 1;
     std::string dir;
     Pattern pattern = Pattern::kIncast;
     double duration_s = 10;
@@ -64,15 +68,17 @@ struct Options {
     size_t probe_size = 64;
     int probe_gap_us = 1000;
     int timeout_s = 120;
-    int nprocs() const { return hosts + (probe ? 1 : 0); }
-    int probe_rank() const { return probe ? hosts : -1; }
+    int nprocs() const { return ranks + (probe ? 1 : 0); }
+    int probe_rank() const { return probe ? ranks : -1; }
+    int hosts() const { return ranks / per_host; }
+    bool same_host(int a, int b) const { return a % hosts() == b % hosts(); }
 };
 
 void usage(const char* prog)
 {
     fprintf(stderr,
-            "usage: %s -r RANK -n HOSTS -d DIR [-m incast|alltoall] [-D SECONDS] [-s SIZE] [-w DEPTH] [-q] "
-            "[-p PROBE_SIZE] [-g GAP_US] [-t TIMEOUT_S]\n",
+            "usage: %s -r RANK -n RANKS -d DIR [-L PER_HOST] [-m incast|alltoall] [-D SECONDS] [-s SIZE] "
+            "[-w DEPTH] [-q] [-p PROBE_SIZE] [-g GAP_US] [-t TIMEOUT_S]\n",
             prog);
     exit(2);
 }
@@ -81,11 +87,12 @@ Options parse(int argc, char** argv)
 {
     Options o;
     int c;
-    while ((c = getopt(argc, argv, "r:n:d:m:D:s:w:qp:g:t:")) != -1) {
+    while ((c = getopt(argc, argv, "r:n:d:L:m:D:s:w:qp:g:t:")) != -1) {
         switch (c) {
         case 'r': o.rank = atoi(optarg); break;
-        case 'n': o.hosts = atoi(optarg); break;
+        case 'n': o.ranks = atoi(optarg); break;
         case 'd': o.dir = optarg; break;
+        case 'L': o.per_host = atoi(optarg); break;
         case 'm':
             if (!strcmp(optarg, "incast"))
                 o.pattern = Pattern::kIncast;
@@ -104,8 +111,10 @@ Options parse(int argc, char** argv)
         default: usage(argv[0]);
         }
     }
-    if (o.hosts < 2 || o.rank < 0 || o.rank >= o.nprocs() || o.dir.empty())
-        die("bad arguments (need -r RANK, -n HOSTS >= 2, -d DIR; RANK < HOSTS, or == HOSTS with -q)");
+    if (o.ranks < 2 || o.rank < 0 || o.rank >= o.nprocs() || o.dir.empty())
+        die("bad arguments (need -r RANK, -n RANKS >= 2, -d DIR; RANK < RANKS, or == RANKS with -q)");
+    if (o.per_host < 1 || o.ranks % o.per_host)
+        die("bad arguments: -L PER_HOST must divide -n RANKS");
     if (o.size < 16 || o.size % 8 || o.depth < 1 || o.duration_s <= 0 || o.probe_size < 16 || o.probe_size % 8)
         die("bad arguments: SIZE and PROBE_SIZE multiples of 8 and >= 16, DEPTH >= 1, SECONDS > 0");
     return o;
@@ -407,7 +416,7 @@ struct Job {
         from.resize(size_t(o.nprocs()));
         to.resize(size_t(o.nprocs()));
         if (me != o.probe_rank()) {
-            for (int r = 0; r < o.hosts; r++) {
+            for (int r = 0; r < o.ranks; r++) {
                 if (r == me)
                     continue;
                 const bool r_sends_to_me = o.pattern == Pattern::kAllToAll || me == 0;
@@ -563,43 +572,54 @@ void summarize(const Job& j, const std::vector<std::string>& all)
         }
     }
     const double window = j.stop_at - j.measure_from;
-    printf("cluster_load %s: %s, %d hosts, %zu B messages x %d in flight per destination, %.1f s "
+    printf("cluster_load %s: %s, %d ranks on %d hosts, %zu B messages x %d in flight per destination, %.1f s "
            "(measured over the last %.1f s)\n",
-           j.f.info->fabric_attr->prov_name, o.pattern == Pattern::kIncast ? "incast" : "alltoall", o.hosts,
-           o.size, o.depth, o.duration_s, window);
-    double sum = 0, sum_sq = 0;
-    uint64_t messages = 0, bytes = 0;
-    for (int r = 0; r < o.hosts; r++) {
-        double in = 0;
+           j.f.info->fabric_attr->prov_name, o.pattern == Pattern::kIncast ? "incast" : "alltoall", o.ranks,
+           o.hosts(), o.size, o.depth, o.duration_s, window);
+    for (int r = 0; r < o.ranks; r++) {
+        double in = 0, in_sq = 0;
         int n = 0;
         std::string shares;
         for (const Flow& fl : flows) {
             if (fl.dst != r)
                 continue;
             in += fl.rate;
+            in_sq += fl.rate * fl.rate;
             n++;
             char s[32];
             snprintf(s, sizeof(s), " %d:%.2f", fl.src, fl.rate * 8e-6);
             shares += s;
         }
-        if (n == 0)
-            continue;
-        double rs = 0, rs2 = 0;
-        for (const Flow& fl : flows)
-            if (fl.dst == r)
-                rs += fl.rate, rs2 += fl.rate * fl.rate;
-        printf("  receiver %d: goodput %.1f Mbit/s, Jain %.3f, per source (Mbit/s)%s\n", r, in * 8e-6,
-               rs2 > 0 ? rs * rs / (n * rs2) : 0, shares.c_str());
+        if (n)
+            printf("  receiver %d: goodput %.1f Mbit/s, Jain %.3f, per source (Mbit/s)%s\n", r, in * 8e-6,
+                   in_sq > 0 ? in * in / (n * in_sq) : 0, shares.c_str());
     }
+    // Flows between hosts cross the switch (and its bottleneck); flows
+    // within a host take the host's own path (the provider's shared
+    // memory, the kernel's loopback): summed apart, so that a comparison
+    // of providers on the switch is not decided by the hosts' insides.
+    struct Sum {
+        double rate = 0, rate_sq = 0;
+        size_t flows = 0;
+        uint64_t messages = 0, bytes = 0;
+    } between, within;
     for (const Flow& fl : flows) {
-        sum += fl.rate;
-        sum_sq += fl.rate * fl.rate;
-        messages += fl.messages;
-        bytes += fl.bytes;
+        Sum& a = o.same_host(fl.src, fl.dst) ? within : between;
+        a.rate += fl.rate;
+        a.rate_sq += fl.rate * fl.rate;
+        a.flows++;
+        a.messages += fl.messages;
+        a.bytes += fl.bytes;
     }
-    printf("  aggregate goodput %.1f Mbit/s over %zu flows, Jain %.3f; %" PRIu64 " messages, %.1f MB checked\n",
-           sum * 8e-6, flows.size(), sum_sq > 0 ? sum * sum / (double(flows.size()) * sum_sq) : 0, messages,
-           double(bytes) * 1e-6);
+    for (const Sum* a : {&between, &within}) {
+        if (a->flows == 0)
+            continue;
+        printf("  %s goodput %.1f Mbit/s over %zu flows%s, Jain %.3f; %" PRIu64 " messages, %.1f MB checked\n",
+               a == &between ? "aggregate" : "within hosts:", a->rate * 8e-6, a->flows,
+               a == &between && within.flows ? " between hosts" : "",
+               a->rate_sq > 0 ? a->rate * a->rate / (double(a->flows) * a->rate_sq) : 0, a->messages,
+               double(a->bytes) * 1e-6);
+    }
     if (probe[0])
         printf("  %s\n", probe);
     if (engine)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_cluster_load.sh (make check): a bounded cluster_load.sh. 8 vcluster
 # hosts, a token bucket with a small queue on the receiver's switch port;
-# incast 7 -> 1, then all to all with a bucket on every port, a few seconds
-# each, one job at a time, a probe process timing small round trips during
-# both. Asserts behaviour only, never speed: every rank completes, every
+# incast 7 -> 1, then all to all with a bucket on every port, then all to
+# all on 4 hosts with 2 ranks each (pairs of one host on the host-local
+# rings, the others through the switch), a few seconds each, one job at a
+# time, a probe process timing small round trips during each. Asserts behaviour only, never speed: every rank completes, every
 # message arrived once with every byte right (fi_cluster_load checks and
 # exits non-zero otherwise), and no session failed (engine counters). The
 # figures it prints are for the eye; fabtests/benchmarks/README.md has the
@@ -41,6 +42,9 @@ run() {
 	grep -q 'MB checked' "$log" || { echo "no summary from rank 0"; ok=0; }
 	grep -q 'probe 64 B round trip: .*under load p50 [0-9.]* us' "$log" || { echo "no probe figures"; ok=0; }
 	grep -q 'engine: .* session_failures 0$' "$log" || { echo "a session failed (or no engine counters)"; ok=0; }
+	case " $* " in
+	*" -p "*) grep -q 'within hosts: goodput' "$log" || { echo "no flows within a host"; ok=0; } ;;
+	esac
 	if [ $ok = 1 ]; then
 		pair_result pass "$name"
 	else
@@ -49,4 +53,5 @@ run() {
 }
 run incast "incast 7 -> 1 through 300 Mbit/s" -n 8 -m incast -r 300mbit -D 3
 run alltoall "all to all on 8 hosts through 100 Mbit/s ports" -n 8 -m alltoall -r 100mbit -D 3
+run alltoall_ppn2 "all to all on 4 hosts x 2 ranks through 100 Mbit/s ports" -n 4 -p 2 -m alltoall -r 100mbit -D 3
 pair_summary
