@@ -70,6 +70,9 @@ class PortBackend {
     virtual int create(DeviceOpen* plan);
     // Additions to the ethdev's configuration (tap: rx interrupts).
     virtual void eth_conf(rte_eth_conf* /*conf*/) const { }
+    // The queues could not be set up (the PMD's own log follows): a line
+    // saying why, when the backend knows (af_xdp on a veth of too large an MTU).
+    virtual void queue_setup_failed(const DeviceOpen& /*plan*/) const { }
     // The device is started: returns the rx wait fd (Port::rx_wait_fd) or -1.
     virtual int started() { return -1; }
 

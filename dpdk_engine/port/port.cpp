@@ -394,8 +394,10 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
         rc = rte_eth_rx_queue_setup(p->port_id_, 0, nb_rxd, socket, nullptr, p->pool_);
     if (rc == 0)
         rc = rte_eth_tx_queue_setup(p->port_id_, 0, nb_txd, socket, nullptr);
-    if (rc != 0)
+    if (rc != 0) {
+        p->backend_->queue_setup_failed(plan);
         return rc < 0 ? rc : -EIO;
+    }
     rc = rte_eth_dev_start(p->port_id_);
     if (rc != 0)
         return rc < 0 ? rc : -EIO;

@@ -114,7 +114,7 @@ class Port {
     // a memif port comes up later (link_up()).
     // Returns 0 and sets *out, or a negative errno:
     //   -EINVAL      malformed device string, ip, mtu or eal_args; mtu
-    //                above ~3500 on af_xdp (umem chunks are at most a page)
+    //                above 3314 on af_xdp (umem chunks are at most a page)
     //   -EBUSY       a second af_packet port on the same interface in this
     //                process (the PMD's fanout group would split traffic)
     //   -EEXIST      a vdev of that name already exists in this process

@@ -5,8 +5,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <link.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -21,10 +27,15 @@ namespace dpdk_engine {
 namespace {
 
 // af_xdp's largest mbuf data room (a page less the mbuf headroom and what
-// the PMD keeps), and the largest MTU that fits: data_room is the Ethernet
-// header plus the MTU rounded up to 64 (port.cpp).
+// the PMD keeps). The kernel writes a received frame XDP_PACKET_HEADROOM
+// (256) bytes past the headroom the PMD declared (which ends where the
+// mbuf's data room starts: the PMD's rx mbufs get data_off 128 + 256), and
+// drops (rx_dropped, -ENOSPC) a frame longer than what is left: the data
+// room must hold the frame plus those 256 bytes. The largest MTU follows
+// (data_room is the Ethernet header plus the MTU rounded up to 64, port.cpp).
 constexpr unsigned kAfXdpMaxDataRoom = 3584;
-constexpr unsigned kAfXdpMaxMtu = kAfXdpMaxDataRoom - 14;
+constexpr unsigned kXdpRxHeadroom = 256;  // XDP_PACKET_HEADROOM
+constexpr unsigned kAfXdpMaxMtu = kAfXdpMaxDataRoom - kXdpRxHeadroom - 14;
 
 // The text of the file at path (a shared object: tens of kilobytes).
 std::string read_file(const char* path)
@@ -67,6 +78,45 @@ std::string declared_params(const std::string& driver)
     return search.params;
 }
 
+// veth takes a non-frags XDP program only while its peer's MTU fits one
+// page less XDP's headroom and the skb's shared info (veth_xdp_set: about
+// 3500 on x86_64); above, attaching fails with ERANGE.
+constexpr unsigned kVethXdpMaxMtu = 3506;
+
+// The kernel driver of interface iface in this network namespace ("veth",
+// "ixgbe", ...; ETHTOOL_GDRVINFO), empty when it cannot be told.
+std::string kernel_driver(const std::string& iface)
+{
+    if (iface.empty() || iface.size() >= IFNAMSIZ)
+        return "";
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return "";
+    ethtool_drvinfo info {};
+    info.cmd = ETHTOOL_GDRVINFO;
+    ifreq ifr {};
+    memcpy(ifr.ifr_name, iface.c_str(), iface.size());
+    ifr.ifr_data = reinterpret_cast<char*>(&info);
+    const int rc = ioctl(fd, SIOCETHTOOL, &ifr);
+    close(fd);
+    return rc == 0 ? std::string(info.driver, strnlen(info.driver, sizeof(info.driver))) : "";
+}
+
+// The kernel MTU of interface iface in this network namespace; 0 if unknown.
+unsigned kernel_mtu(const std::string& iface)
+{
+    if (iface.empty() || iface.size() >= IFNAMSIZ)
+        return 0;
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    ifreq ifr {};
+    memcpy(ifr.ifr_name, iface.c_str(), iface.size());
+    const int rc = ioctl(fd, SIOCGIFMTU, &ifr);
+    close(fd);
+    return rc == 0 && ifr.ifr_mtu > 0 ? static_cast<unsigned>(ifr.ifr_mtu) : 0;
+}
+
 }  // namespace
 
 std::string unknown_vdev_argument(const std::string& vdev_name, const std::string& args)
@@ -105,7 +155,10 @@ class VdevBackend final : public PortBackend {
             // chunk per mbuf object: the kernel wants 2048 <= chunk <=
             // PAGE_SIZE (XDP_UMEM_REG fails with EINVAL otherwise), and 22.11
             // has no multi-buffer AF_XDP, so jumbo frames cannot work here.
-            plan->data_room = std::max(plan->data_room, 2048u);
+            // Before, a data room of just the frame: frames over about
+            // 1780 bytes were dropped by the kernel, and a stream at MTU
+            // 3000 stalled for good (8 B messages went through).
+            plan->data_room = std::max(plan->data_room + kXdpRxHeadroom, 2048u);
             if (plan->data_room > kAfXdpMaxDataRoom) {
                 fprintf(stderr,
                         "dpdk engine: %s: af_xdp takes frames of at most one page (FI_DPDK_MTU up to %u; DPDK "
@@ -114,8 +167,35 @@ class VdevBackend final : public PortBackend {
                         device_.c_str(), kAfXdpMaxMtu, kAfXdpMaxMtu);
                 return -EINVAL;
             }
+            // The PMD's preferred busy polling (busy_budget, 64 by default)
+            // makes every rx burst that finds nothing a recvfrom(): on a
+            // veth the sender's own send() runs the peer's NAPI and XDP
+            // program, so there is nothing for busy polling to drive, and
+            // a poller spends its time in the system call (27% of the
+            // client's CPU, 8 B half round trip 6.9-8.8 us against 4.8-5.4
+            // without, docs/design.md). Only on veth, where it was
+            // measured; FI_DPDK_DEVICE's own busy_budget= wins.
+            port_internal::KvList kv = port_internal::parse_kv(plan->args);
+            const std::string* ifa = port_internal::kv_get(kv, "iface");
+            if (ifa && !port_internal::kv_get(kv, "busy_budget") && kernel_driver(*ifa) == "veth")
+                plan->args += ",busy_budget=0";
         }
         return 0;
+    }
+
+    void queue_setup_failed(const DeviceOpen& plan) const override
+    {
+        if (kind_ != Port::Kind::kAfXdp)
+            return;
+        port_internal::KvList kv = port_internal::parse_kv(plan.args);
+        const std::string* ifa = port_internal::kv_get(kv, "iface");
+        const unsigned mtu = ifa ? kernel_mtu(*ifa) : 0;
+        if (mtu > kVethXdpMaxMtu && kernel_driver(*ifa) == "veth")
+            fprintf(stderr,
+                    "dpdk engine: %s: the veth has MTU %u: veth takes the XDP program af_xdp needs only while its "
+                    "peer's MTU is at most about %u (libxdp: \"Numerical result out of range\"); lower both ends' "
+                    "MTU, or use af_packet (net_af_packet0,iface=%s) for jumbo frames\n",
+                    device_.c_str(), mtu, kVethXdpMaxMtu, ifa->c_str());
     }
 
     void eal_options(EalOptions* eo) const override

@@ -133,7 +133,7 @@ if ip link add "$veth" type veth peer name "${veth}p" 2>/dev/null; then
     ip addr add 10.213.99.1/24 dev "$veth" && ip link set "$veth" up && ip link set "${veth}p" up
     works af-xdp-without-ip "FI_DPDK_DEVICE=net_af_xdp0,iface=$veth" "device net_af_xdp0,iface=$veth ip 10.213.99.1 "
     row "FI_DPDK_DEVICE=net_af_xdp0,iface=$veth FI_DPDK_MTU=9000" "fi_domain(fabric, info, &domain, nullptr) = -22" \
-        "af_xdp takes frames of at most one page (FI_DPDK_MTU up to 3570"
+        "af_xdp takes frames of at most one page (FI_DPDK_MTU up to 3314"
     ip link del "$veth" 2>/dev/null
 else
     pair_result skip "misconfig/af_xdp" "(cannot create a veth pair here)"
