@@ -67,6 +67,7 @@ struct Target {
     Target()
     {
         EngineConfig cfg;
+        cfg.local_cma_min = 65536;  // test_cma_offers: the receiver takes offers
         assert_int_equal(Engine::create(cfg, &e), 0);
         EndpointConfig ec;
         ec.on_complete = on_complete;
