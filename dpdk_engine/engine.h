@@ -116,6 +116,20 @@ struct EngineConfig {
     // device (docs/host_local.md); not with memif or the test rings, which
     // join processes already.
     bool host_local = true;
+    // FI_DPDK_LOCAL_CMA_MIN: a rendezvous message of at least this many
+    // bytes to a peer on the host-local path is read by the receiver in one
+    // process_vm_readv from the sender's buffer instead of crossing the
+    // ring in frames (docs/host_local.md, "Large messages in one copy");
+    // 0 = never. Receivers honour it too: 0 answers every offer with the
+    // ring path. Off by default for now: in test_two_process.sh's
+    // local_kill flow the receiver's copy of a live sender's buffer failed
+    // EFAULT (docs/host_local.md); 65536 is the value measured to pay.
+    uint32_t local_cma_min = 0;
+    // Tests only (no knob): the receiver's copy fails with this errno
+    // without the system call (a kernel that refuses, as under Yama), and
+    // the sender offers an address nobody maps (a hostile peer's list).
+    int local_cma_fail_errno_for_test = 0;
+    bool local_cma_bad_source_for_test = false;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // FI_DPDK_UNEXPECTED_PEER_BYTES: unexpected eager data one peer may have
@@ -403,6 +417,14 @@ struct EndpointStats {
     // not ours or expired, a challenge naming a stream not ours, an MTU out
     // of range).
     uint64_t hellos_sent, challenges_sent, handshakes, handshakes_refused;
+    // Host-local single copy (wire.h, kFlagCma; not in fi_ext_dpdk.h yet).
+    // Sender: messages the receiver copied itself, of them those it could
+    // not read (completed kCopyFault), offers answered with the ring path.
+    // Receiver: messages copied and their bytes, copies the kernel refused
+    // (the message and that peer's later ones went through the ring), and
+    // copies that faulted on the sender's addresses (kCopyFault).
+    uint64_t cma_tx, cma_tx_faults, cma_declined;
+    uint64_t cma_rx, cma_rx_bytes, cma_refused, cma_faults;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -242,6 +242,15 @@ class EngineImpl {
     {
         return local_hub ? local_hub->route(src_port, dst.ip_be, dst.port, now_us()) : nullptr;
     }
+    // Whether frames from our endpoint `src_port` to dst go through a
+    // channel now (no connection is tried).
+    bool local_peer(uint16_t src_port, const Address& dst) const
+    {
+        return local_hub && local_hub->find(src_port, dst.ip_be, dst.port);
+    }
+    // The channel whose frame handle_frame is handling, else nullptr (a
+    // device frame): its peer's pid is the one a single copy reads from.
+    local::Channel* rx_channel = nullptr;
     // Takes the frame: into c's ring (or its backlog while the ring is full).
     void local_send(local::Channel* c, rte_mbuf* m);
     // One progress round of the channels: accepts and hang-ups now and then,

@@ -157,8 +157,10 @@ int EngineImpl::local_progress(uint64_t now)
         st.rx_host_local += k;
         if (fault_rx && fault_rx->enabled())
             k = fault_rx->apply(pkts, k, 2 * kLocalRxBurst, port->pool());
+        rx_channel = c;
         for (uint16_t j = 0; j < k; j++)
             handle_frame(Mbuf(pkts[j]), now, FrameOrigin::kHostLocal);
+        rx_channel = nullptr;
         work += k;
     }
     if (hub.has_dead())

@@ -26,7 +26,8 @@
     X(kOutOfBounds, 2, "OUT_OF_BOUNDS", kRemoteOutOfBounds) /* range outside the region */                        \
     X(kAccessDenied, 3, "ACCESS_DENIED", kRemoteAccess)     /* region lacks the needed remote access */           \
     X(kBadAtomic, 4, "BAD_ATOMIC", kRemoteBadAtomic)        /* op/type unsupported, misaligned or bad count */    \
-    X(kBadRequest, 5, "BAD_REQUEST", kProtocolError)        /* malformed request */
+    X(kBadRequest, 5, "BAD_REQUEST", kProtocolError)        /* malformed request */                               \
+    X(kCopyFault, 6, "COPY_FAULT", kCopyFault) /* kFlagCma CTS: the sender's addresses could not be read */
 
 // X(name, libfabric error of a CQ error entry (positive FI_E*; 0 = success),
 //   to_string text, also the provider's fi_cq_strerror text)
@@ -60,7 +61,10 @@
       "no response from the peer within FI_DPDK_TIMEOUT_MS (request acknowledged, never answered)")               \
     /* the peer takes no frame as long as ours: its MTU is smaller */                                             \
     X(kPeerMtuSmaller, FI_EMSGSIZE,                                                                               \
-      "the peer refused a frame longer than its MTU (its device takes less than its handshake said)")
+      "the peer refused a frame longer than its MTU (its device takes less than its handshake said)")             \
+    /* host-local single copy (wire.h, kFlagCma): the sender's addresses */                                       \
+    /* could not be read (a bad or unmapped buffer, or a short copy) */                                           \
+    X(kCopyFault, FI_EIO, "host-local copy failed: the sender's buffer could not be read")
 
 namespace dpdk_engine {
 

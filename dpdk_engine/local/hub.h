@@ -60,6 +60,14 @@ class Hub {
         }
         return connect(local_port, ip_be, port, now_us);
     }
+    // The channel of that route if one is open now, else nullptr; never
+    // connects.
+    Channel* find(uint16_t local_port, uint32_t ip_be, uint16_t port) const
+    {
+        auto it = routes_.find(key(local_port, ip_be, port));
+        Channel* c = it == routes_.end() ? nullptr : it->second.channel;
+        return c && c->state() == ChannelState::kOpen ? c : nullptr;
+    }
     // Frames from `c` came from (ip, port): replies of c's endpoint take the
     // same channel.
     void learn(uint32_t ip_be, uint16_t port, Channel* c);

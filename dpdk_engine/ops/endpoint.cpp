@@ -404,8 +404,10 @@ int Endpoint::send(const SendArgs& a)
     op->message_len = len;
     ep->take_payload(op, a.iov, a.iov_count, len);
     op->total_len = rendezvous ? 0 : len;
-    if (rendezvous)
+    if (rendezvous) {
         ep->st.rendezvous++;
+        op->cma = ep->offer_cma(s, len);
+    }
     session_enqueue(s, op);
     ep->engine->kick_send(s, op, a.flags & kOpMore);
     return 0;
@@ -495,7 +497,8 @@ void Endpoint::dump_stats(FILE* f) const
             " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 " late_failures %" PRIu64 " peers_refused %" PRIu64
             " peers_reclaimed %" PRIu64 " peers_resumed %" PRIu64 " parked_abandoned %" PRIu64
             " hellos_sent %" PRIu64 " challenges_sent %" PRIu64 " handshakes %" PRIu64
-            " handshakes_refused %" PRIu64 "\n",
+            " handshakes_refused %" PRIu64 " cma_tx %" PRIu64 " cma_tx_faults %" PRIu64 " cma_declined %" PRIu64
+            " cma_rx %" PRIu64 " cma_rx_bytes %" PRIu64 " cma_refused %" PRIu64 " cma_faults %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
@@ -504,7 +507,8 @@ void Endpoint::dump_stats(FILE* f) const
             s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
             s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
             s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed,
-            s.parked_abandoned, s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused);
+            s.parked_abandoned, s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused, s.cma_tx,
+            s.cma_tx_faults, s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

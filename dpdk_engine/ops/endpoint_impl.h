@@ -285,6 +285,15 @@ class EndpointImpl : public Endpoint {
     // Sends m's CTS; without a free operation m waits in cts_waiting and
     // false is returned (the CTS goes later, from retry_cts).
     bool send_cts(RxMsg* m);
+    // Host-local single copy (rendezvous_cma.cpp, wire.h kFlagCma): whether
+    // a message of `len` bytes to s's peer offers it; the offer's source
+    // list from an RTS into m (or m->cma_bad); the receiver's copy and its
+    // answer in op, the CTS (false: the ring path, a plain CTS); the
+    // sender's end of the message on such an answer (false: not ours).
+    bool offer_cma(const Session* s, uint64_t len) const;
+    void take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPacket& p);
+    bool cma_answer(RxMsg* m, TxOp* op, uint64_t granted);
+    bool cma_done(Session* s, TxOp* op, const wire::ParsedPacket& p);
     // Sends the waiting CTSs of session s while operations are free.
     void retry_cts(Session* s);
     // Fails with kResponseTimeout the kWrite/kRead/kAtomic operations of s

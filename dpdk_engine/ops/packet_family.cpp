@@ -39,7 +39,9 @@ constexpr PacketFamily kPacketFamilies[wire::kMaxPacketType + 1] = {
     {T::kAck, nullptr, nullptr, false},
     {T::kReset, nullptr, nullptr, false},
     {T::kMsgEager, build_msg_ext, by<&E::deliver_eager>, false},
-    {T::kMsgRts, build_msg_ext, by<&E::deliver_rts>, false},  // the eager MsgExt, no payload
+    // The eager MsgExt; a payload only with kFlagCma (the source list, which
+    // build_rts writes: transmit_slot asks cma_rts_bytes).
+    {T::kMsgRts, build_rts, by<&E::deliver_rts>, false},
     {T::kMsgCts, build_cts, by<&E::deliver_cts>, false},
     {T::kMsgRdvData, build_rdv_data, by<&E::deliver_rdv_data>, false},
     {T::kRmaWrite, build_rma_request, by<&E::deliver_write>, false},

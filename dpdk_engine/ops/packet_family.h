@@ -79,10 +79,22 @@ inline uint64_t message_bytes(const wire::ParsedPacket& p)
 // its messages (ack_completes_op).
 bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited);
 
+// Payload bytes of a kMsgRts that offers a single copy (wire.h, kFlagCma):
+// its source list, one CmaSource per iovec of the message; 0 for any
+// other packet. The flag was taken when the packet was cut, so a
+// retransmission carries the same list.
+inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
+{
+    if (pkt.type != static_cast<uint8_t>(wire::PacketType::kMsgRts) || !(pkt.flags & wire::kFlagCma))
+        return 0;
+    return static_cast<uint16_t>(pkt.op->iov_count * sizeof(wire::CmaSource));
+}
+
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
 void build_msg_ext(const InflightPacket& pkt, wire::TransportHeader* th);      // msg_eager.cpp: kMsgEager, kMsgRts
 void build_packed(const InflightPacket& pkt, wire::TransportHeader* th);       // msg_eager.cpp
+void build_rts(const InflightPacket& pkt, wire::TransportHeader* th);          // rendezvous_cma.cpp
 void build_cts(const InflightPacket& pkt, wire::TransportHeader* th);          // rendezvous.cpp
 void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th);     // rendezvous.cpp
 void build_rma_request(const InflightPacket& pkt, wire::TransportHeader* th);  // rma.cpp: write, read request

@@ -3,7 +3,9 @@
 // receiver's kMsgCts once the message is matched (the bytes it takes and
 // the handle of its destination), and the sender's kMsgRdvData into that
 // handle. A receiver short of operations for its CTS keeps the message in
-// EndpointImpl::cts_waiting until one is free (retry_cts).
+// EndpointImpl::cts_waiting until one is free (retry_cts). Between two
+// processes of one host the receiver may instead read the message itself
+// (rendezvous_cma.cpp).
 #include <cstring>
 
 #include "dpdk_engine/engine_impl.h"
@@ -28,6 +30,10 @@ bool EndpointImpl::send_cts(RxMsg* m)
     }
     uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
     op->answer.peer_op_id = m->sender_op;
+    // A single copy (or the failure of a malformed offer); 0 bytes granted
+    // need no copy, and a refused copy falls through to the ring path.
+    if ((m->cma_count || m->cma_bad) && granted > 0 && cma_answer(m, op, granted))
+        return true;
     op->answer.rdv_handle = m->handle;
     op->message_len = granted;
     m->state = RxMsg::State::kCtsSent;
@@ -78,6 +84,8 @@ Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
     m->total_len = x->total_len.get();
     m->msg_id = x->msg_id.get();
     m->sender_op = x->sender_op.get();
+    if (p.flags & wire::kFlagCma)
+        take_cma_sources(s, m, p);
     if (r) {
         bind_slice(m, r);
         send_cts(m);
@@ -96,6 +104,19 @@ Delivery EndpointImpl::deliver_cts(Session* s, const wire::ParsedPacket& p)
     if (!op || op->kind != TxOp::Kind::kRts || op->session != s || granted > op->message_len) {
         st.protocol_errors++;
         return Delivery::kDone;
+    }
+    if (p.flags & wire::kFlagCma) {
+        cma_done(s, op, p);
+        return Delivery::kDone;
+    }
+    if (op->cma) {
+        // Offered, and answered with the ring path: the peer does not know
+        // the offer, or will not or cannot take it. Not offered again.
+        op->cma = false;
+        if (granted > 0 && !s->cma_tx_off) {
+            s->cma_tx_off = true;
+            st.cma_declined++;
+        }
     }
     op->kind = TxOp::Kind::kRdvData;
     op->msg.rdv_handle = x->handle.get();
@@ -135,7 +156,8 @@ void build_cts(const InflightPacket& pkt, wire::TransportHeader* th)
     const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::RdvExt*>(th + 1);
     x->sender_op.set(op->answer.peer_op_id);
-    x->handle.set(op->answer.rdv_handle);
+    // kFlagCma: copied already, and the handle word says how it went.
+    x->handle.set(op->cma ? static_cast<uint32_t>(op->answer.wire_status) : op->answer.rdv_handle);
     x->len.set(op->message_len);
 }
 

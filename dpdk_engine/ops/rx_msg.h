@@ -57,7 +57,14 @@ struct RxMsg {
     uint64_t received = 0;  // bytes that arrived (eager) / landed (rdv)
     uint32_t msg_id = 0;
     uint32_t sender_op = 0;  // RTS: sender's op id for the CTS
-    uint32_t handle = 0;     // rendezvous handle (index | generation)
+    // RTS with kFlagCma (rendezvous_cma.cpp): the sender's source list, and
+    // its pid as the kernel gave it to the channel the RTS came through.
+    // cma_bad: the list was malformed (the message fails kProtocolError).
+    iovec cma_src[kMaxIov];
+    uint32_t cma_count = 0;
+    bool cma_bad = false;
+    int cma_pid = 0;
+    uint32_t handle = 0;  // rendezvous handle (index | generation)
     uint32_t generation = 0;
     void* claimed_by = nullptr;    // FI_CLAIM context
     rte_mbuf* payloads = nullptr;  // unexpected eager data: chain of payloads (owned)

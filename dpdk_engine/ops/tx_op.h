@@ -77,7 +77,10 @@ struct TxOp {
     uint64_t message_len = 0;
     uint32_t inflight = 0;     // packets sent and not yet acknowledged
     bool header_sent = false;  // a zero-payload op has sent its packet
-    uint64_t data = 0;         // remote CQ data (kOpRemoteData) of a message or a write
+    // kRts: offers the receiver a single copy (wire.h, kFlagCma); kCts: the
+    // receiver copied, answer.wire_status says how it went.
+    bool cma = false;
+    uint64_t data = 0;  // remote CQ data (kOpRemoteData) of a message or a write
 
     // ---- the part of its kind (kind_info): alloc_op starts it, zeroed
     // (value-initialised; zero is kOk for wire_status). Plain structs, so
@@ -215,6 +218,8 @@ inline uint16_t op_wire_flags(const TxOp* op)
         flags |= wire::kFlagTagged;
     if (op->flags & kOpRemoteData)
         flags |= wire::kFlagRemoteData;
+    if (op->cma)
+        flags |= wire::kFlagCma;
     return flags;
 }
 

@@ -74,8 +74,10 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     // The receiver checks the payload as it copies it out.
     if (wire::may_carry_payload_crc(type))
         flags |= wire::kFlagPayloadCrc;
+    // A single-copy offer's payload is its source list, not message bytes.
+    const uint16_t cma_bytes = cma_rts_bytes(pkt);
     Mbuf m;
-    wire::TransportHeader* th = e->start_frame(fa, type, flags, pkt.len, &m);
+    wire::TransportHeader* th = e->start_frame(fa, type, flags, cma_bytes ? cma_bytes : pkt.len, &m);
     if (!th)
         return false;
     th->stream_id.set(s->tx_stream);
@@ -83,8 +85,8 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     fill_ack_fields(s, th, now);
     const PacketFamily& family = packet_family(type);
     family.build(pkt, th);
-    if (family.writes_payload) {
-        wire::seal(th);  // packed small messages: always copied
+    if (family.writes_payload || cma_bytes) {
+        wire::seal(th);  // packed small messages, a source list: written by build
     } else {
         if (pkt.len && e->zero_copy_ok(s, pkt.len)) {
             // Payload straight from the op's memory; seals the frame too.

@@ -149,6 +149,11 @@ struct Session {
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
     bool stream_acked = false;  // peer has acknowledged our stream
+    // Host-local single copy (wire.h, kFlagCma), decided per peer: we stop
+    // offering it once the peer answered an offer with the ring path, and
+    // stop accepting it once the kernel refused us a copy from the peer.
+    bool cma_tx_off = false;
+    bool cma_rx_off = false;
     HandshakeState handshake = HandshakeState::kGreeting;
     // kGreeting: hellos sent (saturates). The peer timeout needs three: a
     // process that stalled right after its first hello (not calling

@@ -273,6 +273,10 @@ void server_main(Peer& p)
         zcopy_server(p, region, verify, bye);
         return;
     }
+    if (!p.o.cma_test.empty()) {
+        cma_server(p, bye);
+        return;
+    }
     if (p.o.kill_test) {
         // Receive whatever comes and keep two 8 MiB messages on their way
         // to the client, until killed.
@@ -373,6 +377,10 @@ void client_main(Peer& p)
     say("server region: %" PRIu64 " bytes at %#" PRIx64, r.len, r.addr);
     if (p.o.zcopy_test) {
         zcopy_client(p, r, result);
+        return;
+    }
+    if (!p.o.cma_test.empty()) {
+        cma_client(p);
         return;
     }
     if (p.o.kill_test) {

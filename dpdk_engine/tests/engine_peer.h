@@ -81,6 +81,7 @@ struct Opts {
     bool kill_test = false;
     bool stats = false;
     bool zcopy_test = false;          // engine_peer_zcopy.cpp instead of the normal run
+    std::string cma_test;             // engine_peer_cma.cpp instead of the normal run: its mode
     bool expect_zcopy = false;        // zcopy test: packets must have gone zero-copy
     bool expect_retransmits = false;  // zcopy test: the fault injector must have caused some
     std::string expect_path;          // "local" (host-local rings) or "device": where frames must have gone
@@ -94,6 +95,7 @@ inline void usage()
                     "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
                     "         [--deadline S] [--kill-test] [--stats]\n"
                     "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n"
+                    "         [--cma-test on|off|refuse|declined|hostile]\n"
                     "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
@@ -108,25 +110,16 @@ inline Opts parse(int argc, char** argv)
     else if (strcmp(argv[1], "client") != 0)
         usage();
     static const option longopts[] = {
-        {"device", required_argument, nullptr, 'd'},
-        {"port", required_argument, nullptr, 'p'},
-        {"peer-ip", required_argument, nullptr, 'i'},
-        {"count", required_argument, nullptr, 'n'},
-        {"max-size", required_argument, nullptr, 'm'},
-        {"big-every", required_argument, nullptr, 'b'},
-        {"rma-ops", required_argument, nullptr, 'r'},
-        {"seed", required_argument, nullptr, 's'},
-        {"timeout-ms", required_argument, nullptr, 't'},
-        {"deadline", required_argument, nullptr, 'D'},
-        {"kill-test", no_argument, nullptr, 'k'},
-        {"stats", no_argument, nullptr, 'S'},
-        {"zcopy-test", no_argument, nullptr, 'z'},
-        {"expect-zcopy", no_argument, nullptr, 'Z'},
-        {"expect-retransmits", no_argument, nullptr, 'R'},
-        {"expect-path", required_argument, nullptr, 'P'},
-        {"rounds", required_argument, nullptr, 'N'},
-        {"pause-file", required_argument, nullptr, 'F'},
-        {nullptr, 0, nullptr, 0},
+        {"device", required_argument, nullptr, 'd'},       {"port", required_argument, nullptr, 'p'},
+        {"peer-ip", required_argument, nullptr, 'i'},      {"count", required_argument, nullptr, 'n'},
+        {"max-size", required_argument, nullptr, 'm'},     {"big-every", required_argument, nullptr, 'b'},
+        {"rma-ops", required_argument, nullptr, 'r'},      {"seed", required_argument, nullptr, 's'},
+        {"timeout-ms", required_argument, nullptr, 't'},   {"deadline", required_argument, nullptr, 'D'},
+        {"kill-test", no_argument, nullptr, 'k'},          {"stats", no_argument, nullptr, 'S'},
+        {"zcopy-test", no_argument, nullptr, 'z'},         {"expect-zcopy", no_argument, nullptr, 'Z'},
+        {"expect-retransmits", no_argument, nullptr, 'R'}, {"expect-path", required_argument, nullptr, 'P'},
+        {"rounds", required_argument, nullptr, 'N'},       {"pause-file", required_argument, nullptr, 'F'},
+        {"cma-test", required_argument, nullptr, 'C'},     {nullptr, 0, nullptr, 0},
     };
     optind = 2;
     int c;
@@ -148,6 +141,12 @@ inline Opts parse(int argc, char** argv)
         case 'k': o.kill_test = true; break;
         case 'S': o.stats = true; break;
         case 'z': o.zcopy_test = true; break;
+        case 'C':
+            o.cma_test = optarg;
+            if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
+                o.cma_test != "hostile")
+                usage();
+            break;
         case 'Z': o.expect_zcopy = true; break;
         case 'R': o.expect_retransmits = true; break;
         case 'P':
@@ -167,6 +166,10 @@ inline Opts parse(int argc, char** argv)
 
 // ---------------------------------------------------------------------------
 // The process's engine, endpoint and completion dispatch.
+
+// --cma-test (engine_peer_cma.cpp): what the mode changes in this role's
+// configuration (a receiver the kernel refuses, a hostile sender, ...).
+void cma_configure(const Opts& o, EngineConfig* cfg);
 
 struct Op;
 using Handler = std::function<void(Op*, const Completion&)>;
@@ -210,6 +213,7 @@ struct Peer {
             cfg.port.device = o.device;
         if (o.timeout_ms)
             cfg.peer_timeout_ms = o.timeout_ms;
+        cma_configure(o, &cfg);
         // The idle backoff sleeps 50 us after 20 ms idle: fine for tests.
         int rc = Engine::create(cfg, &engine);
         if (rc)
@@ -392,6 +396,9 @@ Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, u
 // --zcopy-test (engine_peer_zcopy.cpp): both roles after HELLO/INFO.
 void zcopy_server(Peer& p, std::vector<uint8_t>& region, CtlRecv& verify, CtlRecv& bye);
 void zcopy_client(Peer& p, const Remote& r, CtlRecv& result);
+// --cma-test (engine_peer_cma.cpp): both roles after HELLO/INFO.
+void cma_server(Peer& p, CtlRecv& bye);
+void cma_client(Peer& p);
 
 }  // namespace engine_peer
 

@@ -6,7 +6,10 @@
 // CAP_NET_RAW) and writes garbage, truncated frames, frames with a bad
 // version or type, and many random mutations of a well-formed eager frame;
 // the engine must refuse and count them (or treat them as the packets they
-// claim to be) and never crash.
+// claim to be) and never crash. The same peer then makes single-copy
+// offers (wire.h kFlagCma) with good, unmapped, malformed and overflowing
+// source lists: each one a completion of the receive, with the error it
+// deserves, and an answer.
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -35,8 +38,12 @@ namespace {
 const uint32_t kIp = htonl(INADDR_LOOPBACK);
 constexpr uint16_t kPeerPort = 7;  // the source port the hostile peer claims
 
-void on_complete(void*, const Completion&)
-{ }
+// Receive completions (test_cma_offers reads them).
+std::vector<Completion> g_done;
+void on_complete(void*, const Completion& c)
+{
+    g_done.push_back(c);
+}
 
 // xorshift64: the same mutations on every run.
 struct Rng {
@@ -60,6 +67,7 @@ struct Target {
     Target()
     {
         EngineConfig cfg;
+        cfg.local_cma_min = 65536;  // test_cma_offers: the receiver takes offers
         assert_int_equal(Engine::create(cfg, &e), 0);
         EndpointConfig ec;
         ec.on_complete = on_complete;
@@ -200,6 +208,190 @@ void test_mutations_survive(void**)
     assert_int_equal(t.c->service(), local::ChannelState::kOpen);
 }
 
+// A frame from `src_port` to the endpoint with `ext` as its extension and
+// `payload` after it (CRC included).
+std::vector<uint8_t> frame(uint16_t dst_port, uint16_t src_port, wire::PacketType type, uint16_t flags,
+                           const void* ext, const void* payload, uint16_t payload_len, uint32_t stream,
+                           uint32_t psn)
+{
+    const size_t elen = wire::extension_len(type);
+    const size_t hlen = sizeof(wire::TransportHeader) + elen;
+    std::vector<uint8_t> f(wire::kL2L3L4Len + hlen + payload_len);
+    wire::FrameAddress fa {};
+    fa.src_ip_be = kIp;
+    fa.dst_ip_be = kIp;
+    fa.src_port = src_port;
+    fa.dst_port = dst_port;
+    wire::write_l2l3l4(f.data(), fa, hlen + payload_len);
+    auto* th = reinterpret_cast<wire::TransportHeader*>(f.data() + wire::kL2L3L4Len);
+    wire::init_transport_header(th, type, flags, payload_len);
+    th->stream_id.set(stream);
+    th->psn.set(psn);
+    memcpy(th + 1, ext, elen);
+    if (payload_len)
+        memcpy(reinterpret_cast<uint8_t*>(th) + hlen, payload, payload_len);
+    wire::seal(th);
+    return f;
+}
+
+// The engine's frames to us since the last call (copied: the ring slot is
+// the engine's to reuse).
+std::vector<std::vector<uint8_t>> answers(Target& t)
+{
+    std::vector<std::vector<uint8_t>> out;
+    for (int i = 0; i < 20; i++) {
+        t.e->progress(false);
+        const uint8_t* d;
+        uint32_t n;
+        while (t.c->peek(&d, &n)) {
+            out.emplace_back(d, d + n);
+            t.c->pop();
+        }
+        usleep(100);
+    }
+    return out;
+}
+
+// The offers: a peer that proved its address (the handshake, by hand)
+// sends RTSs with kFlagCma into receives posted for them. Its channel's
+// peer is this very process, so a good list points into our own memory.
+void test_cma_offers(void**)
+{
+    Target& t = *target;
+    constexpr uint16_t kSrc = 8;  // not kPeerPort: a session of its own
+    constexpr uint32_t kStream = 0x5eed0001;
+    wire::HandshakeExt hs {};
+    hs.mtu.set(1500);
+    std::vector<uint8_t> f = frame(t.port, kSrc, wire::PacketType::kHello, 0, &hs, nullptr, 0, kStream, 0);
+    t.c->send(f.data(), static_cast<uint32_t>(f.size()));
+    bool challenged = false;
+    for (const auto& a : answers(t)) {
+        wire::ParsedPacket p;
+        if (wire::parse_frame(a.data(), a.size(), &p) != wire::ParseResult::kOk ||
+            p.type != wire::PacketType::kChallenge)
+            continue;
+        memcpy(hs.cookie, reinterpret_cast<const wire::HandshakeExt*>(p.ext)->cookie, sizeof hs.cookie);
+        challenged = true;
+    }
+    assert_true(challenged);
+    f = frame(t.port, kSrc, wire::PacketType::kHello, wire::kFlagCookie, &hs, nullptr, 0, kStream, 0);
+    t.c->send(f.data(), static_cast<uint32_t>(f.size()));
+    answers(t);
+
+    constexpr size_t kLen = 100000;
+    std::vector<uint8_t> src(kLen);
+    for (size_t i = 0; i < kLen; i++)
+        src[i] = static_cast<uint8_t>(i * 7 + 3);
+    const uint64_t base = reinterpret_cast<uintptr_t>(src.data());
+    struct Case {
+        const char* what;
+        std::vector<std::pair<uint64_t, uint64_t>> list;  // address, length
+        size_t payload_cut;                               // bytes cut off the list's end
+        size_t capacity;
+        OpStatus want;
+        wire::WireStatus answer;
+    };
+    const Case cases[] = {
+        {"good, two pieces",
+         {{base, 40000}, {base + 40000, kLen - 40000}},
+         0,
+         kLen,
+         OpStatus::kOk,
+         wire::WireStatus::kOk},
+        {"good, truncated", {{base, kLen}}, 0, kLen / 2, OpStatus::kTruncated, wire::WireStatus::kOk},
+        {"unmapped address", {{0x1000, kLen}}, 0, kLen, OpStatus::kCopyFault, wire::WireStatus::kCopyFault},
+        {"second piece unmapped",
+         {{base, 50000}, {0x1000, kLen - 50000}},
+         0,
+         kLen,
+         OpStatus::kCopyFault,
+         wire::WireStatus::kCopyFault},
+        {"lengths short of the message",
+         {{base, kLen - 1}},
+         0,
+         kLen,
+         OpStatus::kProtocolError,
+         wire::WireStatus::kBadRequest},
+        {"lengths past the message",
+         {{base, kLen}, {base, 1}},
+         0,
+         kLen,
+         OpStatus::kProtocolError,
+         wire::WireStatus::kBadRequest},
+        {"address + length overflows",
+         {{~uint64_t {0} - 10, kLen}},
+         0,
+         kLen,
+         OpStatus::kProtocolError,
+         wire::WireStatus::kBadRequest},
+        {"five entries",
+         {{base, 1}, {base, 1}, {base, 1}, {base, 1}, {base, kLen - 4}},
+         0,
+         kLen,
+         OpStatus::kProtocolError,
+         wire::WireStatus::kBadRequest},
+        {"no entry", {}, 0, kLen, OpStatus::kProtocolError, wire::WireStatus::kBadRequest},
+        {"a torn entry", {{base, kLen}}, 3, kLen, OpStatus::kProtocolError, wire::WireStatus::kBadRequest},
+    };
+    uint32_t psn = 0;
+    for (const Case& k : cases) {
+        std::vector<uint8_t> dst(k.capacity + 64, 0xA5);
+        iovec iov {dst.data(), k.capacity};
+        RecvArgs ra;
+        ra.iov = &iov;
+        ra.iov_count = 1;
+        ra.tag = 0xC3A + psn;
+        ra.flags = kOpTagged | kOpCompletion;
+        assert_int_equal(t.ep->recv(ra), 0);
+        wire::MsgExt x {};
+        x.msg_id.set(psn);
+        x.sender_op.set(1000 + psn);
+        x.total_len.set(kLen);
+        x.tag.set(0xC3A + psn);
+        std::vector<wire::CmaSource> list(k.list.size());
+        for (size_t i = 0; i < list.size(); i++) {
+            list[i].addr.set(k.list[i].first);
+            list[i].len.set(k.list[i].second);
+        }
+        const uint16_t plen = static_cast<uint16_t>(list.size() * sizeof(wire::CmaSource) - k.payload_cut);
+        const uint16_t flags = wire::kFlagTagged | wire::kFlagCma | wire::kFlagLast |
+                               (psn == 0 ? uint16_t(wire::kFlagStreamStart) : uint16_t(0));
+        f = frame(t.port, kSrc, wire::PacketType::kMsgRts, flags, &x, list.data(), plen, kStream, psn);
+        g_done.clear();
+        t.c->send(f.data(), static_cast<uint32_t>(f.size()));
+        bool answered = false;
+        for (const auto& a : answers(t)) {
+            wire::ParsedPacket p;
+            if (wire::parse_frame(a.data(), a.size(), &p) != wire::ParseResult::kOk ||
+                p.type != wire::PacketType::kMsgCts)
+                continue;
+            const auto* r = reinterpret_cast<const wire::RdvExt*>(p.ext);
+            if (r->sender_op.get() != 1000 + psn)
+                continue;  // a retransmission of an earlier answer
+            assert_true(p.flags & wire::kFlagCma);
+            assert_int_equal(r->handle.get(), static_cast<uint32_t>(k.answer));
+            answered = true;
+        }
+        print_message("offer %u (%s): %s\n", psn, k.what,
+                      g_done.empty() ? "no completion" : to_string(g_done[0].status));
+        assert_true(answered);
+        assert_int_equal(g_done.size(), 1);
+        assert_int_equal(static_cast<int>(g_done[0].status), static_cast<int>(k.want));
+        const size_t took = k.capacity < kLen ? k.capacity : kLen;
+        if (k.want == OpStatus::kOk || k.want == OpStatus::kTruncated) {
+            assert_int_equal(g_done[0].len, took);
+            assert_memory_equal(dst.data(), src.data(), took);
+        }
+        for (size_t i = k.capacity; i < dst.size(); i++)
+            assert_int_equal(dst[i], 0xA5);  // never past the receive buffer
+        psn++;
+    }
+    const EndpointStats& st = t.ep->stats();
+    assert_int_equal(st.cma_rx, 2);
+    assert_int_equal(st.cma_faults, 2);
+    assert_int_equal(t.c->service(), local::ChannelState::kOpen);
+}
+
 }  // namespace
 
 int main()
@@ -207,6 +399,7 @@ int main()
     const CMUnitTest tests[] = {
         cmocka_unit_test(test_garbage_refused),
         cmocka_unit_test(test_mutations_survive),
+        cmocka_unit_test(test_cma_offers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

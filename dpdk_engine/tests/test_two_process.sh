@@ -8,7 +8,8 @@
 # socket's hang-up). --expect-path checks which path the frames took.
 # The zcopy pairs (engine_peer --zcopy-test) check the buffer ownership of
 # zero-copy sends with faults on both directions, and the copy path with
-# FI_DPDK_ZCOPY_MIN=0.
+# FI_DPDK_ZCOPY_MIN=0. The cma pairs (engine_peer --cma-test) check the
+# host-local single copy of large messages and its fallbacks.
 #
 # Runs the pairs one at a time (two busy-polling processes fill a 2-core
 # box). Every process is bounded by its own --deadline and by a watchdog
@@ -154,6 +155,24 @@ export FI_DPDK_HOST_LOCAL=0
 run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 11)) --zcopy-test --expect-zcopy --expect-retransmits \
     --expect-path device
 unset FI_DPDK_HOST_LOCAL
+# The host-local single copy (engine_peer --cma-test, wire.h kFlagCma):
+# every byte of copied messages, both directions, truncation; its
+# fallbacks (knob off, a kernel that refuses, a receiver that takes no
+# offer) and a hostile sender's bad address (an error completion).
+# The knob is off by default (engine.h says why): these pairs turn it on.
+export FI_DPDK_LOCAL_CMA_MIN=65536
+run_pair local_cma_on "" "" $((BASE_PORT + 13)) --cma-test on --expect-path local
+run_pair local_cma_lossy "" "$FAULT" $((BASE_PORT + 14)) --cma-test on --expect-path local
+run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-path local
+run_pair local_cma_declined "" "" $((BASE_PORT + 17)) --cma-test declined --expect-path local
+run_pair local_cma_hostile "" "" $((BASE_PORT + 18)) --cma-test hostile --expect-path local
+# Over the device nothing is offered: the same counters as with the knob off.
+export FI_DPDK_HOST_LOCAL=0
+run_pair afpacket_cma "" "" $((BASE_PORT + 19)) --cma-test off --expect-path device
+unset FI_DPDK_HOST_LOCAL
+export FI_DPDK_LOCAL_CMA_MIN=0
+run_pair local_cma_off "" "" $((BASE_PORT + 15)) --cma-test off --expect-path local
+unset FI_DPDK_LOCAL_CMA_MIN
 run_kill memif_kill "memif:$SOCK" $((BASE_PORT + 4))
 run_kill local_kill "" $((BASE_PORT + 12)) --expect-path local
 export FI_DPDK_HOST_LOCAL=0

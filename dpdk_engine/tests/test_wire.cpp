@@ -125,7 +125,7 @@ void test_to_string(void**)
     assert_string_equal(to_string(PacketType::kMsgEager), "MSG_EAGER");
     assert_string_equal(to_string(static_cast<PacketType>(0)), "UNKNOWN");
     assert_string_equal(to_string(static_cast<PacketType>(kMaxPacketType + 1)), "UNKNOWN");
-    for (int s = 0; s <= 5; s++)
+    for (int s = 0; s <= 6; s++)
         assert_string_not_equal(to_string(static_cast<WireStatus>(s)), "UNKNOWN");
     assert_string_equal(to_string(WireStatus::kOutOfBounds), "OUT_OF_BOUNDS");
     // The status table (status.h): what each response status becomes at the
@@ -134,7 +134,8 @@ void test_to_string(void**)
     assert_int_equal(int(op_status(WireStatus::kAccessDenied)), int(OpStatus::kRemoteAccess));
     assert_int_equal(int(op_status(WireStatus::kBadRequest)), int(OpStatus::kProtocolError));
     assert_int_equal(int(op_status(static_cast<WireStatus>(99))), int(OpStatus::kProtocolError));
-    assert_int_equal(kOpStatusCount, int(OpStatus::kPeerMtuSmaller) + 1);
+    assert_int_equal(int(op_status(WireStatus::kCopyFault)), int(OpStatus::kCopyFault));
+    assert_int_equal(kOpStatusCount, int(OpStatus::kCopyFault) + 1);
     for (int s = 0; s < kOpStatusCount; s++)
         assert_string_not_equal(to_string(static_cast<OpStatus>(s)), "unknown status");
     assert_string_equal(to_string(OpStatus::kCanceled), "operation canceled");

@@ -130,6 +130,7 @@ enum : uint16_t {
     kFlagTooLarge = 1u << 7,     // kReset: your frame exceeded my MTU, which `window` holds
     kFlagAuth = 1u << 8,         // an AuthTrailer follows the payload: the sender has a job key
     kFlagCookie = 1u << 9,       // kHello: HandshakeExt.cookie echoes the receiver's challenge
+    kFlagCma = 1u << 10,         // kMsgRts: CmaSource entries follow; kMsgCts: copied already (see CmaSource)
 };
 
 // kFlagAuth (any type): a process with a job key (FI_DPDK_AUTH_KEY, auth.h)
@@ -215,6 +216,36 @@ struct MsgExt {
     be64 cq_data;    // kFlagRemoteData
 };
 static_assert(sizeof(MsgExt) == 40, "MsgExt is frozen at 40 bytes");
+
+// kFlagCma: single-copy rendezvous between two processes of one host
+// (docs/host_local.md, "Large messages in one copy"). A sender whose peer
+// is reached through a host-local channel may set it on a kMsgRts whose
+// message is at least FI_DPDK_LOCAL_CMA_MIN bytes: the RTS then carries a
+// payload of 1..kMaxCmaSources CmaSource entries, the message's bytes in
+// order in the sender's address space (their lengths add up to total_len).
+// The receiver, once the message is matched, reads the granted bytes
+// itself (process_vm_readv, from the pid the kernel gave its channel:
+// SO_PEERCRED, never a packet field) and answers with a kMsgCts that also
+// carries kFlagCma: `len` is the bytes it took, `handle` holds a WireStatus
+// (kOk, or kCopyFault when the sender's addresses could not be read); the
+// sender sends no data and completes the message with that status. A
+// receiver that will not or cannot copy (the frame did not come through a
+// ring, the kernel refused the copy, the knob is off) answers with a plain
+// kMsgCts, and the sender sends the data as kMsgRdvData as always.
+//
+// Compatibility without a version bump: a receiver that does not know the
+// flag reads an RTS's MsgExt only (deliver_rts never looked at an RTS's
+// payload, and the parser takes any flag bit), so it answers a plain CTS
+// and gets the data through the ring; kFlagCma on a CTS is only ever sent
+// in answer to a kFlagCma RTS, so a sender that does not know it never
+// sees one. A plain CTS (granting bytes) to a kFlagCma RTS makes the sender
+// stop offering for that session.
+struct CmaSource {
+    be64 addr;  // in the sender's address space
+    be64 len;
+};
+static_assert(sizeof(CmaSource) == 16, "CmaSource is frozen at 16 bytes");
+constexpr unsigned kMaxCmaSources = 4;  // the engine's kMaxIov: one entry per iovec
 
 // kMsgCts: the receiver matched the RTS and grants `len` bytes into `handle`.
 struct RdvExt {

@@ -14,7 +14,8 @@
 --
 -- Every field of wire.h is decoded: the 56-byte transport header with its
 -- flag bits, the extension header of each packet type (MsgExt, RdvExt,
--- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt, PackExt, HandshakeExt) and the payload; the CRC32C (over the
+-- DataExt, RmaExt, AtomicExt, RespExt, DgramExt, ConnExt, PackExt, HandshakeExt) and the payload
+-- (a single-copy RTS's CmaSource list too); the CRC32C (over the
 -- UDP ports, the header with its crc field zero, the extension and the
 -- payload) is verified (preference "Verify CRC32C", on by default). With the
 -- payload-CRC flag (kMsgRdvData and kRmaWrite) the header CRC stops at the
@@ -54,7 +55,7 @@ local conn_kinds = { [1] = "ConnReq", [2] = "Accept", [3] = "Reject", [4] = "Shu
 -- WireStatus (wire.h).
 local wire_status = {
     [0] = "Ok", [1] = "InvalidKey", [2] = "OutOfBounds", [3] = "AccessDenied",
-    [4] = "BadAtomic", [5] = "BadRequest",
+    [4] = "BadAtomic", [5] = "BadRequest", [6] = "CopyFault",
 }
 -- AtomicOp and AtomicType (atomic_ops.h): libfabric's enum fi_op / fi_datatype.
 local atomic_ops = {
@@ -77,7 +78,9 @@ local FLAG_ACK_REQUEST, FLAG_STREAM_START, FLAG_LAST = 0x0001, 0x0002, 0x0004
 local FLAG_TAGGED, FLAG_REMOTE_DATA, FLAG_HAS_ACK = 0x0008, 0x0010, 0x0020
 local FLAG_PAYLOAD_CRC, FLAG_TOO_LARGE = 0x0040, 0x0080
 local FLAG_AUTH, FLAG_COOKIE = 0x0100, 0x0200
-local FLAGS_KNOWN = 0x03ff
+local FLAG_CMA = 0x0400
+local FLAGS_KNOWN = 0x07ff
+local CMA_SOURCE_LEN = 16  -- wire.h CmaSource: address, length
 local AUTH_TRAILER_LEN = 32  -- wire.h AuthTrailer: key id, salt, counter, GMAC tag
 
 local f = p.fields
@@ -97,7 +100,9 @@ f.flag_too_large = ProtoField.bool("dpdkfi.flags.too_large", "Reset: frame over 
     FLAG_TOO_LARGE)
 f.flag_auth = ProtoField.bool("dpdkfi.flags.auth", "Job-key trailer follows the payload", 16, nil, FLAG_AUTH)
 f.flag_cookie = ProtoField.bool("dpdkfi.flags.cookie", "Hello: echoes the receiver's cookie", 16, nil, FLAG_COOKIE)
-f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xfc00)
+f.flag_cma = ProtoField.bool("dpdkfi.flags.cma", "Host-local single copy (RTS: source list; CTS: copied)", 16, nil,
+    FLAG_CMA)
+f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xf800)
 -- HandshakeExt (kHello, kChallenge)
 f.hs_mtu = ProtoField.uint16("dpdkfi.handshake.mtu", "Sender's MTU")
 f.hs_reserved = ProtoField.bytes("dpdkfi.handshake.reserved", "Reserved")
@@ -141,6 +146,10 @@ f.rec_data = ProtoField.bytes("dpdkfi.rec.data", "Message")
 f.rdv_sender_op = ProtoField.uint32("dpdkfi.rdv.sender_op", "Sender op", base.HEX)
 f.rdv_handle = ProtoField.uint32("dpdkfi.rdv.handle", "Receiver handle", base.HEX)
 f.rdv_len = ProtoField.uint64("dpdkfi.rdv.len", "Granted length")
+f.rdv_status = ProtoField.uint32("dpdkfi.rdv.status", "Copy status (in the handle field)", base.DEC, wire_status)
+-- CmaSource entries: the payload of a kMsgRts with the single-copy flag
+f.cma_addr = ProtoField.uint64("dpdkfi.cma.addr", "Source address (sender's address space)", base.HEX)
+f.cma_len = ProtoField.uint64("dpdkfi.cma.len", "Source length")
 -- DataExt
 f.data_handle = ProtoField.uint32("dpdkfi.data.handle", "Receiver handle", base.HEX)
 f.data_reserved = ProtoField.uint32("dpdkfi.data.reserved", "Reserved (payload CRC32C with the payload-CRC flag)", base.HEX)
@@ -209,7 +218,7 @@ local function add_u(tree, field, tvb, off, len)
     return tree:add(field, tvb(off, len))
 end
 
-local function dissect_ext(kind, tvb, off, tree)
+local function dissect_ext(kind, tvb, off, tree, flags)
     if kind == MSG then
         local t = tree:add(p, tvb(off, 40), "MsgExt")
         add_u(t, f.msg_id, tvb, off, 4); add_u(t, f.msg_sender_op, tvb, off + 4, 4)
@@ -218,7 +227,14 @@ local function dissect_ext(kind, tvb, off, tree)
         return string.format(" msg %u off %s/%s", tvb(off, 4):uint(), tvb(off + 8, 8):uint64(), tvb(off + 16, 8):uint64())
     elseif kind == RDV then
         local t = tree:add(p, tvb(off, 16), "RdvExt")
-        add_u(t, f.rdv_sender_op, tvb, off, 4); add_u(t, f.rdv_handle, tvb, off + 4, 4)
+        add_u(t, f.rdv_sender_op, tvb, off, 4)
+        if band(flags, FLAG_CMA) ~= 0 then
+            -- Copied by the receiver: the handle word holds a WireStatus.
+            add_u(t, f.rdv_status, tvb, off + 4, 4); add_u(t, f.rdv_len, tvb, off + 8, 8)
+            return string.format(" copied %s len %s", wire_status[tvb(off + 4, 4):uint()] or "status?",
+                                 tvb(off + 8, 8):uint64())
+        end
+        add_u(t, f.rdv_handle, tvb, off + 4, 4)
         add_u(t, f.rdv_len, tvb, off + 8, 8)
         return string.format(" handle 0x%x len %s", tvb(off + 4, 4):uint(), tvb(off + 8, 8):uint64())
     elseif kind == DATA then
@@ -292,6 +308,7 @@ local function dissect(tvb, pinfo, tree)
     ft:add(f.flag_payload_crc, tvb(4, 2)); ft:add(f.flag_too_large, tvb(4, 2))
     ft:add(f.flag_auth, tvb(4, 2))
     ft:add(f.flag_cookie, tvb(4, 2))
+    ft:add(f.flag_cma, tvb(4, 2))
     if band(flags, 0xffff - FLAGS_KNOWN) ~= 0 then ft:add(f.flag_unknown, tvb(4, 2)) end
     t:add(f.header_len, tvb(6, 2)); t:add(f.stream_id, tvb(8, 4)); t:add(f.psn, tvb(12, 4))
     t:add(f.ack_stream_id, tvb(16, 4)); t:add(f.ack_psn, tvb(20, 4)); t:add(f.sack, tvb(24, 8))
@@ -313,7 +330,7 @@ local function dissect(tvb, pinfo, tree)
     end
     local kind = ext_of[ptype]
     if kind and hlen >= HEADER_LEN + ext_len[kind] then
-        info = info .. dissect_ext(kind, tvb, HEADER_LEN, t)
+        info = info .. dissect_ext(kind, tvb, HEADER_LEN, t, flags)
     elseif hlen > HEADER_LEN then
         t:add(f.ext_unknown, tvb(HEADER_LEN, hlen - HEADER_LEN))
     end
@@ -335,6 +352,16 @@ local function dissect(tvb, pinfo, tree)
             if rlen > 0 then rt:add(f.rec_data, tvb(at + PACKED_RECORD_LEN, rlen)) end
             at = at + PACKED_RECORD_LEN + rlen
         end
+    elseif kind == MSG and ptype == 4 and band(flags, FLAG_CMA) ~= 0 then
+        -- A single-copy RTS: its payload is the sender's source list.
+        local n = math.floor(plen / CMA_SOURCE_LEN)
+        if plen % CMA_SOURCE_LEN ~= 0 then t:add_proto_expert_info(e_bad_len) end
+        for i = 0, n - 1 do
+            local at = hlen + i * CMA_SOURCE_LEN
+            local st = t:add(p, tvb(at, CMA_SOURCE_LEN), string.format("CmaSource %u", i))
+            add_u(st, f.cma_addr, tvb, at, 8); add_u(st, f.cma_len, tvb, at + 8, 8)
+        end
+        info = info .. string.format(" [single copy, %u sources]", n)
     elseif plen > 0 then
         t:add(f.payload, tvb(hlen, plen))
         info = info .. string.format(" [%u bytes]", plen)

@@ -1,0 +1,212 @@
+// Single-copy rendezvous between two processes of one host (wire.h,
+// kFlagCma; docs/host_local.md, "Large messages in one copy"). Instead of
+// crossing the ring in frames (two copies and the engine's per-frame work
+// for every ~8 KiB), a large message is read by the receiver straight from
+// the sender's buffer with one process_vm_readv, once it is matched; the
+// CTS then tells the sender it is done.
+//
+// Who is trusted for what: the list of source addresses comes from the
+// peer, so it is checked like any field of a frame (count, lengths adding
+// up to the message) and then handed to the kernel, which refuses (EFAULT)
+// whatever the peer does not map: a hostile or buggy peer gets an error
+// completion for that message, never a crash. The pid comes from the
+// kernel (SO_PEERCRED of the channel the RTS came through), never from the
+// packet. A kernel that refuses the copy altogether (EPERM under Yama's
+// ptrace scope or across user namespaces, ENOSYS, ...) sends that message
+// and every later one from that peer through the ring, as before.
+#include <errno.h>
+#include <sys/uio.h>
+
+#include <cstring>
+
+#include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/ops/packet_family.h"
+
+namespace dpdk_engine {
+
+namespace {
+
+// The first `len` bytes of an iovec list, as a list of its own (at most n
+// entries; entries of 0 bytes are left out).
+unsigned clip_iov(const iovec* in, unsigned n, uint64_t len, iovec* out)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n && len > 0; i++) {
+        const uint64_t take = in[i].iov_len < len ? in[i].iov_len : len;
+        if (take == 0)
+            continue;
+        out[k].iov_base = in[i].iov_base;
+        out[k].iov_len = take;
+        len -= take;
+        k++;
+    }
+    return k;
+}
+
+// Drops the first `done` bytes of an iovec list in place.
+void advance_iov(iovec** v, unsigned* n, size_t done)
+{
+    while (*n > 0 && done >= (*v)->iov_len) {
+        done -= (*v)->iov_len;
+        ++*v;
+        --*n;
+    }
+    if (*n > 0 && done > 0) {
+        (*v)->iov_base = static_cast<uint8_t*>((*v)->iov_base) + done;
+        (*v)->iov_len -= done;
+    }
+}
+
+// Copies `len` bytes from the source list in process `pid` into dst. 0, or
+// -EFAULT (an address of either side not mapped for the access, or a copy
+// that stopped short), or the kernel's refusal (-EPERM, -ESRCH, -ENOSYS,
+// -ENOMEM, ...). The kernel may copy less than asked (a fault part way, or
+// its per-call limit), so it goes on from where it stopped; a call that
+// makes no progress is a fault.
+int cma_read(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len)
+{
+    iovec l[kMaxIov], r[kMaxIov];
+    unsigned ln = clip_iov(dst, dn, len, l);
+    unsigned rn = clip_iov(src, sn, len, r);
+    iovec* lp = l;
+    iovec* rp = r;
+    uint64_t left = len;
+    while (left > 0) {
+        if (ln == 0 || rn == 0)
+            return -EFAULT;  // cannot happen with the checks in take_cma_sources; never loop on it
+        const ssize_t n = process_vm_readv(pid, lp, ln, rp, rn, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EFAULT;
+        left -= static_cast<uint64_t>(n);
+        advance_iov(&lp, &ln, static_cast<size_t>(n));
+        advance_iov(&rp, &rn, static_cast<size_t>(n));
+    }
+    return 0;
+}
+
+}  // namespace
+
+// kMsgRts: the MsgExt, and with kFlagCma the source list after it.
+void build_rts(const InflightPacket& pkt, wire::TransportHeader* th)
+{
+    build_msg_ext(pkt, th);
+    if (!cma_rts_bytes(pkt))
+        return;
+    const TxOp* op = pkt.op;
+    auto* src = reinterpret_cast<wire::CmaSource*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get());
+    const bool bad = op->session->ep->engine->cfg.local_cma_bad_source_for_test;
+    for (uint32_t i = 0; i < op->iov_count; i++) {
+        // The test's hostile peer: an address in the first page, which
+        // nobody maps (vm.mmap_min_addr).
+        src[i].addr.set(bad ? 0x1000 : reinterpret_cast<uintptr_t>(op->iov[i].iov_base));
+        src[i].len.set(op->iov[i].iov_len);
+    }
+}
+
+bool EndpointImpl::offer_cma(const Session* s, uint64_t len) const
+{
+    const EngineConfig& cfg = engine->cfg;
+    return cfg.local_cma_min && len >= cfg.local_cma_min && !s->cma_tx_off &&
+           engine->local_peer(addr.port, s->peer);
+}
+
+void EndpointImpl::take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPacket& p)
+{
+    // Only from a frame read from a ring, whose channel knows the pid; an
+    // offer that came otherwise, or that we no longer take, gets the ring
+    // path (a plain CTS).
+    // The channel must also be the one our frames to that address take: a
+    // frame the fault injector held back may be handled during another
+    // channel's round.
+    local::Channel* c = engine->rx_channel;
+    if (!c || c->peer_pid() <= 0 || !engine->cfg.local_cma_min || s->cma_rx_off ||
+        engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port) != c)
+        return;
+    const uint32_t n = p.payload_len / sizeof(wire::CmaSource);
+    const auto* src = reinterpret_cast<const wire::CmaSource*>(p.payload);
+    uint64_t sum = 0;
+    bool ok = p.payload_len % sizeof(wire::CmaSource) == 0 && n >= 1 && n <= kMaxIov;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const uint64_t a = src[i].addr.get(), l = src[i].len.get();
+        ok = l <= m->total_len - sum && a <= UINTPTR_MAX - l;  // no overflow, never past the message
+        sum += ok ? l : 0;
+        m->cma_src[i].iov_base = reinterpret_cast<void*>(static_cast<uintptr_t>(a));
+        m->cma_src[i].iov_len = static_cast<size_t>(l);
+    }
+    if (!ok || sum != m->total_len) {
+        st.protocol_errors++;
+        m->cma_bad = true;  // fails when matched, with an answer the sender completes on
+        return;
+    }
+    m->cma_count = n;
+    m->cma_pid = c->peer_pid();
+}
+
+bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
+{
+    OpStatus status = OpStatus::kOk;
+    wire::WireStatus answer = wire::WireStatus::kOk;
+    if (!m->cma_bad && m->session->cma_rx_off)
+        return false;  // refused since its RTS came: the ring, as for the rest of that peer's
+    if (m->cma_bad) {
+        status = OpStatus::kProtocolError;
+        answer = wire::WireStatus::kBadRequest;
+    } else {
+        const int fail = engine->cfg.local_cma_fail_errno_for_test;
+        const int rc =
+            fail ? -fail : cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
+        if (rc == -EFAULT) {
+            status = OpStatus::kCopyFault;
+            answer = wire::WireStatus::kCopyFault;
+            st.cma_faults++;
+        } else if (rc != 0) {
+            // Refused: this message and the peer's later ones take the
+            // ring (a lack of memory is no verdict on the peer).
+            st.cma_refused++;
+            if (rc != -ENOMEM)
+                m->session->cma_rx_off = true;
+            return false;
+        } else {
+            st.cma_rx++;
+            st.cma_rx_bytes += granted;
+        }
+    }
+    op->cma = true;
+    op->answer.wire_status = answer;
+    op->message_len = granted;
+    m->received = granted;
+    session_enqueue(m->session, op);
+    finish_recv(m, status);  // kOk: finish_recv reports a truncation itself
+    return true;
+}
+
+bool EndpointImpl::cma_done(Session* s, TxOp* op, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RdvExt*>(p.ext);
+    if (!op->cma) {
+        st.protocol_errors++;  // an answer to an offer we never made
+        return false;
+    }
+    (void)s;
+    const auto answer = static_cast<wire::WireStatus>(x->handle.get());
+    op->cma = false;
+    op->kind = TxOp::Kind::kRdvData;
+    op->total_len = 0;  // nothing left to send: the receiver has the bytes
+    op->next_offset = 0;
+    op->header_sent = true;
+    op->status = op_status(answer);
+    if (op->status == OpStatus::kOk)
+        st.cma_tx++;
+    else
+        st.cma_tx_faults++;
+    maybe_finish_op(op);  // now, or once the RTS's ACK is in
+    return true;
+}
+
+}  // namespace dpdk_engine

@@ -1,0 +1,254 @@
+// engine_peer --cma-test MODE: the host-local single copy (wire.h,
+// kFlagCma; dpdk_engine/ops/rendezvous_cma.cpp) between two processes.
+//
+// Both roles send each other kCmaCount tagged messages at once (up to
+// kInFlight outstanding each way, so copies and frames cross), of sizes
+// around FI_DPDK_LOCAL_CMA_MIN and far above it, out of one to three
+// pieces at odd offsets into one or two receive pieces; every
+// kTruncEvery-th receive buffer is smaller than its message (truncation).
+// Each receive is checked byte for byte, and so is the guard pattern after
+// the bytes it may take. Then each role checks its own counters for what
+// the mode says must have happened:
+//   on        both copy: every message of at least the threshold copied, none refused
+//   off       FI_DPDK_LOCAL_CMA_MIN=0 on both (the script sets it): nothing offered
+//   refuse    the server's kernel "refuses" its copies (EPERM, a test hook):
+//             its first refusal sends that message and all later ones from
+//             the client through the ring; the client's copies still work
+//   declined  the server takes no offer (its knob at 0, as a peer that does
+//             not know the flag): the client stops offering after one
+//   hostile   the client offers an address nobody maps (a test hook): each
+//             such message fails kCopyFault at both ends, nothing crashes,
+//             the smaller messages and the server's copies still work
+#include <errno.h>
+
+#include "dpdk_engine/tests/engine_peer.h"
+
+namespace engine_peer {
+
+namespace {
+
+constexpr uint64_t kCmaTag = 0xC3A0000000000ull;  // | direction << 24 | index
+constexpr size_t kCmaSizes[] = {16385, 65535, 65536, 65537, 100003, 1u << 20, (3u << 20) + 7, 262144};
+constexpr size_t kCmaCount = 32;
+constexpr size_t kInFlight = 6;
+constexpr size_t kTruncEvery = 5;
+constexpr size_t kTruncBy = 1000;
+constexpr size_t kGuard = 64;
+constexpr uint8_t kGuardByte = 0x5A;
+
+size_t cma_len(size_t i)
+{
+    return kCmaSizes[i % (sizeof kCmaSizes / sizeof kCmaSizes[0])];
+}
+
+bool truncated(size_t i)
+{
+    return i % kTruncEvery == kTruncEvery - 1;
+}
+
+uint64_t stamp(bool from_server, size_t i)
+{
+    return kCmaTag | uint64_t(from_server) << 24 | i;
+}
+
+// Cuts [p, p + len) into 1 + k % 3 pieces at odd offsets (at most 3).
+unsigned cut(uint8_t* p, size_t len, size_t k, iovec* iov)
+{
+    const size_t a = len / 3 + 1, b = 2 * len / 3 + 3;
+    switch (k % 3) {
+    case 1:
+        iov[0] = {p, a};
+        iov[1] = {p + a, len - a};
+        return 2;
+    case 2:
+        iov[0] = {p, a};
+        iov[1] = {p + a, b - a};
+        iov[2] = {p + b, len - b};
+        return 3;
+    default: iov[0] = {p, len}; return 1;
+    }
+}
+
+// Sends our kCmaCount messages and receives the peer's, all checked.
+void exchange(Peer& p, bool server)
+{
+    const Opts& o = p.o;
+    const uint32_t min = p.engine->config().local_cma_min;
+    // The peer's messages to us fail when it is the hostile client.
+    const bool peer_hostile = o.cma_test == "hostile" && server;
+    const bool we_hostile = o.cma_test == "hostile" && !server;
+
+    struct R : Op {
+        std::vector<uint8_t> buf;
+        size_t i = 0;
+    };
+    std::vector<R> recvs(kCmaCount);
+    size_t received = 0, faults_seen = 0;
+    std::vector<uint8_t> want;
+    for (size_t i = 0; i < kCmaCount; i++) {
+        R& r = recvs[i];
+        const size_t len = cma_len(i);
+        const size_t cap = truncated(i) ? len - kTruncBy : len;
+        r.i = i;
+        r.buf.assign(cap + kGuard + 13, kGuardByte);
+        r.on_done = [&, len, cap, min, peer_hostile](Op* op, const Completion& c) {
+            R& rr = *static_cast<R*>(op);
+            received++;
+            if (peer_hostile && len >= min) {
+                if (c.status != OpStatus::kCopyFault)
+                    die("cma message %zu (%zu bytes) from the hostile peer: %s, expected %s", rr.i, len,
+                        to_string(c.status), to_string(OpStatus::kCopyFault));
+                faults_seen++;
+                return;
+            }
+            const OpStatus expect = cap < len ? OpStatus::kTruncated : OpStatus::kOk;
+            if (c.status != expect || c.len != cap)
+                die("cma message %zu (%zu bytes into %zu): %s, %zu bytes (expected %s)", rr.i, len, cap,
+                    to_string(c.status), c.len, to_string(expect));
+            want.resize(len);
+            fill_payload(want.data(), len, stamp(!server, rr.i));
+            if (mcmp(rr.buf.data() + 13, want.data(), cap) != 0)
+                die("cma message %zu (%zu bytes into %zu): payload differs", rr.i, len, cap);
+            for (size_t k = 0; k < 13; k++)
+                if (rr.buf[k] != kGuardByte)
+                    die("cma message %zu: byte written before the receive buffer", rr.i);
+            for (size_t k = 13 + cap; k < rr.buf.size(); k++)
+                if (rr.buf[k] != kGuardByte)
+                    die("cma message %zu: byte written past the receive buffer (%zu)", rr.i, k - 13 - cap);
+        };
+        // The receive buffer at an odd offset, in one or two pieces.
+        iovec iov[2];
+        unsigned n = 1;
+        iov[0] = {r.buf.data() + 13, cap};
+        if (i % 2) {
+            iov[0].iov_len = cap / 2 + 1;
+            iov[1] = {r.buf.data() + 13 + cap / 2 + 1, cap - cap / 2 - 1};
+            n = 2;
+        }
+        RecvArgs a;
+        a.iov = iov;
+        a.iov_count = n;
+        a.tag = stamp(!server, i);
+        a.flags = kOpTagged | kOpCompletion;
+        a.context = &r;
+        if (p.ep->recv(a))
+            die("cma recv %zu", i);
+        // Half of the peer's messages find no receive for a while (the
+        // unexpected path binds its RTS later): post those after sending.
+        if (i == kCmaCount / 2)
+            p.run_for(20);
+    }
+
+    struct S : Op {
+        std::vector<uint8_t> buf;
+        size_t i = 0;
+    };
+    std::deque<S> sends;
+    size_t posted = 0, sent = 0;
+    while (sent < kCmaCount || received < kCmaCount) {
+        while (posted < kCmaCount && posted - sent < kInFlight) {
+            const size_t len = cma_len(posted);
+            sends.emplace_back();
+            S& s = sends.back();
+            s.i = posted;
+            s.buf.resize(len + 13);
+            fill_payload(s.buf.data() + 13, len, stamp(server, posted));
+            s.on_done = [&sent, len, min, we_hostile](Op* op, const Completion& c) {
+                const OpStatus expect = we_hostile && len >= min ? OpStatus::kCopyFault : OpStatus::kOk;
+                if (c.status != expect)
+                    die("cma send %zu (%zu bytes): %s, expected %s", static_cast<S*>(op)->i, len,
+                        to_string(c.status), to_string(expect));
+                static_cast<S*>(op)->buf = std::vector<uint8_t>();  // the buffer is ours again
+                sent++;
+            };
+            iovec iov[3];
+            SendArgs a;
+            a.dest = p.peer;
+            a.iov = iov;
+            a.iov_count = cut(s.buf.data() + 13, len, posted, iov);
+            a.tag = stamp(server, posted);
+            a.flags = kOpTagged | kOpCompletion | (posted % 4 == 1 ? uint32_t(kOpDeliveryComplete) : 0u);
+            a.context = &s;
+            if (p.ep->send(a))
+                die("cma send %zu", posted);
+            posted++;
+        }
+        p.pump();
+    }
+    say("cma messages: %zu sent, %zu received (%zu failed as expected from a hostile peer)", sent, received,
+        faults_seen);
+}
+
+// Messages of ours (or the peer's: the same list) the threshold sends by a copy.
+uint64_t at_least(uint32_t min)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < kCmaCount; i++)
+        n += min && cma_len(i) >= min;
+    return n;
+}
+
+void check_counters(Peer& p, bool server)
+{
+    const EndpointStats& st = p.ep->stats();
+    const std::string& m = p.o.cma_test;
+    const uint64_t big = at_least(p.engine->config().local_cma_min);
+    say("cma counters: tx %" PRIu64 " tx_faults %" PRIu64 " declined %" PRIu64 " rx %" PRIu64 " rx_bytes %" PRIu64
+        " refused %" PRIu64 " faults %" PRIu64,
+        st.cma_tx, st.cma_tx_faults, st.cma_declined, st.cma_rx, st.cma_rx_bytes, st.cma_refused, st.cma_faults);
+    struct Want {
+        uint64_t tx, tx_faults, declined, rx, refused, faults;
+    } w {};
+    if (m == "on") {
+        w = {big, 0, 0, big, 0, 0};
+    } else if (m == "off") {
+        w = {0, 0, 0, 0, 0, 0};
+    } else if (m == "refuse") {
+        w = server ? Want {big, 0, 0, 0, 1, 0} : Want {0, 0, 1, big, 0, 0};
+    } else if (m == "declined") {
+        // The server's knob is 0: it neither offers nor takes.
+        w = server ? Want {0, 0, 0, 0, 0, 0} : Want {0, 0, 1, 0, 0, 0};
+    } else if (m == "hostile") {
+        w = server ? Want {big, 0, 0, 0, 0, big} : Want {0, big, 0, big, 0, 0};
+    }
+    if (big == 0 && m != "off" && m != "declined")
+        die("FI_DPDK_LOCAL_CMA_MIN is 0: mode %s needs it on", m.c_str());
+    if (st.cma_tx != w.tx || st.cma_tx_faults != w.tx_faults || st.cma_declined != w.declined ||
+        st.cma_rx != w.rx || st.cma_refused != w.refused || st.cma_faults != w.faults)
+        die("cma counters (mode %s): expected tx %" PRIu64 " tx_faults %" PRIu64 " declined %" PRIu64
+            " rx %" PRIu64 " refused %" PRIu64 " faults %" PRIu64,
+            m.c_str(), w.tx, w.tx_faults, w.declined, w.rx, w.refused, w.faults);
+}
+
+}  // namespace
+
+void cma_configure(const Opts& o, EngineConfig* cfg)
+{
+    if (o.cma_test == "refuse" && o.server)
+        cfg->local_cma_fail_errno_for_test = EPERM;
+    if (o.cma_test == "declined" && o.server)
+        cfg->local_cma_min = 0;
+    if (o.cma_test == "hostile" && !o.server)
+        cfg->local_cma_bad_source_for_test = true;
+}
+
+void cma_server(Peer& p, CtlRecv& bye)
+{
+    p.phase = "cma: exchange";
+    exchange(p, true);
+    p.phase = "cma: waiting for BYE";
+    p.run_until([&] { return bye.got; });
+    p.run_for(200);  // the BYE's acknowledgement
+    check_counters(p, true);
+}
+
+void cma_client(Peer& p)
+{
+    p.phase = "cma: exchange";
+    exchange(p, false);
+    p.phase = "BYE";
+    ctl_send(p, kBye, CtlMsg());
+    check_counters(p, false);
+}
+
+}  // namespace engine_peer
