@@ -108,24 +108,43 @@ struct Target {
     }
 };
 
-// An eager frame from the peer's claimed address to the endpoint, as a
-// well-behaved peer would write it (CRC included).
-std::vector<uint8_t> eager_frame(uint16_t dst_port, uint32_t payload)
+// A frame from `src_port` to the endpoint with `ext` as its extension and
+// `payload` after it (CRC included).
+std::vector<uint8_t> frame(uint16_t dst_port, uint16_t src_port, wire::PacketType type, uint16_t flags,
+                           const void* ext, const void* payload, uint16_t payload_len, uint32_t stream,
+                           uint32_t psn)
 {
-    const size_t hlen = sizeof(wire::TransportHeader) + wire::extension_len(wire::PacketType::kMsgEager);
-    std::vector<uint8_t> f(wire::kL2L3L4Len + hlen + payload);
+    const size_t elen = wire::extension_len(type);
+    const size_t hlen = sizeof(wire::TransportHeader) + elen;
+    std::vector<uint8_t> f(wire::kL2L3L4Len + hlen + payload_len);
     wire::FrameAddress fa {};
     fa.src_ip_be = kIp;
     fa.dst_ip_be = kIp;
-    fa.src_port = kPeerPort;
+    fa.src_port = src_port;
     fa.dst_port = dst_port;
-    wire::write_l2l3l4(f.data(), fa, hlen + payload);
+    wire::write_l2l3l4(f.data(), fa, hlen + payload_len);
     auto* th = reinterpret_cast<wire::TransportHeader*>(f.data() + wire::kL2L3L4Len);
-    wire::init_transport_header(th, wire::PacketType::kMsgEager, 0, static_cast<uint16_t>(payload));
-    for (uint32_t i = 0; i < payload; i++)
-        f[wire::kL2L3L4Len + hlen + i] = static_cast<uint8_t>(i);
+    wire::init_transport_header(th, type, flags, payload_len);
+    th->stream_id.set(stream);
+    th->psn.set(psn);
+    memcpy(th + 1, ext, elen);
+    if (payload_len)
+        memcpy(reinterpret_cast<uint8_t*>(th) + hlen, payload, payload_len);
     wire::seal(th);
     return f;
+}
+
+// An eager frame from the peer's claimed address to the endpoint, as a
+// well-behaved peer would write it (CRC included): a zero extension, the
+// payload bytes 0, 1, 2, ...
+std::vector<uint8_t> eager_frame(uint16_t dst_port, uint16_t payload)
+{
+    const uint8_t ext[64] = {};
+    static_assert(sizeof(ext) >= sizeof(wire::MsgExt), "the eager extension fits");
+    std::vector<uint8_t> bytes(payload);
+    for (uint16_t i = 0; i < payload; i++)
+        bytes[i] = static_cast<uint8_t>(i);
+    return frame(dst_port, kPeerPort, wire::PacketType::kMsgEager, 0, ext, bytes.data(), payload, 0, 0);
 }
 
 // Garbage, short frames and headers that lie: each read, refused and
@@ -206,32 +225,6 @@ void test_mutations_survive(void**)
     const EngineStats& after = t.e->stats();
     assert_int_equal(after.rx_host_local - before.rx_host_local, sent);
     assert_int_equal(t.c->service(), local::ChannelState::kOpen);
-}
-
-// A frame from `src_port` to the endpoint with `ext` as its extension and
-// `payload` after it (CRC included).
-std::vector<uint8_t> frame(uint16_t dst_port, uint16_t src_port, wire::PacketType type, uint16_t flags,
-                           const void* ext, const void* payload, uint16_t payload_len, uint32_t stream,
-                           uint32_t psn)
-{
-    const size_t elen = wire::extension_len(type);
-    const size_t hlen = sizeof(wire::TransportHeader) + elen;
-    std::vector<uint8_t> f(wire::kL2L3L4Len + hlen + payload_len);
-    wire::FrameAddress fa {};
-    fa.src_ip_be = kIp;
-    fa.dst_ip_be = kIp;
-    fa.src_port = src_port;
-    fa.dst_port = dst_port;
-    wire::write_l2l3l4(f.data(), fa, hlen + payload_len);
-    auto* th = reinterpret_cast<wire::TransportHeader*>(f.data() + wire::kL2L3L4Len);
-    wire::init_transport_header(th, type, flags, payload_len);
-    th->stream_id.set(stream);
-    th->psn.set(psn);
-    memcpy(th + 1, ext, elen);
-    if (payload_len)
-        memcpy(reinterpret_cast<uint8_t*>(th) + hlen, payload, payload_len);
-    wire::seal(th);
-    return f;
 }
 
 // The engine's frames to us since the last call (copied: the ring slot is
