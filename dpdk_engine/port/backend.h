@@ -50,6 +50,9 @@ struct DeviceOpen {
     bool loopback = false;   // Port::is_loopback()
     bool needs_arp = true;   // Port::needs_arp()
     bool tx_copies = false;  // Port::tx_copies_at_send()
+    // af_xdp: the pool is one page-aligned run of page-sized mbufs
+    // (pool_create_paged), the only layout DPDK 22.11's af_xdp PMD maps whole.
+    bool paged_pool = false;
 };
 
 class PortBackend {
@@ -153,6 +156,12 @@ inline unsigned align_up(unsigned v, unsigned a)
 
 // An mbuf pool of n mbufs with data_room bytes each.
 int pool_create(const std::string& name, unsigned n, unsigned data_room, rte_mempool** out);
+// The same for af_xdp: n mbufs of one page each (a data room of at least
+// data_room), back to back in one page-aligned memzone. The PMD registers
+// the pool as its umem from the first chunk's page for populated_size times
+// the object size: any other layout leaves mbufs outside the umem, whose
+// frames the kernel drops as invalid descriptors (port.cpp).
+int pool_create_paged(const std::string& name, unsigned n, unsigned data_room, rte_mempool** out);
 // Lock files (flock) held while a resource is ours, see lock_file's comment.
 int lock_file(const std::string& path, bool nonblocking);
 void unlock_file(const std::string& path, int* fd);

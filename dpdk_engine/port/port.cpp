@@ -28,6 +28,8 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_memzone.h>
 #include <rte_mempool.h>
 
 #include "dpdk_engine/port/backend.h"
@@ -73,6 +75,70 @@ int pool_create(const std::string& name, unsigned n, unsigned data_room, rte_mem
                                 static_cast<int>(rte_socket_id()));
     if (*out == nullptr)
         return rte_errno ? -rte_errno : -ENOMEM;
+    return 0;
+}
+
+// DPDK 22.11's af_xdp PMD registers a pool as its umem starting at the page
+// of the pool's first memory chunk and spanning populated_size times the
+// object size (xdp_umem_configure): it assumes the objects lie back to back.
+// rte_pktmbuf_pool_create does not do that: without hugepages (4 KiB pages)
+// no object may cross a page, so each 2368-byte mbuf took a page of its own
+// and the pool spanned 64 MiB where the umem covered 38 MiB; mbufs past it
+// (about 9,500 of the 16,384, reached once the pool's FIFO cycled that far)
+// went out as descriptors the kernel drops as invalid (XDP_STATISTICS
+// tx_invalid_descs) and never completes. A packet in such an mbuf is resent
+// from the same mbuf, so it never arrived: the session stalled and failed
+// with kPeerTimeout after FI_DPDK_TIMEOUT_MS, its receives half filled. With
+// hugepages the objects skipped at each 2 MiB boundary left the last ones
+// outside too. Here every object is exactly a page (no channel spreading),
+// from a page-aligned memzone, one chunk (no IOVA contiguity: af_xdp maps
+// the umem by address): the umem covers every mbuf, and none crosses a page.
+int pool_create_paged(const std::string& name, unsigned n, unsigned data_room, rte_mempool** out)
+{
+    const unsigned page = static_cast<unsigned>(sysconf(_SC_PAGESIZE));
+    const unsigned flags = RTE_MEMPOOL_F_NO_SPREAD | RTE_MEMPOOL_F_NO_IOVA_CONTIG;
+    rte_mempool_objsz sz {};
+    rte_mempool_calc_obj_size(RTE_CACHE_LINE_SIZE, flags, &sz);
+    const unsigned elt = page - sz.header_size - sz.trailer_size;
+    if (rte_mempool_calc_obj_size(elt, flags, nullptr) != page ||
+        elt < sizeof(rte_mbuf) + RTE_PKTMBUF_HEADROOM + data_room)
+        return -EINVAL;
+    const std::string mz_name = name + "_mem";
+    const rte_memzone* mz = rte_memzone_reserve_aligned(mz_name.c_str(), size_t {n} * page,
+                                                        static_cast<int>(rte_socket_id()), 0, page);
+    if (mz == nullptr)
+        return rte_errno ? -rte_errno : -ENOMEM;
+    rte_mempool* mp =
+        rte_mempool_create_empty(name.c_str(), n, elt, std::min(256u, n / 4), sizeof(rte_pktmbuf_pool_private),
+                                 static_cast<int>(rte_socket_id()), flags);
+    if (mp == nullptr) {
+        const int e = rte_errno ? -rte_errno : -ENOMEM;
+        rte_memzone_free(mz);
+        return e;
+    }
+    int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr);
+    rte_pktmbuf_pool_private priv {};
+    priv.mbuf_data_room_size = static_cast<uint16_t>(elt - sizeof(rte_mbuf));
+    if (rc == 0) {
+        rte_pktmbuf_pool_init(mp, &priv);
+        auto free_mz = [](rte_mempool_memhdr*, void* opaque) {
+            rte_memzone_free(static_cast<const rte_memzone*>(opaque));
+        };
+        rc = rte_mempool_populate_iova(mp, static_cast<char*>(mz->addr), RTE_BAD_IOVA, mz->len, free_mz,
+                                       const_cast<rte_memzone*>(mz));
+        if (rc >= 0 && static_cast<unsigned>(rc) != n)
+            rc = -ENOMEM;  // cannot happen: n pages hold n objects
+        else if (rc < 0)
+            rte_memzone_free(mz);  // not attached to the pool
+    } else {
+        rte_memzone_free(mz);
+    }
+    if (rc < 0) {
+        rte_mempool_free(mp);
+        return rc;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    *out = mp;
     return 0;
 }
 
@@ -370,7 +436,8 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
     if (rc != 0)
         return rc;
     if (p->pool_ == nullptr) {
-        rc = pool_create("fi_mp" + id, plan.nb_mbufs, plan.data_room, &p->pool_);
+        rc = plan.paged_pool ? pool_create_paged("fi_mp" + id, plan.nb_mbufs, plan.data_room, &p->pool_)
+                             : pool_create("fi_mp" + id, plan.nb_mbufs, plan.data_room, &p->pool_);
         if (rc != 0)
             return rc;
     }

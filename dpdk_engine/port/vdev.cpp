@@ -159,6 +159,7 @@ class VdevBackend final : public PortBackend {
             // 1780 bytes were dropped by the kernel, and a stream at MTU
             // 3000 stalled for good (8 B messages went through).
             plan->data_room = std::max(plan->data_room + kXdpRxHeadroom, 2048u);
+            plan->paged_pool = true;  // mbufs the umem covers, all of them (port.cpp)
             if (plan->data_room > kAfXdpMaxDataRoom) {
                 fprintf(stderr,
                         "dpdk engine: %s: af_xdp takes frames of at most one page (FI_DPDK_MTU up to %u; DPDK "
