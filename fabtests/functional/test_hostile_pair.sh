@@ -135,6 +135,12 @@ run() {
         sleep 0.1
     done
     pair_kill "$spid" 2>/dev/null
+    # The client ends on its own once the server has (its last ACKs, its
+    # close): a loaded box may take a while, killing it then would read as
+    # a failure of the pair. The same deadline bounds it.
+    while kill -0 "$cpid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+        sleep 0.1
+    done
     pair_kill "$cpid" 2>/dev/null
     wait "$spid" 2>/dev/null; local src=$?
     wait "$cpid" 2>/dev/null; local crc=$?
