@@ -21,76 +21,12 @@
 
 #include "dpdk_engine/engine_impl.h"
 #include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/local/cma_copy.h"
 #include "dpdk_engine/ops/packet_family.h"
 
 namespace dpdk_engine {
 
-namespace {
-
-// The first `len` bytes of an iovec list, as a list of its own (at most n
-// entries; entries of 0 bytes are left out).
-unsigned clip_iov(const iovec* in, unsigned n, uint64_t len, iovec* out)
-{
-    unsigned k = 0;
-    for (unsigned i = 0; i < n && len > 0; i++) {
-        const uint64_t take = in[i].iov_len < len ? in[i].iov_len : len;
-        if (take == 0)
-            continue;
-        out[k].iov_base = in[i].iov_base;
-        out[k].iov_len = take;
-        len -= take;
-        k++;
-    }
-    return k;
-}
-
-// Drops the first `done` bytes of an iovec list in place.
-void advance_iov(iovec** v, unsigned* n, size_t done)
-{
-    while (*n > 0 && done >= (*v)->iov_len) {
-        done -= (*v)->iov_len;
-        ++*v;
-        --*n;
-    }
-    if (*n > 0 && done > 0) {
-        (*v)->iov_base = static_cast<uint8_t*>((*v)->iov_base) + done;
-        (*v)->iov_len -= done;
-    }
-}
-
-// Copies `len` bytes from the source list in process `pid` into dst. 0, or
-// -EFAULT (an address of either side not mapped for the access, or a copy
-// that stopped short), or the kernel's refusal (-EPERM, -ESRCH, -ENOSYS,
-// -ENOMEM, ...). The kernel may copy less than asked (a fault part way, or
-// its per-call limit), so it goes on from where it stopped; a call that
-// makes no progress is a fault.
-int cma_read(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len)
-{
-    iovec l[kMaxIov], r[kMaxIov];
-    unsigned ln = clip_iov(dst, dn, len, l);
-    unsigned rn = clip_iov(src, sn, len, r);
-    iovec* lp = l;
-    iovec* rp = r;
-    uint64_t left = len;
-    while (left > 0) {
-        if (ln == 0 || rn == 0)
-            return -EFAULT;  // cannot happen with the checks in take_cma_sources; never loop on it
-        const ssize_t n = process_vm_readv(pid, lp, ln, rp, rn, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EFAULT;
-        left -= static_cast<uint64_t>(n);
-        advance_iov(&lp, &ln, static_cast<size_t>(n));
-        advance_iov(&rp, &rn, static_cast<size_t>(n));
-    }
-    return 0;
-}
-
-}  // namespace
+static_assert(kMaxIov <= local::kMaxCmaIov, "a message's pieces must fit a CMA copy's list");
 
 // kMsgRts: the MsgExt, and with kFlagCma the source list after it.
 void build_rts(const InflightPacket& pkt, wire::TransportHeader* th)
@@ -160,7 +96,7 @@ bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
     } else {
         const int fail = engine->cfg.local_cma_fail_errno_for_test;
         const int rc =
-            fail ? -fail : cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
+            fail ? -fail : local::cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
         if (rc == -EFAULT) {
             status = OpStatus::kCopyFault;
             answer = wire::WireStatus::kCopyFault;
