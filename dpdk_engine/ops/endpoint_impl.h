@@ -294,6 +294,7 @@ class EndpointImpl : public Endpoint {
     void take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPacket& p);
     bool cma_answer(RxMsg* m, TxOp* op, uint64_t granted);
     bool cma_done(Session* s, TxOp* op, const wire::ParsedPacket& p);
+    Delivery deliver_cma_confirm(Session* s, RxMsg* m, const wire::ParsedPacket& p);
     // Sends the waiting CTSs of session s while operations are free.
     void retry_cts(Session* s);
     // Fails with kResponseTimeout the kWrite/kRead/kAtomic operations of s

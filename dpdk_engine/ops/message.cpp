@@ -140,7 +140,7 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
     }
     if (m->session && m->session->cur_eager == m)
         m->session->cur_eager = nullptr;
-    if (m->session && m->state == RxMsg::State::kCtsSent)
+    if (m->session && (m->state == RxMsg::State::kCtsSent || m->state == RxMsg::State::kCmaCopied))
         m->session->rdv_waiting--;
     if (m->state == RxMsg::State::kCtsWaiting)
         cts_waiting.remove(m);
@@ -169,7 +169,8 @@ static void deliver_bound_unexpected(EndpointImpl* ep, RxMsg* m, RxMsg::State wa
     case RxMsg::State::kMatchedEager:
     case RxMsg::State::kMatchedRts:
     case RxMsg::State::kCtsWaiting:
-    case RxMsg::State::kCtsSent: return;
+    case RxMsg::State::kCtsSent:
+    case RxMsg::State::kCmaCopied: return;
     }
 }
 
@@ -356,7 +357,8 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
         switch (m.state) {
         case RxMsg::State::kMatchedRts:
         case RxMsg::State::kCtsWaiting:
-        case RxMsg::State::kCtsSent: finish_recv(&m, why); break;
+        case RxMsg::State::kCtsSent:
+        case RxMsg::State::kCmaCopied: finish_recv(&m, why); break;
         case RxMsg::State::kUnexpectedRts:
             unqueue_unexpected(&m);
             free_msg(&m);

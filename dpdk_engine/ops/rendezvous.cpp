@@ -134,6 +134,8 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::DataExt*>(p.ext);
     RxMsg* m = msg_by_handle(x->handle.get());
+    if ((p.flags & wire::kFlagCma) || (m && m->state == RxMsg::State::kCmaCopied))
+        return deliver_cma_confirm(s, m, p);
     uint64_t offset = x->offset.get();
     uint64_t granted = m ? (m->total_len < m->capacity ? m->total_len : m->capacity) : 0;
     if (!m || m->session != s || !is_rendezvous(m->state) || offset > granted ||
@@ -156,8 +158,10 @@ void build_cts(const InflightPacket& pkt, wire::TransportHeader* th)
     const TxOp* op = pkt.op;
     auto* x = reinterpret_cast<wire::RdvExt*>(th + 1);
     x->sender_op.set(op->answer.peer_op_id);
-    // kFlagCma: copied already, and the handle word says how it went.
-    x->handle.set(op->cma ? static_cast<uint32_t>(op->answer.wire_status) : op->answer.rdv_handle);
+    // kFlagCma: copied (the handle the sender confirms into), or failed:
+    // 0 bytes taken and the handle word says why.
+    const bool failed = op->cma && op->message_len == 0;
+    x->handle.set(failed ? static_cast<uint32_t>(op->answer.wire_status) : op->answer.rdv_handle);
     x->len.set(op->message_len);
 }
 

@@ -86,19 +86,19 @@ void EndpointImpl::take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPack
 
 bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
 {
-    OpStatus status = OpStatus::kOk;
+    OpStatus failed = OpStatus::kOk;
     wire::WireStatus answer = wire::WireStatus::kOk;
     if (!m->cma_bad && m->session->cma_rx_off)
         return false;  // refused since its RTS came: the ring, as for the rest of that peer's
     if (m->cma_bad) {
-        status = OpStatus::kProtocolError;
+        failed = OpStatus::kProtocolError;
         answer = wire::WireStatus::kBadRequest;
     } else {
         const int fail = engine->cfg.local_cma_fail_errno_for_test;
-        const int rc =
-            fail ? -fail : local::cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
+        const int rc = fail ? -fail
+                            : local::cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
         if (rc == -EFAULT) {
-            status = OpStatus::kCopyFault;
+            failed = OpStatus::kCopyFault;
             answer = wire::WireStatus::kCopyFault;
             st.cma_faults++;
         } else if (rc != 0) {
@@ -108,17 +108,30 @@ bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
             if (rc != -ENOMEM)
                 m->session->cma_rx_off = true;
             return false;
-        } else {
-            st.cma_rx++;
-            st.cma_rx_bytes += granted;
         }
     }
     op->cma = true;
-    op->answer.wire_status = answer;
+    if (failed != OpStatus::kOk) {
+        // The message fails here; the CTS takes 0 bytes and says why, and
+        // the sender has nothing to confirm.
+        op->answer.wire_status = answer;
+        op->message_len = 0;
+        session_enqueue(m->session, op);
+        finish_recv(m, failed);
+        return true;
+    }
+    // Copied. The receive completes only when the sender confirms that the
+    // operation was still its own when this answer came: one that gave up
+    // (its peer timeout) may have freed the buffer we read, and its
+    // allocator may have put someone else's bytes there.
+    st.cma_rx++;
+    st.cma_rx_bytes += granted;
+    op->answer.rdv_handle = m->handle;
     op->message_len = granted;
     m->received = granted;
+    m->state = RxMsg::State::kCmaCopied;
+    m->session->rdv_waiting++;
     session_enqueue(m->session, op);
-    finish_recv(m, status);  // kOk: finish_recv reports a truncation itself
     return true;
 }
 
@@ -129,20 +142,42 @@ bool EndpointImpl::cma_done(Session* s, TxOp* op, const wire::ParsedPacket& p)
         st.protocol_errors++;  // an answer to an offer we never made
         return false;
     }
-    (void)s;
-    const auto answer = static_cast<wire::WireStatus>(x->handle.get());
-    op->cma = false;
+    const uint64_t taken = x->len.get();
     op->kind = TxOp::Kind::kRdvData;
-    op->total_len = 0;  // nothing left to send: the receiver has the bytes
+    op->total_len = 0;  // nothing to send: the receiver has the bytes, or failed
     op->next_offset = 0;
-    op->header_sent = true;
-    op->status = op_status(answer);
-    if (op->status == OpStatus::kOk)
-        st.cma_tx++;
-    else
+    if (taken == 0) {
+        op->cma = false;
+        op->header_sent = true;
+        op->status = op_status(static_cast<wire::WireStatus>(x->handle.get()));
+        if (op->status == OpStatus::kOk)
+            op->status = OpStatus::kProtocolError;  // a copy of 0 bytes is never offered
         st.cma_tx_faults++;
-    maybe_finish_op(op);  // now, or once the RTS's ACK is in
+        maybe_finish_op(op);  // now, or once the RTS's ACK is in
+        return true;
+    }
+    // The confirmation: one empty kMsgRdvData with kFlagCma (op->cma stays
+    // set) into the receiver's handle; the operation completes on its ACK.
+    op->msg.rdv_handle = x->handle.get();
+    op->header_sent = false;
+    op->status = OpStatus::kOk;
+    st.cma_tx++;
+    session_enqueue(s, op);
     return true;
+}
+
+Delivery EndpointImpl::deliver_cma_confirm(Session* s, RxMsg* m, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::DataExt*>(p.ext);
+    const bool copied = m && m->session == s && m->state == RxMsg::State::kCmaCopied;
+    if (copied && (p.flags & wire::kFlagCma) && p.payload_len == 0 && x->offset.get() == 0) {
+        finish_recv(m, OpStatus::kOk);  // kOk: finish_recv reports a truncation itself
+        return Delivery::kDone;
+    }
+    st.protocol_errors++;
+    if (copied)
+        finish_recv(m, OpStatus::kProtocolError);  // data, or a bad confirmation: never a success
+    return Delivery::kDone;
 }
 
 }  // namespace dpdk_engine

@@ -46,6 +46,7 @@ struct RxMsg {
         kMatchedRts,    // rendezvous, its CTS not sent yet
         kCtsWaiting,    // rendezvous, its CTS waits for a free op (EndpointImpl::cts_waiting)
         kCtsSent,       // rendezvous, CTS sent: its data lands in the receive
+        kCmaCopied,     // rendezvous, read by a single copy: awaits the sender's confirmation
     };
     State state = State::kFree;
     bool tagged = false;
@@ -101,6 +102,7 @@ inline RxMsgClass classify(RxMsg::State s)
     case RxMsg::State::kMatchedRts: return {true, true};
     case RxMsg::State::kCtsWaiting: return {true, true};
     case RxMsg::State::kCtsSent: return {true, true};
+    case RxMsg::State::kCmaCopied: return {true, true};
     }
     return {false, false};
 }

@@ -95,7 +95,7 @@ inline void usage()
                     "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
                     "         [--deadline S] [--kill-test] [--stats]\n"
                     "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n"
-                    "         [--cma-test on|off|refuse|declined|hostile]\n"
+                    "         [--cma-test on|off|refuse|declined|hostile|late]\n"
                     "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
@@ -144,7 +144,7 @@ inline Opts parse(int argc, char** argv)
         case 'C':
             o.cma_test = optarg;
             if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
-                o.cma_test != "hostile")
+                o.cma_test != "hostile" && o.cma_test != "late")
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;

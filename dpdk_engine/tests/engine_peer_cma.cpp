@@ -19,6 +19,12 @@
 //   hostile   the client offers an address nobody maps (a test hook): each
 //             such message fails kCopyFault at both ends, nothing crashes,
 //             the smaller messages and the server's copies still work
+//   late      the server sleeps past the client's peer timeout with the
+//             client's offer unread in its ring; the client's send fails,
+//             it rewrites the buffer (as an allocator reusing it would) and
+//             sends again; the server's copy, made when it wakes, reads the
+//             rewritten bytes: its receive must fail, never complete as a
+//             success, and the next message must arrive
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -220,6 +226,96 @@ void check_counters(Peer& p, bool server)
             m.c_str(), w.tx, w.tx_faults, w.declined, w.rx, w.refused, w.faults);
 }
 
+constexpr uint64_t kLateTag = 0xC3A1000000000ull;  // | 1 for the message after it
+constexpr size_t kLateLen = 1u << 20;
+constexpr size_t kLateNextLen = 1000;
+
+void late_server(Peer& p, CtlRecv& bye)
+{
+    std::vector<uint8_t> buf(kLateLen), next(kLateNextLen);
+    Completion got, got_next;
+    bool done = false, done_next = false;
+    Op op {[&](Op*, const Completion& c) {
+        got = c;
+        done = true;
+    }};
+    Op op_next {[&](Op*, const Completion& c) {
+        got_next = c;
+        done_next = true;
+    }};
+    for (int k = 0; k < 2; k++) {
+        iovec iov {k ? next.data() : buf.data(), k ? kLateNextLen : kLateLen};
+        RecvArgs a;
+        a.iov = &iov;
+        a.iov_count = 1;
+        a.tag = kLateTag | uint64_t(k);
+        a.flags = kOpTagged | kOpCompletion;
+        a.context = k ? &op_next : &op;
+        if (p.ep->recv(a))
+            die("late recv %d", k);
+    }
+    const uint64_t sleep_ms = p.engine->config().peer_timeout_ms * 3 / 2;
+    say("cma late: asleep for %" PRIu64 " ms, the client's offer unread", sleep_ms);
+    usleep(static_cast<useconds_t>(sleep_ms * 1000));
+    p.phase = "cma late: the message whose sender gave up";
+    const uint64_t end = now_ms() + 5000;
+    while (!done && now_ms() < end)
+        p.pump();
+    if (done && got.status == OpStatus::kOk) {
+        std::vector<uint8_t> want(kLateLen);
+        fill_payload(want.data(), kLateLen, kLateTag);
+        die("cma late: a message whose sender had given up completed as a success (%s the sent bytes)",
+            mcmp(buf.data(), want.data(), kLateLen) == 0 ? "with" : "NOT with");
+    }
+    say("cma late: that receive %s", done ? to_string(got.status) : "never completed (canceled)");
+    if (!done && p.ep->cancel(&op) != 0)
+        die("cma late: cancel of the receive that never completed");
+    p.phase = "cma late: the next message";
+    p.run_until([&] { return done_next; });
+    std::vector<uint8_t> want(kLateNextLen);
+    fill_payload(want.data(), kLateNextLen, kLateTag | 1);
+    if (got_next.status != OpStatus::kOk || mcmp(next.data(), want.data(), kLateNextLen) != 0)
+        die("cma late: the message after it: %s", to_string(got_next.status));
+    p.phase = "cma: waiting for BYE";
+    p.run_until([&] { return bye.got; });
+    p.run_for(200);
+}
+
+void late_client(Peer& p)
+{
+    std::vector<uint8_t> buf(kLateLen);
+    fill_payload(buf.data(), kLateLen, kLateTag);
+    auto send = [&](size_t len, uint64_t tag) {
+        return wait_op(
+            p,
+            [&](void* ctx) {
+                iovec iov {buf.data(), len};
+                SendArgs a;
+                a.dest = p.peer;
+                a.iov = &iov;
+                a.iov_count = 1;
+                a.tag = tag;
+                a.flags = kOpTagged | kOpCompletion;
+                a.context = ctx;
+                return p.ep->send(a);
+            },
+            "late send");
+    };
+    p.phase = "cma late: the offer the server sleeps on";
+    const Completion c = send(kLateLen, kLateTag);
+    if (c.status == OpStatus::kOk)
+        die("cma late: the server slept past our peer timeout, yet the send succeeded");
+    say("cma late: the send failed (%s) as it must; rewriting its buffer", to_string(c.status));
+    memset(buf.data(), 0xEE, kLateLen);
+    fill_payload(buf.data(), kLateNextLen, kLateTag | 1);
+    p.phase = "cma late: the next message";
+    const Completion c2 = send(kLateNextLen, kLateTag | 1);
+    if (c2.status != OpStatus::kOk)
+        die("cma late: the message after it: %s", to_string(c2.status));
+    p.phase = "BYE";
+    ctl_send(p, kBye, CtlMsg());
+}
+
 }  // namespace
 
 void cma_configure(const Opts& o, EngineConfig* cfg)
@@ -234,6 +330,10 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
 
 void cma_server(Peer& p, CtlRecv& bye)
 {
+    if (p.o.cma_test == "late") {
+        late_server(p, bye);
+        return;
+    }
     p.phase = "cma: exchange";
     exchange(p, true);
     p.phase = "cma: waiting for BYE";
@@ -244,6 +344,10 @@ void cma_server(Peer& p, CtlRecv& bye)
 
 void cma_client(Peer& p)
 {
+    if (p.o.cma_test == "late") {
+        late_client(p);
+        return;
+    }
     p.phase = "cma: exchange";
     exchange(p, false);
     p.phase = "BYE";

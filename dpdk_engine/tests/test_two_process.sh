@@ -17,7 +17,8 @@
 #
 # Environment: ENGINE_PEER=<path to engine_peer> (default: found next to
 # this script or in the build tree); TWO_PROCESS_SEED=<n> (default: fixed);
-# KEEP_LOGS=1 keeps the log directory.
+# KEEP_LOGS=1 keeps the log directory; TWO_PROCESS_ONLY="name ..." runs only
+# the pairs named (a bug hunt repeats one pair).
 # automake runs .sh tests with $(SHELL), which may be dash.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
@@ -64,8 +65,16 @@ result() { # name status detail
     fi
 }
 
+# Whether pair $1 is to run (TWO_PROCESS_ONLY).
+selected() {
+    [ -z "${TWO_PROCESS_ONLY:-}" ] && return 0
+    case " $TWO_PROCESS_ONLY " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
 # run_pair NAME DEVICE FAULT PORT ARGS...: a normal server/client run.
 run_pair() {
+    selected "$1" || return 0
     name=$1 dev=$2 fault=$3 port=$4
     shift 4
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
@@ -99,6 +108,7 @@ run_pair() {
 # must report every pending operation failed with kPeerTimeout and exit 3
 # within the peer timeout (+ margin) of the kill.
 run_kill() {
+    selected "$1" || return 0
     name=$1 dev=$2 port=$3
     shift 3
     timeout_ms=1000
@@ -166,6 +176,7 @@ run_pair local_cma_lossy "" "$FAULT" $((BASE_PORT + 14)) --cma-test on --expect-
 run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-path local
 run_pair local_cma_declined "" "" $((BASE_PORT + 17)) --cma-test declined --expect-path local
 run_pair local_cma_hostile "" "" $((BASE_PORT + 18)) --cma-test hostile --expect-path local
+run_pair local_cma_late "" "" $((BASE_PORT + 20)) --cma-test late --expect-path local
 # Over the device nothing is offered: the same counters as with the knob off.
 export FI_DPDK_HOST_LOCAL=0
 run_pair afpacket_cma "" "" $((BASE_PORT + 19)) --cma-test off --expect-path device

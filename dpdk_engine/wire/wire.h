@@ -130,7 +130,7 @@ enum : uint16_t {
     kFlagTooLarge = 1u << 7,     // kReset: your frame exceeded my MTU, which `window` holds
     kFlagAuth = 1u << 8,         // an AuthTrailer follows the payload: the sender has a job key
     kFlagCookie = 1u << 9,       // kHello: HandshakeExt.cookie echoes the receiver's challenge
-    kFlagCma = 1u << 10,         // kMsgRts: CmaSource entries follow; kMsgCts: copied already (see CmaSource)
+    kFlagCma = 1u << 10,         // kMsgRts: CmaSource entries follow; kMsgCts: copied; kMsgRdvData: confirmed (see CmaSource)
 };
 
 // kFlagAuth (any type): a process with a job key (FI_DPDK_AUTH_KEY, auth.h)
@@ -226,9 +226,15 @@ static_assert(sizeof(MsgExt) == 40, "MsgExt is frozen at 40 bytes");
 // The receiver, once the message is matched, reads the granted bytes
 // itself (process_vm_readv, from the pid the kernel gave its channel:
 // SO_PEERCRED, never a packet field) and answers with a kMsgCts that also
-// carries kFlagCma: `len` is the bytes it took, `handle` holds a WireStatus
-// (kOk, or kCopyFault when the sender's addresses could not be read); the
-// sender sends no data and completes the message with that status. A
+// carries kFlagCma: `len` is the bytes it took and `handle` its handle, as
+// in a plain CTS. The sender sends no data: it confirms, with one kMsgRdvData
+// of no payload with kFlagCma into that handle, that the operation was still
+// its own when the answer came, and completes on that packet's ACK; the
+// receive completes only on the confirmation (a sender that gave up may have
+// freed what was read). A copy that failed is answered with `len` 0 and a
+// WireStatus in `handle` (kCopyFault: the sender's addresses could not be
+// read; kBadRequest: a malformed list): the receive has failed, the sender
+// completes with that status and confirms nothing. A
 // receiver that will not or cannot copy (the frame did not come through a
 // ring, the kernel refused the copy, the knob is off) answers with a plain
 // kMsgCts, and the sender sends the data as kMsgRdvData as always.

@@ -100,7 +100,7 @@ f.flag_too_large = ProtoField.bool("dpdkfi.flags.too_large", "Reset: frame over 
     FLAG_TOO_LARGE)
 f.flag_auth = ProtoField.bool("dpdkfi.flags.auth", "Job-key trailer follows the payload", 16, nil, FLAG_AUTH)
 f.flag_cookie = ProtoField.bool("dpdkfi.flags.cookie", "Hello: echoes the receiver's cookie", 16, nil, FLAG_COOKIE)
-f.flag_cma = ProtoField.bool("dpdkfi.flags.cma", "Host-local single copy (RTS: source list; CTS: copied)", 16, nil,
+f.flag_cma = ProtoField.bool("dpdkfi.flags.cma", "Host-local single copy (RTS: source list; CTS: copied; RdvData: confirmed)", 16, nil,
     FLAG_CMA)
 f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xf800)
 -- HandshakeExt (kHello, kChallenge)
@@ -228,11 +228,15 @@ local function dissect_ext(kind, tvb, off, tree, flags)
     elseif kind == RDV then
         local t = tree:add(p, tvb(off, 16), "RdvExt")
         add_u(t, f.rdv_sender_op, tvb, off, 4)
-        if band(flags, FLAG_CMA) ~= 0 then
-            -- Copied by the receiver: the handle word holds a WireStatus.
+        if band(flags, FLAG_CMA) ~= 0 and tvb(off + 8, 8):uint64():tonumber() == 0 then
+            -- The receiver's single copy failed: the handle word holds a WireStatus.
             add_u(t, f.rdv_status, tvb, off + 4, 4); add_u(t, f.rdv_len, tvb, off + 8, 8)
-            return string.format(" copied %s len %s", wire_status[tvb(off + 4, 4):uint()] or "status?",
-                                 tvb(off + 8, 8):uint64())
+            return string.format(" copy failed: %s", wire_status[tvb(off + 4, 4):uint()] or "status?")
+        elseif band(flags, FLAG_CMA) ~= 0 then
+            -- Copied by the receiver; the sender confirms into the handle.
+            add_u(t, f.rdv_handle, tvb, off + 4, 4); add_u(t, f.rdv_len, tvb, off + 8, 8)
+            return string.format(" copied len %s, confirm into handle 0x%x", tvb(off + 8, 8):uint64(),
+                                 tvb(off + 4, 4):uint())
         end
         add_u(t, f.rdv_handle, tvb, off + 4, 4)
         add_u(t, f.rdv_len, tvb, off + 8, 8)
@@ -241,6 +245,9 @@ local function dissect_ext(kind, tvb, off, tree, flags)
         local t = tree:add(p, tvb(off, 16), "DataExt")
         add_u(t, f.data_handle, tvb, off, 4); add_u(t, f.data_reserved, tvb, off + 4, 4)
         add_u(t, f.data_offset, tvb, off + 8, 8)
+        if band(flags, FLAG_CMA) ~= 0 then
+            return string.format(" confirms the copy into handle 0x%x", tvb(off, 4):uint())
+        end
         return string.format(" handle 0x%x off %s", tvb(off, 4):uint(), tvb(off + 8, 8):uint64())
     elseif kind == RMA then
         local t = tree:add(p, tvb(off, 48), "RmaExt")
