@@ -95,8 +95,8 @@ bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
         answer = wire::WireStatus::kBadRequest;
     } else {
         const int fail = engine->cfg.local_cma_fail_errno_for_test;
-        const int rc = fail ? -fail
-                            : local::cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
+        const int rc =
+            fail ? -fail : local::cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
         if (rc == -EFAULT) {
             failed = OpStatus::kCopyFault;
             answer = wire::WireStatus::kCopyFault;

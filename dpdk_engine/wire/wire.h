@@ -130,7 +130,7 @@ enum : uint16_t {
     kFlagTooLarge = 1u << 7,     // kReset: your frame exceeded my MTU, which `window` holds
     kFlagAuth = 1u << 8,         // an AuthTrailer follows the payload: the sender has a job key
     kFlagCookie = 1u << 9,       // kHello: HandshakeExt.cookie echoes the receiver's challenge
-    kFlagCma = 1u << 10,         // kMsgRts: CmaSource entries follow; kMsgCts: copied; kMsgRdvData: confirmed (see CmaSource)
+    kFlagCma = 1u << 10,         // single copy (see CmaSource): RTS offer, CTS copied, RdvData confirmed
 };
 
 // kFlagAuth (any type): a process with a job key (FI_DPDK_AUTH_KEY, auth.h)
