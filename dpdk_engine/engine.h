@@ -121,10 +121,8 @@ struct EngineConfig {
     // process_vm_readv from the sender's buffer instead of crossing the
     // ring in frames (docs/host_local.md, "Large messages in one copy");
     // 0 = never. Receivers honour it too: 0 answers every offer with the
-    // ring path. Off by default for now: in test_two_process.sh's
-    // local_kill flow the receiver's copy of a live sender's buffer failed
-    // EFAULT (docs/host_local.md); 65536 is the value measured to pay.
-    uint32_t local_cma_min = 0;
+    // ring path. 65536: the size from which it was measured to pay.
+    uint32_t local_cma_min = 65536;
     // Tests only (no knob): the receiver's copy fails with this errno
     // without the system call (a kernel that refuses, as under Yama), and
     // the sender offers an address nobody maps (a hostile peer's list).

@@ -168,9 +168,9 @@ unset FI_DPDK_HOST_LOCAL
 # The host-local single copy (engine_peer --cma-test, wire.h kFlagCma):
 # every byte of copied messages, both directions, truncation; its
 # fallbacks (knob off, a kernel that refuses, a receiver that takes no
-# offer) and a hostile sender's bad address (an error completion).
-# The knob is off by default (engine.h says why): these pairs turn it on.
-export FI_DPDK_LOCAL_CMA_MIN=65536
+# offer), a hostile sender's bad address (an error completion) and a
+# sender that gave up before its offer was read (late: never a success).
+# The knob's default (65536) is what these pairs run with.
 run_pair local_cma_on "" "" $((BASE_PORT + 13)) --cma-test on --expect-path local
 run_pair local_cma_lossy "" "$FAULT" $((BASE_PORT + 14)) --cma-test on --expect-path local
 run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-path local
