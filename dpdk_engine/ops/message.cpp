@@ -118,7 +118,10 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
     c.tagged = m->tagged;
     c.has_data = m->has_data;
     c.buf = m->dest_count ? m->dest[0].iov_base : nullptr;
-    c.len = m->total_len < m->capacity ? m->total_len : m->capacity;
+    // The bytes placed (fi_cq(3)): all it takes on success (a truncated
+    // message fills the buffer), what had landed when it failed.
+    const uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
+    c.len = status == OpStatus::kOk || m->received > granted ? granted : m->received;
     c.tag = m->tag;
     c.data = m->data;
     c.src = m->src;

@@ -128,8 +128,7 @@ bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
     st.cma_rx_bytes += granted;
     op->answer.rdv_handle = m->handle;
     op->message_len = granted;
-    m->received = granted;
-    m->state = RxMsg::State::kCmaCopied;
+    m->state = RxMsg::State::kCmaCopied;  // `received` stays 0: unconfirmed bytes are none placed
     m->session->rdv_waiting++;
     session_enqueue(m->session, op);
     return true;

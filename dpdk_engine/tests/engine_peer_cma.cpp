@@ -267,6 +267,8 @@ void late_server(Peer& p, CtlRecv& bye)
         die("cma late: a message whose sender had given up completed as a success (%s the sent bytes)",
             mcmp(buf.data(), want.data(), kLateLen) == 0 ? "with" : "NOT with");
     }
+    if (done && got.len != 0)
+        die("cma late: the failed receive reports %zu bytes placed; none was confirmed", got.len);
     say("cma late: that receive %s", done ? to_string(got.status) : "never completed (canceled)");
     if (!done && p.ep->cancel(&op) != 0)
         die("cma late: cancel of the receive that never completed");

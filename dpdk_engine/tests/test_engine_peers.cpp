@@ -52,8 +52,11 @@ void post_long_ops(Pair& p, Ep* a, Ep* b, uint64_t key, uint8_t* region, size_t 
 
 // Checks that all n operations of a complete, each exactly once, with
 // kPeerTimeout or (allowed for ones that had finished) success, within the
-// deadline; returns the elapsed time.
-uint64_t expect_failures(Pair& p, Ep* a, uintptr_t ctx_base, size_t n, uint64_t limit_ms, size_t* failed)
+// deadline; returns the elapsed time. A failed receive's length is the
+// bytes placed (fi_cq(3)): with recv_len set, a receive of a message that
+// long failed part way must report fewer.
+uint64_t expect_failures(Pair& p, Ep* a, uintptr_t ctx_base, size_t n, uint64_t limit_ms, size_t* failed,
+                         uint64_t recv_len = 0)
 {
     uint64_t t0 = now_ms();
     std::map<uintptr_t, OpStatus> got;
@@ -65,6 +68,10 @@ uint64_t expect_failures(Pair& p, Ep* a, uintptr_t ctx_base, size_t n, uint64_t 
                       to_string(c.status));
                 CHECK(!got.count(v), "operation %lu completed twice", (unsigned long)(v - ctx_base));
                 got[v] = c.status;
+                CHECK(!recv_len || c.type != CompletionType::kRecv || c.status == OpStatus::kOk ||
+                          c.len < recv_len,
+                      "a receive failed (%s) part way reports %zu of its %" PRIu64 " bytes placed",
+                      to_string(c.status), c.len, recv_len);
             }
             a->sink.c.clear();
             return got.size() == n;
@@ -208,7 +215,7 @@ void test_dead_peer_killed(void** state)
     p.kill(1);
     b = nullptr;
     size_t failed = 0;
-    uint64_t el = expect_failures(p, a, 100, n + 1, kDeadTimeoutMs + 1500, &failed);
+    uint64_t el = expect_failures(p, a, 100, n + 1, kDeadTimeoutMs + 1500, &failed, 8u << 20);
     print_message(
         "      dead peer (killed) [%s]: %zu of %zu pending operations failed with kPeerTimeout after %" PRIu64
         " ms (timeout %u ms)\n",
