@@ -336,7 +336,7 @@ void session_pump(Session* s, uint64_t now)
                 s->ep->complete_op(op, OpStatus::kPeerMtuSmaller);
                 continue;
             }
-            if (needs_response(op->kind) && !op->header_sent) {
+            if (needs_response(op->kind) && !op->holds_credit) {
                 // The target answers at most kRequestCredits of our requests
                 // at a time (tx_op.h): the rest wait here, in order.
                 if (s->requests_out >= kRequestCredits) {
