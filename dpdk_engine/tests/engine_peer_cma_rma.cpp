@@ -226,8 +226,8 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
     // FI_RMA_EVENT (the server's endpoint): one per applied write.
     if (server && p.rma_events != events_want)
         die("%zu FI_RMA_EVENT completions, expected %zu", p.rma_events, events_want);
-    say("cma rma target: %zu windows and every guard byte checked, %zu remote CQ data, %zu rma events",
-        kWrites, p.remote_writes.size(), p.rma_events);
+    say("cma rma target: %zu windows and every guard byte checked, %zu remote CQ data, %zu rma events", kWrites,
+        p.remote_writes.size(), p.rma_events);
 }
 
 void check_counters(Peer& p, bool server, uint32_t min)
@@ -241,8 +241,8 @@ void check_counters(Peer& p, bool server, uint32_t min)
     }
     say("cma rma counters: tx %" PRIu64 " tx_faults %" PRIu64 " declined %" PRIu64 " confirms %" PRIu64
         " rx %" PRIu64 " rx_bytes %" PRIu64 " refused %" PRIu64 " faults %" PRIu64 " confirmed %" PRIu64,
-        st.cma_wr_tx, st.cma_wr_tx_faults, st.cma_wr_declined, st.cma_wr_confirms, st.cma_wr_rx, st.cma_wr_rx_bytes,
-        st.cma_wr_refused, st.cma_wr_faults, st.cma_wr_confirmed);
+        st.cma_wr_tx, st.cma_wr_tx_faults, st.cma_wr_declined, st.cma_wr_confirms, st.cma_wr_rx,
+        st.cma_wr_rx_bytes, st.cma_wr_refused, st.cma_wr_faults, st.cma_wr_confirmed);
     // Our copies of the peer's writes need a confirmation for each (the
     // server: FI_RMA_EVENT) or for those with data (the client).
     const uint64_t conf_in = server ? big : big_data, conf_out = server ? big_data : big;
