@@ -133,15 +133,23 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         st.cma_wr_tx++;
     else if (answer == wire::WireStatus::kCopyFault)
         st.cma_wr_tx_faults++;
+    if (answer == wire::WireStatus::kOk || answer == wire::WireStatus::kCopyFault)
+        s->cma_wr_proven = true;  // the peer's kernel lets it read us: no more fences (session.cpp)
     if (answer == wire::WireStatus::kOk && x->offset.get() == 1) {
         // The target holds remote events for it: the operation is still
-        // ours, say so. It completes when that packet is acknowledged.
+        // ours, say so. The write is done: it is reported now, in the order
+        // of the answers, as on the ring path (the op itself lives until
+        // that packet is acknowledged; a failure then is a late failure, as
+        // for an inject). Queued first: what the completion posts follows it.
         op->cma_confirm = true;
         op->total_len = 0;
         op->next_offset = 0;
         op->header_sent = false;
         st.cma_wr_confirms++;
         session_enqueue(s, op);
+        if (op->flags & kOpCompletion)
+            report(op, OpStatus::kOk);
+        op->flags |= kOpInjectComplete;  // reported: complete_op does not again
         return Delivery::kDone;
     }
     maybe_finish_op(op);

@@ -171,6 +171,11 @@ struct Session {
     // RMA writes copied (rma_cma.cpp) whose remote events wait for the
     // initiator's confirmation: a confirmation beyond them is refused.
     uint32_t cma_confirms_due = 0;
+    // The peer has copied one of our RMA write offers (kOk or kCopyFault);
+    // until then the operation posted after an offer is fenced
+    // (session.cpp, cma_write_probe).
+    bool cma_wr_proven = false;
+    bool cma_wr_fence_next = false;
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool mtu_reported = false;    // the peer refused a frame over its MTU: logged once
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)

@@ -49,6 +49,15 @@ bool with_data(size_t i)
     return i % 3 == 0;
 }
 
+// Write i is followed at once by an 8-byte write over its first bytes (the
+// rings): the order of writes (FI_ORDER_RMA_WAW) must hold, also when the
+// big one's offer is declined and it is sent again.
+bool overwritten(size_t i)
+{
+    return i % 4 == 2;
+}
+constexpr uint64_t kOverStamp = 0x800000;
+
 uint64_t stamp(bool from_server, size_t i)
 {
     return kStamp | uint64_t(from_server) << 24 | i;
@@ -127,8 +136,8 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
         size_t i = 0;
     };
     std::deque<W> ws;
-    size_t posted = 0, done = 0;
-    while (done < kWrites) {
+    size_t posted = 0, done = 0, over_posted = 0, over_done = 0;
+    while (done < kWrites || over_done < over_posted) {
         while (posted < kWrites && posted - done < kInFlight) {
             const size_t len = wlen(posted);
             ws.emplace_back();
@@ -156,6 +165,30 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
             a.context = &w;
             if (p.ep->write(a))
                 die("cma write %zu", posted);
+            if (overwritten(posted)) {
+                ws.emplace_back();
+                W& o = ws.back();
+                o.i = posted;
+                o.buf.resize(8);
+                fill_payload(o.buf.data(), 8, stamp(server, posted) | kOverStamp);
+                o.on_done = [&over_done](Op* op, const Completion& c) {
+                    if (c.status != OpStatus::kOk)
+                        die("overwrite of write %zu: %s", static_cast<W*>(op)->i, to_string(c.status));
+                    over_done++;
+                };
+                iovec oi {o.buf.data(), 8};
+                RmaArgs b;
+                b.dest = p.peer;
+                b.iov = &oi;
+                b.iov_count = 1;
+                b.addr = r.addr + window(posted);
+                b.key = r.key;
+                b.flags = kOpCompletion;
+                b.context = &o;
+                if (p.ep->write(b))
+                    die("overwrite %zu", posted);
+                over_posted++;
+            }
             posted++;
         }
         p.pump();
@@ -197,12 +230,15 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
                 die("byte %zu of our region (a guard before window %zu) changed", k, i);
         prev_end = at + len;
         const bool failed = m.peer_hostile && len >= min;
+        events_want += overwritten(i);
         if (failed)
             continue;  // what a faulted copy left is not defined
         events_want++;
         data_want += with_data(i);
         want.resize(len);
         fill_payload(want.data(), len, stamp(!server, i));
+        if (overwritten(i))
+            fill_payload(want.data(), 8, stamp(!server, i) | kOverStamp);
         if (mcmp(region.data() + at, want.data(), len) != 0)
             die("window %zu (%zu bytes) of our region differs from the peer's write", i, len);
     }

@@ -181,6 +181,9 @@ run_pair local_cma_rma_lossy "" "$FAULT" $((BASE_PORT + 21)) --cma-test rma-on -
 run_pair local_cma_rma_refuse "" "" $((BASE_PORT + 22)) --cma-test rma-refuse --expect-path local
 run_pair local_cma_rma_hostile "" "" $((BASE_PORT + 23)) --cma-test rma-hostile --expect-path local
 run_pair local_cma_rma_nocap "" "" $((BASE_PORT + 24)) --cma-test rma-nocap --expect-path local
+# The normal run's RMA phase (writes in completion order, reads checked
+# against them, refused accesses, atomics) with its large writes copied.
+run_pair local_cma_rma_phase "" "$FAULT" $((BASE_PORT + 25)) --count 200 --rma-ops 100 --expect-path local
 # Over the device nothing is offered: the same counters as with the knob off.
 export FI_DPDK_HOST_LOCAL=0
 run_pair afpacket_cma "" "" $((BASE_PORT + 19)) --cma-test off --expect-path device
