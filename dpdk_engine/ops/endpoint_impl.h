@@ -273,6 +273,9 @@ class EndpointImpl : public Endpoint {
     // route, the kernel gave its pid), else nullptr; a source list of
     // exactly `total` bytes from p's payload into src/*n (false: malformed).
     local::Channel* cma_channel(const Session* s) const;
+    // cma_channel refuses only because the frame is handled outside the
+    // round of the channel that routes s's peer (rma_cma.cpp).
+    bool cma_elsewhere(const Session* s) const;
     bool take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* src, uint32_t* n);
     Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_read_resp(Session* s, const wire::ParsedPacket& p);

@@ -47,6 +47,21 @@ local::Channel* EndpointImpl::cma_channel(const Session* s) const
     return c;
 }
 
+// A write offer must not be declined for where its frame was handled: once
+// the peer has seen a copy taken it no longer fences (session.cpp,
+// cma_write_probe), and a declined write sent again would land after what
+// was posted behind it. A frame of a peer routed through a channel that we
+// handle outside that channel's round (the fault injector held it back, a
+// parked packet retried by a timer) waits instead (kBlocked): the sender
+// retransmits it through the ring, and that copy is delivered there.
+bool EndpointImpl::cma_elsewhere(const Session* s) const
+{
+    if (!engine->local_hub || !engine->cfg.local_cma_min || s->cma_rx_off)
+        return false;
+    const local::Channel* route = engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port);
+    return route && route->peer_pid() > 0 && route != engine->rx_channel;
+}
+
 bool EndpointImpl::take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* out, uint32_t* count)
 {
     const uint32_t n = p.payload_len / sizeof(wire::CmaSource);
@@ -176,6 +191,12 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
         raise_write_events(s, x, p.flags, dst);
         return Delivery::kDone;
     }
+    // kRmaWrite carries kFlagPayloadCrc: the list is checked like a
+    // segment's data before anything reads it (the rings check it only
+    // under the fault injector's corruption, as every frame).
+    wire::ParsedPacket checked = p;
+    if (!wire::payload_crc_ok(&checked))
+        return Delivery::kCorrupt;  // nothing changed: the retransmission brings it again
     if (!can_answer(s))
         return Delivery::kBlocked;
     // The ring path's checks first: a write refused there is refused here
@@ -186,6 +207,8 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
     uint32_t n = 0;
     if (status == wire::WireStatus::kOk) {
         c = cma_channel(s);
+        if (!c && cma_elsewhere(s))
+            return Delivery::kBlocked;  // nothing changed: taken when it comes through the ring
         if (!c) {
             status = wire::WireStatus::kCmaDeclined;  // not through the peer's ring, or not taken now
         } else if (!take_source_list(p, total, src, &n)) {

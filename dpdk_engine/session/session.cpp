@@ -599,6 +599,11 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
         s->ack_now = true;
         s->ack_pending = true;
         ep->engine->activate(s);
+        // The retransmission of a packet whose delivery was refused for now
+        // (RNR) retries it: a single-copy RMA write waits for one read from
+        // its peer's ring (rma_cma.cpp, cma_elsewhere).
+        if (s->rx_delivery == RxDeliveryState::kBlocked)
+            session_drain(s, now);
         return;
     }
     if (psn == s->ack_sent_psn)

@@ -178,6 +178,8 @@ run_pair local_cma_hostile "" "" $((BASE_PORT + 18)) --cma-test hostile --expect
 # initiator's address, a peer without the capability, and lossy rings.
 run_pair local_cma_rma_on "" "" $((BASE_PORT + 20)) --cma-test rma-on --expect-path local
 run_pair local_cma_rma_lossy "" "$FAULT" $((BASE_PORT + 21)) --cma-test rma-on --expect-path local
+# Damaged frames both ways (a source list is checked by its payload CRC).
+run_pair local_cma_rma_corrupt "" "$ZC_FAULT" $((BASE_PORT + 26)) --cma-test rma-on --expect-path local
 run_pair local_cma_rma_refuse "" "" $((BASE_PORT + 22)) --cma-test rma-refuse --expect-path local
 run_pair local_cma_rma_hostile "" "" $((BASE_PORT + 23)) --cma-test rma-hostile --expect-path local
 run_pair local_cma_rma_nocap "" "" $((BASE_PORT + 24)) --cma-test rma-nocap --expect-path local
