@@ -228,6 +228,8 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
         cfg->local_cma_fail_errno_for_test = EPERM;
     if (o.cma_test == "rma-hostile" && !o.server)
         cfg->local_cma_bad_source_for_test = true;
+    if (o.cma_test == "rma-forget" && !o.server)
+        cfg->local_cma_forget_writes_for_test = true;
     if (o.cma_test == "rma-nocap" && o.server)
         cfg->local_cma_no_write_cap_for_test = true;
     if (o.cma_test == "declined" && o.server)

@@ -22,6 +22,10 @@
 //               fail kCopyFault at both ends, no remote event at the server
 //   rma-nocap   the server's channels do not say they take RMA writes by a
 //               copy (a peer of before): the client never offers
+//   rma-forget  the client finds each big write given up when the server's
+//               answer asks for the confirmation (a test hook, as after a
+//               peer timeout): the bytes are in the server's memory, but
+//               the server raises no remote event for them
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -97,12 +101,13 @@ unsigned cut(uint8_t* p, size_t len, size_t k, iovec* iov)
 
 struct Mode {
     bool we_hostile, peer_hostile;  // the client's big writes fault
+    bool we_forget, peer_forgets;   // the client gives its big writes up at the answer
 };
 
 Mode mode_of(const Opts& o, bool server)
 {
-    const bool hostile = o.cma_test == "rma-hostile";
-    return {hostile && !server, hostile && server};
+    const bool hostile = o.cma_test == "rma-hostile", forget = o.cma_test == "rma-forget";
+    return {hostile && !server, hostile && server, forget && !server, forget && server};
 }
 
 Completion write_wait(Peer& p, const iovec* iov, unsigned n, uint64_t addr, uint64_t key)
@@ -146,7 +151,9 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
             w.buf.resize(len + 13);
             fill_payload(w.buf.data() + 13, len, stamp(server, posted));
             w.on_done = [&done, len, min, m](Op* op, const Completion& c) {
-                const OpStatus expect = m.we_hostile && len >= min ? OpStatus::kCopyFault : OpStatus::kOk;
+                const OpStatus expect = m.we_hostile && len >= min  ? OpStatus::kCopyFault
+                                        : m.we_forget && len >= min ? OpStatus::kResponseTimeout
+                                                                    : OpStatus::kOk;
                 if (c.status != expect)
                     die("cma write %zu (%zu bytes): %s, expected %s", static_cast<W*>(op)->i, len,
                         to_string(c.status), to_string(expect));
@@ -232,9 +239,11 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
         const bool failed = m.peer_hostile && len >= min;
         events_want += overwritten(i);
         if (failed)
-            continue;  // what a faulted copy left is not defined
-        events_want++;
-        data_want += with_data(i);
+            continue;                           // what a faulted copy left is not defined
+        if (!(m.peer_forgets && len >= min)) {  // copied, never confirmed: no event
+            events_want++;
+            data_want += with_data(i);
+        }
         want.resize(len);
         fill_payload(want.data(), len, stamp(!server, i));
         if (overwritten(i))
@@ -253,7 +262,7 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
     for (const Completion& c : p.remote_writes) {
         const size_t i = c.data & 0xFFFFFF;
         if ((c.data & ~uint64_t(0xFFFFFF)) != stamp(!server, 0) || i >= kWrites || !with_data(i) || seen[i] ||
-            c.len != wlen(i) || (m.peer_hostile && wlen(i) >= min))
+            c.len != wlen(i) || ((m.peer_hostile || m.peer_forgets) && wlen(i) >= min))
             die("unexpected remote CQ data %#" PRIx64 " (%zu bytes)", c.data, c.len);
         seen[i] = true;
     }
@@ -293,6 +302,9 @@ void check_counters(Peer& p, bool server, uint32_t min)
             w = {0, 0, 0, big, 0, 0, conf_in}, declined_min = 1, declined_max = kInFlight;
     } else if (m == "rma-hostile") {
         w = server ? Want {big, 0, conf_out, 0, 0, big, 0} : Want {0, big, 0, big, 0, 0, conf_in};
+    } else if (m == "rma-forget") {
+        // The client confirms nothing; the server confirms its data writes.
+        w = server ? Want {big, 0, conf_out, big, 0, 0, 0} : Want {big, 0, 0, big, 0, 0, conf_in};
     } else if (m == "rma-nocap") {
         w = server ? Want {big, 0, conf_out, 0, 0, 0, 0} : Want {0, 0, 0, big, 0, 0, conf_in};
     }

@@ -183,6 +183,7 @@ run_pair local_cma_rma_corrupt "" "$ZC_FAULT" $((BASE_PORT + 26)) --cma-test rma
 run_pair local_cma_rma_refuse "" "" $((BASE_PORT + 22)) --cma-test rma-refuse --expect-path local
 run_pair local_cma_rma_hostile "" "" $((BASE_PORT + 23)) --cma-test rma-hostile --expect-path local
 run_pair local_cma_rma_nocap "" "" $((BASE_PORT + 24)) --cma-test rma-nocap --expect-path local
+run_pair local_cma_rma_forget "" "" $((BASE_PORT + 27)) --cma-test rma-forget --expect-path local
 # The normal run's RMA phase (writes in completion order, reads checked
 # against them, refused accesses, atomics) with its large writes copied.
 run_pair local_cma_rma_phase "" "$FAULT" $((BASE_PORT + 25)) --count 200 --rma-ops 100 --expect-path local
