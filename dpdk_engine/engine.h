@@ -128,6 +128,13 @@ struct EngineConfig {
     // the sender offers an address nobody maps (a hostile peer's list).
     int local_cma_fail_errno_for_test = 0;
     bool local_cma_bad_source_for_test = false;
+    // Tests only: our host-local channels do not say we take RMA writes by
+    // a single copy (as a peer of before that: local::kCapCmaWrite).
+    bool local_cma_no_write_cap_for_test = false;
+    // Tests only: an RMA write's single-copy answer that asks for the
+    // confirmation finds the write given up (as after a peer timeout): it
+    // fails kResponseTimeout and no confirmation is sent.
+    bool local_cma_forget_writes_for_test = false;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // FI_DPDK_UNEXPECTED_PEER_BYTES: unexpected eager data one peer may have
@@ -423,6 +430,13 @@ struct EndpointStats {
     // copies that faulted on the sender's addresses (kCopyFault).
     uint64_t cma_tx, cma_tx_faults, cma_declined;
     uint64_t cma_rx, cma_rx_bytes, cma_refused, cma_faults;
+    // The same for RMA writes (rma_cma.cpp): initiator: writes the target
+    // copied, of them those that faulted, offers declined (sent through the
+    // ring), confirmations sent; target: writes copied and their bytes,
+    // copies the kernel refused, copies that faulted, confirmations taken
+    // (their remote events raised).
+    uint64_t cma_wr_tx, cma_wr_tx_faults, cma_wr_declined, cma_wr_confirms;
+    uint64_t cma_wr_rx, cma_wr_rx_bytes, cma_wr_refused, cma_wr_faults, cma_wr_confirmed;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -66,6 +66,7 @@ void EngineImpl::local_init()
         fprintf(stderr, "dpdk engine: host-local path off: %s\n", strerror(-rc));
         return;
     }
+    hub->set_caps(cfg.local_cma_no_write_cap_for_test ? 0 : local::kCapCmaWrite);
     if (cfg.dump_stats)
         hub->report_to(stderr);
     local_hub = std::move(hub);

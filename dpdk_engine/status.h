@@ -27,7 +27,10 @@
     X(kAccessDenied, 3, "ACCESS_DENIED", kRemoteAccess)     /* region lacks the needed remote access */           \
     X(kBadAtomic, 4, "BAD_ATOMIC", kRemoteBadAtomic)        /* op/type unsupported, misaligned or bad count */    \
     X(kBadRequest, 5, "BAD_REQUEST", kProtocolError)        /* malformed request */                               \
-    X(kCopyFault, 6, "COPY_FAULT", kCopyFault) /* kFlagCma CTS: the sender's addresses could not be read */
+    X(kCopyFault, 6, "COPY_FAULT", kCopyFault) /* kFlagCma CTS/write resp: the source could not be read */        \
+    /* kFlagCma kRmaWriteResp: the target will not copy; the initiator sends the write through the ring */        \
+    /* (never reported: the mapping is for a response that carries it without kFlagCma, a peer's error) */        \
+    X(kCmaDeclined, 7, "CMA_DECLINED", kProtocolError)
 
 // X(name, libfabric error of a CQ error entry (positive FI_E*; 0 = success),
 //   to_string text, also the provider's fi_cq_strerror text)

@@ -29,6 +29,13 @@ struct Hello {
 };
 constexpr uint32_t kHelloMagic = 0x46494c43;  // "FILC"
 constexpr uint32_t kHelloVersion = 1;
+// What a side takes beyond frames, in the producer line of the ring it
+// writes (RingProducerLine::caps), not in the Hello: an accepting side of
+// before refuses a hello of any other size or version, so the hello
+// cannot grow without cutting new and old processes apart. Each side
+// writes its word once it has joined (Channel::advertise); the memfd starts
+// zeroed, so a peer of before reads as taking nothing.
+constexpr uint32_t kCapCmaWrite = 1u << 0;  // kRmaWrite with kFlagCma (wire.h): RMA writes by a single copy
 
 // Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
 // none when fd < 0. 0 or -errno.
@@ -113,6 +120,14 @@ class Channel {
 
     ChannelState state() const { return state_; }
     pid_t peer_pid() const { return peer_pid_; }
+    // Our kCap* bits, for the peer to read (once, when joined); the peer's
+    // (0 until it has joined, from a peer of before, or once unmapped).
+    void advertise(uint32_t caps)
+    {
+        if (map_)
+            tx_.set_caps(caps);
+    }
+    uint32_t peer_caps() const { return map_ ? rx_.producer_caps() : 0; }
     // The local endpoint (UDP port) this channel serves: the hub releases
     // it when that endpoint closes. 0 outside a hub.
     uint16_t local_port() const { return local_port_; }

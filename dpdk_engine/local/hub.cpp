@@ -175,6 +175,7 @@ Channel* Hub::connect(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64
         return nullptr;
     }
     c->set_local_port(local_port);
+    c->advertise(caps_);
     r.channel = c.get();
     add(std::move(c));
     if (channels_.empty() || channels_.back().get() != r.channel) {
@@ -250,6 +251,7 @@ bool Hub::finish_pending(int fd)
         pending_.erase(pending_.begin() + static_cast<long>(i));
         if (rc == 0) {
             c->set_local_port(port);
+            c->advertise(caps_);
             add(std::move(c));  // else the fd was closed (and so left the set)
         }
         return true;

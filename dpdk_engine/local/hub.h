@@ -35,6 +35,8 @@ class Hub {
     // that endpoint on the device path (logged). Only an open port connects
     // channels.
     void listen(uint16_t port);
+    // The kCap* bits (channel.h) every channel from now on advertises.
+    void set_caps(uint32_t caps) { caps_ = caps; }
     // The endpoint at `port` is gone: its listener, the connections not yet
     // accepted on it and every channel it used are released at once
     // (unmapped, closed: the peers see the hang-up), with its routes;
@@ -114,6 +116,7 @@ class Hub {
     static constexpr uint64_t kHelloWaitUs = 2000000;
 
  private:
+    uint32_t caps_ = 0;
     Channel* connect(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64_t now_us);
     void add(std::unique_ptr<Channel> c);
     // Destroys (recycles) the channels for which drop(c) holds, with their

@@ -211,4 +211,14 @@ bool RingConsumer::producer_wants_room()
     return false;
 }
 
+void RingProducer::set_caps(uint32_t caps)
+{
+    shared_->producer.caps.store(caps, std::memory_order_release);
+}
+
+uint32_t RingConsumer::producer_caps() const
+{
+    return shared_ ? shared_->producer.caps.load(std::memory_order_acquire) : 0;
+}
+
 }  // namespace dpdk_engine::local

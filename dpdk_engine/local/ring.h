@@ -52,6 +52,10 @@ constexpr size_t kCacheLine = 64;
 struct alignas(kCacheLine) RingProducerLine {
     std::atomic<uint32_t> tail;
     std::atomic<uint32_t> waiting_for_room;
+    // What the producer takes beyond the frames (kCap* bits, channel.h):
+    // written once by the producer when it joins; 0 from a peer of before
+    // (the memfd starts zeroed). A hint only: the consumer trusts no more.
+    std::atomic<uint32_t> caps;
 };
 struct alignas(kCacheLine) RingConsumerLine {
     std::atomic<uint32_t> head;
@@ -103,6 +107,8 @@ class RingProducer : public RingSide {
     // The same for a frame in pieces (an mbuf chain): `n` pieces.
     int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake);
     uint32_t free_slots();
+    // Says what we take (RingProducerLine::caps), once, when we join.
+    void set_caps(uint32_t caps);
     // Before sleeping with frames that found the ring full: sets the
     // waiting flag and looks once more. false: room appeared (flag
     // cleared), do not sleep.
@@ -131,6 +137,9 @@ class RingConsumer : public RingSide {
     // After a batch of pop()s: true when the producer said it waits for
     // room (the flag is cleared): the caller sends it a byte.
     bool producer_wants_room();
+    // What the producer said it takes (RingProducerLine::caps): 0 until it
+    // joined, and from a producer of before.
+    uint32_t producer_caps() const;
 
  private:
     bool refresh_tail();

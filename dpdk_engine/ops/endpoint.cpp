@@ -509,6 +509,13 @@ void Endpoint::dump_stats(FILE* f) const
             s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed,
             s.parked_abandoned, s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused, s.cma_tx,
             s.cma_tx_faults, s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults);
+    fprintf(f,
+            "dpdk engine endpoint %s:%u rma writes by a single copy: cma_wr_tx %" PRIu64
+            " cma_wr_tx_faults %" PRIu64 " cma_wr_declined %" PRIu64 " cma_wr_confirms %" PRIu64
+            " cma_wr_rx %" PRIu64 " cma_wr_rx_bytes %" PRIu64 " cma_wr_refused %" PRIu64 " cma_wr_faults %" PRIu64
+            " cma_wr_confirmed %" PRIu64 "\n",
+            ip, ep->addr.port, s.cma_wr_tx, s.cma_wr_tx_faults, s.cma_wr_declined, s.cma_wr_confirms, s.cma_wr_rx,
+            s.cma_wr_rx_bytes, s.cma_wr_refused, s.cma_wr_faults, s.cma_wr_confirmed);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

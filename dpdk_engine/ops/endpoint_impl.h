@@ -19,6 +19,10 @@
 
 namespace dpdk_engine {
 
+namespace local {
+class Channel;
+}
+
 class EngineImpl;
 
 class EndpointImpl : public Endpoint {
@@ -254,6 +258,25 @@ class EndpointImpl : public Endpoint {
     Delivery deliver_cts(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_rdv_data(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_write(Session* s, const wire::ParsedPacket& p);
+    // A write's remote events (FI_RMA_EVENT, remote CQ data) once its bytes
+    // are in place from `start`: the ring path's last segment, a single
+    // copy's confirmation.
+    void raise_write_events(Session* s, const wire::RmaExt* x, uint16_t flags, uint8_t* start);
+    // RMA writes by a single copy (rma_cma.cpp, wire.h kFlagCma): whether a
+    // write of `len` bytes to s's peer offers it; the target's side of an
+    // offer or a confirmation; the initiator's side of the answer.
+    bool offer_cma_write(const Session* s, uint64_t len) const;
+    Delivery deliver_cma_write(Session* s, const wire::ParsedPacket& p);
+    Delivery cma_write_answered(Session* s, TxOp* op, const wire::ParsedPacket& p);
+    // Shared with the message path: the channel a single copy from s's peer
+    // may read through (the frame came from a ring, that channel is s's
+    // route, the kernel gave its pid), else nullptr; a source list of
+    // exactly `total` bytes from p's payload into src/*n (false: malformed).
+    local::Channel* cma_channel(const Session* s) const;
+    // cma_channel refuses only because the frame is handled outside the
+    // round of the channel that routes s's peer (rma_cma.cpp).
+    bool cma_elsewhere(const Session* s) const;
+    bool take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* src, uint32_t* n);
     Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_read_resp(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);
@@ -315,6 +338,11 @@ TxOp* respond(EndpointImpl* ep, Session* s, TxOp::Kind kind, uint32_t peer_op, w
 // Where [addr, addr + len) of region `key` is, if `access` is allowed there.
 wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uint64_t len, uint32_t access,
                               uint8_t** out);
+// The checks of a write's bytes [offset, offset + len) (the whole
+// operation's range too at offset 0), for the ring path's segments and a
+// single copy alike; *dst: where those bytes go.
+wire::WireStatus check_write(EndpointImpl* ep, const wire::RmaExt* x, uint64_t offset, uint64_t len,
+                             uint8_t** dst);
 
 // ---- iov helpers (endpoint.cpp)
 // -EINVAL when n > kMaxIov, or a null array or buffer with a length.

@@ -44,7 +44,8 @@ constexpr PacketFamily kPacketFamilies[wire::kMaxPacketType + 1] = {
     {T::kMsgRts, build_rts, by<&E::deliver_rts>, false},
     {T::kMsgCts, build_cts, by<&E::deliver_cts>, false},
     {T::kMsgRdvData, build_rdv_data, by<&E::deliver_rdv_data>, false},
-    {T::kRmaWrite, build_rma_request, by<&E::deliver_write>, false},
+    // The RmaExt; with kFlagCma a source list instead of data (build_rma_write).
+    {T::kRmaWrite, build_rma_write, by<&E::deliver_write>, false},
     {T::kRmaReadReq, build_rma_request, by<&E::deliver_read_req>, false},
     {T::kRmaReadResp, build_response, by<&E::deliver_read_resp>, false},
     {T::kRmaWriteResp, build_response, by<&E::deliver_write_resp>, false},

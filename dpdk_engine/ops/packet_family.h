@@ -83,12 +83,21 @@ bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited);
 // its source list, one CmaSource per iovec of the message; 0 for any
 // other packet. The flag was taken when the packet was cut, so a
 // retransmission carries the same list.
+// The same for a kRmaWrite that offers one (rma_cma.cpp); its confirmation
+// (the op's cma_confirm) carries none.
 inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
 {
-    if (pkt.type != static_cast<uint8_t>(wire::PacketType::kMsgRts) || !(pkt.flags & wire::kFlagCma))
+    if (!(pkt.flags & wire::kFlagCma))
+        return 0;
+    if (pkt.type != static_cast<uint8_t>(wire::PacketType::kMsgRts) &&
+        (pkt.type != static_cast<uint8_t>(wire::PacketType::kRmaWrite) || pkt.op->cma_confirm))
         return 0;
     return static_cast<uint16_t>(pkt.op->iov_count * sizeof(wire::CmaSource));
 }
+
+// Writes op's source list (one CmaSource per iovec) as th's payload
+// (rma_cma.cpp): a kFlagCma RTS's or RMA write's.
+void write_source_list(const TxOp* op, wire::TransportHeader* th);
 
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
@@ -98,6 +107,7 @@ void build_rts(const InflightPacket& pkt, wire::TransportHeader* th);          /
 void build_cts(const InflightPacket& pkt, wire::TransportHeader* th);          // rendezvous.cpp
 void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th);     // rendezvous.cpp
 void build_rma_request(const InflightPacket& pkt, wire::TransportHeader* th);  // rma.cpp: write, read request
+void build_rma_write(const InflightPacket& pkt, wire::TransportHeader* th);    // rma_cma.cpp: + a source list
 void build_response(const InflightPacket& pkt, wire::TransportHeader* th);     // rma.cpp: every RespExt
 void build_atomic_request(const InflightPacket& pkt, wire::TransportHeader* th);  // atomic.cpp
 void build_conn_ctl(const InflightPacket& pkt, wire::TransportHeader* th);        // connection.cpp

@@ -67,6 +67,11 @@ void EndpointImpl::retry_cts(Session* s)
 Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
+    // An offer from a peer routed through a channel, handled outside that
+    // channel's round (held back by the fault injector), waits for its
+    // retransmission through the ring rather than being declined for good.
+    if ((p.flags & wire::kFlagCma) && !cma_channel(s) && cma_elsewhere(s))
+        return Delivery::kBlocked;
     bool tagged = p.flags & wire::kFlagTagged;
     PostedRecv* r = match_posted(tagged, s->peer, x->tag.get());
     if (r ? !free_ops : unexpected_count >= engine->cfg.unexpected_max || !peer_may_hold(s, 0))

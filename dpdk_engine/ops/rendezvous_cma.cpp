@@ -32,17 +32,8 @@ static_assert(kMaxIov <= local::kMaxCmaIov, "a message's pieces must fit a CMA c
 void build_rts(const InflightPacket& pkt, wire::TransportHeader* th)
 {
     build_msg_ext(pkt, th);
-    if (!cma_rts_bytes(pkt))
-        return;
-    const TxOp* op = pkt.op;
-    auto* src = reinterpret_cast<wire::CmaSource*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get());
-    const bool bad = op->session->ep->engine->cfg.local_cma_bad_source_for_test;
-    for (uint32_t i = 0; i < op->iov_count; i++) {
-        // The test's hostile peer: an address in the first page, which
-        // nobody maps (vm.mmap_min_addr).
-        src[i].addr.set(bad ? 0x1000 : reinterpret_cast<uintptr_t>(op->iov[i].iov_base));
-        src[i].len.set(op->iov[i].iov_len);
-    }
+    if (cma_rts_bytes(pkt))
+        write_source_list(pkt.op, th);  // rma_cma.cpp
 }
 
 bool EndpointImpl::offer_cma(const Session* s, uint64_t len) const
@@ -54,28 +45,14 @@ bool EndpointImpl::offer_cma(const Session* s, uint64_t len) const
 
 void EndpointImpl::take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPacket& p)
 {
-    // Only from a frame read from a ring, whose channel knows the pid; an
-    // offer that came otherwise, or that we no longer take, gets the ring
-    // path (a plain CTS).
-    // The channel must also be the one our frames to that address take: a
-    // frame the fault injector held back may be handled during another
-    // channel's round.
-    local::Channel* c = engine->rx_channel;
-    if (!c || c->peer_pid() <= 0 || !engine->cfg.local_cma_min || s->cma_rx_off ||
-        engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port) != c)
+    // Only from a frame read from a ring whose channel is the peer's route
+    // (cma_channel, rma_cma.cpp); an offer that came otherwise, or that we
+    // no longer take, gets the ring path (a plain CTS).
+    const local::Channel* c = cma_channel(s);
+    if (!c)
         return;
-    const uint32_t n = p.payload_len / sizeof(wire::CmaSource);
-    const auto* src = reinterpret_cast<const wire::CmaSource*>(p.payload);
-    uint64_t sum = 0;
-    bool ok = p.payload_len % sizeof(wire::CmaSource) == 0 && n >= 1 && n <= kMaxIov;
-    for (uint32_t i = 0; ok && i < n; i++) {
-        const uint64_t a = src[i].addr.get(), l = src[i].len.get();
-        ok = l <= m->total_len - sum && a <= UINTPTR_MAX - l;  // no overflow, never past the message
-        sum += ok ? l : 0;
-        m->cma_src[i].iov_base = reinterpret_cast<void*>(static_cast<uintptr_t>(a));
-        m->cma_src[i].iov_len = static_cast<size_t>(l);
-    }
-    if (!ok || sum != m->total_len) {
+    uint32_t n = 0;
+    if (!take_source_list(p, m->total_len, m->cma_src, &n)) {
         st.protocol_errors++;
         m->cma_bad = true;  // fails when matched, with an answer the sender completes on
         return;

@@ -35,6 +35,10 @@ int Endpoint::write(const RmaArgs& a)
     op->data = a.data;
     op->message_len = op->total_len = len;
     ep->take_payload(op, a.iov, a.iov_count, len);
+    if (ep->offer_cma_write(s, len)) {
+        op->cma = true;  // one packet, the source list (rma_cma.cpp)
+        op->total_len = 0;
+    }
     session_enqueue(s, op);
     ep->engine->kick(s);
     return 0;
@@ -88,12 +92,44 @@ wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uin
     return ep->cfg.regions->check(key, addr, len, access, out);
 }
 
+wire::WireStatus check_write(EndpointImpl* ep, const wire::RmaExt* x, uint64_t offset, uint64_t len, uint8_t** dst)
+{
+    const uint64_t total = x->total_len.get();
+    if (offset > total || len > total - offset)
+        return wire::WireStatus::kBadRequest;
+    wire::WireStatus status = wire::WireStatus::kOk;
+    if (offset == 0) {
+        // Check the whole range up front so a refused write changes nothing.
+        status = check_region(ep, x->key.get(), x->addr.get(), total, kMrRemoteWrite, dst);
+    }
+    if (status == wire::WireStatus::kOk)
+        status = check_region(ep, x->key.get(), x->addr.get() + offset, len, kMrRemoteWrite, dst);
+    return status;
+}
+
+void EndpointImpl::raise_write_events(Session* s, const wire::RmaExt* x, uint16_t flags, uint8_t* start)
+{
+    const uint64_t total = x->total_len.get();
+    if (cfg.rma_events)
+        report_rma_event(s, x->key.get(), start, total, kMrRemoteWrite);
+    if (flags & wire::kFlagRemoteData) {
+        Completion c;
+        c.type = CompletionType::kRemoteWrite;
+        c.has_data = true;
+        c.data = x->cq_data.get();
+        c.len = total;
+        c.src = s->peer;
+        complete(c);
+    }
+}
+
 Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
 {
+    if (p.flags & wire::kFlagCma)
+        return deliver_cma_write(s, p);  // rma_cma.cpp: an offer, or its confirmation
     const auto* x = reinterpret_cast<const wire::RmaExt*>(p.ext);
     uint32_t op_id = x->op_id.get();
     uint64_t offset = x->offset.get();
-    uint64_t total = x->total_len.get();
     bool last = p.flags & wire::kFlagLast;
     if (offset == 0)
         s->write_refused = false;
@@ -101,16 +137,8 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
         return Delivery::kDone;  // refused at an earlier segment: drop the rest
     if ((last || offset == 0) && !can_answer(s))
         return Delivery::kBlocked;  // a response may be needed: the peer is over its credits
-    wire::WireStatus status = wire::WireStatus::kOk;
     uint8_t* dst = nullptr;
-    if (offset > total || p.payload_len > total - offset) {
-        status = wire::WireStatus::kBadRequest;
-    } else if (offset == 0) {
-        // Check the whole range up front so a refused write changes nothing.
-        status = check_region(this, x->key.get(), x->addr.get(), total, kMrRemoteWrite, &dst);
-    }
-    if (status == wire::WireStatus::kOk)
-        status = check_region(this, x->key.get(), x->addr.get() + offset, p.payload_len, kMrRemoteWrite, &dst);
+    const wire::WireStatus status = check_write(this, x, offset, p.payload_len, &dst);
     if (status != wire::WireStatus::kOk) {
         s->write_refused = true;
         s->refused_write_op = op_id;
@@ -123,17 +151,7 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
     if (!last)
         return Delivery::kDone;
     session_enqueue_answer(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
-    if (cfg.rma_events)  // every segment is in place: the segments came in order
-        report_rma_event(s, x->key.get(), dst - offset, total, kMrRemoteWrite);
-    if (p.flags & wire::kFlagRemoteData) {
-        Completion c;
-        c.type = CompletionType::kRemoteWrite;
-        c.has_data = true;
-        c.data = x->cq_data.get();
-        c.len = total;
-        c.src = s->peer;
-        complete(c);
-    }
+    raise_write_events(s, x, p.flags, dst - offset);  // every segment is in place: they came in order
     return Delivery::kDone;
 }
 
@@ -246,6 +264,8 @@ Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& 
         st.protocol_errors++;
         return Delivery::kDone;
     }
+    if (op->cma || (p.flags & wire::kFlagCma))
+        return cma_write_answered(s, op, p);  // rma_cma.cpp
     op->status = op_status(static_cast<wire::WireStatus>(x->status.get()));
     op->response_done = true;
     maybe_finish_op(op);
@@ -273,7 +293,8 @@ void build_response(const InflightPacket& pkt, wire::TransportHeader* th)
     auto* x = reinterpret_cast<wire::RespExt*>(th + 1);
     x->op_id.set(op->answer.peer_op_id);
     x->status.set(static_cast<uint32_t>(op->answer.wire_status));
-    x->offset.set(pkt.offset);
+    // A write's answer to a single-copy offer: 1 asks for the confirmation.
+    x->offset.set(op->cma ? uint64_t(op->cma_confirm) : pkt.offset);
 }
 
 }  // namespace dpdk_engine

@@ -78,8 +78,13 @@ struct TxOp {
     uint32_t inflight = 0;     // packets sent and not yet acknowledged
     bool header_sent = false;  // a zero-payload op has sent its packet
     // kRts: offers the receiver a single copy (wire.h, kFlagCma); kCts: the
-    // receiver copied, answer.wire_status says how it went.
+    // receiver copied (or failed: answer.wire_status says why); kRdvData:
+    // the sender's confirmation of a copy (rendezvous_cma.cpp). kWrite: offers
+    // the target a single copy (rma_cma.cpp); kWriteResp: answers one.
     bool cma = false;
+    // kWrite with cma: its next packet is the confirmation the target asked
+    // for (no payload); kWriteResp: asks the initiator for it.
+    bool cma_confirm = false;
     uint64_t data = 0;  // remote CQ data (kOpRemoteData) of a message or a write
 
     // ---- the part of its kind (kind_info): alloc_op starts it, zeroed

@@ -194,7 +194,9 @@ bool held_by_fence(const Session* s, const TxOp* op)
 {
     if (!s->fence_head && !(op->flags & kOpFence))
         return false;
-    return kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData;  // rendezvous data: its RTS went
+    // Rendezvous data: its RTS went. A request holding its credit went too
+    // (a declined single-copy write sent again, a confirmation: rma_cma.cpp).
+    return kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData && !op->holds_credit;
 }
 
 void append(TxOp*& head, TxOp*& tail, TxOp* op)
@@ -231,11 +233,30 @@ void release_fenced(Session* s)
     } while (s->fence_head && !(s->fence_head->flags & kOpFence));
 }
 
+// RMA writes by a single copy (ops/rma_cma.cpp): until the peer has taken
+// one, an offer may be declined and its write sent again as segments, after
+// what was posted behind it, which FI_ORDER_STRICT and the RMA orders
+// forbid. So the first application operation posted after such an offer
+// is fenced (FI_FENCE's queue): it, and all after it, leave once the offer
+// has completed. Once a copy was taken (Session::cma_wr_proven), offers go
+// back to back.
+void cma_write_probe(Session* s, TxOp* op)
+{
+    if (s->cma_wr_fence_next && kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData &&
+        !op->holds_credit && !op->header_sent) {
+        op->flags |= kOpFence;
+        s->cma_wr_fence_next = false;
+    }
+    if (op->kind == TxOp::Kind::kWrite && op->cma && !op->cma_confirm && !op->holds_credit && !s->cma_wr_proven)
+        s->cma_wr_fence_next = true;
+}
+
 }  // namespace
 
 void session_enqueue(Session* s, TxOp* op)
 {
     op->queued = true;
+    cma_write_probe(s, op);
     if (held_by_fence(s, op))
         append(s->fence_head, s->fence_tail, op);
     else
@@ -336,7 +357,7 @@ void session_pump(Session* s, uint64_t now)
                 s->ep->complete_op(op, OpStatus::kPeerMtuSmaller);
                 continue;
             }
-            if (needs_response(op->kind) && !op->header_sent) {
+            if (needs_response(op->kind) && !op->holds_credit) {
                 // The target answers at most kRequestCredits of our requests
                 // at a time (tx_op.h): the rest wait here, in order.
                 if (s->requests_out >= kRequestCredits) {
@@ -578,6 +599,11 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
         s->ack_now = true;
         s->ack_pending = true;
         ep->engine->activate(s);
+        // The retransmission of a packet whose delivery was refused for now
+        // (RNR) retries it: a single-copy RMA write waits for one read from
+        // its peer's ring (rma_cma.cpp, cma_elsewhere).
+        if (s->rx_delivery == RxDeliveryState::kBlocked)
+            session_drain(s, now);
         return;
     }
     if (psn == s->ack_sent_psn)

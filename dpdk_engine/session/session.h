@@ -152,6 +152,8 @@ struct Session {
     // Host-local single copy (wire.h, kFlagCma), decided per peer: we stop
     // offering it once the peer answered an offer with the ring path, and
     // stop accepting it once the kernel refused us a copy from the peer.
+    // RMA writes take the same two flags (rma_cma.cpp): the same kernel
+    // check and the same direction (the target reads the initiator).
     bool cma_tx_off = false;
     bool cma_rx_off = false;
     HandshakeState handshake = HandshakeState::kGreeting;
@@ -165,7 +167,15 @@ struct Session {
     bool in_recovery = false;  // a loss episode: the window was cut once, until una passes recover_psn
     bool ack_pending = false;
     bool ack_now = false;
-    bool write_refused = false;   // refused_write_op is set
+    bool write_refused = false;  // refused_write_op is set
+    // RMA writes copied (rma_cma.cpp) whose remote events wait for the
+    // initiator's confirmation: a confirmation beyond them is refused.
+    uint32_t cma_confirms_due = 0;
+    // The peer has copied one of our RMA write offers (kOk or kCopyFault);
+    // until then the operation posted after an offer is fenced
+    // (session.cpp, cma_write_probe).
+    bool cma_wr_proven = false;
+    bool cma_wr_fence_next = false;
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool mtu_reported = false;    // the peer refused a frame over its MTU: logged once
     bool connected = false;       // FI_EP_MSG: keepalive, loss reported (connection.cpp)

@@ -95,7 +95,8 @@ inline void usage()
                     "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
                     "         [--deadline S] [--kill-test] [--stats]\n"
                     "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n"
-                    "         [--cma-test on|off|refuse|declined|hostile|late]\n"
+                    "         [--cma-test "
+                    "on|off|refuse|declined|hostile|late|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget]\n"
                     "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
@@ -144,7 +145,9 @@ inline Opts parse(int argc, char** argv)
         case 'C':
             o.cma_test = optarg;
             if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
-                o.cma_test != "hostile" && o.cma_test != "late")
+                o.cma_test != "hostile" && o.cma_test != "late" && o.cma_test != "rma-on" &&
+                o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" && o.cma_test != "rma-nocap" &&
+                o.cma_test != "rma-forget")
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;
@@ -197,6 +200,8 @@ struct Peer {
     Endpoint* ep = nullptr;
     MemoryRegistry mr {true, true};
     std::vector<Completion> comps;
+    std::vector<Completion> remote_writes;  // remote CQ data of the peer's writes
+    size_t rma_events = 0;                  // FI_RMA_EVENT completions (ec.rma_events)
     Address peer;
     const char* phase = "start";
     uint64_t last_ok_ms = 0;  // last successful completion (kill test)
@@ -223,6 +228,8 @@ struct Peer {
         ec.on_complete = on_complete;
         ec.owner = this;
         ec.regions = &mr;
+        // --cma-test rma-*: the server's remote events wait for confirmations.
+        ec.rma_events = o.server && o.cma_test.compare(0, 4, "rma-") == 0;
         rc = engine->open_endpoint(ec, &ep);
         if (rc)
             die("open_endpoint(port %u) = %d (%s)", ec.port, rc, strerror(-rc));
@@ -264,8 +271,14 @@ struct Peer {
         for (size_t i = 0; i < comps.size(); i++) {
             Completion c = comps[i];
             if (!c.context) {
-                if (c.type == CompletionType::kRemoteWrite)
-                    continue;  // remote CQ data of a write: counted nowhere
+                if (c.type == CompletionType::kRemoteWrite) {
+                    remote_writes.push_back(c);  // remote CQ data of a write
+                    continue;
+                }
+                if (c.type == CompletionType::kRmaEvent) {
+                    rma_events++;
+                    continue;
+                }
                 die("completion without context (type %d, %s)", int(c.type), to_string(c.status));
             }
             auto* op = static_cast<Op*>(c.context);
@@ -399,6 +412,8 @@ void zcopy_client(Peer& p, const Remote& r, CtlRecv& result);
 // --cma-test (engine_peer_cma.cpp): both roles after HELLO/INFO.
 void cma_server(Peer& p, CtlRecv& bye);
 void cma_client(Peer& p);
+// --cma-test rma-* (engine_peer_cma_rma.cpp): both roles write into each other.
+void cma_rma_run(Peer& p, bool server);
 
 }  // namespace engine_peer
 

@@ -322,8 +322,14 @@ void late_client(Peer& p)
 
 void cma_configure(const Opts& o, EngineConfig* cfg)
 {
-    if (o.cma_test == "refuse" && o.server)
+    if ((o.cma_test == "refuse" || o.cma_test == "rma-refuse") && o.server)
         cfg->local_cma_fail_errno_for_test = EPERM;
+    if (o.cma_test == "rma-hostile" && !o.server)
+        cfg->local_cma_bad_source_for_test = true;
+    if (o.cma_test == "rma-forget" && !o.server)
+        cfg->local_cma_forget_writes_for_test = true;
+    if (o.cma_test == "rma-nocap" && o.server)
+        cfg->local_cma_no_write_cap_for_test = true;
     if (o.cma_test == "declined" && o.server)
         cfg->local_cma_min = 0;
     if (o.cma_test == "hostile" && !o.server)
@@ -336,12 +342,17 @@ void cma_server(Peer& p, CtlRecv& bye)
         late_server(p, bye);
         return;
     }
+    const bool rma = p.o.cma_test.compare(0, 4, "rma-") == 0;
     p.phase = "cma: exchange";
-    exchange(p, true);
+    if (rma)
+        cma_rma_run(p, true);
+    else
+        exchange(p, true);
     p.phase = "cma: waiting for BYE";
     p.run_until([&] { return bye.got; });
     p.run_for(200);  // the BYE's acknowledgement
-    check_counters(p, true);
+    if (!rma)
+        check_counters(p, true);
 }
 
 void cma_client(Peer& p)
@@ -350,11 +361,16 @@ void cma_client(Peer& p)
         late_client(p);
         return;
     }
+    const bool rma = p.o.cma_test.compare(0, 4, "rma-") == 0;
     p.phase = "cma: exchange";
-    exchange(p, false);
+    if (rma)
+        cma_rma_run(p, false);
+    else
+        exchange(p, false);
     p.phase = "BYE";
     ctl_send(p, kBye, CtlMsg());
-    check_counters(p, false);
+    if (!rma)
+        check_counters(p, false);
 }
 
 }  // namespace engine_peer

@@ -17,8 +17,8 @@
 #
 # Environment: ENGINE_PEER=<path to engine_peer> (default: found next to
 # this script or in the build tree); TWO_PROCESS_SEED=<n> (default: fixed);
-# KEEP_LOGS=1 keeps the log directory; TWO_PROCESS_ONLY="name ..." runs only
-# the pairs named (a bug hunt repeats one pair).
+# KEEP_LOGS=1 keeps the log directory.
+# Arguments: pair names (e.g. local_cma_rma_on afpacket_kill) run only those.
 # automake runs .sh tests with $(SHELL), which may be dash.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
@@ -57,19 +57,15 @@ trap cleanup EXIT
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+ONLY=" $* "
+selected() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
+
 result() { # name status detail
     if [ "$2" = ok ]; then
         pair_result pass "$1" "$3"
     else
         pair_result fail "$1" "$3" "$LOGS/$1".*.log
     fi
-}
-
-# Whether pair $1 is to run (TWO_PROCESS_ONLY).
-selected() {
-    [ -z "${TWO_PROCESS_ONLY:-}" ] && return 0
-    case " $TWO_PROCESS_ONLY " in *" $1 "*) return 0 ;; esac
-    return 1
 }
 
 # run_pair NAME DEVICE FAULT PORT ARGS...: a normal server/client run.
@@ -176,7 +172,22 @@ run_pair local_cma_lossy "" "$FAULT" $((BASE_PORT + 14)) --cma-test on --expect-
 run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-path local
 run_pair local_cma_declined "" "" $((BASE_PORT + 17)) --cma-test declined --expect-path local
 run_pair local_cma_hostile "" "" $((BASE_PORT + 18)) --cma-test hostile --expect-path local
-run_pair local_cma_late "" "" $((BASE_PORT + 20)) --cma-test late --expect-path local
+run_pair local_cma_late "" "" $((BASE_PORT + 28)) --cma-test late --expect-path local
+# RMA writes by a single copy (engine_peer_cma_rma.cpp): both ways at
+# once, every byte and guard byte, remote CQ data and FI_RMA_EVENT only
+# after the confirmation, refused writes, a kernel that refuses, a hostile
+# initiator's address, a peer without the capability, and lossy rings.
+run_pair local_cma_rma_on "" "" $((BASE_PORT + 20)) --cma-test rma-on --expect-path local
+run_pair local_cma_rma_lossy "" "$FAULT" $((BASE_PORT + 21)) --cma-test rma-on --expect-path local
+# Damaged frames both ways (a source list is checked by its payload CRC).
+run_pair local_cma_rma_corrupt "" "$ZC_FAULT" $((BASE_PORT + 26)) --cma-test rma-on --expect-path local
+run_pair local_cma_rma_refuse "" "" $((BASE_PORT + 22)) --cma-test rma-refuse --expect-path local
+run_pair local_cma_rma_hostile "" "" $((BASE_PORT + 23)) --cma-test rma-hostile --expect-path local
+run_pair local_cma_rma_nocap "" "" $((BASE_PORT + 24)) --cma-test rma-nocap --expect-path local
+run_pair local_cma_rma_forget "" "" $((BASE_PORT + 27)) --cma-test rma-forget --expect-path local
+# The normal run's RMA phase (writes in completion order, reads checked
+# against them, refused accesses, atomics) with its large writes copied.
+run_pair local_cma_rma_phase "" "$FAULT" $((BASE_PORT + 25)) --count 200 --rma-ops 100 --expect-path local
 # Over the device nothing is offered: the same counters as with the knob off.
 export FI_DPDK_HOST_LOCAL=0
 run_pair afpacket_cma "" "" $((BASE_PORT + 19)) --cma-test off --expect-path device

@@ -281,6 +281,35 @@ struct RmaExt {
 };
 static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
 
+// kFlagCma on kRmaWrite and kRmaWriteResp: an RMA write by a single copy
+// between two processes of one host (docs/host_local.md, "RMA writes in one
+// copy"; ops/rma_cma.cpp). The initiator may send a write of at least
+// FI_DPDK_LOCAL_CMA_MIN bytes as ONE kRmaWrite with kFlagCma and kFlagLast
+// (offset 0, total_len the write's length) whose payload is its source list
+// (1..kMaxCmaSources CmaSource entries adding up to total_len) instead of
+// data, and only to a peer whose host-local channel says it takes one
+// (local::kCapCmaWrite, in the shared rings' producer line, not in any
+// packet). The target checks key, bounds and access exactly as for a
+// segmented write, takes the list only from a frame read through the
+// ring of the peer's channel, reads the bytes with process_vm_readv from
+// the pid the kernel gave that channel and answers with a kRmaWriteResp
+// carrying kFlagCma: status kOk, kCopyFault (the source could not be
+// read: the write failed, the target memory may hold part of it), a
+// refusal of the ring path (kInvalidKey, kOutOfBounds, kAccessDenied),
+// kBadRequest (a malformed list) or kCmaDeclined (the target will not or
+// cannot copy: the initiator sends the write again as plain segments and
+// stops offering to that peer). RespExt.offset is 1 when the target holds
+// remote events for the write (FI_RMA_EVENT, kFlagRemoteData), else 0: the
+// initiator then sends, if the operation is still its own, a confirmation:
+// a kRmaWrite with kFlagCma, the same RmaExt (and kFlagRemoteData) and no
+// payload. Only then does the target raise the events; one it did not ask
+// for is dropped (a protocol error). An initiator that gave up on the write
+// sends none, so a copy that may have read a freed buffer never shows.
+// Compatibility without a version bump: a target that does not know the
+// flag would write the list into its memory as data and answer kOk, so an
+// initiator offers only to a channel that says kCapCmaWrite, which a peer
+// of before never does; kFlagCma answers are only sent to offers.
+
 // Atomic operation kinds.
 enum class AtomicKind : uint8_t {
     kPlain = 0,

@@ -55,7 +55,7 @@ local conn_kinds = { [1] = "ConnReq", [2] = "Accept", [3] = "Reject", [4] = "Shu
 -- WireStatus (wire.h).
 local wire_status = {
     [0] = "Ok", [1] = "InvalidKey", [2] = "OutOfBounds", [3] = "AccessDenied",
-    [4] = "BadAtomic", [5] = "BadRequest", [6] = "CopyFault",
+    [4] = "BadAtomic", [5] = "BadRequest", [6] = "CopyFault", [7] = "CmaDeclined",
 }
 -- AtomicOp and AtomicType (atomic_ops.h): libfabric's enum fi_op / fi_datatype.
 local atomic_ops = {
@@ -269,6 +269,11 @@ local function dissect_ext(kind, tvb, off, tree, flags)
         local t = tree:add(p, tvb(off, 16), "RespExt")
         add_u(t, f.resp_op_id, tvb, off, 4); add_u(t, f.resp_status, tvb, off + 4, 4)
         add_u(t, f.resp_offset, tvb, off + 8, 8)
+        if band(flags, FLAG_CMA) ~= 0 then
+            -- (kRmaWriteResp only) the answer to a single-copy RMA write: offset 1 asks for the confirmation.
+            return " copied " .. (wire_status[tvb(off + 4, 4):uint()] or "status?") ..
+                       (tvb(off + 8, 8):uint64():tonumber() == 1 and " (confirm)" or "")
+        end
         return " " .. (wire_status[tvb(off + 4, 4):uint()] or "status?")
     elseif kind == DGRAM then
         local t = tree:add(p, tvb(off, 16), "DgramExt")
@@ -359,8 +364,10 @@ local function dissect(tvb, pinfo, tree)
             if rlen > 0 then rt:add(f.rec_data, tvb(at + PACKED_RECORD_LEN, rlen)) end
             at = at + PACKED_RECORD_LEN + rlen
         end
-    elseif kind == MSG and ptype == 4 and band(flags, FLAG_CMA) ~= 0 then
-        -- A single-copy RTS: its payload is the sender's source list.
+    elseif kind == RMA and ptype == 7 and band(flags, FLAG_CMA) ~= 0 and plen == 0 then
+        info = info .. " [single copy confirmed]"
+    elseif (kind == MSG and ptype == 4 or kind == RMA and ptype == 7) and band(flags, FLAG_CMA) ~= 0 then
+        -- A single-copy RTS or RMA write: its payload is the sender's source list.
         local n = math.floor(plen / CMA_SOURCE_LEN)
         if plen % CMA_SOURCE_LEN ~= 0 then t:add_proto_expert_info(e_bad_len) end
         for i = 0, n - 1 do

@@ -1,0 +1,258 @@
+// RMA writes by a single copy between two processes of one host (wire.h,
+// kFlagCma on kRmaWrite and kRmaWriteResp; docs/host_local.md, "RMA writes
+// in one copy"). Instead of crossing the ring in frames, a large write to a
+// peer that said it takes them (local::kCapCmaWrite) is one kRmaWrite
+// packet carrying the initiator's source list; the target checks it like
+// any write (check_write: key, bounds, access), reads the bytes straight
+// into the registered memory with one process_vm_readv and answers with
+// the status.
+//
+// Remote events wait for a confirmation. The copy reads whatever the
+// initiator's addresses hold when it runs: an initiator that gave up on the
+// write (its session timed out) may have freed or reused the buffer, and
+// the target cannot tell those bytes from the right ones. So a write with
+// remote events at the target (FI_RMA_EVENT, remote CQ data) is answered
+// with a request for confirmation, and the events are raised only when the
+// initiator's confirmation comes: a small sequenced packet it sends only if
+// the operation was still its own when the answer arrived. A write without
+// remote events needs none (nobody at the target learns of it; the
+// initiator's completion says what it says on the ring path).
+//
+// The messages' single copy (rendezvous_cma.cpp) shares the per-peer
+// fallback (Session::cma_tx_off, cma_rx_off), the channel rule and the
+// source list check below.
+#include <errno.h>
+#include <sys/uio.h>
+
+#include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/local/cma_copy.h"
+#include "dpdk_engine/ops/packet_family.h"
+
+namespace dpdk_engine {
+
+// ---------------------------------------------------------------------------
+// Shared with the message path.
+
+local::Channel* EndpointImpl::cma_channel(const Session* s) const
+{
+    // Only from a frame read from a ring, whose channel knows the pid. The
+    // channel must also be the one our frames to that address take: a
+    // frame the fault injector held back may be handled during another
+    // channel's round.
+    local::Channel* c = engine->rx_channel;
+    if (!c || c->peer_pid() <= 0 || !engine->cfg.local_cma_min || s->cma_rx_off ||
+        engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port) != c)
+        return nullptr;
+    return c;
+}
+
+// A write offer must not be declined for where its frame was handled: once
+// the peer has seen a copy taken it no longer fences (session.cpp,
+// cma_write_probe), and a declined write sent again would land after what
+// was posted behind it. A frame of a peer routed through a channel that we
+// handle outside that channel's round (the fault injector held it back, a
+// parked packet retried by a timer) waits instead (kBlocked): the sender
+// retransmits it through the ring, and that copy is delivered there.
+bool EndpointImpl::cma_elsewhere(const Session* s) const
+{
+    if (!engine->local_hub || !engine->cfg.local_cma_min || s->cma_rx_off)
+        return false;
+    const local::Channel* route = engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port);
+    return route && route->peer_pid() > 0 && route != engine->rx_channel;
+}
+
+bool EndpointImpl::take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* out, uint32_t* count)
+{
+    const uint32_t n = p.payload_len / sizeof(wire::CmaSource);
+    const auto* src = reinterpret_cast<const wire::CmaSource*>(p.payload);
+    uint64_t sum = 0;
+    bool ok = p.payload_len % sizeof(wire::CmaSource) == 0 && n >= 1 && n <= kMaxIov;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const uint64_t a = src[i].addr.get(), l = src[i].len.get();
+        ok = l <= total - sum && a <= UINTPTR_MAX - l;  // no overflow, never past the operation
+        sum += ok ? l : 0;
+        out[i].iov_base = reinterpret_cast<void*>(static_cast<uintptr_t>(a));
+        out[i].iov_len = static_cast<size_t>(l);
+    }
+    if (!ok || sum != total)
+        return false;
+    *count = n;
+    return true;
+}
+
+void write_source_list(const TxOp* op, wire::TransportHeader* th)
+{
+    auto* src = reinterpret_cast<wire::CmaSource*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get());
+    const bool bad = op->session->ep->engine->cfg.local_cma_bad_source_for_test;
+    for (uint32_t i = 0; i < op->iov_count; i++) {
+        // The test's hostile peer: an address in the first page, which
+        // nobody maps (vm.mmap_min_addr).
+        src[i].addr.set(bad ? 0x1000 : reinterpret_cast<uintptr_t>(op->iov[i].iov_base));
+        src[i].len.set(op->iov[i].iov_len);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Initiator.
+
+bool EndpointImpl::offer_cma_write(const Session* s, uint64_t len) const
+{
+    if (!offer_cma(s, len))
+        return false;
+    const local::Channel* c = engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port);
+    return c && (c->peer_caps() & local::kCapCmaWrite);
+}
+
+// kRmaWrite: the RmaExt, and with kFlagCma on an offer the source list.
+void build_rma_write(const InflightPacket& pkt, wire::TransportHeader* th)
+{
+    build_rma_request(pkt, th);
+    if (cma_rts_bytes(pkt))
+        write_source_list(pkt.op, th);
+}
+
+Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
+    const auto answer = static_cast<wire::WireStatus>(x->status.get());
+    if (!op->cma) {
+        st.protocol_errors++;  // an answer to an offer we never made: the real one may still come
+        return Delivery::kDone;
+    }
+    if (!(p.flags & wire::kFlagCma)) {
+        // A plain answer to an offer: only a peer that does not know the
+        // flag sends one, and it took the list for data. Never offered again.
+        st.protocol_errors++;
+        s->cma_tx_off = true;
+        op->status = OpStatus::kProtocolError;
+        op->response_done = true;
+        maybe_finish_op(op);
+        return Delivery::kDone;
+    }
+    if (answer == wire::WireStatus::kCmaDeclined) {
+        // The target will not or cannot copy: this write goes through the
+        // ring as segments, and no later one to that peer is offered.
+        s->cma_tx_off = true;
+        st.cma_wr_declined++;
+        op->cma = false;
+        op->total_len = op->message_len;
+        op->next_offset = 0;
+        op->header_sent = false;
+        session_enqueue(s, op);
+        return Delivery::kDone;
+    }
+    op->status = op_status(answer);
+    op->response_done = true;
+    if (answer == wire::WireStatus::kOk)
+        st.cma_wr_tx++;
+    else if (answer == wire::WireStatus::kCopyFault)
+        st.cma_wr_tx_faults++;
+    if (answer == wire::WireStatus::kOk || answer == wire::WireStatus::kCopyFault)
+        s->cma_wr_proven = true;  // the peer's kernel lets it read us: no more fences (session.cpp)
+    if (answer == wire::WireStatus::kOk && x->offset.get() == 1 && engine->cfg.local_cma_forget_writes_for_test) {
+        // The test's initiator that gave up on the write before the answer
+        // came: the target copied, and must raise no event.
+        st.protocol_errors++;
+        complete_op(op, OpStatus::kResponseTimeout);
+        return Delivery::kDone;
+    }
+    if (answer == wire::WireStatus::kOk && x->offset.get() == 1) {
+        // The target holds remote events for it: the operation is still
+        // ours, say so. The write is done: it is reported now, in the order
+        // of the answers, as on the ring path (the op itself lives until
+        // that packet is acknowledged; a failure then is a late failure, as
+        // for an inject). Queued first: what the completion posts follows it.
+        op->cma_confirm = true;
+        op->total_len = 0;
+        op->next_offset = 0;
+        op->header_sent = false;
+        st.cma_wr_confirms++;
+        session_enqueue(s, op);
+        if (op->flags & kOpCompletion)
+            report(op, OpStatus::kOk);
+        op->flags |= kOpInjectComplete;  // reported: complete_op does not again
+        return Delivery::kDone;
+    }
+    maybe_finish_op(op);
+    return Delivery::kDone;
+}
+
+// ---------------------------------------------------------------------------
+// Target.
+
+Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p)
+{
+    const auto* x = reinterpret_cast<const wire::RmaExt*>(p.ext);
+    const uint64_t total = x->total_len.get();
+    uint8_t* dst = nullptr;
+    if (p.payload_len == 0) {
+        // The confirmation of a write we copied and asked it for: the
+        // initiator still knew the operation when our answer came.
+        if (s->cma_confirms_due == 0 || check_write(this, x, 0, total, &dst) != wire::WireStatus::kOk) {
+            st.protocol_errors++;  // none asked for, or the region went meanwhile: no event
+            return Delivery::kDone;
+        }
+        s->cma_confirms_due--;
+        st.cma_wr_confirmed++;
+        raise_write_events(s, x, p.flags, dst);
+        return Delivery::kDone;
+    }
+    // kRmaWrite carries kFlagPayloadCrc: the list is checked like a
+    // segment's data before anything reads it (the rings check it only
+    // under the fault injector's corruption, as every frame).
+    wire::ParsedPacket checked = p;
+    if (!wire::payload_crc_ok(&checked))
+        return Delivery::kCorrupt;  // nothing changed: the retransmission brings it again
+    if (!can_answer(s))
+        return Delivery::kBlocked;
+    // The ring path's checks first: a write refused there is refused here
+    // with the same status, whatever else the offer says.
+    wire::WireStatus status = check_write(this, x, 0, total, &dst);
+    const local::Channel* c = nullptr;
+    iovec src[kMaxIov];
+    uint32_t n = 0;
+    if (status == wire::WireStatus::kOk) {
+        c = cma_channel(s);
+        if (!c && cma_elsewhere(s))
+            return Delivery::kBlocked;  // nothing changed: taken when it comes through the ring
+        if (!c) {
+            status = wire::WireStatus::kCmaDeclined;  // not through the peer's ring, or not taken now
+        } else if (!take_source_list(p, total, src, &n)) {
+            st.protocol_errors++;
+            status = wire::WireStatus::kBadRequest;
+        }
+    } else {
+        st.rma_refused++;
+    }
+    bool confirm = false;
+    if (status == wire::WireStatus::kOk) {
+        const int fail = engine->cfg.local_cma_fail_errno_for_test;
+        const iovec d {dst, static_cast<size_t>(total)};
+        const int rc = fail ? -fail : local::cma_read(c->peer_pid(), &d, 1, src, n, total);
+        if (rc == -EFAULT) {
+            status = wire::WireStatus::kCopyFault;  // bytes already copied stay: a write that failed
+            st.cma_wr_faults++;
+        } else if (rc != 0) {
+            // Refused: this write and that peer's later ones take the ring
+            // (a lack of memory is no verdict on the peer).
+            st.cma_wr_refused++;
+            if (rc != -ENOMEM)
+                s->cma_rx_off = true;
+            status = wire::WireStatus::kCmaDeclined;
+        } else {
+            st.cma_wr_rx++;
+            st.cma_wr_rx_bytes += total;
+            confirm = cfg.rma_events || (p.flags & wire::kFlagRemoteData);
+        }
+    }
+    TxOp* op = respond(this, s, TxOp::Kind::kWriteResp, x->op_id.get(), wire::WireStatus::kOk);
+    op->answer.wire_status = status;
+    op->cma = true;
+    op->cma_confirm = confirm;
+    s->cma_confirms_due += confirm;
+    session_enqueue_answer(s, op);
+    return Delivery::kDone;
+}
+
+}  // namespace dpdk_engine

@@ -1,0 +1,361 @@
+// engine_peer --cma-test rma-MODE: RMA writes by a single copy (wire.h,
+// kFlagCma on kRmaWrite; dpdk_engine/ops/rma_cma.cpp) between two
+// processes.
+//
+// Each role registers a region and writes kWrites writes into the peer's
+// at once (up to kInFlight outstanding each way), of sizes around
+// FI_DPDK_LOCAL_CMA_MIN and up to 3 MiB, out of one to three pieces at odd
+// offsets, every third with remote CQ data, into windows at odd offsets
+// separated by guard bytes. The server's endpoint has FI_RMA_EVENT on (so
+// every copy into it waits for the client's confirmation), the client's
+// has not (only the writes with remote CQ data do). Each role also sends
+// writes that must be refused (bad key, out of bounds, a region without
+// write access) above and below the threshold: the same status both
+// ways, nothing changed. Then each tells the other it is done (a message:
+// after every confirmation of its writes), and the target checks every
+// byte of every window, every guard byte, the read-only region, the
+// remote CQ data and the FI_RMA_EVENT completions it got, and its counters:
+//   rma-on      both copy: every write of at least the threshold copied
+//   rma-refuse  the server's kernel "refuses" (EPERM, a test hook): the
+//               client's writes fall back to the rings, the server's copy
+//   rma-hostile the client offers an address nobody maps: its big writes
+//               fail kCopyFault at both ends, no remote event at the server
+//   rma-nocap   the server's channels do not say they take RMA writes by a
+//               copy (a peer of before): the client never offers
+//   rma-forget  the client finds each big write given up when the server's
+//               answer asks for the confirmation (a test hook, as after a
+//               peer timeout): the bytes are in the server's memory, but
+//               the server raises no remote event for them
+#include <errno.h>
+
+#include "dpdk_engine/tests/engine_peer.h"
+
+namespace engine_peer {
+
+namespace {
+
+constexpr size_t kSizes[] = {16385, 65535, 65536, 65537, 100003, 1u << 20, (3u << 20) + 7, 262144};
+constexpr size_t kWrites = 24;
+constexpr size_t kInFlight = 6;
+constexpr size_t kGap = 64;  // guard bytes before each window (and after the last)
+constexpr uint8_t kGuardByte = 0x5A;
+constexpr uint64_t kStamp = 0xC3B0000000000ull;  // | from_server << 24 | index
+constexpr Ctl kRegionCtl = static_cast<Ctl>(16);
+constexpr Ctl kDoneCtl = static_cast<Ctl>(17);
+
+size_t wlen(size_t i)
+{
+    return kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
+}
+
+bool with_data(size_t i)
+{
+    return i % 3 == 0;
+}
+
+// Write i is followed at once by an 8-byte write over its first bytes (the
+// rings): the order of writes (FI_ORDER_RMA_WAW) must hold, also when the
+// big one's offer is declined and it is sent again.
+bool overwritten(size_t i)
+{
+    return i % 4 == 2;
+}
+constexpr uint64_t kOverStamp = 0x800000;
+
+uint64_t stamp(bool from_server, size_t i)
+{
+    return kStamp | uint64_t(from_server) << 24 | i;
+}
+
+// Where write i lands in the target's region: odd offsets, kGap+ apart.
+size_t window(size_t i)
+{
+    size_t off = 0;
+    for (size_t k = 0; k < i; k++)
+        off += kGap + (k % 7) + wlen(k);
+    return off + kGap + (i % 7);
+}
+
+size_t region_len()
+{
+    return window(kWrites) + kGap;
+}
+
+// Cuts [p, p + len) into 1 + k % 3 pieces at odd offsets.
+unsigned cut(uint8_t* p, size_t len, size_t k, iovec* iov)
+{
+    const size_t a = len / 3 + 1, b = 2 * len / 3 + 3;
+    switch (k % 3) {
+    case 1:
+        iov[0] = {p, a};
+        iov[1] = {p + a, len - a};
+        return 2;
+    case 2:
+        iov[0] = {p, a};
+        iov[1] = {p + a, b - a};
+        iov[2] = {p + b, len - b};
+        return 3;
+    default: iov[0] = {p, len}; return 1;
+    }
+}
+
+struct Mode {
+    bool we_hostile, peer_hostile;  // the client's big writes fault
+    bool we_forget, peer_forgets;   // the client gives its big writes up at the answer
+};
+
+Mode mode_of(const Opts& o, bool server)
+{
+    const bool hostile = o.cma_test == "rma-hostile", forget = o.cma_test == "rma-forget";
+    return {hostile && !server, hostile && server, forget && !server, forget && server};
+}
+
+Completion write_wait(Peer& p, const iovec* iov, unsigned n, uint64_t addr, uint64_t key)
+{
+    return wait_op(
+        p,
+        [&](void* ctx) {
+            RmaArgs a;
+            a.dest = p.peer;
+            a.iov = iov;
+            a.iov_count = n;
+            a.addr = addr;
+            a.key = key;
+            a.flags = kOpCompletion;
+            a.context = ctx;
+            return p.ep->write(a);
+        },
+        "refused write");
+}
+
+struct Region {
+    uint64_t addr, key, len, ro_addr, ro_key;
+};
+
+// Our writes into the peer's region, all checked at our end.
+void write_all(Peer& p, const Region& r, bool server, uint32_t min)
+{
+    const Mode m = mode_of(p.o, server);
+    struct W : Op {
+        std::vector<uint8_t> buf;
+        size_t i = 0;
+    };
+    std::deque<W> ws;
+    size_t posted = 0, done = 0, over_posted = 0, over_done = 0;
+    while (done < kWrites || over_done < over_posted) {
+        while (posted < kWrites && posted - done < kInFlight) {
+            const size_t len = wlen(posted);
+            ws.emplace_back();
+            W& w = ws.back();
+            w.i = posted;
+            w.buf.resize(len + 13);
+            fill_payload(w.buf.data() + 13, len, stamp(server, posted));
+            w.on_done = [&done, len, min, m](Op* op, const Completion& c) {
+                const OpStatus expect = m.we_hostile && len >= min  ? OpStatus::kCopyFault
+                                        : m.we_forget && len >= min ? OpStatus::kResponseTimeout
+                                                                    : OpStatus::kOk;
+                if (c.status != expect)
+                    die("cma write %zu (%zu bytes): %s, expected %s", static_cast<W*>(op)->i, len,
+                        to_string(c.status), to_string(expect));
+                static_cast<W*>(op)->buf = std::vector<uint8_t>();  // ours again
+                done++;
+            };
+            iovec iov[3];
+            RmaArgs a;
+            a.dest = p.peer;
+            a.iov = iov;
+            a.iov_count = cut(w.buf.data() + 13, len, posted, iov);
+            a.addr = r.addr + window(posted);
+            a.key = r.key;
+            a.data = stamp(server, posted);
+            a.flags = kOpCompletion | (with_data(posted) ? uint32_t(kOpRemoteData) : 0u);
+            a.context = &w;
+            if (p.ep->write(a))
+                die("cma write %zu", posted);
+            if (overwritten(posted)) {
+                ws.emplace_back();
+                W& o = ws.back();
+                o.i = posted;
+                o.buf.resize(8);
+                fill_payload(o.buf.data(), 8, stamp(server, posted) | kOverStamp);
+                o.on_done = [&over_done](Op* op, const Completion& c) {
+                    if (c.status != OpStatus::kOk)
+                        die("overwrite of write %zu: %s", static_cast<W*>(op)->i, to_string(c.status));
+                    over_done++;
+                };
+                iovec oi {o.buf.data(), 8};
+                RmaArgs b;
+                b.dest = p.peer;
+                b.iov = &oi;
+                b.iov_count = 1;
+                b.addr = r.addr + window(posted);
+                b.key = r.key;
+                b.flags = kOpCompletion;
+                b.context = &o;
+                if (p.ep->write(b))
+                    die("overwrite %zu", posted);
+                over_posted++;
+            }
+            posted++;
+        }
+        p.pump();
+    }
+    // Refused writes, below and above the threshold: the same status.
+    std::vector<uint8_t> junk(min + 5000, 0x66);
+    struct Bad {
+        uint64_t addr, key;
+        OpStatus want;
+    } bads[] = {
+        {r.addr, r.key ^ 0x1234567, OpStatus::kRemoteInvalidKey},
+        {r.addr + r.len - 10, r.key, OpStatus::kRemoteOutOfBounds},
+        {r.addr - 8, r.key, OpStatus::kRemoteOutOfBounds},
+        {r.ro_addr, r.ro_key, OpStatus::kRemoteAccess},
+    };
+    for (const Bad& b : bads) {
+        for (size_t len : {size_t(100), size_t(min) + 4999}) {
+            iovec iov[3];
+            const unsigned n = cut(junk.data() + 1, len, len, iov);
+            const Completion c = write_wait(p, iov, n, b.addr, b.key);
+            if (c.status != b.want)
+                die("refused write of %zu bytes: %s, expected %s", len, to_string(c.status), to_string(b.want));
+        }
+    }
+}
+
+// What the peer's writes must have left in our region, and the events.
+void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector<uint8_t>& ro, bool server,
+                  uint32_t min)
+{
+    const Mode m = mode_of(p.o, server);
+    std::vector<uint8_t> want;
+    size_t prev_end = 0;
+    size_t data_want = 0, events_want = 0;
+    for (size_t i = 0; i < kWrites; i++) {
+        const size_t len = wlen(i), at = window(i);
+        for (size_t k = prev_end; k < at; k++)
+            if (region[k] != kGuardByte)
+                die("byte %zu of our region (a guard before window %zu) changed", k, i);
+        prev_end = at + len;
+        const bool failed = m.peer_hostile && len >= min;
+        events_want += overwritten(i);
+        if (failed)
+            continue;                           // what a faulted copy left is not defined
+        if (!(m.peer_forgets && len >= min)) {  // copied, never confirmed: no event
+            events_want++;
+            data_want += with_data(i);
+        }
+        want.resize(len);
+        fill_payload(want.data(), len, stamp(!server, i));
+        if (overwritten(i))
+            fill_payload(want.data(), 8, stamp(!server, i) | kOverStamp);
+        if (mcmp(region.data() + at, want.data(), len) != 0)
+            die("window %zu (%zu bytes) of our region differs from the peer's write", i, len);
+    }
+    for (size_t k = prev_end; k < region.size(); k++)
+        if (region[k] != kGuardByte)
+            die("byte %zu of our region (past the last window) changed", k);
+    for (size_t k = 0; k < ro.size(); k++)
+        if (ro[k] != kGuardByte)
+            die("byte %zu of our read-only region changed", k);
+    // Remote CQ data: exactly the successful writes that carried it, once.
+    std::vector<bool> seen(kWrites);
+    for (const Completion& c : p.remote_writes) {
+        const size_t i = c.data & 0xFFFFFF;
+        if ((c.data & ~uint64_t(0xFFFFFF)) != stamp(!server, 0) || i >= kWrites || !with_data(i) || seen[i] ||
+            c.len != wlen(i) || ((m.peer_hostile || m.peer_forgets) && wlen(i) >= min))
+            die("unexpected remote CQ data %#" PRIx64 " (%zu bytes)", c.data, c.len);
+        seen[i] = true;
+    }
+    if (p.remote_writes.size() != data_want)
+        die("remote CQ data of %zu writes, expected %zu", p.remote_writes.size(), data_want);
+    // FI_RMA_EVENT (the server's endpoint): one per applied write.
+    if (server && p.rma_events != events_want)
+        die("%zu FI_RMA_EVENT completions, expected %zu", p.rma_events, events_want);
+    say("cma rma target: %zu windows and every guard byte checked, %zu remote CQ data, %zu rma events", kWrites,
+        p.remote_writes.size(), p.rma_events);
+}
+
+void check_counters(Peer& p, bool server, uint32_t min)
+{
+    const EndpointStats& st = p.ep->stats();
+    const std::string& m = p.o.cma_test;
+    uint64_t big = 0, big_data = 0;
+    for (size_t i = 0; i < kWrites; i++) {
+        big += wlen(i) >= min;
+        big_data += wlen(i) >= min && with_data(i);
+    }
+    say("cma rma counters: tx %" PRIu64 " tx_faults %" PRIu64 " declined %" PRIu64 " confirms %" PRIu64
+        " rx %" PRIu64 " rx_bytes %" PRIu64 " refused %" PRIu64 " faults %" PRIu64 " confirmed %" PRIu64,
+        st.cma_wr_tx, st.cma_wr_tx_faults, st.cma_wr_declined, st.cma_wr_confirms, st.cma_wr_rx,
+        st.cma_wr_rx_bytes, st.cma_wr_refused, st.cma_wr_faults, st.cma_wr_confirmed);
+    // Our copies of the peer's writes need a confirmation for each (the
+    // server: FI_RMA_EVENT) or for those with data (the client).
+    const uint64_t conf_in = server ? big : big_data, conf_out = server ? big_data : big;
+    struct Want {
+        uint64_t tx, tx_faults, confirms, rx, refused, faults, confirmed;
+    } w {big, 0, conf_out, big, 0, 0, conf_in};
+    uint64_t declined_min = 0, declined_max = 0;
+    if (m == "rma-refuse") {
+        if (server)
+            w = {big, 0, conf_out, 0, 1, 0, 0};
+        else
+            w = {0, 0, 0, big, 0, 0, conf_in}, declined_min = 1, declined_max = kInFlight;
+    } else if (m == "rma-hostile") {
+        w = server ? Want {big, 0, conf_out, 0, 0, big, 0} : Want {0, big, 0, big, 0, 0, conf_in};
+    } else if (m == "rma-forget") {
+        // The client confirms nothing; the server confirms its data writes.
+        w = server ? Want {big, 0, conf_out, big, 0, 0, 0} : Want {big, 0, 0, big, 0, 0, conf_in};
+    } else if (m == "rma-nocap") {
+        w = server ? Want {big, 0, conf_out, 0, 0, 0, 0} : Want {0, 0, 0, big, 0, 0, conf_in};
+    }
+    if (big == 0)
+        die("FI_DPDK_LOCAL_CMA_MIN is 0: mode %s needs it on", m.c_str());
+    if (st.cma_wr_tx != w.tx || st.cma_wr_tx_faults != w.tx_faults || st.cma_wr_confirms != w.confirms ||
+        st.cma_wr_rx != w.rx || st.cma_wr_refused != w.refused || st.cma_wr_faults != w.faults ||
+        st.cma_wr_confirmed != w.confirmed || st.cma_wr_declined < declined_min ||
+        st.cma_wr_declined > declined_max)
+        die("cma rma counters (mode %s): expected tx %" PRIu64 " tx_faults %" PRIu64 " confirms %" PRIu64
+            " rx %" PRIu64 " refused %" PRIu64 " faults %" PRIu64 " confirmed %" PRIu64 " declined %" PRIu64
+            "..%" PRIu64,
+            m.c_str(), w.tx, w.tx_faults, w.confirms, w.rx, w.refused, w.faults, w.confirmed, declined_min,
+            declined_max);
+}
+
+}  // namespace
+
+void cma_rma_run(Peer& p, bool server)
+{
+    const uint32_t min = p.engine->config().local_cma_min;
+    std::vector<uint8_t> region(region_len(), kGuardByte), ro(min + 8192, kGuardByte);
+    uint64_t key = 0, ro_key = 0;
+    if (p.mr.add(region.data(), region.size(), kMrRemoteWrite, 0, &key) ||
+        p.mr.add(ro.data(), ro.size(), kMrRemoteRead, 0, &ro_key))
+        die("cma rma: mr add");
+    CtlRecv peer_region, peer_done;
+    ctl_post(p, kRegionCtl, &peer_region);
+    ctl_post(p, kDoneCtl, &peer_done);
+    CtlMsg mine;
+    mine.a = reinterpret_cast<uint64_t>(region.data());
+    mine.b = key;
+    mine.c = region.size();
+    mine.d = reinterpret_cast<uint64_t>(ro.data());
+    mine.e = ro_key;
+    p.phase = "cma rma: regions";
+    ctl_send(p, kRegionCtl, mine);
+    p.run_until([&] { return peer_region.got; });
+    const Region r {peer_region.m.a, peer_region.m.b, peer_region.m.c, peer_region.m.d, peer_region.m.e};
+    p.phase = "cma rma: writes";
+    const uint64_t t0 = now_ms();
+    write_all(p, r, server, min);
+    say("cma rma: %zu writes and 8 refused ones done in %" PRIu64 " ms", kWrites, now_ms() - t0);
+    // Sent after our last write's completion: after its confirmation too.
+    ctl_send(p, kDoneCtl, CtlMsg());
+    p.phase = "cma rma: waiting for the peer's writes";
+    p.run_until([&] { return peer_done.got; });
+    check_target(p, region, ro, server, min);
+    check_counters(p, server, min);
+    p.mr.remove(key);
+    p.mr.remove(ro_key);
+}
+
+}  // namespace engine_peer
