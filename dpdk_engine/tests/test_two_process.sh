@@ -15,6 +15,9 @@
 # box). Every process is bounded by its own --deadline and by a watchdog
 # here; the whole script takes about a minute.
 #
+# Arguments: names of pairs (memif_clean, local_kill, ...) to run only
+# those; none runs them all.
+#
 # Environment: ENGINE_PEER=<path to engine_peer> (default: found next to
 # this script or in the build tree); TWO_PROCESS_SEED=<n> (default: fixed);
 # KEEP_LOGS=1 keeps the log directory.
@@ -54,6 +57,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+ONLY=" $* "
+# wanted NAME: is the pair on the command line (or is there none)?
+wanted() { [ "$ONLY" = "  " ] || case "$ONLY" in *" $1 "*) true ;; *) false ;; esac; }
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 result() { # name status detail
@@ -68,6 +75,7 @@ result() { # name status detail
 run_pair() {
     name=$1 dev=$2 fault=$3 port=$4
     shift 4
+    wanted "$name" || return 0
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
     t0=$(now_ms)
     pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 env FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 1))} \
@@ -101,6 +109,7 @@ run_pair() {
 run_kill() {
     name=$1 dev=$2 port=$3
     shift 3
+    wanted "$name" || return 0
     timeout_ms=1000
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
     pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 \
