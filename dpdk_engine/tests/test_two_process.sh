@@ -160,6 +160,16 @@ run_pair memif_zcopy_off "memif:$SOCK" "" $((BASE_PORT + 7)) --zcopy-test
 unset FI_DPDK_ZCOPY_MIN
 run_pair local_zcopy "" "$ZC_FAULT" $((BASE_PORT + 8)) --zcopy-test --expect-zcopy --expect-retransmits \
     --expect-path local
+# A send window larger than the host-local ring (1024 packets, 256 slots)
+# and a server that stalls 50 ms now and then: zero-copy frames, RTO
+# resends among them, wait in the channel's backlog while their operations
+# complete, and the client revokes each buffer at its completion: a frame
+# kept pointing into it faults (the backlog must hold copies:
+# docs/design.md, "Congestion control").
+export FI_DPDK_WINDOW=1024
+run_pair local_zcopy_window "" "" $((BASE_PORT + 20)) --zcopy-test --expect-zcopy --expect-retransmits \
+    --expect-local-copies --stall-ms 50 --expect-path local
+unset FI_DPDK_WINDOW
 export FI_DPDK_HOST_LOCAL=0
 run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 11)) --zcopy-test --expect-zcopy --expect-retransmits \
     --expect-path device
