@@ -264,6 +264,13 @@ void server_main(Peer& p)
     CtlRecv verify, bye;
     ctl_post(p, kVerify, &verify);
     ctl_post(p, kBye, &bye);
+    // The kill test's receive buffers (8 x 16 MiB) are zeroed before the
+    // client gets INFO and starts its operations: under ASan on a loaded
+    // box the zeroing took longer than the test's 1 s peer timeout, and
+    // the client timed out a server that had not started (then reset it).
+    std::deque<std::vector<uint8_t>> kill_bufs;
+    for (int i = 0; p.o.kill_test && i < 8; i++)
+        kill_bufs.emplace_back(16u << 20);
     CtlMsg info;
     info.a = reinterpret_cast<uint64_t>(region.data());
     info.b = key;
@@ -283,7 +290,7 @@ void server_main(Peer& p)
         p.phase = "kill test (waiting to be killed)";
         uint32_t received = 0, in_flight = 0, recvs = 0;
         std::vector<uint8_t> out(8u << 20, 0x42);
-        std::deque<std::vector<uint8_t>> bufs;
+        std::deque<std::vector<uint8_t>>& bufs = kill_bufs;
         Op recv_op {[&](Op*, const Completion& c) {
             if (c.status != OpStatus::kOk)
                 die("kill test receive: %s", to_string(c.status));
