@@ -463,6 +463,9 @@ struct EngineStats {
     uint64_t rx_host_local;   // frames read from host-local rings (docs/host_local.md)
     uint64_t tx_host_local;   // frames written into them
     uint64_t local_peers;     // (endpoint, peer address) pairs reached through them now
+    // Zero-copy frames copied to wait for a full host-local ring
+    // (engine_local.cpp: their ops may end before the ring has room).
+    uint64_t tx_host_local_copied;
     // Job key (FI_DPDK_AUTH_KEY, docs/design.md section 2): packets dropped
     // before they touched any state, by cause.
     uint64_t rx_auth_missing;        // we have a key, the packet has no tag: its sender has none

@@ -87,6 +87,19 @@ void EngineImpl::local_send(local::Channel* c, rte_mbuf* m)
     std::vector<void*>& backlog = local_hub->backlog(c);
     int rc = backlog.empty() ? push_frame(c, m) : -ENOBUFS;
     if (rc == -ENOBUFS && backlog.size() < kBacklogMax) {
+        // A zero-copy frame reads its payload from its operation's memory,
+        // which goes back to its owner when the operation ends: on the last
+        // ACK, while a resend of one of its packets may still wait here
+        // behind a full ring, or when the session fails. The backlog keeps
+        // a copy (complete_op's Port::flush never reaches it).
+        if (has_external_segment(m)) {
+            rte_mbuf* copy = rte_pktmbuf_copy(m, port->pool(), 0, UINT32_MAX);
+            rte_pktmbuf_free(m);  // the external pieces go back to the op now
+            if (!copy)
+                return;  // the pool is dry: a loss, as past kBacklogMax (the session resends)
+            st.tx_host_local_copied++;
+            m = copy;
+        }
         backlog.push_back(m);  // in order, before any later frame
         sends_deferred = true;
         return;

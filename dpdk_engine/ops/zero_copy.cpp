@@ -18,7 +18,13 @@
 //  * by Port::flush when the device refuses a frame (counted tx_dropped);
 //  * by the fault injector (loss), which copies before it corrupts and
 //    before it holds a frame back (reordering): it never keeps an external
-//    mbuf past the call.
+//    mbuf past the call;
+//  * by the host-local path (engine_local.cpp) once copied into the peer's
+//    ring, or at once when the ring is full: the frame that waits in the
+//    channel's backlog is a copy (has_external_segment, port/mbuf.h). A
+//    backlog of zero-copy frames outlived their ops: a resend queued
+//    behind a full ring was read after the last ACK (or a failure) had
+//    given the buffer back (docs/design.md, "Congestion control").
 // So every external mbuf is gone after the next Port::flush, and
 // EndpointImpl::complete_op flushes when the count is not zero before it
 // reports the completion and recycles the slot. A retransmission attaches

@@ -277,18 +277,6 @@ bool FaultInjector::chance(uint64_t t)
     return (next() >> 11) < t;
 }
 
-namespace {
-
-bool has_external_segment(const rte_mbuf* m)
-{
-    for (; m; m = m->next)
-        if (RTE_MBUF_HAS_EXTBUF(m))
-            return true;
-    return false;
-}
-
-}  // namespace
-
 bool FaultInjector::corrupt(rte_mbuf** mp, rte_mempool* pool)
 {
     rte_mbuf* m = *mp;

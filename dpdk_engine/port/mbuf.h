@@ -64,6 +64,19 @@ class Mbuf {
 
 static_assert(sizeof(Mbuf) == sizeof(rte_mbuf*), "Mbuf is one pointer");
 
+// Does a segment of m point into memory that is not the pool's (a
+// zero-copy frame's payload, ops/zero_copy.cpp)? Such a frame may be read
+// only while its operation lives: whoever keeps a frame past the call that
+// handed it over (the fault injector's reordering, the host-local backlog)
+// keeps a copy instead (docs/design.md, "Ownership of packet buffers").
+inline bool has_external_segment(const rte_mbuf* m)
+{
+    for (; m; m = m->next)
+        if (RTE_MBUF_HAS_EXTBUF(m))
+            return true;
+    return false;
+}
+
 template <uint16_t N> class MbufBatch {
  public:
     MbufBatch() = default;

@@ -87,6 +87,10 @@ struct Opts {
     std::string expect_path;          // "local" (host-local rings) or "device": where frames must have gone
     uint32_t rounds = 1;              // normal runs in a row, each with a new HELLO (a restarted peer)
     std::string pause_file;           // client: before each round after the first, wait for this file
+    // zcopy client: zero-copy frames must have waited for a full host-local ring (copied).
+    bool expect_local_copies = false;
+    // zcopy server: after some messages, no progress for this long (a peer descheduled).
+    uint32_t stall_ms = 0;
 };
 
 inline void usage()
@@ -94,7 +98,8 @@ inline void usage()
     fprintf(stderr, "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
                     "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
                     "         [--deadline S] [--kill-test] [--stats]\n"
-                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits]]\n"
+                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
+                    "          [--stall-ms MS]]\n"
                     "         [--cma-test "
                     "on|off|refuse|declined|hostile|late|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget]\n"
                     "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
@@ -120,7 +125,8 @@ inline Opts parse(int argc, char** argv)
         {"zcopy-test", no_argument, nullptr, 'z'},         {"expect-zcopy", no_argument, nullptr, 'Z'},
         {"expect-retransmits", no_argument, nullptr, 'R'}, {"expect-path", required_argument, nullptr, 'P'},
         {"rounds", required_argument, nullptr, 'N'},       {"pause-file", required_argument, nullptr, 'F'},
-        {"cma-test", required_argument, nullptr, 'C'},     {nullptr, 0, nullptr, 0},
+        {"cma-test", required_argument, nullptr, 'C'},     {"expect-local-copies", no_argument, nullptr, 'L'},
+        {"stall-ms", required_argument, nullptr, 'W'},     {nullptr, 0, nullptr, 0},
     };
     optind = 2;
     int c;
@@ -152,6 +158,8 @@ inline Opts parse(int argc, char** argv)
             break;
         case 'Z': o.expect_zcopy = true; break;
         case 'R': o.expect_retransmits = true; break;
+        case 'L': o.expect_local_copies = true; break;
+        case 'W': o.stall_ms = static_cast<uint32_t>(strtoul(optarg, nullptr, 0)); break;
         case 'P':
             o.expect_path = optarg;
             if (o.expect_path != "local" && o.expect_path != "device")

@@ -134,6 +134,12 @@ void zcopy_server(Peer& p, std::vector<uint8_t>& region, CtlRecv& verify, CtlRec
             if (mcmp(bufs[k].data(), want.data(), want.size()) != 0)
                 die("zcopy message %zu (%zu bytes): payload differs", k, want.size());
             done++;
+            // --stall-ms: a peer descheduled while the 1 MiB and 3 MiB
+            // messages that follow are in flight: the sender's frames pile
+            // up behind a full host-local ring and its RTO resends queue
+            // behind them, long after their originals (read first).
+            if (p.o.stall_ms && k % 10 == 7)
+                usleep(p.o.stall_ms * 1000);
         };
         iovec iov {bufs[i].data(), bufs[i].size()};
         RecvArgs a;
@@ -265,6 +271,14 @@ void zcopy_client(Peer& p, const Remote& r, CtlRecv& result)
     v.a = fnv1a(mirror.data(), kRegionLen);
     verify_at_server(p, v, result);
     say("zcopy messages: %zu sends, %zu injects, 8 RMA writes and reads checked", kZcCount, kZcInjects);
+    // A window larger than the host-local ring (FI_DPDK_WINDOW=1024 against
+    // its 256 slots): frames wait in the channel's backlog, resends among
+    // them, and the ones that read a buffer had to be copied first (a
+    // revoked buffer read later faults).
+    const uint64_t copied = p.engine->stats().tx_host_local_copied;
+    say("zero-copy frames copied to wait for a full host-local ring: %" PRIu64, copied);
+    if (p.o.expect_local_copies && copied == 0)
+        die("no zero-copy frame waited for a full host-local ring");
     p.phase = "BYE";
     ctl_send(p, kBye, CtlMsg());
     check_end(p, before);

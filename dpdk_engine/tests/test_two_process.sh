@@ -15,6 +15,9 @@
 # box). Every process is bounded by its own --deadline and by a watchdog
 # here; the whole script takes about a minute.
 #
+# Arguments: names of pairs (memif_clean, local_kill, ...) to run only
+# those; none runs them all.
+#
 # Environment: ENGINE_PEER=<path to engine_peer> (default: found next to
 # this script or in the build tree); TWO_PROCESS_SEED=<n> (default: fixed);
 # KEEP_LOGS=1 keeps the log directory.
@@ -55,6 +58,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+ONLY=" $* "
+# wanted NAME: is the pair on the command line (or is there none)?
+wanted() { [ "$ONLY" = "  " ] || case "$ONLY" in *" $1 "*) true ;; *) false ;; esac; }
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 ONLY=" $* "
@@ -73,6 +80,7 @@ run_pair() {
     selected "$1" || return 0
     name=$1 dev=$2 fault=$3 port=$4
     shift 4
+    wanted "$name" || return 0
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
     t0=$(now_ms)
     pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 env FI_DPDK_FAULT=${fault:+$fault,seed=$((SEED + 1))} \
@@ -107,6 +115,7 @@ run_kill() {
     selected "$1" || return 0
     name=$1 dev=$2 port=$3
     shift 3
+    wanted "$name" || return 0
     timeout_ms=1000
     rm -f "$SOCK" "$SOCK.lock" "$SOCK.server"
     pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 \
@@ -155,8 +164,21 @@ run_pair memif_zcopy "memif:$SOCK" "$ZC_FAULT" $((BASE_PORT + 6)) --zcopy-test -
 export FI_DPDK_ZCOPY_MIN=0
 run_pair memif_zcopy_off "memif:$SOCK" "" $((BASE_PORT + 7)) --zcopy-test
 unset FI_DPDK_ZCOPY_MIN
+# The host-local zero-copy frames: large messages crossing the rings, not
+# by single copy (FI_DPDK_LOCAL_CMA_MIN=0; the cma pairs below cover that).
+export FI_DPDK_LOCAL_CMA_MIN=0
 run_pair local_zcopy "" "$ZC_FAULT" $((BASE_PORT + 8)) --zcopy-test --expect-zcopy --expect-retransmits \
     --expect-path local
+# A send window larger than the host-local ring (1024 packets, 256 slots)
+# and a server that stalls 50 ms now and then: zero-copy frames, RTO
+# resends among them, wait in the channel's backlog while their operations
+# complete, and the client revokes each buffer at its completion: a frame
+# kept pointing into it faults (the backlog must hold copies:
+# docs/design.md, "Congestion control").
+export FI_DPDK_WINDOW=1024
+run_pair local_zcopy_window "" "" $((BASE_PORT + 29)) --zcopy-test --expect-zcopy --expect-retransmits \
+    --expect-local-copies --stall-ms 50 --expect-path local
+unset FI_DPDK_WINDOW FI_DPDK_LOCAL_CMA_MIN
 export FI_DPDK_HOST_LOCAL=0
 run_pair afpacket_zcopy "" "$ZC_FAULT" $((BASE_PORT + 11)) --zcopy-test --expect-zcopy --expect-retransmits \
     --expect-path device
