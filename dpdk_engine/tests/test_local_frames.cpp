@@ -283,6 +283,9 @@ void test_cma_offers(void**)
         size_t capacity;
         OpStatus want;
         wire::WireStatus answer;
+        // After a good copy: what we send into the receive's handle (the
+        // receive completes only then): the confirmation, or data instead.
+        bool data_instead = false;
     };
     const Case cases[] = {
         {"good, two pieces",
@@ -292,6 +295,13 @@ void test_cma_offers(void**)
          OpStatus::kOk,
          wire::WireStatus::kOk},
         {"good, truncated", {{base, kLen}}, 0, kLen / 2, OpStatus::kTruncated, wire::WireStatus::kOk},
+        {"good, then data instead of the confirmation",
+         {{base, kLen}},
+         0,
+         kLen,
+         OpStatus::kProtocolError,
+         wire::WireStatus::kOk,
+         true},
         {"unmapped address", {{0x1000, kLen}}, 0, kLen, OpStatus::kCopyFault, wire::WireStatus::kCopyFault},
         {"second piece unmapped",
          {{base, 50000}, {0x1000, kLen - 50000}},
@@ -326,21 +336,21 @@ void test_cma_offers(void**)
         {"no entry", {}, 0, kLen, OpStatus::kProtocolError, wire::WireStatus::kBadRequest},
         {"a torn entry", {{base, kLen}}, 3, kLen, OpStatus::kProtocolError, wire::WireStatus::kBadRequest},
     };
-    uint32_t psn = 0;
+    uint32_t psn = 0, n = 0;
     for (const Case& k : cases) {
         std::vector<uint8_t> dst(k.capacity + 64, 0xA5);
         iovec iov {dst.data(), k.capacity};
         RecvArgs ra;
         ra.iov = &iov;
         ra.iov_count = 1;
-        ra.tag = 0xC3A + psn;
+        ra.tag = 0xC3A + n;
         ra.flags = kOpTagged | kOpCompletion;
         assert_int_equal(t.ep->recv(ra), 0);
         wire::MsgExt x {};
-        x.msg_id.set(psn);
-        x.sender_op.set(1000 + psn);
+        x.msg_id.set(n);
+        x.sender_op.set(1000 + n);
         x.total_len.set(kLen);
-        x.tag.set(0xC3A + psn);
+        x.tag.set(0xC3A + n);
         std::vector<wire::CmaSource> list(k.list.size());
         for (size_t i = 0; i < list.size(); i++) {
             list[i].addr.set(k.list[i].first);
@@ -352,35 +362,57 @@ void test_cma_offers(void**)
         f = frame(t.port, kSrc, wire::PacketType::kMsgRts, flags, &x, list.data(), plen, kStream, psn);
         g_done.clear();
         t.c->send(f.data(), static_cast<uint32_t>(f.size()));
+        psn++;
+        const size_t took = k.capacity < kLen ? k.capacity : kLen;
         bool answered = false;
+        uint32_t handle = 0;
         for (const auto& a : answers(t)) {
             wire::ParsedPacket p;
             if (wire::parse_frame(a.data(), a.size(), &p) != wire::ParseResult::kOk ||
                 p.type != wire::PacketType::kMsgCts)
                 continue;
             const auto* r = reinterpret_cast<const wire::RdvExt*>(p.ext);
-            if (r->sender_op.get() != 1000 + psn)
+            if (r->sender_op.get() != 1000 + n)
                 continue;  // a retransmission of an earlier answer
             assert_true(p.flags & wire::kFlagCma);
-            assert_int_equal(r->handle.get(), static_cast<uint32_t>(k.answer));
+            if (k.answer == wire::WireStatus::kOk) {
+                assert_int_equal(r->len.get(), took);  // copied: the receive's handle follows
+                handle = r->handle.get();
+            } else {
+                assert_int_equal(r->len.get(), 0);  // failed: the handle word says why
+                assert_int_equal(r->handle.get(), static_cast<uint32_t>(k.answer));
+            }
             answered = true;
         }
-        print_message("offer %u (%s): %s\n", psn, k.what,
-                      g_done.empty() ? "no completion" : to_string(g_done[0].status));
         assert_true(answered);
+        if (k.answer == wire::WireStatus::kOk) {
+            // Copied, and not complete until we confirm (or send data).
+            assert_int_equal(g_done.size(), 0);
+            wire::DataExt d {};
+            d.handle.set(handle);
+            const uint8_t junk[16] = {};
+            f = frame(t.port, kSrc, wire::PacketType::kMsgRdvData,
+                      wire::kFlagLast | (k.data_instead ? 0 : wire::kFlagCma), &d, junk,
+                      k.data_instead ? sizeof junk : 0, kStream, psn++);
+            t.c->send(f.data(), static_cast<uint32_t>(f.size()));
+            answers(t);
+        }
+        print_message("offer %u (%s): %s\n", n, k.what,
+                      g_done.empty() ? "no completion" : to_string(g_done[0].status));
         assert_int_equal(g_done.size(), 1);
         assert_int_equal(static_cast<int>(g_done[0].status), static_cast<int>(k.want));
-        const size_t took = k.capacity < kLen ? k.capacity : kLen;
         if (k.want == OpStatus::kOk || k.want == OpStatus::kTruncated) {
             assert_int_equal(g_done[0].len, took);
             assert_memory_equal(dst.data(), src.data(), took);
+        } else {
+            assert_int_equal(g_done[0].len, 0);  // nothing placed that a confirmation vouched for
         }
         for (size_t i = k.capacity; i < dst.size(); i++)
             assert_int_equal(dst[i], 0xA5);  // never past the receive buffer
-        psn++;
+        n++;
     }
     const EndpointStats& st = t.ep->stats();
-    assert_int_equal(st.cma_rx, 2);
+    assert_int_equal(st.cma_rx, 3);
     assert_int_equal(st.cma_faults, 2);
     assert_int_equal(t.c->service(), local::ChannelState::kOpen);
 }
