@@ -311,6 +311,25 @@ struct Peer {
     }
 };
 
+// Cuts [p, p + len) into 1 + k % 3 pieces at odd offsets (at most 3, into
+// iov): the single-copy tests' source lists of 1 to 3 entries.
+inline unsigned cut_pieces(uint8_t* p, size_t len, size_t k, iovec* iov)
+{
+    const size_t a = len / 3 + 1, b = 2 * len / 3 + 3;
+    switch (k % 3) {
+    case 1:
+        iov[0] = {p, a};
+        iov[1] = {p + a, len - a};
+        return 2;
+    case 2:
+        iov[0] = {p, a};
+        iov[1] = {p + a, b - a};
+        iov[2] = {p + b, len - b};
+        return 3;
+    default: iov[0] = {p, len}; return 1;
+    }
+}
+
 // Control messages: tagged, tag = kCtlTag | type.
 constexpr uint64_t kCtlTag = 0xC0DE000000000000ull;
 enum Ctl : uint64_t {

@@ -57,24 +57,6 @@ uint64_t stamp(bool from_server, size_t i)
     return kCmaTag | uint64_t(from_server) << 24 | i;
 }
 
-// Cuts [p, p + len) into 1 + k % 3 pieces at odd offsets (at most 3).
-unsigned cut(uint8_t* p, size_t len, size_t k, iovec* iov)
-{
-    const size_t a = len / 3 + 1, b = 2 * len / 3 + 3;
-    switch (k % 3) {
-    case 1:
-        iov[0] = {p, a};
-        iov[1] = {p + a, len - a};
-        return 2;
-    case 2:
-        iov[0] = {p, a};
-        iov[1] = {p + a, b - a};
-        iov[2] = {p + b, len - b};
-        return 3;
-    default: iov[0] = {p, len}; return 1;
-    }
-}
-
 // Sends our kCmaCount messages and receives the peer's, all checked.
 void exchange(Peer& p, bool server)
 {
@@ -171,7 +153,7 @@ void exchange(Peer& p, bool server)
             SendArgs a;
             a.dest = p.peer;
             a.iov = iov;
-            a.iov_count = cut(s.buf.data() + 13, len, posted, iov);
+            a.iov_count = cut_pieces(s.buf.data() + 13, len, posted, iov);
             a.tag = stamp(server, posted);
             a.flags = kOpTagged | kOpCompletion | (posted % 4 == 1 ? uint32_t(kOpDeliveryComplete) : 0u);
             a.context = &s;

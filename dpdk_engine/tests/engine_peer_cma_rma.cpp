@@ -81,24 +81,6 @@ size_t region_len()
     return window(kWrites) + kGap;
 }
 
-// Cuts [p, p + len) into 1 + k % 3 pieces at odd offsets.
-unsigned cut(uint8_t* p, size_t len, size_t k, iovec* iov)
-{
-    const size_t a = len / 3 + 1, b = 2 * len / 3 + 3;
-    switch (k % 3) {
-    case 1:
-        iov[0] = {p, a};
-        iov[1] = {p + a, len - a};
-        return 2;
-    case 2:
-        iov[0] = {p, a};
-        iov[1] = {p + a, b - a};
-        iov[2] = {p + b, len - b};
-        return 3;
-    default: iov[0] = {p, len}; return 1;
-    }
-}
-
 struct Mode {
     bool we_hostile, peer_hostile;  // the client's big writes fault
     bool we_forget, peer_forgets;   // the client gives its big writes up at the answer
@@ -164,7 +146,7 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
             RmaArgs a;
             a.dest = p.peer;
             a.iov = iov;
-            a.iov_count = cut(w.buf.data() + 13, len, posted, iov);
+            a.iov_count = cut_pieces(w.buf.data() + 13, len, posted, iov);
             a.addr = r.addr + window(posted);
             a.key = r.key;
             a.data = stamp(server, posted);
@@ -214,7 +196,7 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
     for (const Bad& b : bads) {
         for (size_t len : {size_t(100), size_t(min) + 4999}) {
             iovec iov[3];
-            const unsigned n = cut(junk.data() + 1, len, len, iov);
+            const unsigned n = cut_pieces(junk.data() + 1, len, len, iov);
             const Completion c = write_wait(p, iov, n, b.addr, b.key);
             if (c.status != b.want)
                 die("refused write of %zu bytes: %s, expected %s", len, to_string(c.status), to_string(b.want));
