@@ -119,7 +119,7 @@ struct EngineConfig {
     // FI_DPDK_LOCAL_CMA_MIN: a rendezvous message of at least this many
     // bytes to a peer on the host-local path is read by the receiver in one
     // process_vm_readv from the sender's buffer instead of crossing the
-    // ring in frames (docs/host_local.md, "Large messages in one copy");
+    // ring in frames (docs/single_copy.md);
     // 0 = never. Receivers honour it too: 0 answers every offer with the
     // ring path. 65536: the size from which it was measured to pay.
     uint32_t local_cma_min = 65536;

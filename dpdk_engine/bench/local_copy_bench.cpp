@@ -1,5 +1,5 @@
 // local_copy_bench: how a large message could cross between two processes
-// of one host (docs/host_local.md, "Large messages"). For each size, the
+// of one host (docs/single_copy.md). For each size, the
 // rate of:
 //   ring2   the sender copies into a shared mapping, the receiver out of it
 //           (what the host-local rings do today: two copies)

@@ -1,5 +1,5 @@
 // Copies between this process and a host-local peer with Linux CMA
-// (process_vm_readv); docs/host_local.md, "Large messages in one copy".
+// (process_vm_readv); docs/single_copy.md.
 #include "dpdk_engine/local/cma_copy.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 // Copies between this process and a host-local peer with Linux CMA
 // (process_vm_readv): the single-copy path for large transfers
-// (docs/host_local.md, "Large messages in one copy"). The peer's addresses
+// (docs/single_copy.md). The peer's addresses
 // come from the peer and are not trusted: the kernel refuses (EFAULT) what
 // the peer does not map, and that is an error for the caller to report.
 #ifndef DPDK_ENGINE_LOCAL_CMA_COPY_H

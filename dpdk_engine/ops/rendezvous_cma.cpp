@@ -1,5 +1,5 @@
 // Single-copy rendezvous between two processes of one host (wire.h,
-// kFlagCma; docs/host_local.md, "Large messages in one copy"). Instead of
+// kFlagCma; docs/single_copy.md). Instead of
 // crossing the ring in frames (two copies and the engine's per-frame work
 // for every ~8 KiB), a large message is read by the receiver straight from
 // the sender's buffer with one process_vm_readv, once it is matched; the

@@ -1,6 +1,6 @@
 // RMA writes by a single copy between two processes of one host (wire.h,
-// kFlagCma on kRmaWrite and kRmaWriteResp; docs/host_local.md, "RMA writes
-// in one copy"). Instead of crossing the ring in frames, a large write to a
+// kFlagCma on kRmaWrite and kRmaWriteResp; docs/single_copy.md, "RMA
+// writes"). Instead of crossing the ring in frames, a large write to a
 // peer that said it takes them (local::kCapCmaWrite) is one kRmaWrite
 // packet carrying the initiator's source list; the target checks it like
 // any write (check_write: key, bounds, access), reads the bytes straight

@@ -218,7 +218,7 @@ struct MsgExt {
 static_assert(sizeof(MsgExt) == 40, "MsgExt is frozen at 40 bytes");
 
 // kFlagCma: single-copy rendezvous between two processes of one host
-// (docs/host_local.md, "Large messages in one copy"). A sender whose peer
+// (docs/single_copy.md). A sender whose peer
 // is reached through a host-local channel may set it on a kMsgRts whose
 // message is at least FI_DPDK_LOCAL_CMA_MIN bytes: the RTS then carries a
 // payload of 1..kMaxCmaSources CmaSource entries, the message's bytes in
@@ -282,8 +282,8 @@ struct RmaExt {
 static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
 
 // kFlagCma on kRmaWrite and kRmaWriteResp: an RMA write by a single copy
-// between two processes of one host (docs/host_local.md, "RMA writes in one
-// copy"; ops/rma_cma.cpp). The initiator may send a write of at least
+// between two processes of one host (docs/single_copy.md, "RMA writes";
+// ops/rma_cma.cpp). The initiator may send a write of at least
 // FI_DPDK_LOCAL_CMA_MIN bytes as ONE kRmaWrite with kFlagCma and kFlagLast
 // (offset 0, total_len the write's length) whose payload is its source list
 // (1..kMaxCmaSources CmaSource entries adding up to total_len) instead of
