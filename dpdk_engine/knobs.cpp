@@ -126,9 +126,9 @@ const Knob kKnobs[] = {
      "leaves packed with the others sent meanwhile; the first to an idle peer leaves at once",
      KNOB_NUMBER(autocork)},
     {"local_cma_min", KnobKind::kUnsigned, 0, UINT32_MAX,
-     "Messages of at least this many bytes to a process of this host on the host-local path are read by the "
-     "receiver in one process_vm_readv from the sender's buffer (falls back to the rings where the kernel "
-     "refuses); 0 = always through the rings",
+     "Messages and RMA writes of at least this many bytes to a process of this host on the host-local path are "
+     "read by the receiver (the write's target) in one process_vm_readv from the sender's buffer (falls back to "
+     "the rings where the kernel refuses); 0 = always through the rings",
      KNOB_NUMBER(local_cma_min)},
     {"host_local", KnobKind::kBool, 0, 1,
      "Processes of this network namespace (this host) exchange frames through shared-memory rings instead "
