@@ -268,13 +268,14 @@ class EndpointImpl : public Endpoint {
     bool offer_cma_write(const Session* s, uint64_t len) const;
     Delivery deliver_cma_write(Session* s, const wire::ParsedPacket& p);
     Delivery cma_write_answered(Session* s, TxOp* op, const wire::ParsedPacket& p);
-    // Shared with the message path: the channel a single copy from s's peer
-    // may read through (the frame came from a ring, that channel is s's
-    // route, the kernel gave its pid), else nullptr; a source list of
-    // exactly `total` bytes from p's payload into src/*n (false: malformed).
+    // Shared with the message path: the channel whose peer a single copy
+    // from s's peer reads (s's route, its pid from the kernel; the frame at
+    // hand did not come through a ring of another process), else nullptr;
+    // a source list of exactly `total` bytes from p's payload into src/*n
+    // (false: malformed).
     local::Channel* cma_channel(const Session* s) const;
-    // cma_channel refuses only because the frame is handled outside the
-    // round of the channel that routes s's peer (rma_cma.cpp).
+    // cma_channel refuses only because the frame was read from the ring of
+    // another process than s's route's (rma_cma.cpp).
     bool cma_elsewhere(const Session* s) const;
     bool take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* src, uint32_t* n);
     Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);

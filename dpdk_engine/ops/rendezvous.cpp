@@ -67,9 +67,9 @@ void EndpointImpl::retry_cts(Session* s)
 Delivery EndpointImpl::deliver_rts(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::MsgExt*>(p.ext);
-    // An offer from a peer routed through a channel, handled outside that
-    // channel's round (held back by the fault injector), waits for its
-    // retransmission through the ring rather than being declined for good.
+    // An offer read from the ring of another process than the peer's route
+    // (held back by the fault injector) waits for its retry rather than
+    // being declined, which would stop the peer's offers for good.
     if ((p.flags & wire::kFlagCma) && !cma_channel(s) && cma_elsewhere(s))
         return Delivery::kBlocked;
     bool tagged = p.flags & wire::kFlagTagged;

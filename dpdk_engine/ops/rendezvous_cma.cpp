@@ -45,9 +45,9 @@ bool EndpointImpl::offer_cma(const Session* s, uint64_t len) const
 
 void EndpointImpl::take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPacket& p)
 {
-    // Only from a frame read from a ring whose channel is the peer's route
-    // (cma_channel, rma_cma.cpp); an offer that came otherwise, or that we
-    // no longer take, gets the ring path (a plain CTS).
+    // Read from the process behind the peer's route (cma_channel,
+    // rma_cma.cpp); an offer from a peer with no channel, or that we no
+    // longer take, gets the ring path (a plain CTS).
     const local::Channel* c = cma_channel(s);
     if (!c)
         return;

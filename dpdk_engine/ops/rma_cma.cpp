@@ -36,30 +36,39 @@ namespace dpdk_engine {
 
 local::Channel* EndpointImpl::cma_channel(const Session* s) const
 {
-    // Only from a frame read from a ring, whose channel knows the pid. The
-    // channel must also be the one our frames to that address take: a
-    // frame the fault injector held back may be handled during another
-    // channel's round.
-    local::Channel* c = engine->rx_channel;
-    if (!c || c->peer_pid() <= 0 || !engine->cfg.local_cma_min || s->cma_rx_off ||
-        engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port) != c)
+    // The process a copy reads from is the one behind s's route: the
+    // channel our frames to that address take, whose pid the kernel gave
+    // (SO_PEERCRED), never a packet field. A frame read from a ring must
+    // have come from that same process: two endpoints that connect to each
+    // other at once (two MPI ranks) have two channels, one each way, to the
+    // same pid, while a frame the fault injector held back may be let go in
+    // the round of a channel to another process (cma_elsewhere). A frame
+    // handled outside any ring's round (a packet parked while the receiver
+    // was not ready and retried later) is taken with the route's pid: the
+    // session placed it in s's stream.
+    if (!engine->local_hub || !engine->cfg.local_cma_min || s->cma_rx_off)
         return nullptr;
-    return c;
+    local::Channel* route = engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port);
+    if (!route || route->peer_pid() <= 0)
+        return nullptr;
+    const local::Channel* c = engine->rx_channel;
+    return !c || c->peer_pid() == route->peer_pid() ? route : nullptr;
 }
 
-// A write offer must not be declined for where its frame was handled: once
-// the peer has seen a copy taken it no longer fences (session.cpp,
-// cma_write_probe), and a declined write sent again would land after what
-// was posted behind it. A frame of a peer routed through a channel that we
-// handle outside that channel's round (the fault injector held it back, a
-// parked packet retried by a timer) waits instead (kBlocked): the sender
-// retransmits it through the ring, and that copy is delivered there.
+// An offer read from the ring of another process than s's route's waits
+// (kBlocked) rather than being declined: its retransmission, or its retry
+// once parked, takes it. A write offer must not be declined for where its
+// frame was handled: once the peer has seen a copy taken it no longer
+// fences (session.cpp, cma_write_probe), and a declined write sent again
+// would land after what was posted behind it; a declined message offer
+// would stop the peer's offers for good.
 bool EndpointImpl::cma_elsewhere(const Session* s) const
 {
     if (!engine->local_hub || !engine->cfg.local_cma_min || s->cma_rx_off)
         return false;
     const local::Channel* route = engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port);
-    return route && route->peer_pid() > 0 && route != engine->rx_channel;
+    const local::Channel* c = engine->rx_channel;
+    return route && route->peer_pid() > 0 && c && c->peer_pid() != route->peer_pid();
 }
 
 bool EndpointImpl::take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* out, uint32_t* count)
