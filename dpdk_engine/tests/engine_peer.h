@@ -95,14 +95,15 @@ struct Opts {
 
 inline void usage()
 {
-    fprintf(stderr, "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
-                    "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
-                    "         [--deadline S] [--kill-test] [--stats]\n"
-                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
-                    "          [--stall-ms MS]]\n"
-                    "         [--cma-test "
-                    "on|off|refuse|declined|hostile|late|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget]\n"
-                    "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
+    fprintf(stderr,
+            "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
+            "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
+            "         [--deadline S] [--kill-test] [--stats]\n"
+            "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
+            "          [--stall-ms MS]]\n"
+            "         [--cma-test "
+            "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget]\n"
+            "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
 
@@ -151,9 +152,9 @@ inline Opts parse(int argc, char** argv)
         case 'C':
             o.cma_test = optarg;
             if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
-                o.cma_test != "hostile" && o.cma_test != "late" && o.cma_test != "rma-on" &&
-                o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" && o.cma_test != "rma-nocap" &&
-                o.cma_test != "rma-forget")
+                o.cma_test != "hostile" && o.cma_test != "late" && o.cma_test != "parked" &&
+                o.cma_test != "rma-on" && o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" &&
+                o.cma_test != "rma-nocap" && o.cma_test != "rma-forget")
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;

@@ -187,7 +187,8 @@ unset FI_DPDK_HOST_LOCAL
 # every byte of copied messages, both directions, truncation; its
 # fallbacks (knob off, a kernel that refuses, a receiver that takes no
 # offer), a hostile sender's bad address (an error completion) and a
-# sender that gave up before its offer was read (late: never a success).
+# sender that gave up before its offer was read (late: never a success),
+# and offers parked in the session until a receive comes (parked).
 # The knob's default (65536) is what these pairs run with.
 run_pair local_cma_on "" "" $((BASE_PORT + 13)) --cma-test on --expect-path local
 run_pair local_cma_lossy "" "$FAULT" $((BASE_PORT + 14)) --cma-test on --expect-path local
@@ -195,6 +196,7 @@ run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-p
 run_pair local_cma_declined "" "" $((BASE_PORT + 17)) --cma-test declined --expect-path local
 run_pair local_cma_hostile "" "" $((BASE_PORT + 18)) --cma-test hostile --expect-path local
 run_pair local_cma_late "" "" $((BASE_PORT + 28)) --cma-test late --expect-path local
+run_pair local_cma_parked "" "" $((BASE_PORT + 30)) --cma-test parked --expect-path local
 # RMA writes by a single copy (engine_peer_cma_rma.cpp): both ways at
 # once, every byte and guard byte, remote CQ data and FI_RMA_EVENT only
 # after the confirmation, refused writes, a kernel that refuses, a hostile
