@@ -68,6 +68,11 @@ inline uint64_t message_bytes(const InflightPacket& pkt)
 }
 inline uint64_t message_bytes(const wire::ParsedPacket& p)
 {
+    // A single-copy offer's payload is its source list (wire.h, kFlagCma):
+    // the message's bytes never cross as payload.
+    if ((p.flags & wire::kFlagCma) &&
+        (p.type == wire::PacketType::kMsgRts || p.type == wire::PacketType::kRmaWrite))
+        return 0;
     if (p.type != wire::PacketType::kMsgPacked)
         return p.payload_len;
     return p.payload_len - reinterpret_cast<const wire::PackExt*>(p.ext)->count.get() * sizeof(wire::PackedRecord);
