@@ -184,6 +184,14 @@ void report_peer_mtu(Session* s, uint16_t peer_mtu)
             b[0], b[1], b[2], b[3], s->peer.port, peer_mtu, s->mtu, peer_mtu);
 }
 
+// An application operation a fence may hold back: not rendezvous data (its
+// RTS went), not a request holding its credit (it went too: a declined
+// single-copy write sent again, a confirmation: rma_cma.cpp).
+bool fenceable(const TxOp* op)
+{
+    return kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData && !op->holds_credit;
+}
+
 // FI_FENCE: an application operation posted with kOpFence, and every one
 // posted after it, waits in the session's fence queue (outside the FIFO,
 // so that our answers to the peer and the rendezvous data of earlier
@@ -194,9 +202,7 @@ bool held_by_fence(const Session* s, const TxOp* op)
 {
     if (!s->fence_head && !(op->flags & kOpFence))
         return false;
-    // Rendezvous data: its RTS went. A request holding its credit went too
-    // (a declined single-copy write sent again, a confirmation: rma_cma.cpp).
-    return kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData && !op->holds_credit;
+    return fenceable(op);
 }
 
 void append(TxOp*& head, TxOp*& tail, TxOp* op)
@@ -242,8 +248,7 @@ void release_fenced(Session* s)
 // back to back.
 void cma_write_probe(Session* s, TxOp* op)
 {
-    if (s->cma_wr_fence_next && kind_info(op->kind).user && op->kind != TxOp::Kind::kRdvData &&
-        !op->holds_credit && !op->header_sent) {
+    if (s->cma_wr_fence_next && fenceable(op) && !op->header_sent) {
         op->flags |= kOpFence;
         s->cma_wr_fence_next = false;
     }
