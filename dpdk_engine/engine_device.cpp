@@ -44,19 +44,32 @@ bool packet_sockets_refused()
 
 int EngineImpl::open_port(const PortConfig& pc)
 {
-    if (!is_af_packet(pc) || !packet_sockets_refused())
-        return Port::open(pc, &port);
-    if (!cfg.host_local) {
-        // DPDK would only say "Input/output error": say what is missing.
-        fprintf(stderr,
-                "dpdk engine: no CAP_NET_RAW, so af_packet on %s cannot be opened (run as root, or grant it: "
-                "setcap cap_net_raw+ep <program>; or leave FI_DPDK_HOST_LOCAL on: processes of this host then "
-                "talk over shared memory without it)\n",
-                pc.device.empty() ? pc.iface.c_str() : pc.device.c_str());
-        return -EPERM;
+    const char* where = pc.device.empty() ? pc.iface.c_str() : pc.device.c_str();
+    if (is_af_packet(pc) && packet_sockets_refused()) {
+        if (!cfg.host_local) {
+            // DPDK would only say "Input/output error": say what is missing.
+            fprintf(stderr,
+                    "dpdk engine: no CAP_NET_RAW, so af_packet on %s cannot be opened (run as root, or grant it: "
+                    "setcap cap_net_raw+ep <program>; or leave FI_DPDK_HOST_LOCAL on: processes of this host then "
+                    "talk over shared memory without it)\n",
+                    where);
+            return -EPERM;
+        }
+        // A normal user on a desktop: no af_packet, but the processes of
+        // this host need no device to talk to each other.
+        return open_device_less(pc, "no CAP_NET_RAW, so af_packet on", where,
+                                "(run as root, or grant it: setcap cap_net_raw+ep <program>)");
     }
-    // A normal user on a desktop: no af_packet, but the processes of this
-    // host need no device to talk to each other.
+    const int rc = Port::open(pc, &port);
+    // The af_xdp queue is another process's (the port said whose): this one
+    // can still reach the processes of its host, the holder among them.
+    if (rc == -EBUSY && cfg.host_local && pc.device.rfind("net_af_xdp", 0) == 0)
+        return open_device_less(pc, "the af_xdp queue of", where, "(see the line above)");
+    return rc;
+}
+
+int EngineImpl::open_device_less(const PortConfig& pc, const char* cause, const char* where, const char* fix)
+{
     static std::atomic<unsigned> instance {0};
     PortConfig null_pc = pc;
     null_pc.device = "net_null_nodev" + std::to_string(instance.fetch_add(1));
@@ -69,11 +82,11 @@ int EngineImpl::open_port(const PortConfig& pc)
     if (rc)
         return rc;
     device_less = true;
+    device_less_why = std::string(cause) + " " + where;
     fprintf(stderr,
-            "dpdk engine: no CAP_NET_RAW, so af_packet on %s cannot be opened: processes of this host talk over "
-            "shared memory, other hosts are unreachable (run as root, or grant it: setcap cap_net_raw+ep "
-            "<program>)\n",
-            pc.device.empty() ? pc.iface.c_str() : pc.device.c_str());
+            "dpdk engine: %s %s cannot be opened: processes of this host talk over shared memory, other hosts "
+            "are unreachable %s\n",
+            cause, where, fix);
     return 0;
 }
 

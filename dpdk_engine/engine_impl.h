@@ -204,15 +204,20 @@ class EngineImpl {
     // An endpoint of this engine: its frames never reach the device.
     bool is_local(const Address& dst) const { return dst.ip_be == port->ip_be() && by_port[dst.port]; }
 
-    // No device could be opened for lack of privilege (af_packet needs
-    // CAP_NET_RAW): the engine runs on a null port, for the host-local path
-    // only (engine_device.cpp). Postings to a peer outside this network
+    // No device could be opened (af_packet without CAP_NET_RAW, an af_xdp
+    // queue another process holds): the engine runs on a null port, for the
+    // host-local path only (engine_device.cpp). Postings to a peer outside this network
     // namespace then fail at once (-EHOSTUNREACH).
     bool device_less = false;
+    std::string device_less_why;  // "<cause> <device>" for the line naming an unreachable peer
     bool unreachable_logged = false;
-    // Port::open for pc, or the null port when af_packet is refused for
-    // lack of privilege and the host-local path can serve instead.
+    // Port::open for pc, or the null port when the host-local path can
+    // serve instead: af_packet refused for lack of privilege, or an af_xdp
+    // queue another process holds.
     int open_port(const PortConfig& pc);
+    // Opens no device (the null PMD, a small pool): only host-local peers
+    // are reachable; says why in one line ("<cause> <where> cannot be opened").
+    int open_device_less(const PortConfig& pc, const char* cause, const char* where, const char* fix);
     bool unreachable(const Address& dst) const;
 
     // The host-local path (engine_local.cpp, docs/host_local.md): null when

@@ -139,9 +139,9 @@ int EndpointImpl::check_reachable(const Address& dest)
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &dest.ip_be, ip, sizeof(ip));
         fprintf(stderr,
-                "dpdk engine: %s:%u is not of this host, and without CAP_NET_RAW there is no device to reach it "
-                "(said once)\n",
-                ip, unsigned(dest.port));
+                "dpdk engine: %s:%u is not of this host, and this process has no device to reach it (%s cannot be "
+                "opened; said once)\n",
+                ip, unsigned(dest.port), engine->device_less_why.c_str());
     }
     return -EHOSTUNREACH;
 }

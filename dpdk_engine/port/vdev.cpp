@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 #include <rte_ethdev.h>
 
 #include "dpdk_engine/port/backend.h"
+#include "dpdk_engine/port/xsk_queue.h"
 
 namespace dpdk_engine {
 namespace {
@@ -180,8 +182,30 @@ class VdevBackend final : public PortBackend {
             const std::string* ifa = port_internal::kv_get(kv, "iface");
             if (ifa && !port_internal::kv_get(kv, "busy_budget") && kernel_driver(*ifa) == "veth")
                 plan->args += ",busy_budget=0";
+            if (ifa && claim_queues(*ifa, kv) == -EBUSY)
+                return -EBUSY;
         }
         return 0;
+    }
+
+    // The af_xdp queues this port will bind (start_queue, queue_count:
+    // the PMD's defaults 0 and 1), claimed before DPDK tries.
+    int claim_queues(const std::string& iface, const port_internal::KvList& kv)
+    {
+        const std::string* start = port_internal::kv_get(kv, "start_queue");
+        const std::string* count = port_internal::kv_get(kv, "queue_count");
+        const unsigned first = start ? static_cast<unsigned>(strtoul(start->c_str(), nullptr, 10)) : 0;
+        const unsigned n = count ? static_cast<unsigned>(strtoul(count->c_str(), nullptr, 10)) : 1;
+        std::string holder;
+        const int rc = xsk_claim_.claim(iface, first, n ? n : 1, &holder);
+        if (rc == -EBUSY)
+            fprintf(stderr,
+                    "dpdk engine: %s: af_xdp queue %u of %s is held by %s: an af_xdp queue serves one process "
+                    "(and DPDK would tear the holder's XDP program down trying). For several processes per host "
+                    "use af_packet (FI_DPDK_DEVICE=net_af_packet0,iface=%s), which they share, or give each its "
+                    "own queue (start_queue=N) on a NIC that steers its traffic there\n",
+                    device_.c_str(), first, iface.c_str(), holder.c_str(), iface.c_str());
+        return rc;
     }
 
     void queue_setup_failed(const DeviceOpen& plan) const override
@@ -240,8 +264,9 @@ class VdevBackend final : public PortBackend {
     }
 
  private:
-    const Port::Kind kind_;     // kTap, kAfXdp, kPci or kOtherVdev
-    const std::string device_;  // the device string (PCI: its address)
+    const Port::Kind kind_;                   // kTap, kAfXdp, kPci or kOtherVdev
+    port_internal::XskQueueClaim xsk_claim_;  // af_xdp: held while the port lives
+    const std::string device_;                // the device string (PCI: its address)
 };
 
 }  // namespace

@@ -8,7 +8,11 @@
 # from the same mbuf), and the session failed with "peer stopped answering"
 # about 3 s in, the receives half filled (Open MPI's p2p_nonblocking on
 # af_xdp). Asserts that both ranks finish with every message intact and no
-# session failed. Exit 77 (SKIP) without root, namespaces, bridges or an
+# session failed. Meanwhile two more processes start on host 0, whose af_xdp
+# queue is held: each must say who holds it, leave it alone and reach the
+# other over the host-local rings (before, their failed bind tore down the
+# holder's XDP program: the holder lost every frame, and they could not
+# open a domain at all). Exit 77 (SKIP) without root, namespaces, bridges or an
 # af_xdp the provider can open (no libxdp, no XDP on veth).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
@@ -25,6 +29,15 @@ if [ -n "${VC_DIR:-}" ] && [ -n "${AF_XDP_LOAD_LOGS:-}" ]; then
 	for i in 0 1; do
 		"$here/vcluster.sh" exec "$i" "$bin" -r "$i" -n 2 -L 1 -d "$logs/rdv" -m alltoall -D "$secs" \
 			-s 8388608 -w 3 -t 60 >"$logs/rank$i.log" 2>&1 &
+		pids+=($!)
+	done
+	# Two more processes on host 0 while its queue is held: they must
+	# find it taken without touching it (the holder keeps its XDP program
+	# and passes), and meet each other on the host-local rings.
+	sleep 1
+	for r in 0 1; do
+		"$here/vcluster.sh" exec 0 "$bin" -r "$r" -n 2 -L 2 -d "$logs/rdv_share" -m alltoall -D 1 \
+			-s 65536 -w 4 -t 60 >"$logs/share$r.log" 2>&1 &
 		pids+=($!)
 	done
 	rc=0
@@ -57,7 +70,7 @@ if [ -n "$asan_lib" ]; then
 	export LSAN_OPTIONS="suppressions=$PAIR_LOGS/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 fi
 export AF_XDP_LOAD_LOGS=$PAIR_LOGS
-mkdir -p "$PAIR_LOGS/rdv"
+mkdir -p "$PAIR_LOGS/rdv" "$PAIR_LOGS/rdv_share"
 log=$PAIR_LOGS/job.log
 PAIR_KILL_AFTER=10 pair_spawn job "$log" 120 "$here/vcluster.sh" run 2 "$0"
 wait "$job"
@@ -67,13 +80,19 @@ cat "$PAIR_LOGS"/rank*.log >>"$log" 2>/dev/null
 if grep -q "cannot open DPDK device\|Failed to create xsk\|libxdp: .*not" "$log"; then
 	pair_skip "af_xdp cannot be opened here: $(grep -m1 'cannot open DPDK device' "$log")"
 fi
+cat "$PAIR_LOGS"/share*.log >>"$log" 2>/dev/null
 grep -E '^cluster_load|receiver|aggregate|engine|FAIL' "$log"
 ok=1
 [ $rc = 0 ] || { echo "a rank failed (exit $rc)"; ok=0; }
 grep -q 'MB checked' "$log" || { echo "no summary from rank 0"; ok=0; }
 grep -q 'engine: .* session_failures 0$' "$log" || { echo "a session failed (or no engine counters)"; ok=0; }
+for r in 0 1; do
+	grep -q "af_xdp queue 0 of xdp0 is held by pid" "$PAIR_LOGS/share$r.log" ||
+		{ echo "second process $r on host 0: no line naming the queue's holder"; ok=0; }
+done
+grep -q 'MB checked' "$PAIR_LOGS/share0.log" || { echo "the two processes sharing host 0 did not finish"; ok=0; }
 if [ $ok = 1 ]; then
-	pair_result pass "8 MiB messages both ways over af_xdp, 2 hosts"
+	pair_result pass "8 MiB messages both ways over af_xdp, 2 hosts; 2 more processes on a held queue"
 else
 	PAIR_TAIL=40 pair_result fail "8 MiB messages both ways over af_xdp, 2 hosts" "(log: $log)" "$log"
 fi
