@@ -36,7 +36,8 @@ int bind_probe(unsigned ifindex, unsigned q)
     if (fd < 0)
         return -errno;
     const long page = sysconf(_SC_PAGESIZE);
-    void* area = mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* area =
+        mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     int rc = area == MAP_FAILED ? -ENOMEM : 0;
     if (rc == 0) {
         xdp_umem_reg reg {};
@@ -69,7 +70,7 @@ int bind_probe(unsigned ifindex, unsigned q)
 // (vcluster's hosts share /dev/shm and may reuse names).
 std::string lock_path(unsigned ifindex)
 {
-    struct stat ns {};
+    struct stat ns { };
     if (stat("/proc/self/ns/net", &ns))
         return "";
     char path[96];
@@ -106,7 +107,7 @@ int XskQueueClaim::claim(const std::string& iface, unsigned first, unsigned coun
     const std::string path = lock_path(ifindex);
     const int fd = path.empty() ? -1 : open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0 && first + count <= kMaxQueues) {
-        struct flock lk {};
+        struct flock lk { };
         lk.l_type = F_WRLCK;
         lk.l_whence = SEEK_SET;
         lk.l_start = first;
