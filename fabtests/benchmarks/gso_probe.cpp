@@ -138,9 +138,9 @@ int run_sender(int fd, bool gso, double seconds, unsigned segments)
         sends++;
     }
     const double t = now_s() - t0;
-    printf("gso_probe send %s: %llu sends of %u payload bytes, %.1f MB/s, %.2f us per send\n", gso ? "gso" : "plain",
-           static_cast<unsigned long long>(sends), payload, static_cast<double>(sends * payload) / t / 1e6,
-           t / static_cast<double>(sends) * 1e6);
+    printf("gso_probe send %s: %llu sends of %u payload bytes, %.1f MB/s, %.2f us per send\n",
+           gso ? "gso" : "plain", static_cast<unsigned long long>(sends), payload,
+           static_cast<double>(sends * payload) / t / 1e6, t / static_cast<double>(sends) * 1e6);
     return 0;
 }
 
