@@ -137,9 +137,10 @@ struct EngineConfig {
     // of the peer's grants fail.
     bool local_cma_no_read_cap_for_test = false;
     // Tests only: an RMA write's single-copy answer that asks for the
-    // confirmation finds the write given up (as after a peer timeout): it
-    // fails kResponseTimeout and no confirmation is sent.
-    bool local_cma_forget_writes_for_test = false;
+    // confirmation, or a read's copy from a grant, finds the operation given
+    // up (as after a peer timeout): it fails kResponseTimeout and no
+    // confirmation is sent.
+    bool local_cma_forget_for_test = false;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // FI_DPDK_UNEXPECTED_PEER_BYTES: unexpected eager data one peer may have

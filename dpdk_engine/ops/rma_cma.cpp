@@ -165,7 +165,7 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         st.cma_wr_tx_faults++;
     if (answer == wire::WireStatus::kOk || answer == wire::WireStatus::kCopyFault)
         s->cma_wr_proven = true;  // the peer's kernel lets it read us: no more fences (session.cpp)
-    if (answer == wire::WireStatus::kOk && x->offset.get() == 1 && engine->cfg.local_cma_forget_writes_for_test) {
+    if (answer == wire::WireStatus::kOk && x->offset.get() == 1 && engine->cfg.local_cma_forget_for_test) {
         // The test's initiator that gave up on the write before the answer
         // came: the target copied, and must raise no event.
         st.protocol_errors++;

@@ -181,6 +181,13 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
         st.cma_rd_rx_bytes += len;
     }
     s->cma_rd_proven = true;  // our kernel lets us read the peer: no more fences (session.cpp)
+    if (copy == wire::WireStatus::kOk && engine->cfg.local_cma_forget_for_test) {
+        // The test's initiator that gave up on the read once copied: the
+        // target must raise no event for it.
+        st.protocol_errors++;
+        complete_op(op, OpStatus::kResponseTimeout);
+        return Delivery::kDone;
+    }
     op->req.cma_copy = static_cast<uint32_t>(copy);
     op->req.cma_serial = x->offset.get();
     op->cma_confirm = true;

@@ -102,7 +102,8 @@ inline void usage()
             "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
             "          [--stall-ms MS]]\n"
             "         [--cma-test "
-            "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget]\n"
+            "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget|\n"
+            "                     rd-on|rd-refuse|rd-hostile|rd-nocap|rd-forget]\n"
             "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
@@ -154,7 +155,9 @@ inline Opts parse(int argc, char** argv)
             if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
                 o.cma_test != "hostile" && o.cma_test != "late" && o.cma_test != "parked" &&
                 o.cma_test != "rma-on" && o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" &&
-                o.cma_test != "rma-nocap" && o.cma_test != "rma-forget")
+                o.cma_test != "rma-nocap" && o.cma_test != "rma-forget" && o.cma_test != "rd-on" &&
+                o.cma_test != "rd-refuse" && o.cma_test != "rd-hostile" && o.cma_test != "rd-nocap" &&
+                o.cma_test != "rd-forget")
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;
@@ -211,6 +214,7 @@ struct Peer {
     std::vector<Completion> comps;
     std::vector<Completion> remote_writes;  // remote CQ data of the peer's writes
     size_t rma_events = 0;                  // FI_RMA_EVENT completions (ec.rma_events)
+    size_t rma_read_events = 0;             // of them, reads of our memory
     Address peer;
     const char* phase = "start";
     uint64_t last_ok_ms = 0;  // last successful completion (kill test)
@@ -238,7 +242,7 @@ struct Peer {
         ec.owner = this;
         ec.regions = &mr;
         // --cma-test rma-*: the server's remote events wait for confirmations.
-        ec.rma_events = o.server && o.cma_test.compare(0, 4, "rma-") == 0;
+        ec.rma_events = o.server && (o.cma_test.compare(0, 4, "rma-") == 0 || o.cma_test.compare(0, 3, "rd-") == 0);
         rc = engine->open_endpoint(ec, &ep);
         if (rc)
             die("open_endpoint(port %u) = %d (%s)", ec.port, rc, strerror(-rc));
@@ -286,6 +290,7 @@ struct Peer {
                 }
                 if (c.type == CompletionType::kRmaEvent) {
                     rma_events++;
+                    rma_read_events += c.target_access == kMrRemoteRead;
                     continue;
                 }
                 die("completion without context (type %d, %s)", int(c.type), to_string(c.status));
@@ -442,6 +447,8 @@ void cma_server(Peer& p, CtlRecv& bye);
 void cma_client(Peer& p);
 // --cma-test rma-* (engine_peer_cma_rma.cpp): both roles write into each other.
 void cma_rma_run(Peer& p, bool server);
+// --cma-test rd-* (engine_peer_cma_read.cpp): both roles read each other.
+void cma_read_run(Peer& p, bool server);
 
 }  // namespace engine_peer
 
