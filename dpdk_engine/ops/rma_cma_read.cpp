@@ -83,7 +83,8 @@ bool EndpointImpl::offer_cma_read(const Session* s, uint64_t len) const
     // from it (or it declined a grant) stops the offers. A read the head
     // covers whole gains nothing.
     const EngineConfig& c = engine->cfg;
-    if (!c.local_cma_min || len < c.local_cma_min || len <= kMaxOrderWarSize || s->cma_rx_off || !engine->local_hub)
+    if (!c.local_cma_min || len < c.local_cma_min || len <= kMaxOrderWarSize || s->cma_rx_off ||
+        !engine->local_hub)
         return false;
     const local::Channel* ch = engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port);
     return ch && (ch->peer_caps() & local::kCapCmaRead);

@@ -242,7 +242,8 @@ struct Peer {
         ec.owner = this;
         ec.regions = &mr;
         // --cma-test rma-*: the server's remote events wait for confirmations.
-        ec.rma_events = o.server && (o.cma_test.compare(0, 4, "rma-") == 0 || o.cma_test.compare(0, 3, "rd-") == 0);
+        ec.rma_events =
+            o.server && (o.cma_test.compare(0, 4, "rma-") == 0 || o.cma_test.compare(0, 3, "rd-") == 0);
         rc = engine->open_endpoint(ec, &ep);
         if (rc)
             die("open_endpoint(port %u) = %d (%s)", ec.port, rc, strerror(-rc));

@@ -157,13 +157,14 @@ size_t read_all(Peer& p, const Region& r, bool server, uint32_t min)
             x.i = posted;
             x.n = place_pieces(x.buf, len, posted, x.iov);
             const bool big = len >= min && !server;
-            const OpStatus expect = big && m.hostile ? OpStatus::kCopyFault
+            const OpStatus expect = big && m.hostile  ? OpStatus::kCopyFault
                                     : big && m.forget ? OpStatus::kResponseTimeout
                                                       : OpStatus::kOk;
             x.on_done = [&, len, expect](Op* op, const Completion& c) {
                 R& y = *static_cast<R*>(op);
                 if (c.status != expect)
-                    die("cma read %zu (%zu bytes): %s, expected %s", y.i, len, to_string(c.status), to_string(expect));
+                    die("cma read %zu (%zu bytes): %s, expected %s", y.i, len, to_string(c.status),
+                        to_string(expect));
                 if (c.status == OpStatus::kOk || c.status == OpStatus::kResponseTimeout) {
                     want.resize(len);
                     fill_payload(want.data(), len, stamp(!server, y.i));
