@@ -437,6 +437,9 @@ struct Remote {
 void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror);
 // Posts an operation (post(context) returns its rc) and waits for its completion.
 Completion wait_op(Peer& p, const std::function<int(void*)>& post, const char* what);
+// An RMA write or read of iov at addr under key with a completion (engine_peer_rma.cpp): posted, or waited for.
+int post_rma(Peer& p, bool write, const iovec* iov, unsigned n, uint64_t addr, uint64_t key, void* ctx);
+Completion rma_wait_iov(Peer& p, bool write, const iovec* iov, unsigned n, uint64_t addr, uint64_t key);
 // One RMA write or read of [buf, buf + len) at the server's address addr, waited for.
 Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, uint64_t key);
 
@@ -450,6 +453,20 @@ void cma_client(Peer& p);
 void cma_rma_run(Peer& p, bool server);
 // --cma-test rd-* (engine_peer_cma_read.cpp): both roles read each other.
 void cma_read_run(Peer& p, bool server);
+
+// Shared by the two (engine_peer_cma_rma.cpp). The peer's main region and
+// a second one registered without the access the test makes.
+struct CmaRegions {
+    uint64_t addr, key, len, other_addr, other_key;
+};
+// Sends ours under `ctl` and waits for the peer's.
+CmaRegions cma_swap_regions(Peer& p, Ctl ctl, const std::vector<uint8_t>& region, uint64_t key,
+                            const std::vector<uint8_t>& other, uint64_t other_key);
+// The accesses that must be refused (bad key, past either end, the other
+// region), each below and above the threshold `min`: run(len, addr, key)
+// makes one; the status must be the same both ways.
+void cma_refused(const CmaRegions& r, uint32_t min, const char* what,
+                 const std::function<Completion(size_t, uint64_t, uint64_t)>& run);
 
 }  // namespace engine_peer
 

@@ -113,31 +113,9 @@ Mode mode_of(const Opts& o)
     return {m == "rd-refuse", m == "rd-hostile", m == "rd-nocap", m == "rd-forget"};
 }
 
-struct Region {
-    uint64_t addr, key, len, wo_addr, wo_key;
-};
-
-Completion read_wait(Peer& p, const iovec* iov, unsigned n, uint64_t addr, uint64_t key)
-{
-    return wait_op(
-        p,
-        [&](void* ctx) {
-            RmaArgs a;
-            a.dest = p.peer;
-            a.iov = iov;
-            a.iov_count = n;
-            a.addr = addr;
-            a.key = key;
-            a.flags = kOpCompletion;
-            a.context = ctx;
-            return p.ep->read(a);
-        },
-        "refused read");
-}
-
 // Our reads of the peer's region, each checked byte for byte. Returns how
 // many completed with their bytes.
-size_t read_all(Peer& p, const Region& r, bool server, uint32_t min)
+size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
 {
     const Mode m = mode_of(p.o);
     struct R : Op {
@@ -174,15 +152,7 @@ size_t read_all(Peer& p, const Region& r, bool server, uint32_t min)
                 y.buf = std::vector<uint8_t>();
                 done++;
             };
-            RmaArgs a;
-            a.dest = p.peer;
-            a.iov = x.iov;
-            a.iov_count = x.n;
-            a.addr = r.addr + window(posted);
-            a.key = r.key;
-            a.flags = kOpCompletion;
-            a.context = &x;
-            if (p.ep->read(a))
+            if (post_rma(p, false, x.iov, x.n, r.addr + window(posted), r.key, &x))
                 die("cma read %zu", posted);
             if (overwritten(posted)) {
                 // Posted right behind the read, over the bytes it reads.
@@ -197,15 +167,7 @@ size_t read_all(Peer& p, const Region& r, bool server, uint32_t min)
                     over_done++;
                 };
                 o.iov[0] = {o.over.data(), 8};
-                RmaArgs b;
-                b.dest = p.peer;
-                b.iov = o.iov;
-                b.iov_count = 1;
-                b.addr = r.addr + window(posted);
-                b.key = r.key;
-                b.flags = kOpCompletion;
-                b.context = &o;
-                if (p.ep->write(b))
+                if (post_rma(p, true, o.iov, 1, r.addr + window(posted), r.key, &o))
                     die("overwrite %zu", posted);
                 over_posted++;
             }
@@ -215,28 +177,16 @@ size_t read_all(Peer& p, const Region& r, bool server, uint32_t min)
     }
     // Refused reads, below and above the threshold: the same status, the
     // buffer untouched.
-    struct Bad {
-        uint64_t addr, key;
-        OpStatus want;
-    } bads[] = {
-        {r.addr, r.key ^ 0x1234567, OpStatus::kRemoteInvalidKey},
-        {r.addr + r.len - 10, r.key, OpStatus::kRemoteOutOfBounds},
-        {r.addr - 8, r.key, OpStatus::kRemoteOutOfBounds},
-        {r.wo_addr, r.wo_key, OpStatus::kRemoteAccess},
-    };
-    for (const Bad& b : bads) {
-        for (size_t len : {size_t(100), size_t(min) + 4999}) {
-            std::vector<uint8_t> buf;
-            iovec iov[3];
-            const unsigned n = place_pieces(buf, len, len, iov);
-            const Completion c = read_wait(p, iov, n, b.addr, b.key);
-            if (c.status != b.want)
-                die("refused read of %zu bytes: %s, expected %s", len, to_string(c.status), to_string(b.want));
-            for (size_t k = 0; k < buf.size(); k++)
-                if (buf[k] != kGuardByte)
-                    die("refused read of %zu bytes changed byte %zu of its buffer", len, k);
-        }
-    }
+    cma_refused(r, min, "read", [&](size_t len, uint64_t addr, uint64_t key) {
+        std::vector<uint8_t> buf;
+        iovec iov[3];
+        const unsigned n = place_pieces(buf, len, len, iov);
+        const Completion c = rma_wait_iov(p, false, iov, n, addr, key);
+        for (size_t k = 0; k < buf.size(); k++)
+            if (buf[k] != kGuardByte)
+                die("refused read of %zu bytes changed byte %zu of its buffer", len, k);
+        return c;
+    });
     return good;
 }
 
@@ -293,19 +243,10 @@ void cma_read_run(Peer& p, bool server)
     if (p.mr.add(region.data(), region.size(), kMrRemoteRead | kMrRemoteWrite, 0, &key) ||
         p.mr.add(wo.data(), wo.size(), kMrRemoteWrite, 0, &wo_key))
         die("cma read: mr add");
-    CtlRecv peer_region, peer_done;
-    ctl_post(p, kRegionCtl, &peer_region);
+    CtlRecv peer_done;
     ctl_post(p, kDoneCtl, &peer_done);
-    CtlMsg mine;
-    mine.a = reinterpret_cast<uint64_t>(region.data());
-    mine.b = key;
-    mine.c = region.size();
-    mine.d = reinterpret_cast<uint64_t>(wo.data());
-    mine.e = wo_key;
     p.phase = "cma read: regions";
-    ctl_send(p, kRegionCtl, mine);
-    p.run_until([&] { return peer_region.got; });
-    const Region r {peer_region.m.a, peer_region.m.b, peer_region.m.c, peer_region.m.d, peer_region.m.e};
+    const CmaRegions r = cma_swap_regions(p, kRegionCtl, region, key, wo, wo_key);
     p.phase = "cma read: reads";
     const uint64_t t0 = now_ms();
     const size_t good = read_all(p, r, server, min);
