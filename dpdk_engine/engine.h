@@ -136,6 +136,10 @@ struct EngineConfig {
     // name an address nobody maps, local_cma_fail_errno_for_test our copies
     // of the peer's grants fail.
     bool local_cma_no_read_cap_for_test = false;
+    // Tests only: each read grant's region is registered again at once (a
+    // new serial), as if the application closed and reopened it before the
+    // initiator's confirmation came: the read must fail, raising nothing.
+    bool local_cma_reregister_for_test = false;
     // Tests only: an RMA write's single-copy answer that asks for the
     // confirmation, or a read's copy from a grant, finds the operation given
     // up (as after a peer timeout): it fails kResponseTimeout and no

@@ -190,6 +190,12 @@ uint64_t MemoryRegistry::serial(uint64_t key) const
     return s ? s->serial : 0;
 }
 
+void MemoryRegistry::reregister_for_test(uint64_t key)
+{
+    if (const Slot* s = find(key))
+        slots_[static_cast<size_t>(s - slots_.data())].serial = next_serial_++;
+}
+
 wire::WireStatus MemoryRegistry::check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed,
                                        uint8_t** out) const
 {

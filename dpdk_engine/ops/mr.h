@@ -99,6 +99,9 @@ class MemoryRegistry {
     // A single-copy read's grant names it and its confirmation echoes it
     // (rma_cma_read.cpp): the region must not have changed in between.
     uint64_t serial(uint64_t key) const;
+    // Tests only: the region with `key` becomes a registration of its own,
+    // as if closed and registered again at once (a new serial).
+    void reregister_for_test(uint64_t key);
 
     // Number of live regions.
     size_t size() const { return count_; }

@@ -254,6 +254,8 @@ Delivery EndpointImpl::deliver_cma_read_req(Session* s, const wire::ParsedPacket
         stage_read(op, src, len);
         op->answer.cma_serial = serial;
         st.cma_rd_grants++;
+        if (engine->cfg.local_cma_reregister_for_test)
+            cfg.regions->reregister_for_test(x->key.get());
     }
     op->answer.wire_status = status;
     session_enqueue_answer(s, op);

@@ -321,6 +321,8 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
         cfg->local_cma_bad_source_for_test = true;
     if (o.cma_test == "rd-nocap" && o.server)
         cfg->local_cma_no_read_cap_for_test = true;
+    if (o.cma_test == "rd-lapse" && o.server)
+        cfg->local_cma_reregister_for_test = true;
     if (o.cma_test == "rma-nocap" && o.server)
         cfg->local_cma_no_write_cap_for_test = true;
     if (o.cma_test == "declined" && o.server)

@@ -26,6 +26,10 @@
 //   rd-forget   the client gives each big read up once copied (a test
 //               hook, as after a timeout) and confirms nothing: the server
 //               raises no event for them
+//   rd-lapse    the server's region is registered again after each grant
+//               (a test hook, as if closed and reopened under the same key
+//               before the confirmation): the client's big reads fail
+//               FI_EACCES, the server raises no event for them
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -103,14 +107,14 @@ void check_buffer(const std::vector<uint8_t>& buf, const iovec* iov, unsigned n,
 }
 
 struct Mode {
-    bool refuse, hostile, nocap, forget;
+    bool refuse, hostile, nocap, forget, lapse;
 };
 
 // What the mode does to the client's reads (the server's are always plain).
 Mode mode_of(const Opts& o)
 {
     const std::string& m = o.cma_test;
-    return {m == "rd-refuse", m == "rd-hostile", m == "rd-nocap", m == "rd-forget"};
+    return {m == "rd-refuse", m == "rd-hostile", m == "rd-nocap", m == "rd-forget", m == "rd-lapse"};
 }
 
 // Our reads of the peer's region, each checked byte for byte. Returns how
@@ -137,6 +141,7 @@ size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
             const bool big = len >= min && !server;
             const OpStatus expect = big && m.hostile  ? OpStatus::kCopyFault
                                     : big && m.forget ? OpStatus::kResponseTimeout
+                                    : big && m.lapse  ? OpStatus::kRemoteInvalidKey
                                                       : OpStatus::kOk;
             x.on_done = [&, len, expect](Op* op, const Completion& c) {
                 R& y = *static_cast<R*>(op);
@@ -207,6 +212,7 @@ void check_counters(Peer& p, bool server, uint32_t min)
     struct Want {
         uint64_t rx, faults, refused_lo, refused_hi, grants_lo, grants_hi, confirmed;
     } w {big, 0, 0, 0, big, big, big};
+    const uint64_t lapsed = server && m.lapse ? big : 0;
     if (!server) {
         if (m.refuse)
             w = {0, 0, 1, kInFlight, big, big, big};
@@ -217,18 +223,18 @@ void check_counters(Peer& p, bool server, uint32_t min)
     } else {
         if (m.refuse)
             w = {big, 0, 0, 0, 1, kInFlight, 0};
-        else if (m.hostile || m.forget)
+        else if (m.hostile || m.forget || m.lapse)
             w = {big, 0, 0, 0, big, big, 0};
         else if (m.nocap)
             w = {big, 0, 0, 0, 0, 0, 0};
     }
     if (st.cma_rd_rx != w.rx || st.cma_rd_faults != w.faults || st.cma_rd_refused < w.refused_lo ||
         st.cma_rd_refused > w.refused_hi || st.cma_rd_grants < w.grants_lo || st.cma_rd_grants > w.grants_hi ||
-        st.cma_rd_confirmed != w.confirmed || st.cma_rd_declined != 0 || st.cma_rd_lapsed != 0)
+        st.cma_rd_confirmed != w.confirmed || st.cma_rd_declined != 0 || st.cma_rd_lapsed != lapsed)
         die("cma read counters (mode %s): expected rx %" PRIu64 " faults %" PRIu64 " refused %" PRIu64 "..%" PRIu64
-            " grants %" PRIu64 "..%" PRIu64 " confirmed %" PRIu64 ", declined and lapsed 0",
+            " grants %" PRIu64 "..%" PRIu64 " confirmed %" PRIu64 " lapsed %" PRIu64 ", declined 0",
             p.o.cma_test.c_str(), w.rx, w.faults, w.refused_lo, w.refused_hi, w.grants_lo, w.grants_hi,
-            w.confirmed);
+            w.confirmed, lapsed);
 }
 
 }  // namespace

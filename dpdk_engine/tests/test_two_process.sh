@@ -221,6 +221,8 @@ run_pair local_cma_rd_refuse "" "" $((BASE_PORT + 34)) --cma-test rd-refuse --ex
 run_pair local_cma_rd_hostile "" "" $((BASE_PORT + 35)) --cma-test rd-hostile --expect-path local
 run_pair local_cma_rd_nocap "" "" $((BASE_PORT + 36)) --cma-test rd-nocap --expect-path local
 run_pair local_cma_rd_forget "" "" $((BASE_PORT + 37)) --cma-test rd-forget --expect-path local
+# The region registered again between a grant and its confirmation.
+run_pair local_cma_rd_lapse "" "" $((BASE_PORT + 38)) --cma-test rd-lapse --expect-path local
 # The normal run's RMA phase (writes in completion order, reads checked
 # against them, refused accesses, atomics) with its large writes copied.
 run_pair local_cma_rma_phase "" "$FAULT" $((BASE_PORT + 25)) --count 200 --rma-ops 100 --expect-path local
