@@ -454,7 +454,26 @@ void cma_rma_run(Peer& p, bool server);
 // --cma-test rd-* (engine_peer_cma_read.cpp): both roles read each other.
 void cma_read_run(Peer& p, bool server);
 
-// Shared by the two (engine_peer_cma_rma.cpp). The peer's main region and
+// Shared by the two. Operation i's size is sizes[i % N]; its window in
+// the target's region lies at an odd offset, kCmaGap + (i % 7) guard
+// bytes after the window before. Every fourth operation is followed at
+// once by an 8-byte write over the window's first bytes (its pattern's
+// stamp | kCmaOverStamp).
+constexpr size_t kCmaGap = 64;
+constexpr uint8_t kCmaGuardByte = 0x5A;
+constexpr uint64_t kCmaOverStamp = 0x800000;
+template <size_t N> size_t cma_window(const size_t (&sizes)[N], size_t i)
+{
+    size_t off = 0;
+    for (size_t k = 0; k < i; k++)
+        off += kCmaGap + (k % 7) + sizes[k % N];
+    return off + kCmaGap + (i % 7);
+}
+inline bool cma_overwritten(size_t i)
+{
+    return i % 4 == 2;
+}
+// (engine_peer_cma_rma.cpp) The peer's main region and
 // a second one registered without the access the test makes.
 struct CmaRegions {
     uint64_t addr, key, len, other_addr, other_key;

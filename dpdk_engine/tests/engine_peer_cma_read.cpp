@@ -41,21 +41,15 @@ namespace {
 constexpr size_t kSizes[] = {16385, 65535, 65536, 65537, 100003, 1u << 20, (3u << 20) + 7, 262144, 66560, 65539};
 constexpr size_t kReads = 30;
 constexpr size_t kInFlight = 6;
-constexpr size_t kGap = 64;  // guard bytes between windows and pieces
-constexpr uint8_t kGuardByte = 0x5A;
+constexpr size_t kGap = kCmaGap;  // guard bytes between windows and pieces
+constexpr uint8_t kGuardByte = kCmaGuardByte;
 constexpr uint64_t kStamp = 0xD7E0000000000ull;  // | from_server << 24 | index
-constexpr uint64_t kOverStamp = 0x800000;
 constexpr Ctl kRegionCtl = static_cast<Ctl>(18);
 constexpr Ctl kDoneCtl = static_cast<Ctl>(19);
 
 size_t rlen(size_t i)
 {
     return kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
-}
-
-bool overwritten(size_t i)
-{
-    return i % 4 == 2;
 }
 
 uint64_t stamp(bool server, size_t i)
@@ -65,10 +59,7 @@ uint64_t stamp(bool server, size_t i)
 
 size_t window(size_t i)
 {
-    size_t off = 0;
-    for (size_t k = 0; k < i; k++)
-        off += kGap + (k % 7) + rlen(k);
-    return off + kGap + (i % 7);
+    return cma_window(kSizes, i);
 }
 
 // The pieces of a read's buffer: those of cut_pieces, kGap + odd bytes
@@ -159,13 +150,13 @@ size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
             };
             if (post_rma(p, false, x.iov, x.n, r.addr + window(posted), r.key, &x))
                 die("cma read %zu", posted);
-            if (overwritten(posted)) {
+            if (cma_overwritten(posted)) {
                 // Posted right behind the read, over the bytes it reads.
                 rs.emplace_back();
                 R& o = rs.back();
                 o.i = posted;
                 o.over.resize(8);
-                fill_payload(o.over.data(), 8, stamp(!server, posted) | kOverStamp);
+                fill_payload(o.over.data(), 8, stamp(!server, posted) | kCmaOverStamp);
                 o.on_done = [&over_done](Op* op, const Completion& c) {
                     if (c.status != OpStatus::kOk)
                         die("overwrite after read %zu: %s", static_cast<R*>(op)->i, to_string(c.status));

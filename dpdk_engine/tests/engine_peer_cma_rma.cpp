@@ -37,8 +37,8 @@ namespace {
 constexpr size_t kSizes[] = {16385, 65535, 65536, 65537, 100003, 1u << 20, (3u << 20) + 7, 262144};
 constexpr size_t kWrites = 24;
 constexpr size_t kInFlight = 6;
-constexpr size_t kGap = 64;  // guard bytes before each window (and after the last)
-constexpr uint8_t kGuardByte = 0x5A;
+constexpr size_t kGap = kCmaGap;  // guard bytes before each window (and after the last)
+constexpr uint8_t kGuardByte = kCmaGuardByte;
 constexpr uint64_t kStamp = 0xC3B0000000000ull;  // | from_server << 24 | index
 constexpr Ctl kRegionCtl = static_cast<Ctl>(16);
 constexpr Ctl kDoneCtl = static_cast<Ctl>(17);
@@ -54,26 +54,22 @@ bool with_data(size_t i)
 }
 
 // Write i is followed at once by an 8-byte write over its first bytes (the
-// rings): the order of writes (FI_ORDER_RMA_WAW) must hold, also when the
-// big one's offer is declined and it is sent again.
+// rings, cma_overwritten): the order of writes (FI_ORDER_RMA_WAW) must
+// hold, also when the big one's offer is declined and it is sent again.
 bool overwritten(size_t i)
 {
-    return i % 4 == 2;
+    return cma_overwritten(i);
 }
-constexpr uint64_t kOverStamp = 0x800000;
 
 uint64_t stamp(bool from_server, size_t i)
 {
     return kStamp | uint64_t(from_server) << 24 | i;
 }
 
-// Where write i lands in the target's region: odd offsets, kGap+ apart.
+// Where write i lands in the target's region.
 size_t window(size_t i)
 {
-    size_t off = 0;
-    for (size_t k = 0; k < i; k++)
-        off += kGap + (k % 7) + wlen(k);
-    return off + kGap + (i % 7);
+    return cma_window(kSizes, i);
 }
 
 size_t region_len()
@@ -137,7 +133,7 @@ void write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
                 W& o = ws.back();
                 o.i = posted;
                 o.buf.resize(8);
-                fill_payload(o.buf.data(), 8, stamp(server, posted) | kOverStamp);
+                fill_payload(o.buf.data(), 8, stamp(server, posted) | kCmaOverStamp);
                 o.on_done = [&over_done](Op* op, const Completion& c) {
                     if (c.status != OpStatus::kOk)
                         die("overwrite of write %zu: %s", static_cast<W*>(op)->i, to_string(c.status));
@@ -186,7 +182,7 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
         want.resize(len);
         fill_payload(want.data(), len, stamp(!server, i));
         if (overwritten(i))
-            fill_payload(want.data(), 8, stamp(!server, i) | kOverStamp);
+            fill_payload(want.data(), 8, stamp(!server, i) | kCmaOverStamp);
         if (mcmp(region.data() + at, want.data(), len) != 0)
             die("window %zu (%zu bytes) of our region differs from the peer's write", i, len);
     }
