@@ -131,10 +131,20 @@ struct EngineConfig {
     // Tests only: our host-local channels do not say we take RMA writes by
     // a single copy (as a peer of before that: local::kCapCmaWrite).
     bool local_cma_no_write_cap_for_test = false;
+    // Tests only: nor that we grant RMA reads by a single copy
+    // (local::kCapCmaRead). local_cma_bad_source_for_test makes our grants
+    // name an address nobody maps, local_cma_fail_errno_for_test our copies
+    // of the peer's grants fail.
+    bool local_cma_no_read_cap_for_test = false;
+    // Tests only: each read grant's region is registered again at once (a
+    // new serial), as if the application closed and reopened it before the
+    // initiator's confirmation came: the read must fail, raising nothing.
+    bool local_cma_reregister_for_test = false;
     // Tests only: an RMA write's single-copy answer that asks for the
-    // confirmation finds the write given up (as after a peer timeout): it
-    // fails kResponseTimeout and no confirmation is sent.
-    bool local_cma_forget_writes_for_test = false;
+    // confirmation, or a read's copy from a grant, finds the operation given
+    // up (as after a peer timeout): it fails kResponseTimeout and no
+    // confirmation is sent.
+    bool local_cma_forget_for_test = false;
     uint64_t unexpected_bytes = 256ull << 20;  // FI_DPDK_UNEXPECTED_BYTES: heap for unexpected data once the
                                                // mbufs set aside for it (a quarter of the pool) are in use
     // FI_DPDK_UNEXPECTED_PEER_BYTES: unexpected eager data one peer may have
@@ -437,6 +447,13 @@ struct EndpointStats {
     // (their remote events raised).
     uint64_t cma_wr_tx, cma_wr_tx_faults, cma_wr_declined, cma_wr_confirms;
     uint64_t cma_wr_rx, cma_wr_rx_bytes, cma_wr_refused, cma_wr_faults, cma_wr_confirmed;
+    // RMA reads (rma_cma_read.cpp): initiator: reads copied from a grant and
+    // their bytes, copies that faulted (kCopyFault), copies the kernel
+    // refused and offers the target declined (both sent through the ring);
+    // target: grants given, confirmations of a copy taken (their remote
+    // events raised), confirmations that found the region deregistered.
+    uint64_t cma_rd_rx, cma_rd_rx_bytes, cma_rd_faults, cma_rd_refused, cma_rd_declined;
+    uint64_t cma_rd_grants, cma_rd_confirmed, cma_rd_lapsed;
 };
 
 // One session (this endpoint x one peer): its own counters and its state,

@@ -66,7 +66,8 @@ void EngineImpl::local_init()
         fprintf(stderr, "dpdk engine: host-local path off: %s\n", strerror(-rc));
         return;
     }
-    hub->set_caps(cfg.local_cma_no_write_cap_for_test ? 0 : local::kCapCmaWrite);
+    hub->set_caps((cfg.local_cma_no_write_cap_for_test ? 0 : local::kCapCmaWrite) |
+                  (cfg.local_cma_no_read_cap_for_test ? 0 : local::kCapCmaRead));
     if (cfg.dump_stats)
         hub->report_to(stderr);
     local_hub = std::move(hub);

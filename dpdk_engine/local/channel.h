@@ -36,6 +36,7 @@ constexpr uint32_t kHelloVersion = 1;
 // writes its word once it has joined (Channel::advertise); the memfd starts
 // zeroed, so a peer of before reads as taking nothing.
 constexpr uint32_t kCapCmaWrite = 1u << 0;  // kRmaWrite with kFlagCma (wire.h): RMA writes by a single copy
+constexpr uint32_t kCapCmaRead = 1u << 1;  // kRmaReadReq with kFlagCma (wire.h): grants RMA reads by a single copy
 
 // Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
 // none when fd < 0. 0 or -errno.

@@ -516,6 +516,12 @@ void Endpoint::dump_stats(FILE* f) const
             " cma_wr_confirmed %" PRIu64 "\n",
             ip, ep->addr.port, s.cma_wr_tx, s.cma_wr_tx_faults, s.cma_wr_declined, s.cma_wr_confirms, s.cma_wr_rx,
             s.cma_wr_rx_bytes, s.cma_wr_refused, s.cma_wr_faults, s.cma_wr_confirmed);
+    fprintf(f,
+            "dpdk engine endpoint %s:%u rma reads by a single copy: cma_rd_rx %" PRIu64 " cma_rd_rx_bytes %" PRIu64
+            " cma_rd_faults %" PRIu64 " cma_rd_refused %" PRIu64 " cma_rd_declined %" PRIu64
+            " cma_rd_grants %" PRIu64 " cma_rd_confirmed %" PRIu64 " cma_rd_lapsed %" PRIu64 "\n",
+            ip, ep->addr.port, s.cma_rd_rx, s.cma_rd_rx_bytes, s.cma_rd_faults, s.cma_rd_refused,
+            s.cma_rd_declined, s.cma_rd_grants, s.cma_rd_confirmed, s.cma_rd_lapsed);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

@@ -270,14 +270,18 @@ class EndpointImpl : public Endpoint {
     Delivery cma_write_answered(Session* s, TxOp* op, const wire::ParsedPacket& p);
     // Shared with the message path: the channel whose peer a single copy
     // from s's peer reads (s's route, its pid from the kernel; the frame at
-    // hand did not come through a ring of another process), else nullptr;
-    // a source list of exactly `total` bytes from p's payload into src/*n
-    // (false: malformed).
+    // hand did not come through a ring of another process), else nullptr.
     local::Channel* cma_channel(const Session* s) const;
     // cma_channel refuses only because the frame was read from the ring of
     // another process than s's route's (rma_cma.cpp).
     bool cma_elsewhere(const Session* s) const;
-    bool take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* src, uint32_t* n);
+    // RMA reads by a single copy (rma_cma_read.cpp, wire.h kFlagCma): whether
+    // a read of `len` bytes from s's peer offers it; the target's side of an
+    // offer or a confirmation; the initiator's side of a grant or of the
+    // final answer.
+    bool offer_cma_read(const Session* s, uint64_t len) const;
+    Delivery deliver_cma_read_req(Session* s, const wire::ParsedPacket& p);
+    Delivery cma_read_answered(Session* s, TxOp* op, const wire::ParsedPacket& p);
     Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_read_resp(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);
@@ -344,6 +348,14 @@ wire::WireStatus check_region(EndpointImpl* ep, uint64_t key, uint64_t addr, uin
 // single copy alike; *dst: where those bytes go.
 wire::WireStatus check_write(EndpointImpl* ep, const wire::RmaExt* x, uint64_t offset, uint64_t len,
                              uint8_t** dst);
+// The same for a read (key, whole range, access), for the ring path and a
+// single copy's offer and confirmation alike; *src: where the bytes are.
+wire::WireStatus check_read(EndpointImpl* ep, const wire::RmaExt* x, uint8_t** src);
+// A read answer's payload of `len` bytes at src: the first
+// kMaxOrderWarSize bytes copied into op's bounce now (FI_ORDER_RMA_WAR:
+// writes delivered after the request cannot reach them), the rest as
+// op->iov[1], read when cut (the ring path) or granted (a single copy).
+void stage_read(TxOp* op, uint8_t* src, uint64_t len);
 
 // ---- iov helpers (endpoint.cpp)
 // -EINVAL when n > kMaxIov, or a null array or buffer with a length.

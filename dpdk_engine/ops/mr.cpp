@@ -133,6 +133,7 @@ int MemoryRegistry::add(void* base, size_t len, uint32_t access, uint64_t reques
     s.len = static_cast<uint64_t>(len);
     s.base = static_cast<uint8_t*>(base);
     s.access = access;
+    s.serial = next_serial_++;
     insert_slot(s);
     count_++;
     if (key_out != nullptr)
@@ -181,6 +182,18 @@ void* MemoryRegistry::events(uint64_t key) const
 {
     const Slot* s = find(key);
     return s ? s->events : nullptr;
+}
+
+uint64_t MemoryRegistry::serial(uint64_t key) const
+{
+    const Slot* s = find(key);
+    return s ? s->serial : 0;
+}
+
+void MemoryRegistry::reregister_for_test(uint64_t key)
+{
+    if (const Slot* s = find(key))
+        slots_[static_cast<size_t>(s - slots_.data())].serial = next_serial_++;
 }
 
 wire::WireStatus MemoryRegistry::check(uint64_t key, uint64_t addr, uint64_t len, uint32_t needed,

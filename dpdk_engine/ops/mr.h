@@ -93,6 +93,15 @@ class MemoryRegistry {
     // The event context of the region with `key`, null for none or no such
     // region. Looked up only for endpoints that report events.
     void* events(uint64_t key) const;
+    // Which registration the region with `key` is: a number no other
+    // registration of this registry had or will have (a region removed and
+    // added again under the same key gets a new one); 0 for no such region.
+    // A single-copy read's grant names it and its confirmation echoes it
+    // (rma_cma_read.cpp): the region must not have changed in between.
+    uint64_t serial(uint64_t key) const;
+    // Tests only: the region with `key` becomes a registration of its own,
+    // as if closed and registered again at once (a new serial).
+    void reregister_for_test(uint64_t key);
 
     // Number of live regions.
     size_t size() const { return count_; }
@@ -106,6 +115,7 @@ class MemoryRegistry {
         uint64_t len;
         uint8_t* base;  // local address of the first byte
         void* events;   // set_events
+        uint64_t serial;
         uint32_t access;
         uint32_t used;  // 0 = empty slot (key 0 is a legal requested key)
     };
@@ -121,6 +131,7 @@ class MemoryRegistry {
     std::vector<Slot> slots_;  // capacity a power of two, or empty
     size_t mask_ = 0;          // slots_.size() - 1 when non-empty
     size_t count_ = 0;
+    uint64_t next_serial_ = 1;
 
     // Keys come from the kernel CSPRNG in batches (random.h).
     RandomPool keys_;

@@ -46,8 +46,10 @@ constexpr PacketFamily kPacketFamilies[wire::kMaxPacketType + 1] = {
     {T::kMsgRdvData, build_rdv_data, by<&E::deliver_rdv_data>, false},
     // The RmaExt; with kFlagCma a source list instead of data (build_rma_write).
     {T::kRmaWrite, build_rma_write, by<&E::deliver_write>, false},
-    {T::kRmaReadReq, build_rma_request, by<&E::deliver_read_req>, false},
-    {T::kRmaReadResp, build_response, by<&E::deliver_read_resp>, false},
+    // The RmaExt; with kFlagCma an offer or its confirmation (build_rma_read).
+    {T::kRmaReadReq, build_rma_read, by<&E::deliver_read_req>, false},
+    // The RespExt; with kFlagCma a grant's list and head (build_read_resp).
+    {T::kRmaReadResp, build_read_resp, by<&E::deliver_read_resp>, false},
     {T::kRmaWriteResp, build_response, by<&E::deliver_write_resp>, false},
     {T::kAtomicReq, build_atomic_request, by<&E::deliver_atomic_req>, false},
     {T::kAtomicResp, build_response, by<&E::deliver_atomic_resp>, false},

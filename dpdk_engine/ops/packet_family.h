@@ -89,20 +89,35 @@ bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited);
 // other packet. The flag was taken when the packet was cut, so a
 // retransmission carries the same list.
 // The same for a kRmaWrite that offers one (rma_cma.cpp); its confirmation
-// (the op's cma_confirm) carries none.
+// (the op's cma_confirm) carries none. A kRmaReadResp that grants a read
+// (rma_cma_read.cpp): the list of the range past the head (iov[1]), then
+// the head's bytes (iov[0]); the final answer (no iov) carries none.
 inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
 {
     if (!(pkt.flags & wire::kFlagCma))
         return 0;
-    if (pkt.type != static_cast<uint8_t>(wire::PacketType::kMsgRts) &&
-        (pkt.type != static_cast<uint8_t>(wire::PacketType::kRmaWrite) || pkt.op->cma_confirm))
-        return 0;
-    return static_cast<uint16_t>(pkt.op->iov_count * sizeof(wire::CmaSource));
+    const TxOp* op = pkt.op;
+    switch (static_cast<wire::PacketType>(pkt.type)) {
+    case wire::PacketType::kMsgRts: return static_cast<uint16_t>(op->iov_count * sizeof(wire::CmaSource));
+    case wire::PacketType::kRmaWrite:
+        return op->cma_confirm ? 0 : static_cast<uint16_t>(op->iov_count * sizeof(wire::CmaSource));
+    case wire::PacketType::kRmaReadResp:
+        return op->iov_count
+                   ? static_cast<uint16_t>((op->iov_count - 1) * sizeof(wire::CmaSource) + op->iov[0].iov_len)
+                   : 0;
+    default: return 0;
+    }
 }
 
-// Writes op's source list (one CmaSource per iovec) as th's payload
-// (rma_cma.cpp): a kFlagCma RTS's or RMA write's.
+// Writes a source list (one CmaSource per iovec of iov) as th's payload
+// (rma_cma.cpp) and returns where it ends: a kFlagCma RTS's or RMA write's
+// (write_source_list: op's own iovecs), a read grant's.
+uint8_t* write_sources(const TxOp* op, const iovec* iov, uint32_t n, wire::TransportHeader* th);
 void write_source_list(const TxOp* op, wire::TransportHeader* th);
+// A source list of exactly `total` bytes from `bytes` bytes at `list`
+// into out/*count: 1 to kMaxIov entries, no address + length overflow
+// (false: malformed). Every single copy's list passes here (rma_cma.cpp).
+bool take_source_list(const uint8_t* list, uint32_t bytes, uint64_t total, iovec* out, uint32_t* count);
 
 // The rows' build functions, by family file; their delivery functions are
 // EndpointImpl's deliver_* (endpoint_impl.h), defined in the same files.
@@ -114,6 +129,8 @@ void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th);     /
 void build_rma_request(const InflightPacket& pkt, wire::TransportHeader* th);  // rma.cpp: write, read request
 void build_rma_write(const InflightPacket& pkt, wire::TransportHeader* th);    // rma_cma.cpp: + a source list
 void build_response(const InflightPacket& pkt, wire::TransportHeader* th);     // rma.cpp: every RespExt
+void build_rma_read(const InflightPacket& pkt, wire::TransportHeader* th);   // rma_cma_read.cpp: + a confirmation
+void build_read_resp(const InflightPacket& pkt, wire::TransportHeader* th);  // rma_cma_read.cpp: + a grant
 void build_atomic_request(const InflightPacket& pkt, wire::TransportHeader* th);  // atomic.cpp
 void build_conn_ctl(const InflightPacket& pkt, wire::TransportHeader* th);        // connection.cpp
 

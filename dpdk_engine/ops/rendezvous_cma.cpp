@@ -52,7 +52,7 @@ void EndpointImpl::take_cma_sources(Session* s, RxMsg* m, const wire::ParsedPack
     if (!c)
         return;
     uint32_t n = 0;
-    if (!take_source_list(p, m->total_len, m->cma_src, &n)) {
+    if (!take_source_list(p.payload, p.payload_len, m->total_len, m->cma_src, &n)) {
         st.protocol_errors++;
         m->cma_bad = true;  // fails when matched, with an answer the sender completes on
         return;

@@ -66,6 +66,7 @@ int Endpoint::read(const RmaArgs& a)
     if (a.iov_count)        // a.iov may be null then: memcpy forbids null even for 0 bytes
         memcpy(op->iov, a.iov, sizeof(iovec) * a.iov_count);
     op->iov_count = static_cast<uint32_t>(a.iov_count);
+    op->cma = ep->offer_cma_read(s, len);  // we copy from the target's grant (rma_cma_read.cpp)
     session_enqueue(s, op);
     ep->engine->kick(s);
     return 0;
@@ -105,6 +106,20 @@ wire::WireStatus check_write(EndpointImpl* ep, const wire::RmaExt* x, uint64_t o
     if (status == wire::WireStatus::kOk)
         status = check_region(ep, x->key.get(), x->addr.get() + offset, len, kMrRemoteWrite, dst);
     return status;
+}
+
+wire::WireStatus check_read(EndpointImpl* ep, const wire::RmaExt* x, uint8_t** src)
+{
+    return check_region(ep, x->key.get(), x->addr.get(), x->total_len.get(), kMrRemoteRead, src);
+}
+
+void stage_read(TxOp* op, uint8_t* src, uint64_t len)
+{
+    const uint64_t head = len < kMaxOrderWarSize ? len : kMaxOrderWarSize;
+    memcpy(op->bounce, src, head);
+    op->iov[0] = {op->bounce, head};
+    op->iov[1] = {src + head, len - head};
+    op->iov_count = len > head ? 2 : 1;
 }
 
 void EndpointImpl::raise_write_events(Session* s, const wire::RmaExt* x, uint16_t flags, uint8_t* start)
@@ -157,23 +172,18 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
 
 Delivery EndpointImpl::deliver_read_req(Session* s, const wire::ParsedPacket& p)
 {
+    if (p.flags & wire::kFlagCma)
+        return deliver_cma_read_req(s, p);  // rma_cma_read.cpp: an offer, or its confirmation
     const auto* x = reinterpret_cast<const wire::RmaExt*>(p.ext);
     if (!can_answer(s))
         return Delivery::kBlocked;
     uint64_t len = x->total_len.get();
     uint8_t* src = nullptr;
-    wire::WireStatus status = check_region(this, x->key.get(), x->addr.get(), len, kMrRemoteRead, &src);
+    wire::WireStatus status = check_read(this, x, &src);
     TxOp* op = respond(this, s, TxOp::Kind::kReadResp, x->op_id.get(), status);
     if (status == wire::WireStatus::kOk && len) {
-        // The head is copied now, the rest read when it is cut: writes
-        // delivered after this request and before the response leaves
-        // cannot reach what the read returns in its first kMaxOrderWarSize
-        // bytes (FI_ORDER_RMA_WAR, max_order_war_size).
-        const uint64_t head = len < kMaxOrderWarSize ? len : kMaxOrderWarSize;
-        memcpy(op->bounce, src, head);
-        op->iov[0] = {op->bounce, head};
-        op->iov[1] = {src + head, len - head};
-        op->iov_count = len > head ? 2 : 1;
+        // The head is copied now, the rest read when it is cut (stage_read).
+        stage_read(op, src, len);
         op->total_len = len;
     }
     session_enqueue_answer(s, op);
@@ -237,6 +247,8 @@ Delivery EndpointImpl::deliver_read_resp(Session* s, const wire::ParsedPacket& p
 {
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
     TxOp* op = waiting_request(s, x, TxOp::Kind::kRead);
+    if (op && (op->cma || (p.flags & wire::kFlagCma)))
+        return cma_read_answered(s, op, p);  // rma_cma_read.cpp: a grant, a refusal or the final answer
     uint64_t offset = x->offset.get();
     if (!op || offset != op->req.received || p.payload_len > op->message_len - offset) {
         st.protocol_errors++;

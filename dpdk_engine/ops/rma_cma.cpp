@@ -71,12 +71,12 @@ bool EndpointImpl::cma_elsewhere(const Session* s) const
     return route && route->peer_pid() > 0 && c && c->peer_pid() != route->peer_pid();
 }
 
-bool EndpointImpl::take_source_list(const wire::ParsedPacket& p, uint64_t total, iovec* out, uint32_t* count)
+bool take_source_list(const uint8_t* list, uint32_t bytes, uint64_t total, iovec* out, uint32_t* count)
 {
-    const uint32_t n = p.payload_len / sizeof(wire::CmaSource);
-    const auto* src = reinterpret_cast<const wire::CmaSource*>(p.payload);
+    const uint32_t n = bytes / sizeof(wire::CmaSource);
+    const auto* src = reinterpret_cast<const wire::CmaSource*>(list);
     uint64_t sum = 0;
-    bool ok = p.payload_len % sizeof(wire::CmaSource) == 0 && n >= 1 && n <= kMaxIov;
+    bool ok = bytes % sizeof(wire::CmaSource) == 0 && n >= 1 && n <= kMaxIov;
     for (uint32_t i = 0; ok && i < n; i++) {
         const uint64_t a = src[i].addr.get(), l = src[i].len.get();
         ok = l <= total - sum && a <= UINTPTR_MAX - l;  // no overflow, never past the operation
@@ -90,16 +90,22 @@ bool EndpointImpl::take_source_list(const wire::ParsedPacket& p, uint64_t total,
     return true;
 }
 
-void write_source_list(const TxOp* op, wire::TransportHeader* th)
+uint8_t* write_sources(const TxOp* op, const iovec* iov, uint32_t n, wire::TransportHeader* th)
 {
     auto* src = reinterpret_cast<wire::CmaSource*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get());
     const bool bad = op->session->ep->engine->cfg.local_cma_bad_source_for_test;
-    for (uint32_t i = 0; i < op->iov_count; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         // The test's hostile peer: an address in the first page, which
         // nobody maps (vm.mmap_min_addr).
-        src[i].addr.set(bad ? 0x1000 : reinterpret_cast<uintptr_t>(op->iov[i].iov_base));
-        src[i].len.set(op->iov[i].iov_len);
+        src[i].addr.set(bad ? 0x1000 : reinterpret_cast<uintptr_t>(iov[i].iov_base));
+        src[i].len.set(iov[i].iov_len);
     }
+    return reinterpret_cast<uint8_t*>(src + n);
+}
+
+void write_source_list(const TxOp* op, wire::TransportHeader* th)
+{
+    write_sources(op, op->iov, op->iov_count, th);
 }
 
 // ---------------------------------------------------------------------------
@@ -159,7 +165,7 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         st.cma_wr_tx_faults++;
     if (answer == wire::WireStatus::kOk || answer == wire::WireStatus::kCopyFault)
         s->cma_wr_proven = true;  // the peer's kernel lets it read us: no more fences (session.cpp)
-    if (answer == wire::WireStatus::kOk && x->offset.get() == 1 && engine->cfg.local_cma_forget_writes_for_test) {
+    if (answer == wire::WireStatus::kOk && x->offset.get() == 1 && engine->cfg.local_cma_forget_for_test) {
         // The test's initiator that gave up on the write before the answer
         // came: the target copied, and must raise no event.
         st.protocol_errors++;
@@ -227,7 +233,7 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
             return Delivery::kBlocked;  // nothing changed: taken when it comes through the ring
         if (!c) {
             status = wire::WireStatus::kCmaDeclined;  // not through the peer's ring, or not taken now
-        } else if (!take_source_list(p, total, src, &n)) {
+        } else if (!take_source_list(p.payload, p.payload_len, total, src, &n)) {
             st.protocol_errors++;
             status = wire::WireStatus::kBadRequest;
         }

@@ -81,9 +81,13 @@ struct TxOp {
     // receiver copied (or failed: answer.wire_status says why); kRdvData:
     // the sender's confirmation of a copy (rendezvous_cma.cpp). kWrite: offers
     // the target a single copy (rma_cma.cpp); kWriteResp: answers one.
+    // kRead: offers to read the target by a single copy (rma_cma_read.cpp);
+    // kReadResp: answers one (a grant, a refusal, or the final answer).
     bool cma = false;
     // kWrite with cma: its next packet is the confirmation the target asked
-    // for (no payload); kWriteResp: asks the initiator for it.
+    // for (no payload); kWriteResp: asks the initiator for it. kRead with
+    // cma: the grant was taken, the confirmation is (being) sent and the
+    // target's final answer awaited.
     bool cma_confirm = false;
     uint64_t data = 0;  // remote CQ data (kOpRemoteData) of a message or a write
 
@@ -110,12 +114,17 @@ struct TxOp {
         void* result;  // kAtomic: fetch destination
         uint32_t atomic_count;
         uint8_t atomic_op, atomic_type, atomic_kind;  // kAtomic
+        // kRead by a single copy: the grant's registration serial and the
+        // copy's wire::WireStatus, which the confirmation carries.
+        uint64_t cma_serial;
+        uint32_t cma_copy;
     };
     // kCts, kReadResp, kWriteResp, kAtomicResp: our answer to a peer's op.
     struct AnswerPart {
         uint32_t peer_op_id;
         uint32_t rdv_handle;  // kCts: our handle for the message's data
         wire::WireStatus wire_status;
+        uint64_t cma_serial;  // kReadResp granting a single copy: the region's serial
     };
     // kConn: a connection control packet.
     struct ConnPart {

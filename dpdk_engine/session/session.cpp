@@ -239,20 +239,23 @@ void release_fenced(Session* s)
     } while (s->fence_head && !(s->fence_head->flags & kOpFence));
 }
 
-// RMA writes by a single copy (ops/rma_cma.cpp): until the peer has taken
-// one, an offer may be declined and its write sent again as segments, after
-// what was posted behind it, which FI_ORDER_STRICT and the RMA orders
-// forbid. So the first application operation posted after such an offer
-// is fenced (FI_FENCE's queue): it, and all after it, leave once the offer
-// has completed. Once a copy was taken (Session::cma_wr_proven), offers go
-// back to back.
+// RMA writes and reads by a single copy (ops/rma_cma.cpp,
+// rma_cma_read.cpp): until one copy was taken, an offer may be declined (or
+// a read's copy refused by our kernel) and the operation sent again through
+// the ring, after what was posted behind it, which FI_ORDER_STRICT and the
+// RMA orders forbid. So the first application operation posted after such
+// an offer is fenced (FI_FENCE's queue): it, and all after it, leave once
+// the offer has completed. Once a copy was taken (Session::cma_wr_proven
+// for writes, cma_rd_proven for reads), offers go back to back.
 void cma_write_probe(Session* s, TxOp* op)
 {
     if (s->cma_wr_fence_next && fenceable(op) && !op->header_sent) {
         op->flags |= kOpFence;
         s->cma_wr_fence_next = false;
     }
-    if (op->kind == TxOp::Kind::kWrite && op->cma && !op->cma_confirm && !op->holds_credit && !s->cma_wr_proven)
+    const bool proven = op->kind == TxOp::Kind::kWrite ? s->cma_wr_proven : s->cma_rd_proven;
+    if ((op->kind == TxOp::Kind::kWrite || op->kind == TxOp::Kind::kRead) && op->cma && !op->cma_confirm &&
+        !op->holds_credit && !proven)
         s->cma_wr_fence_next = true;
 }
 

@@ -175,6 +175,9 @@ struct Session {
     // until then the operation posted after an offer is fenced
     // (session.cpp, cma_write_probe).
     bool cma_wr_proven = false;
+    // We have copied from one of the peer's read grants (kOk or a fault):
+    // the same for our RMA read offers (rma_cma_read.cpp).
+    bool cma_rd_proven = false;
     bool cma_wr_fence_next = false;
     bool rto_undo_armed = false;  // rto_psn, rto_ts, rto_prior_cwnd are set
     bool mtu_reported = false;    // the peer refused a frame over its MTU: logged once

@@ -102,7 +102,8 @@ inline void usage()
             "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
             "          [--stall-ms MS]]\n"
             "         [--cma-test "
-            "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget]\n"
+            "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget|\n"
+            "                     rd-on|rd-refuse|rd-hostile|rd-nocap|rd-forget|rd-lapse]\n"
             "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
@@ -154,7 +155,9 @@ inline Opts parse(int argc, char** argv)
             if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
                 o.cma_test != "hostile" && o.cma_test != "late" && o.cma_test != "parked" &&
                 o.cma_test != "rma-on" && o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" &&
-                o.cma_test != "rma-nocap" && o.cma_test != "rma-forget")
+                o.cma_test != "rma-nocap" && o.cma_test != "rma-forget" && o.cma_test != "rd-on" &&
+                o.cma_test != "rd-refuse" && o.cma_test != "rd-hostile" && o.cma_test != "rd-nocap" &&
+                o.cma_test != "rd-forget" && o.cma_test != "rd-lapse")
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;
@@ -211,6 +214,7 @@ struct Peer {
     std::vector<Completion> comps;
     std::vector<Completion> remote_writes;  // remote CQ data of the peer's writes
     size_t rma_events = 0;                  // FI_RMA_EVENT completions (ec.rma_events)
+    size_t rma_read_events = 0;             // of them, reads of our memory
     Address peer;
     const char* phase = "start";
     uint64_t last_ok_ms = 0;  // last successful completion (kill test)
@@ -238,7 +242,8 @@ struct Peer {
         ec.owner = this;
         ec.regions = &mr;
         // --cma-test rma-*: the server's remote events wait for confirmations.
-        ec.rma_events = o.server && o.cma_test.compare(0, 4, "rma-") == 0;
+        ec.rma_events =
+            o.server && (o.cma_test.compare(0, 4, "rma-") == 0 || o.cma_test.compare(0, 3, "rd-") == 0);
         rc = engine->open_endpoint(ec, &ep);
         if (rc)
             die("open_endpoint(port %u) = %d (%s)", ec.port, rc, strerror(-rc));
@@ -286,6 +291,7 @@ struct Peer {
                 }
                 if (c.type == CompletionType::kRmaEvent) {
                     rma_events++;
+                    rma_read_events += c.target_access == kMrRemoteRead;
                     continue;
                 }
                 die("completion without context (type %d, %s)", int(c.type), to_string(c.status));
@@ -431,6 +437,9 @@ struct Remote {
 void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror);
 // Posts an operation (post(context) returns its rc) and waits for its completion.
 Completion wait_op(Peer& p, const std::function<int(void*)>& post, const char* what);
+// An RMA write or read of iov at addr under key with a completion (engine_peer_rma.cpp): posted, or waited for.
+int post_rma(Peer& p, bool write, const iovec* iov, unsigned n, uint64_t addr, uint64_t key, void* ctx);
+Completion rma_wait_iov(Peer& p, bool write, const iovec* iov, unsigned n, uint64_t addr, uint64_t key);
 // One RMA write or read of [buf, buf + len) at the server's address addr, waited for.
 Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, uint64_t key);
 
@@ -442,6 +451,41 @@ void cma_server(Peer& p, CtlRecv& bye);
 void cma_client(Peer& p);
 // --cma-test rma-* (engine_peer_cma_rma.cpp): both roles write into each other.
 void cma_rma_run(Peer& p, bool server);
+// --cma-test rd-* (engine_peer_cma_read.cpp): both roles read each other.
+void cma_read_run(Peer& p, bool server);
+
+// Shared by the two. Operation i's size is sizes[i % N]; its window in
+// the target's region lies at an odd offset, kCmaGap + (i % 7) guard
+// bytes after the window before. Every fourth operation is followed at
+// once by an 8-byte write over the window's first bytes (its pattern's
+// stamp | kCmaOverStamp).
+constexpr size_t kCmaGap = 64;
+constexpr uint8_t kCmaGuardByte = 0x5A;
+constexpr uint64_t kCmaOverStamp = 0x800000;
+template <size_t N> size_t cma_window(const size_t (&sizes)[N], size_t i)
+{
+    size_t off = 0;
+    for (size_t k = 0; k < i; k++)
+        off += kCmaGap + (k % 7) + sizes[k % N];
+    return off + kCmaGap + (i % 7);
+}
+inline bool cma_overwritten(size_t i)
+{
+    return i % 4 == 2;
+}
+// (engine_peer_cma_rma.cpp) The peer's main region and
+// a second one registered without the access the test makes.
+struct CmaRegions {
+    uint64_t addr, key, len, other_addr, other_key;
+};
+// Sends ours under `ctl` and waits for the peer's.
+CmaRegions cma_swap_regions(Peer& p, Ctl ctl, const std::vector<uint8_t>& region, uint64_t key,
+                            const std::vector<uint8_t>& other, uint64_t other_key);
+// The accesses that must be refused (bad key, past either end, the other
+// region), each below and above the threshold `min`: run(len, addr, key)
+// makes one; the status must be the same both ways.
+void cma_refused(const CmaRegions& r, uint32_t min, const char* what,
+                 const std::function<Completion(size_t, uint64_t, uint64_t)>& run);
 
 }  // namespace engine_peer
 

@@ -313,8 +313,16 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
         cfg->local_cma_fail_errno_for_test = EPERM;
     if (o.cma_test == "rma-hostile" && !o.server)
         cfg->local_cma_bad_source_for_test = true;
-    if (o.cma_test == "rma-forget" && !o.server)
-        cfg->local_cma_forget_writes_for_test = true;
+    if ((o.cma_test == "rma-forget" || o.cma_test == "rd-forget") && !o.server)
+        cfg->local_cma_forget_for_test = true;
+    if (o.cma_test == "rd-refuse" && !o.server)
+        cfg->local_cma_fail_errno_for_test = EPERM;
+    if (o.cma_test == "rd-hostile" && o.server)
+        cfg->local_cma_bad_source_for_test = true;
+    if (o.cma_test == "rd-nocap" && o.server)
+        cfg->local_cma_no_read_cap_for_test = true;
+    if (o.cma_test == "rd-lapse" && o.server)
+        cfg->local_cma_reregister_for_test = true;
     if (o.cma_test == "rma-nocap" && o.server)
         cfg->local_cma_no_write_cap_for_test = true;
     if (o.cma_test == "declined" && o.server)
@@ -331,9 +339,12 @@ void cma_server(Peer& p, CtlRecv& bye)
         late_server(p, bye);
         return;
     }
-    const bool rma = p.o.cma_test.compare(0, 4, "rma-") == 0;
+    const bool rd = p.o.cma_test.compare(0, 3, "rd-") == 0;
+    const bool rma = rd || p.o.cma_test.compare(0, 4, "rma-") == 0;
     p.phase = "cma: exchange";
-    if (rma)
+    if (rd)
+        cma_read_run(p, true);
+    else if (rma)
         cma_rma_run(p, true);
     else
         exchange(p, true);
@@ -350,9 +361,12 @@ void cma_client(Peer& p)
         late_client(p);
         return;
     }
-    const bool rma = p.o.cma_test.compare(0, 4, "rma-") == 0;
+    const bool rd = p.o.cma_test.compare(0, 3, "rd-") == 0;
+    const bool rma = rd || p.o.cma_test.compare(0, 4, "rma-") == 0;
     p.phase = "cma: exchange";
-    if (rma)
+    if (rd)
+        cma_read_run(p, false);
+    else if (rma)
         cma_rma_run(p, false);
     else
         exchange(p, false);

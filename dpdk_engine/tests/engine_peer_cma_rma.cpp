@@ -37,8 +37,8 @@ namespace {
 constexpr size_t kSizes[] = {16385, 65535, 65536, 65537, 100003, 1u << 20, (3u << 20) + 7, 262144};
 constexpr size_t kWrites = 24;
 constexpr size_t kInFlight = 6;
-constexpr size_t kGap = 64;  // guard bytes before each window (and after the last)
-constexpr uint8_t kGuardByte = 0x5A;
+constexpr size_t kGap = kCmaGap;  // guard bytes before each window (and after the last)
+constexpr uint8_t kGuardByte = kCmaGuardByte;
 constexpr uint64_t kStamp = 0xC3B0000000000ull;  // | from_server << 24 | index
 constexpr Ctl kRegionCtl = static_cast<Ctl>(16);
 constexpr Ctl kDoneCtl = static_cast<Ctl>(17);
@@ -54,26 +54,22 @@ bool with_data(size_t i)
 }
 
 // Write i is followed at once by an 8-byte write over its first bytes (the
-// rings): the order of writes (FI_ORDER_RMA_WAW) must hold, also when the
-// big one's offer is declined and it is sent again.
+// rings, cma_overwritten): the order of writes (FI_ORDER_RMA_WAW) must
+// hold, also when the big one's offer is declined and it is sent again.
 bool overwritten(size_t i)
 {
-    return i % 4 == 2;
+    return cma_overwritten(i);
 }
-constexpr uint64_t kOverStamp = 0x800000;
 
 uint64_t stamp(bool from_server, size_t i)
 {
     return kStamp | uint64_t(from_server) << 24 | i;
 }
 
-// Where write i lands in the target's region: odd offsets, kGap+ apart.
+// Where write i lands in the target's region.
 size_t window(size_t i)
 {
-    size_t off = 0;
-    for (size_t k = 0; k < i; k++)
-        off += kGap + (k % 7) + wlen(k);
-    return off + kGap + (i % 7);
+    return cma_window(kSizes, i);
 }
 
 size_t region_len()
@@ -92,30 +88,8 @@ Mode mode_of(const Opts& o, bool server)
     return {hostile && !server, hostile && server, forget && !server, forget && server};
 }
 
-Completion write_wait(Peer& p, const iovec* iov, unsigned n, uint64_t addr, uint64_t key)
-{
-    return wait_op(
-        p,
-        [&](void* ctx) {
-            RmaArgs a;
-            a.dest = p.peer;
-            a.iov = iov;
-            a.iov_count = n;
-            a.addr = addr;
-            a.key = key;
-            a.flags = kOpCompletion;
-            a.context = ctx;
-            return p.ep->write(a);
-        },
-        "refused write");
-}
-
-struct Region {
-    uint64_t addr, key, len, ro_addr, ro_key;
-};
-
 // Our writes into the peer's region, all checked at our end.
-void write_all(Peer& p, const Region& r, bool server, uint32_t min)
+void write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
 {
     const Mode m = mode_of(p.o, server);
     struct W : Op {
@@ -159,22 +133,14 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
                 W& o = ws.back();
                 o.i = posted;
                 o.buf.resize(8);
-                fill_payload(o.buf.data(), 8, stamp(server, posted) | kOverStamp);
+                fill_payload(o.buf.data(), 8, stamp(server, posted) | kCmaOverStamp);
                 o.on_done = [&over_done](Op* op, const Completion& c) {
                     if (c.status != OpStatus::kOk)
                         die("overwrite of write %zu: %s", static_cast<W*>(op)->i, to_string(c.status));
                     over_done++;
                 };
-                iovec oi {o.buf.data(), 8};
-                RmaArgs b;
-                b.dest = p.peer;
-                b.iov = &oi;
-                b.iov_count = 1;
-                b.addr = r.addr + window(posted);
-                b.key = r.key;
-                b.flags = kOpCompletion;
-                b.context = &o;
-                if (p.ep->write(b))
+                const iovec oi {o.buf.data(), 8};
+                if (post_rma(p, true, &oi, 1, r.addr + window(posted), r.key, &o))
                     die("overwrite %zu", posted);
                 over_posted++;
             }
@@ -184,24 +150,11 @@ void write_all(Peer& p, const Region& r, bool server, uint32_t min)
     }
     // Refused writes, below and above the threshold: the same status.
     std::vector<uint8_t> junk(min + 5000, 0x66);
-    struct Bad {
-        uint64_t addr, key;
-        OpStatus want;
-    } bads[] = {
-        {r.addr, r.key ^ 0x1234567, OpStatus::kRemoteInvalidKey},
-        {r.addr + r.len - 10, r.key, OpStatus::kRemoteOutOfBounds},
-        {r.addr - 8, r.key, OpStatus::kRemoteOutOfBounds},
-        {r.ro_addr, r.ro_key, OpStatus::kRemoteAccess},
-    };
-    for (const Bad& b : bads) {
-        for (size_t len : {size_t(100), size_t(min) + 4999}) {
-            iovec iov[3];
-            const unsigned n = cut_pieces(junk.data() + 1, len, len, iov);
-            const Completion c = write_wait(p, iov, n, b.addr, b.key);
-            if (c.status != b.want)
-                die("refused write of %zu bytes: %s, expected %s", len, to_string(c.status), to_string(b.want));
-        }
-    }
+    cma_refused(r, min, "write", [&](size_t len, uint64_t addr, uint64_t key) {
+        iovec iov[3];
+        const unsigned n = cut_pieces(junk.data() + 1, len, len, iov);
+        return rma_wait_iov(p, true, iov, n, addr, key);
+    });
 }
 
 // What the peer's writes must have left in our region, and the events.
@@ -229,7 +182,7 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
         want.resize(len);
         fill_payload(want.data(), len, stamp(!server, i));
         if (overwritten(i))
-            fill_payload(want.data(), 8, stamp(!server, i) | kOverStamp);
+            fill_payload(want.data(), 8, stamp(!server, i) | kCmaOverStamp);
         if (mcmp(region.data() + at, want.data(), len) != 0)
             die("window %zu (%zu bytes) of our region differs from the peer's write", i, len);
     }
@@ -305,6 +258,43 @@ void check_counters(Peer& p, bool server, uint32_t min)
 
 }  // namespace
 
+void cma_refused(const CmaRegions& r, uint32_t min, const char* what,
+                 const std::function<Completion(size_t, uint64_t, uint64_t)>& run)
+{
+    struct Bad {
+        uint64_t addr, key;
+        OpStatus want;
+    } bads[] = {
+        {r.addr, r.key ^ 0x1234567, OpStatus::kRemoteInvalidKey},
+        {r.addr + r.len - 10, r.key, OpStatus::kRemoteOutOfBounds},
+        {r.addr - 8, r.key, OpStatus::kRemoteOutOfBounds},
+        {r.other_addr, r.other_key, OpStatus::kRemoteAccess},
+    };
+    for (const Bad& b : bads) {
+        for (size_t len : {size_t(100), size_t(min) + 4999}) {
+            const Completion c = run(len, b.addr, b.key);
+            if (c.status != b.want)
+                die("refused %s of %zu bytes: %s, expected %s", what, len, to_string(c.status), to_string(b.want));
+        }
+    }
+}
+
+CmaRegions cma_swap_regions(Peer& p, Ctl ctl, const std::vector<uint8_t>& region, uint64_t key,
+                            const std::vector<uint8_t>& other, uint64_t other_key)
+{
+    CtlRecv peer;
+    ctl_post(p, ctl, &peer);
+    CtlMsg mine;
+    mine.a = reinterpret_cast<uint64_t>(region.data());
+    mine.b = key;
+    mine.c = region.size();
+    mine.d = reinterpret_cast<uint64_t>(other.data());
+    mine.e = other_key;
+    ctl_send(p, ctl, mine);
+    p.run_until([&] { return peer.got; });
+    return {peer.m.a, peer.m.b, peer.m.c, peer.m.d, peer.m.e};
+}
+
 void cma_rma_run(Peer& p, bool server)
 {
     const uint32_t min = p.engine->config().local_cma_min;
@@ -313,19 +303,10 @@ void cma_rma_run(Peer& p, bool server)
     if (p.mr.add(region.data(), region.size(), kMrRemoteWrite, 0, &key) ||
         p.mr.add(ro.data(), ro.size(), kMrRemoteRead, 0, &ro_key))
         die("cma rma: mr add");
-    CtlRecv peer_region, peer_done;
-    ctl_post(p, kRegionCtl, &peer_region);
+    CtlRecv peer_done;
     ctl_post(p, kDoneCtl, &peer_done);
-    CtlMsg mine;
-    mine.a = reinterpret_cast<uint64_t>(region.data());
-    mine.b = key;
-    mine.c = region.size();
-    mine.d = reinterpret_cast<uint64_t>(ro.data());
-    mine.e = ro_key;
     p.phase = "cma rma: regions";
-    ctl_send(p, kRegionCtl, mine);
-    p.run_until([&] { return peer_region.got; });
-    const Region r {peer_region.m.a, peer_region.m.b, peer_region.m.c, peer_region.m.d, peer_region.m.e};
+    const CmaRegions r = cma_swap_regions(p, kRegionCtl, region, key, ro, ro_key);
     p.phase = "cma rma: writes";
     const uint64_t t0 = now_ms();
     write_all(p, r, server, min);

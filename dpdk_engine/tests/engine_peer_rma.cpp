@@ -22,23 +22,29 @@ Completion wait_op(Peer& p, const std::function<int(void*)>& post, const char* w
     return out;
 }
 
-Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, uint64_t key)
+int post_rma(Peer& p, bool write, const iovec* iov, unsigned n, uint64_t addr, uint64_t key, void* ctx)
+{
+    RmaArgs a;
+    a.dest = p.peer;
+    a.iov = iov;
+    a.iov_count = n;
+    a.addr = addr;
+    a.key = key;
+    a.flags = kOpCompletion;
+    a.context = ctx;
+    return write ? p.ep->write(a) : p.ep->read(a);
+}
+
+Completion rma_wait_iov(Peer& p, bool write, const iovec* iov, unsigned n, uint64_t addr, uint64_t key)
 {
     return wait_op(
-        p,
-        [&](void* ctx) {
-            iovec iov {buf, len};
-            RmaArgs a;
-            a.dest = p.peer;
-            a.iov = &iov;
-            a.iov_count = 1;
-            a.addr = addr;
-            a.key = key;
-            a.flags = kOpCompletion;
-            a.context = ctx;
-            return write ? p.ep->write(a) : p.ep->read(a);
-        },
-        write ? "write" : "read");
+        p, [&](void* ctx) { return post_rma(p, write, iov, n, addr, key, ctx); }, write ? "write" : "read");
+}
+
+Completion rma_wait(Peer& p, bool write, void* buf, size_t len, uint64_t addr, uint64_t key)
+{
+    const iovec iov {buf, len};
+    return rma_wait_iov(p, write, &iov, 1, addr, key);
 }
 
 void rma_phase(Peer& p, const Remote& r, std::vector<uint8_t>& mirror)

@@ -209,6 +209,20 @@ run_pair local_cma_rma_refuse "" "" $((BASE_PORT + 22)) --cma-test rma-refuse --
 run_pair local_cma_rma_hostile "" "" $((BASE_PORT + 23)) --cma-test rma-hostile --expect-path local
 run_pair local_cma_rma_nocap "" "" $((BASE_PORT + 24)) --cma-test rma-nocap --expect-path local
 run_pair local_cma_rma_forget "" "" $((BASE_PORT + 27)) --cma-test rma-forget --expect-path local
+# RMA reads by a single copy (engine_peer_cma_read.cpp): both ways at once,
+# every byte and guard byte, reads followed by writes over their bytes,
+# FI_RMA_EVENT once per read and only after the confirmation, refused
+# reads, a kernel that refuses, a hostile grant, a peer without the
+# capability, an initiator that gives up, lossy and damaged rings.
+run_pair local_cma_rd_on "" "" $((BASE_PORT + 31)) --cma-test rd-on --expect-path local
+run_pair local_cma_rd_lossy "" "$FAULT" $((BASE_PORT + 32)) --cma-test rd-on --expect-path local
+run_pair local_cma_rd_corrupt "" "$ZC_FAULT" $((BASE_PORT + 33)) --cma-test rd-on --expect-path local
+run_pair local_cma_rd_refuse "" "" $((BASE_PORT + 34)) --cma-test rd-refuse --expect-path local
+run_pair local_cma_rd_hostile "" "" $((BASE_PORT + 35)) --cma-test rd-hostile --expect-path local
+run_pair local_cma_rd_nocap "" "" $((BASE_PORT + 36)) --cma-test rd-nocap --expect-path local
+run_pair local_cma_rd_forget "" "" $((BASE_PORT + 37)) --cma-test rd-forget --expect-path local
+# The region registered again between a grant and its confirmation.
+run_pair local_cma_rd_lapse "" "" $((BASE_PORT + 38)) --cma-test rd-lapse --expect-path local
 # The normal run's RMA phase (writes in completion order, reads checked
 # against them, refused accesses, atomics) with its large writes copied.
 run_pair local_cma_rma_phase "" "$FAULT" $((BASE_PORT + 25)) --count 200 --rma-ops 100 --expect-path local

@@ -309,6 +309,31 @@ static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
 // flag would write the list into its memory as data and answer kOk, so an
 // initiator offers only to a channel that says kCapCmaWrite, which a peer
 // of before never does; kFlagCma answers are only sent to offers.
+//
+// kFlagCma on kRmaReadReq and kRmaReadResp: an RMA read by a single copy
+// (docs/single_copy.md, "RMA reads"; ops/rma_cma_read.cpp). The initiator
+// may send the kRmaReadReq of a read of at least FI_DPDK_LOCAL_CMA_MIN
+// (and more than kMaxOrderWarSize) bytes with kFlagCma, RmaExt.offset 0:
+// an offer, only to a peer whose host-local channel says
+// local::kCapCmaRead. The target checks key, bounds and access exactly as
+// for a plain read and answers a kRmaReadResp with kFlagCma: a refusal of
+// the ring path (kInvalidKey, kOutOfBounds, kAccessDenied; no payload),
+// kCmaDeclined (the initiator sends the read again as a plain request and
+// stops offering to that peer), or kOk, a grant: RespExt.offset names the
+// registration (a serial of the target's), and the payload is 1 to
+// kMaxCmaSources CmaSource entries, the range's bytes past its first
+// min(total_len, kMaxOrderWarSize) in the target's address space (adding
+// up to the rest of total_len), followed by those first bytes themselves.
+// The initiator reads the rest with process_vm_readv from the pid the
+// kernel gave its channel and confirms: a kRmaReadReq with kFlagCma, the
+// same RmaExt but offset 1, cq_data the grant's serial, reserved the
+// copy's WireStatus (kOk or kCopyFault). The target raises its remote
+// events (FI_RMA_EVENT) only for a kOk confirmation whose region is still
+// the registration granted, and answers a kRmaReadResp with kFlagCma and
+// no payload: kOk (the read completes), kCopyFault, or kInvalidKey (the
+// region was deregistered since the grant). A copy the initiator's kernel
+// refuses sends no confirmation: the read goes again as a plain request.
+// Compatibility as for writes: only a kCapCmaRead peer gets an offer.
 
 // Atomic operation kinds.
 enum class AtomicKind : uint8_t {

@@ -81,6 +81,7 @@ local FLAG_AUTH, FLAG_COOKIE = 0x0100, 0x0200
 local FLAG_CMA = 0x0400
 local FLAGS_KNOWN = 0x07ff
 local CMA_SOURCE_LEN = 16  -- wire.h CmaSource: address, length
+local CMA_READ_HEAD = 1024  -- engine.h kMaxOrderWarSize: a read grant's own bytes, after its list
 local AUTH_TRAILER_LEN = 32  -- wire.h AuthTrailer: key id, salt, counter, GMAC tag
 
 local f = p.fields
@@ -100,8 +101,9 @@ f.flag_too_large = ProtoField.bool("dpdkfi.flags.too_large", "Reset: frame over 
     FLAG_TOO_LARGE)
 f.flag_auth = ProtoField.bool("dpdkfi.flags.auth", "Job-key trailer follows the payload", 16, nil, FLAG_AUTH)
 f.flag_cookie = ProtoField.bool("dpdkfi.flags.cookie", "Hello: echoes the receiver's cookie", 16, nil, FLAG_COOKIE)
-f.flag_cma = ProtoField.bool("dpdkfi.flags.cma", "Host-local single copy (RTS: source list; CTS: copied; RdvData: confirmed)", 16, nil,
-    FLAG_CMA)
+f.flag_cma = ProtoField.bool("dpdkfi.flags.cma",
+    "Host-local single copy (RTS, RmaWrite: source list; CTS, RmaWriteResp: copied; RdvData: confirmed; " ..
+    "RmaReadReq: offer or confirmation; RmaReadResp: grant or final answer)", 16, nil, FLAG_CMA)
 f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xf800)
 -- HandshakeExt (kHello, kChallenge)
 f.hs_mtu = ProtoField.uint16("dpdkfi.handshake.mtu", "Sender's MTU")
@@ -150,6 +152,7 @@ f.rdv_status = ProtoField.uint32("dpdkfi.rdv.status", "Copy status (in the handl
 -- CmaSource entries: the payload of a kMsgRts with the single-copy flag
 f.cma_addr = ProtoField.uint64("dpdkfi.cma.addr", "Source address (sender's address space)", base.HEX)
 f.cma_len = ProtoField.uint64("dpdkfi.cma.len", "Source length")
+f.cma_head = ProtoField.bytes("dpdkfi.cma.head", "Read grant: the range's first bytes")
 -- DataExt
 f.data_handle = ProtoField.uint32("dpdkfi.data.handle", "Receiver handle", base.HEX)
 f.data_reserved = ProtoField.uint32("dpdkfi.data.reserved", "Reserved (payload CRC32C with the payload-CRC flag)", base.HEX)
@@ -218,7 +221,7 @@ local function add_u(tree, field, tvb, off, len)
     return tree:add(field, tvb(off, len))
 end
 
-local function dissect_ext(kind, tvb, off, tree, flags)
+local function dissect_ext(kind, tvb, off, tree, flags, ptype, plen)
     if kind == MSG then
         local t = tree:add(p, tvb(off, 40), "MsgExt")
         add_u(t, f.msg_id, tvb, off, 4); add_u(t, f.msg_sender_op, tvb, off + 4, 4)
@@ -255,6 +258,14 @@ local function dissect_ext(kind, tvb, off, tree, flags)
         add_u(t, f.rma_total_len, tvb, off + 16, 8); add_u(t, f.rma_offset, tvb, off + 24, 8)
         add_u(t, f.rma_op_id, tvb, off + 32, 4); add_u(t, f.rma_reserved, tvb, off + 36, 4)
         add_u(t, f.rma_cq_data, tvb, off + 40, 8)
+        if ptype == 8 and band(flags, FLAG_CMA) ~= 0 and tvb(off + 24, 8):uint64():tonumber() == 1 then
+            -- A single-copy read's confirmation: cq_data the grant's serial, reserved the copy's status.
+            return string.format(" confirms grant %s: copy %s", tvb(off + 40, 8):uint64(),
+                                 wire_status[tvb(off + 36, 4):uint()] or "status?")
+        elseif ptype == 8 and band(flags, FLAG_CMA) ~= 0 then
+            return string.format(" addr 0x%s len %s, single copy offered", tvb(off, 8):uint64():tohex(),
+                                 tvb(off + 16, 8):uint64())
+        end
         return string.format(" addr 0x%s len %s", tvb(off, 8):uint64():tohex(), tvb(off + 16, 8):uint64())
     elseif kind == ATOMIC then
         local t = tree:add(p, tvb(off, 32), "AtomicExt")
@@ -269,8 +280,14 @@ local function dissect_ext(kind, tvb, off, tree, flags)
         local t = tree:add(p, tvb(off, 16), "RespExt")
         add_u(t, f.resp_op_id, tvb, off, 4); add_u(t, f.resp_status, tvb, off + 4, 4)
         add_u(t, f.resp_offset, tvb, off + 8, 8)
-        if band(flags, FLAG_CMA) ~= 0 then
-            -- (kRmaWriteResp only) the answer to a single-copy RMA write: offset 1 asks for the confirmation.
+        if ptype == 9 and band(flags, FLAG_CMA) ~= 0 then
+            -- A single-copy read: a grant (offset: the registration's serial) or the final answer.
+            if plen > 0 then
+                return string.format(" grant %s", tvb(off + 8, 8):uint64())
+            end
+            return " single copy " .. (wire_status[tvb(off + 4, 4):uint()] or "status?")
+        elseif band(flags, FLAG_CMA) ~= 0 then
+            -- The answer to a single-copy RMA write: offset 1 asks for the confirmation.
             return " copied " .. (wire_status[tvb(off + 4, 4):uint()] or "status?") ..
                        (tvb(off + 8, 8):uint64():tonumber() == 1 and " (confirm)" or "")
         end
@@ -342,7 +359,7 @@ local function dissect(tvb, pinfo, tree)
     end
     local kind = ext_of[ptype]
     if kind and hlen >= HEADER_LEN + ext_len[kind] then
-        info = info .. dissect_ext(kind, tvb, HEADER_LEN, t, flags)
+        info = info .. dissect_ext(kind, tvb, HEADER_LEN, t, flags, ptype, plen)
     elseif hlen > HEADER_LEN then
         t:add(f.ext_unknown, tvb(HEADER_LEN, hlen - HEADER_LEN))
     end
@@ -366,6 +383,20 @@ local function dissect(tvb, pinfo, tree)
         end
     elseif kind == RMA and ptype == 7 and band(flags, FLAG_CMA) ~= 0 and plen == 0 then
         info = info .. " [single copy confirmed]"
+    elseif ptype == 9 and band(flags, FLAG_CMA) ~= 0 and plen > 0 then
+        -- A read grant: the source list of the range past its head, then the head.
+        local n = math.floor((plen - CMA_READ_HEAD) / CMA_SOURCE_LEN)
+        if plen < CMA_READ_HEAD + CMA_SOURCE_LEN or (plen - CMA_READ_HEAD) % CMA_SOURCE_LEN ~= 0 then
+            t:add_proto_expert_info(e_bad_len)
+            n = 0
+        end
+        for i = 0, n - 1 do
+            local at = hlen + i * CMA_SOURCE_LEN
+            local st = t:add(p, tvb(at, CMA_SOURCE_LEN), string.format("CmaSource %u", i))
+            add_u(st, f.cma_addr, tvb, at, 8); add_u(st, f.cma_len, tvb, at + 8, 8)
+        end
+        if n > 0 then t:add(f.cma_head, tvb(hlen + n * CMA_SOURCE_LEN, CMA_READ_HEAD)) end
+        info = info .. string.format(" [single copy granted, %u sources]", n)
     elseif (kind == MSG and ptype == 4 or kind == RMA and ptype == 7) and band(flags, FLAG_CMA) ~= 0 then
         -- A single-copy RTS or RMA write: its payload is the sender's source list.
         local n = math.floor(plen / CMA_SOURCE_LEN)
