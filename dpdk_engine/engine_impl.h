@@ -103,7 +103,10 @@ class EngineImpl {
     // repeats their final ACKs when due and frees those whose time is up
     // (all with `all`); time_wait_done_us: when the last ACK repetition of
     // any of them is sent (the destructor waits for that, not longer).
+    // time_wait_due_us: the earliest repetition or expiry among them, so a
+    // polling round looks at the list only when something is due.
     std::vector<EndpointImpl*> time_wait;
+    uint64_t time_wait_due_us = 0;
     void serve_time_wait(uint64_t now, bool all);
     uint64_t time_wait_done_us() const;
     void free_endpoint(EndpointImpl* ep);
