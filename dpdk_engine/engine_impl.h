@@ -118,6 +118,22 @@ class EngineImpl {
     // one of our endpoints, else to the port (fault injection, pcap).
     // `src_port`: the sending endpoint's (its host-local channels).
     void transmit(Mbuf m, uint16_t src_port, const Address& dst);
+    // The same, with the route already looked up (tx_route).
+    void transmit(Mbuf m, const Address& dst, local::Channel* via);
+    // The channel a frame of s takes now, or nullptr (the device, or our
+    // own endpoint's loopback queue).
+    local::Channel* tx_route(const Session* s);
+    // Seals th, or only zeroes its CRCs when it goes into a ring whose
+    // reader checks none (host_local.md, "Trust"). Checked ring frames
+    // (local_crc: both ends run the corrupt injector) and captured ones
+    // (FI_DPDK_PCAP: captures stay verifiable) are sealed.
+    void seal_for(wire::TransportHeader* th, const local::Channel* via)
+    {
+        if (via && !local_crc && !pcap.is_open())
+            wire::leave_unsealed(th);
+        else
+            wire::seal(th);
+    }
     // Transmits what a freshly posted operation allows right away, so
     // posting drives the engine and latency does not wait for progress():
     // the FIFO when the new operation is alone in it or the others wait by

@@ -521,6 +521,14 @@ void seal_header(TransportHeader* th, uint32_t payload_reg)
     seal_split(th, payload_reg);
 }
 
+void leave_unsealed(TransportHeader* th)
+{
+    th->crc.set(0);
+    if (has_payload_crc(th))
+        payload_crc_of(static_cast<PacketType>(th->type), reinterpret_cast<uint8_t*>(th) + sizeof(TransportHeader))
+            ->set(0);
+}
+
 void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n)
 {
     if (seal_keyed(th))
