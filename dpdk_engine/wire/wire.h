@@ -513,8 +513,8 @@ bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, Oversi
 // src_ip_be/dst_ip_be = sender/target protocol address, ports 0; ICMP:
 // ports 0). Other results leave `out` unspecified. Never reads past
 // frame + len. Ethernet padding after the IP datagram is ignored.
-// `check_crc` false skips the CRC (frames read from a host-local ring, the
-// fuzzer's CRC-free mode).
+// `check_crc` false skips the CRC and the IPv4 header checksum (frames read
+// from a host-local ring, the fuzzer's CRC-free mode).
 ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc = true);
 
 // A frame received in two pieces: `head` holds the Ethernet, IP, UDP and
