@@ -254,17 +254,6 @@ bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t
     return true;
 }
 
-local::Channel* EngineImpl::tx_route(const Session* s)
-{
-    return is_local(s->peer) ? nullptr : local_route(s->ep->addr.port, s->peer);
-}
-
-void EngineImpl::transmit(Mbuf m, uint16_t src_port, const Address& dst)
-{
-    // A peer of this host: its ring instead of the device (engine_local.cpp).
-    transmit(std::move(m), dst, is_local(dst) ? nullptr : local_route(src_port, dst));
-}
-
 void EngineImpl::transmit(Mbuf m, const Address& dst, local::Channel* via)
 {
     if (auth && !auth_seal(m.get(), via != nullptr))

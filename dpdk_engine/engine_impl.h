@@ -117,7 +117,11 @@ class EngineImpl {
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).
     // `src_port`: the sending endpoint's (its host-local channels).
-    void transmit(Mbuf m, uint16_t src_port, const Address& dst);
+    // A peer of this host: its ring instead of the device (engine_local.cpp).
+    void transmit(Mbuf m, uint16_t src_port, const Address& dst)
+    {
+        transmit(std::move(m), dst, is_local(dst) ? nullptr : local_route(src_port, dst));
+    }
     // The same, with the route already looked up (tx_route).
     void transmit(Mbuf m, const Address& dst, local::Channel* via);
     // The channel a frame of s takes now, or nullptr (the device, or our
