@@ -254,10 +254,8 @@ bool EngineImpl::fill_frame_address(Session* s, wire::FrameAddress* fa, uint64_t
     return true;
 }
 
-void EngineImpl::transmit(Mbuf m, uint16_t src_port, const Address& dst)
+void EngineImpl::transmit(Mbuf m, const Address& dst, local::Channel* via)
 {
-    // A peer of this host: its ring instead of the device (engine_local.cpp).
-    local::Channel* via = is_local(dst) ? nullptr : local_route(src_port, dst);
     if (auth && !auth_seal(m.get(), via != nullptr))
         return;
     if (pcap.is_open())
@@ -448,7 +446,7 @@ int EngineImpl::progress(bool may_back_off)
 {
     uint64_t now = now_us();
     int work = 0;
-    if (!time_wait.empty())
+    if (!time_wait.empty() && now >= time_wait_due_us)
         serve_time_wait(now, false);
     rte_mbuf* pkts[2 * kRxBurst];
     uint16_t n;
@@ -693,6 +691,8 @@ void EngineImpl::close_endpoint(EndpointImpl* ep)
     }
     ep->time_wait_until_us = now + quiet_us;
     ep->time_wait_next_ack_us = now + kTimeWaitFirstRepeatUs;
+    const uint64_t due = std::min(ep->time_wait_until_us, ep->time_wait_next_ack_us);
+    time_wait_due_us = time_wait.empty() ? due : std::min(time_wait_due_us, due);
     time_wait.push_back(ep);
 }
 
@@ -708,6 +708,7 @@ void EngineImpl::free_endpoint(EndpointImpl* ep)
 void EngineImpl::serve_time_wait(uint64_t now, bool all)
 {
     size_t kept = 0;
+    uint64_t due = UINT64_MAX;
     for (EndpointImpl* ep : time_wait) {
         if (all || now >= ep->time_wait_until_us) {
             free_endpoint(ep);
@@ -724,8 +725,12 @@ void EngineImpl::serve_time_wait(uint64_t now, bool all)
             ep->time_wait_acks++;
             ep->time_wait_next_ack_us = now + (kTimeWaitFirstRepeatUs << ep->time_wait_acks);
         }
+        due = std::min(due, ep->time_wait_until_us);
+        if (ep->time_wait_acks < kTimeWaitRepeats)
+            due = std::min(due, ep->time_wait_next_ack_us);
     }
     time_wait.resize(kept);
+    time_wait_due_us = due;
 }
 
 uint64_t EngineImpl::time_wait_done_us() const

@@ -103,7 +103,10 @@ class EngineImpl {
     // repeats their final ACKs when due and frees those whose time is up
     // (all with `all`); time_wait_done_us: when the last ACK repetition of
     // any of them is sent (the destructor waits for that, not longer).
+    // time_wait_due_us: the earliest repetition or expiry among them, so a
+    // polling round looks at the list only when something is due.
     std::vector<EndpointImpl*> time_wait;
+    uint64_t time_wait_due_us = 0;
     void serve_time_wait(uint64_t now, bool all);
     uint64_t time_wait_done_us() const;
     void free_endpoint(EndpointImpl* ep);
@@ -114,7 +117,27 @@ class EngineImpl {
     // Sends a finished frame: to the loopback queue when the destination is
     // one of our endpoints, else to the port (fault injection, pcap).
     // `src_port`: the sending endpoint's (its host-local channels).
-    void transmit(Mbuf m, uint16_t src_port, const Address& dst);
+    // A peer of this host: its ring instead of the device (engine_local.cpp).
+    void transmit(Mbuf m, uint16_t src_port, const Address& dst)
+    {
+        transmit(std::move(m), dst, is_local(dst) ? nullptr : local_route(src_port, dst));
+    }
+    // The same, with the route already looked up (tx_route).
+    void transmit(Mbuf m, const Address& dst, local::Channel* via);
+    // The channel a frame of s takes now, or nullptr (the device, or our
+    // own endpoint's loopback queue).
+    local::Channel* tx_route(const Session* s);
+    // Seals th, or only zeroes its CRCs when it goes into a ring whose
+    // reader checks none (host_local.md, "Trust"). Checked ring frames
+    // (local_crc: both ends run the corrupt injector) and captured ones
+    // (FI_DPDK_PCAP: captures stay verifiable) are sealed.
+    void seal_for(wire::TransportHeader* th, const local::Channel* via)
+    {
+        if (via && !local_crc && !pcap.is_open())
+            wire::leave_unsealed(th);
+        else
+            wire::seal(th);
+    }
     // Transmits what a freshly posted operation allows right away, so
     // posting drives the engine and latency does not wait for progress():
     // the FIFO when the new operation is alone in it or the others wait by

@@ -83,6 +83,11 @@ bool EngineImpl::device_due(uint64_t now)
     return true;
 }
 
+local::Channel* EngineImpl::tx_route(const Session* s)
+{
+    return is_local(s->peer) ? nullptr : local_route(s->ep->addr.port, s->peer);
+}
+
 void EngineImpl::local_send(local::Channel* c, rte_mbuf* m)
 {
     std::vector<void*>& backlog = local_hub->backlog(c);

@@ -328,10 +328,8 @@ void Channel::wake_peer()
     (void)!::send(fd_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-bool Channel::peek(const uint8_t** data, uint32_t* len)
+bool Channel::read_next(const uint8_t** data, uint32_t* len)
 {
-    if (state_ == ChannelState::kDead)
-        return false;
     if (rx_.peek(data, len))
         return true;
     if (rx_.state() == RingState::kCorrupt)

@@ -95,7 +95,10 @@ class Channel {
     int send(const void* data, uint32_t len) { return send(&data, &len, 1); }
     // The next frame received, valid until pop(); false when none. Frames
     // the peer wrote before it went away are still read (kPeerGone).
-    bool peek(const uint8_t** data, uint32_t* len);
+    bool peek(const uint8_t** data, uint32_t* len)
+    {
+        return state_ != ChannelState::kDead && !rx_.idle() && read_next(data, len);
+    }
     void pop() { rx_.pop(); }
     // After a batch of pop()s: wakes a producer that sleeps waiting for
     // room in this ring (one byte on the socket).
@@ -144,6 +147,7 @@ class Channel {
     uint8_t* mapping_for_test() const { return map_; }
 
  private:
+    bool read_next(const uint8_t** data, uint32_t* len);  // peek past the inline checks
     Channel() = default;
     struct SpareGuard;
     int map_rings(int memfd, bool connector);

@@ -85,8 +85,9 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
     fill_ack_fields(s, th, now);
     const PacketFamily& family = packet_family(type);
     family.build(pkt, th);
+    local::Channel* via = e->tx_route(s);
     if (family.writes_payload || cma_bytes) {
-        wire::seal(th);  // packed small messages, a source list: written by build
+        e->seal_for(th, via);  // packed small messages, a source list: written by build
     } else {
         if (pkt.len && e->zero_copy_ok(s, pkt.len)) {
             // Payload straight from the op's memory; seals the frame too.
@@ -97,10 +98,10 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
             if (pkt.len)
                 copy_from_iov(pkt.op->iov, pkt.op->iov_count, pkt.offset,
                               reinterpret_cast<uint8_t*>(th) + th->header_len.get(), pkt.len);
-            wire::seal(th);
+            e->seal_for(th, via);
         }
     }
-    e->transmit(std::move(m), s->ep->addr.port, s->peer);
+    e->transmit(std::move(m), s->peer, via);
     pkt.sent_us = now;
     pkt.sends++;
     EndpointStats& st = s->ep->st;

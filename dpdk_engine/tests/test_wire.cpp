@@ -345,9 +345,14 @@ void test_ip_verdicts(void**)
     f = good;
     f[14] = 0x4f;  // IHL 15 = 60 bytes: checksum fails (but no over-read)
     assert_int_equal(parse(f), ParseResult::kBadIpHeader);
+    // Unchecked (a ring's frame): the UDP header is then read at the wrong
+    // place, and its length disagrees.
+    assert_int_not_equal(parse(f, nullptr, false), ParseResult::kOk);
     f = good;
     f[14 + 10] ^= 1;  // header checksum
     assert_int_equal(parse(f), ParseResult::kBadIpHeader);
+    // Without CRC checks the IPv4 header checksum goes unchecked too.
+    assert_int_equal(parse(f, nullptr, false), ParseResult::kOk);
 
     // total length beyond the frame: truncated
     f = good;

@@ -538,7 +538,8 @@ bool parse_oversize_frame(const uint8_t* frame, size_t len, uint16_t mtu, Oversi
 // src_ip_be/dst_ip_be = sender/target protocol address, ports 0; ICMP:
 // ports 0). Other results leave `out` unspecified. Never reads past
 // frame + len. Ethernet padding after the IP datagram is ignored.
-// `check_crc` false skips the CRC (used only by the fuzzer's CRC-free mode).
+// `check_crc` false skips the CRC and the IPv4 header checksum (frames read
+// from a host-local ring, the fuzzer's CRC-free mode).
 ParseResult parse_frame(const uint8_t* frame, size_t len, ParsedPacket* out, bool check_crc = true);
 
 // A frame received in two pieces: `head` holds the Ethernet, IP, UDP and
@@ -622,6 +623,11 @@ void seal_gather(TransportHeader* th, const PayloadPiece* pieces, unsigned n);
 // 0xffffffff (what crc_copy returns when the payload was copied with it).
 // Stores the payload's CRC in the extension, then the header CRC.
 void seal_header(TransportHeader* th, uint32_t payload_reg);
+
+// For a frame whose receiver checks no CRC (a host-local ring's: see
+// docs/host_local.md, "Trust"): the CRC fields are zeroed instead of
+// computed, so no stale bytes of ours go out in them.
+void leave_unsealed(TransportHeader* th);
 
 // CRC32C (Castagnoli), exactly as iSCSI, SCTP and ext4 define it (also
 // Wireshark's "CRC-32C"): reflected polynomial 0x82F63B78 (normal form
