@@ -177,8 +177,12 @@ check_run() {
 	grep -qE 'runtime error:|ERROR: AddressSanitizer' "$log" && why+=("sanitizer report")
 	check_mtl "$np" "$log"
 	# Each rank has two provider endpoints (mtl/ofi and btl/ofi), both used.
-	n_ep=$(grep -c '^dpdk endpoint ' "$log")
-	n_busy=$(grep -E '^dpdk endpoint ' "$log" | grep -cE 'rx_packets [1-9]')
+	# Not anchored at a line's start: mpirun forwards each rank's output in
+	# the pieces its orted read, so another rank's piece may end in the
+	# middle of a line just before one of these.
+	ep_lines=$(grep -oE 'dpdk endpoint [0-9.]+:[0-9]+: tx_packets [0-9]+ tx_bytes [0-9]+ rx_packets [0-9]+' "$log")
+	n_ep=$(printf '%s' "$ep_lines" | grep -c 'dpdk endpoint ')
+	n_busy=$(printf '%s' "$ep_lines" | grep -cE 'rx_packets [1-9]')
 	if [ "$n_ep" = 0 ]; then
 		echo "    NOTE: no FI_DPDK_STATS lines; btl/ofi's use of dpdk not verified"
 	elif [ "$btl" = 0 ]; then
