@@ -133,17 +133,13 @@ Delivery EndpointImpl::deliver_atomic_resp(Session* s, const wire::ParsedPacket&
         st.protocol_errors++;
         return Delivery::kDone;
     }
-    auto status = static_cast<wire::WireStatus>(x->status.get());
-    op->status = op_status(status);
+    const auto status = static_cast<wire::WireStatus>(x->status.get());
     if (status == wire::WireStatus::kOk && op->req.atomic_kind != static_cast<uint8_t>(AtomicKind::kPlain)) {
         if (p.payload_len != op->message_len)
-            op->status = OpStatus::kProtocolError;
-        else
-            memcpy(op->req.result, p.payload, p.payload_len);
+            return finish_answered(op, OpStatus::kProtocolError);
+        memcpy(op->req.result, p.payload, p.payload_len);
     }
-    op->response_done = true;
-    maybe_finish_op(op);
-    return Delivery::kDone;
+    return finish_answered(op, op_status(status));
 }
 
 // ---- the family's build functions (packet_family.h)

@@ -348,6 +348,14 @@ void EndpointImpl::complete_op(TxOp* op, OpStatus status)
     free_op(op);
 }
 
+Delivery EndpointImpl::finish_answered(TxOp* op, OpStatus status)
+{
+    op->status = status;
+    op->response_done = true;
+    maybe_finish_op(op);
+    return Delivery::kDone;
+}
+
 // An operation is finished when every packet is cut and acknowledged and,
 // for request/response kinds, the response arrived.
 void EndpointImpl::maybe_finish_op(TxOp* op)

@@ -238,6 +238,9 @@ class EndpointImpl : public Endpoint {
     // referenced, and kOpInjectComplete falls back to completion on ACK.
     void take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len);
     void maybe_finish_op(TxOp* op);
+    // The response to a request (read, write, atomic) came: op ends with
+    // `status` once its own packets are acknowledged.
+    Delivery finish_answered(TxOp* op, OpStatus status);
 
     // ---- in-order delivery: the packet families (packet_family.h) call
     // these (msg_eager.cpp, rendezvous.cpp, rma.cpp, atomic.cpp,

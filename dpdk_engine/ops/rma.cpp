@@ -278,10 +278,7 @@ Delivery EndpointImpl::deliver_write_resp(Session* s, const wire::ParsedPacket& 
     }
     if (op->cma || (p.flags & wire::kFlagCma))
         return cma_write_answered(s, op, p);  // rma_cma.cpp
-    op->status = op_status(static_cast<wire::WireStatus>(x->status.get()));
-    op->response_done = true;
-    maybe_finish_op(op);
-    return Delivery::kDone;
+    return finish_answered(op, op_status(static_cast<wire::WireStatus>(x->status.get())));
 }
 
 // ---- the family's build functions (packet_family.h)

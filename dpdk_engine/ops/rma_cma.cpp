@@ -140,10 +140,7 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         // flag sends one, and it took the list for data. Never offered again.
         st.protocol_errors++;
         s->cma_tx_off = true;
-        op->status = OpStatus::kProtocolError;
-        op->response_done = true;
-        maybe_finish_op(op);
-        return Delivery::kDone;
+        return finish_answered(op, OpStatus::kProtocolError);
     }
     if (answer == wire::WireStatus::kCmaDeclined) {
         // The target will not or cannot copy: this write goes through the

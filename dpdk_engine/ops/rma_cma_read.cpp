@@ -114,18 +114,12 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
         // an offer): the read fails, and that peer is never offered again.
         st.protocol_errors++;
         s->cma_rx_off = true;
-        op->status = OpStatus::kProtocolError;
-        op->response_done = true;
-        maybe_finish_op(op);
-        return Delivery::kDone;
+        return finish_answered(op, OpStatus::kProtocolError);
     }
     if (op->cma_confirm) {
         // The final answer: the target took our confirmation.
-        op->status = p.payload_len ? OpStatus::kProtocolError : op_status(answer);
         st.protocol_errors += p.payload_len != 0;
-        op->response_done = true;
-        maybe_finish_op(op);
-        return Delivery::kDone;
+        return finish_answered(op, p.payload_len ? OpStatus::kProtocolError : op_status(answer));
     }
     if (answer == wire::WireStatus::kCmaDeclined) {
         st.cma_rd_declined++;
@@ -133,12 +127,8 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
         read_through_ring(s, op);
         return Delivery::kDone;
     }
-    if (answer != wire::WireStatus::kOk) {
-        op->status = op_status(answer);  // refused: the ring path's status
-        op->response_done = true;
-        maybe_finish_op(op);
-        return Delivery::kDone;
-    }
+    if (answer != wire::WireStatus::kOk)
+        return finish_answered(op, op_status(answer));  // refused: the ring path's status
     // A grant: the source list of what follows the head, then the head.
     const uint64_t len = op->message_len, head = read_head(len);
     iovec src[kMaxIov];
@@ -146,10 +136,7 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     if (p.payload_len <= head ||
         !take_source_list(p.payload, static_cast<uint32_t>(p.payload_len - head), len - head, src, &n)) {
         st.protocol_errors++;
-        op->status = OpStatus::kProtocolError;
-        op->response_done = true;
-        maybe_finish_op(op);
-        return Delivery::kDone;
+        return finish_answered(op, OpStatus::kProtocolError);
     }
     const local::Channel* c = cma_channel(s);
     if (!c && cma_elsewhere(s))
