@@ -27,17 +27,21 @@ if [ -n "${VC_DIR:-}" ] && [ -n "${AF_XDP_LOAD_LOGS:-}" ]; then
 	logs=$AF_XDP_LOAD_LOGS
 	pids=()
 	for i in 0 1; do
-		"$here/vcluster.sh" exec "$i" "$bin" -r "$i" -n 2 -L 1 -d "$logs/rdv" -m alltoall -D "$secs" \
+		"$here/vcluster.sh" exec "$i" env FI_DPDK_STATS=1 "$bin" -r "$i" -n 2 -L 1 -d "$logs/rdv" -m alltoall -D "$secs" \
 			-s 8388608 -w 3 -t 60 >"$logs/rank$i.log" 2>&1 &
 		pids+=($!)
 	done
-	# Two more processes on host 0 while its queue is held: they must
-	# find it taken without touching it (the holder keeps its XDP program
-	# and passes), and meet each other on the host-local rings.
+	# Four more processes, two per host, while both queues are held: each
+	# finds its queue taken without touching it (the holder keeps its XDP
+	# program and passes), sees the holder's program of ours and takes
+	# af_packet on the same interface; all to all between them, so the
+	# two of host 0 reach the other host's two through both hosts' XDP
+	# programs (passed to the kernel) while the holders' own traffic is
+	# redirected to their sockets.
 	sleep 1
-	for r in 0 1; do
-		"$here/vcluster.sh" exec 0 "$bin" -r "$r" -n 2 -L 2 -d "$logs/rdv_share" -m alltoall -D 1 \
-			-s 65536 -w 4 -t 60 >"$logs/share$r.log" 2>&1 &
+	for r in 0 1 2 3; do
+		"$here/vcluster.sh" exec $((r % 2)) env FI_DPDK_STATS=1 "$bin" -r "$r" -n 4 -L 2 -d "$logs/rdv_share" \
+			-m alltoall -D 2 -s 65536 -w 4 -t 60 >"$logs/share$r.log" 2>&1 &
 		pids+=($!)
 	done
 	rc=0
@@ -81,18 +85,33 @@ if grep -q "cannot open DPDK device\|Failed to create xsk\|libxdp: .*not" "$log"
 	pair_skip "af_xdp cannot be opened here: $(grep -m1 'cannot open DPDK device' "$log")"
 fi
 cat "$PAIR_LOGS"/share*.log >>"$log" 2>/dev/null
-grep -E '^cluster_load|receiver|aggregate|engine|FAIL' "$log"
+grep -E '^cluster_load|receiver|aggregate|^  engine:|FAIL' "$log"
 ok=1
 [ $rc = 0 ] || { echo "a rank failed (exit $rc)"; ok=0; }
 grep -q 'MB checked' "$log" || { echo "no summary from rank 0"; ok=0; }
 grep -q 'engine: .* session_failures 0$' "$log" || { echo "a session failed (or no engine counters)"; ok=0; }
-for r in 0 1; do
-	grep -q "af_xdp queue 0 of xdp0 is held by pid" "$PAIR_LOGS/share$r.log" ||
-		{ echo "second process $r on host 0: no line naming the queue's holder"; ok=0; }
+# The sharing processes: each named its queue's holder, took af_packet on
+# the same interface and received frames through it (rx_frames beyond its
+# host-local ones), all to all across the hosts with every byte checked;
+# the holders stayed on af_xdp.
+for r in 0 1 2 3; do
+	h=$((r % 2)) f=$PAIR_LOGS/share$r.log
+	grep -q "af_xdp queue 0 of xdp$h is held by pid" "$f" ||
+		{ echo "sharing process $r on host $h: no line naming the queue's holder"; ok=0; }
+	grep -q "uses af_packet on xdp$h" "$f" || { echo "sharing process $r on host $h: not on af_packet"; ok=0; }
+	awk '/dpdk engine net_af_packet0: rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
+		END { exit n ? 0 : 1 }' "$f" || { echo "sharing process $r: no frames through af_packet on xdp$h"; ok=0; }
 done
-grep -q 'MB checked' "$PAIR_LOGS/share0.log" || { echo "the two processes sharing host 0 did not finish"; ok=0; }
+for i in 0 1; do
+	grep -q "dpdk engine net_af_xdp0: rx_frames [1-9]" "$PAIR_LOGS/rank$i.log" ||
+		{ echo "holder on host $i: no frames through af_xdp"; ok=0; }
+done
+grep -q 'over 8 flows between hosts.* MB checked' "$PAIR_LOGS/share0.log" ||
+	{ echo "the sharing processes did not finish all to all across the hosts"; ok=0; }
+grep -q 'engine: .* session_failures 0$' "$PAIR_LOGS/share0.log" ||
+	{ echo "a sharing process's session failed (or no engine counters)"; ok=0; }
 if [ $ok = 1 ]; then
-	pair_result pass "8 MiB messages both ways over af_xdp, 2 hosts; 2 more processes on a held queue"
+	pair_result pass "8 MiB messages both ways over af_xdp, 2 hosts; 2 more processes per host on af_packet beside the holder, all to all across the hosts"
 else
 	PAIR_TAIL=40 pair_result fail "8 MiB messages both ways over af_xdp, 2 hosts" "(log: $log)" "$log"
 fi
