@@ -96,14 +96,17 @@ int EngineImpl::open_port(const PortConfig& pc)
     if (rc == -EBUSY && af_xdp && !iface.empty() && holder_shares(iface)) {
         // The holder passes every frame not for its own ports on to the
         // kernel: this process takes its own from there, as af_packet.
+        // The default device's path (an empty device string and the
+        // interface): its vdev name is unique per port instance.
         PortConfig shared = pc;
-        shared.device = "net_af_packet0,iface=" + iface;
+        shared.device.clear();
+        shared.iface = iface;
         rc = Port::open(shared, &port);
         if (rc == 0) {
             fprintf(stderr,
                     "dpdk engine: %s: the af_xdp queue is another process's, whose XDP program passes other UDP "
-                    "ports to the kernel: this process uses af_packet on %s (%s) and reaches every host\n",
-                    where, iface.c_str(), shared.device.c_str());
+                    "ports to the kernel: this process uses af_packet on %s and reaches every host\n",
+                    where, iface.c_str());
             return 0;
         }
         rc = -EBUSY;

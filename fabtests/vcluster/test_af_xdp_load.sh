@@ -128,7 +128,7 @@ for r in 0 1 2 3; do
 	grep -q "af_xdp queue 0 of xdp$h is held by pid" "$f" ||
 		{ echo "sharing process $r on host $h: no line naming the queue's holder"; ok=0; }
 	grep -q "uses af_packet on xdp$h" "$f" || { echo "sharing process $r on host $h: not on af_packet"; ok=0; }
-	awk '/dpdk engine net_af_packet0: rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
+	awk '/dpdk engine net_af_packet[_a-z0-9]*: rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
 		END { exit n ? 0 : 1 }' "$f" || { echo "sharing process $r: no frames through af_packet on xdp$h"; ok=0; }
 done
 for i in 0 1; do

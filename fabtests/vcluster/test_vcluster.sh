@@ -121,7 +121,7 @@ af_xdp_two_ranks() {
 	done
 	[ "$(grep -cE 'dpdk engine net_af_xdp0: rx_frames [1-9]' "$log")" -ge 2 ] ||
 		{ echo "not both holders received frames through af_xdp"; ok=0; }
-	awk '/dpdk engine net_af_packet0: rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
+	awk '/dpdk engine net_af_packet[_a-z0-9]*: rx_frames/ { for (i = 1; i < NF; i++) { if ($i == "rx_frames") f = $(i + 1); if ($i == "rx_host_local") l = $(i + 1) } if (f > l) n++ }
 		END { exit n >= 2 ? 0 : 1 }' "$log" || { echo "not both second ranks received frames through af_packet"; ok=0; }
 	case_result "mpi_check on 2 hosts x 2 ranks on af_xdp (holder + af_packet beside it)" $ok "$log"
 }
