@@ -15,7 +15,9 @@
 # on the same interface, and all four run all to all across the hosts with
 # every byte checked (before the program they ran device-less: the other
 # host was unreachable); FI_DPDK_STATS must show them receiving through
-# af_packet and the holders through af_xdp. Exit 77 (SKIP) without root, namespaces, bridges or an
+# af_packet and the holders through af_xdp. They outlive the holders (whose
+# close takes the program off) and a new pair of holders comes and goes
+# while they run. Exit 77 (SKIP) without root, namespaces, bridges or an
 # af_xdp the provider can open (no libxdp, no XDP on veth).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
@@ -43,18 +45,34 @@ if [ -n "${VC_DIR:-}" ] && [ -n "${AF_XDP_LOAD_LOGS:-}" ]; then
 	# redirected to their sockets.
 	# Without the program (not built): two on host 0, which run device-less
 	# and meet on the host-local rings, as before it.
+	# They outlive the holders (which take the program off as they close:
+	# the kernel then passes everything), and a new pair of holders starts
+	# on both hosts while they run (and attaches the program again).
 	sleep 1
-	n=4
-	[ "$AF_XDP_SHARE" = 1 ] || n=2
+	n=4 share_secs=$((secs + 4))
+	[ "$AF_XDP_SHARE" = 1 ] || n=2 share_secs=2
+	share=()
 	for ((r = 0; r < n; r++)); do
 		h=$((r % 2))
 		[ "$AF_XDP_SHARE" = 1 ] || h=0
 		"$here/vcluster.sh" exec $h env FI_DPDK_STATS=1 "$bin" -r "$r" -n $n -L 2 -d "$logs/rdv_share" \
-			-m alltoall -D 2 -s 65536 -w 4 -t 60 >"$logs/share$r.log" 2>&1 &
-		pids+=($!)
+			-m alltoall -D $share_secs -s 65536 -w 4 -t 60 >"$logs/share$r.log" 2>&1 &
+		share+=($!)
 	done
 	rc=0
 	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	if [ "$AF_XDP_SHARE" = 1 ]; then
+		echo "holders gone: $(for i in 0 1; do "$here/vcluster.sh" exec $i ip link show xdp$i | grep -c 'prog/xdp'; done | tr '\n' ' ')XDP programs left" \
+			>"$logs/between.log"
+		pids=()
+		for i in 0 1; do
+			"$here/vcluster.sh" exec "$i" env FI_DPDK_STATS=1 "$bin" -r "$i" -n 2 -L 1 -d "$logs/rdv_new" -m alltoall \
+				-D 1 -s 65536 -w 4 -t 60 >"$logs/new$i.log" 2>&1 &
+			pids+=($!)
+		done
+		for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	fi
+	for p in "${share[@]}"; do wait "$p" || rc=1; done
 	exit $rc
 fi
 
@@ -92,7 +110,7 @@ if [ ! -e "$builddir/.libs/fi_dpdk_xdp.o" ]; then
 	echo "note: no XDP program built (configure found no clang -target bpf or libbpf): the sharing processes run device-less, only their host checked"
 	AF_XDP_SHARE=0
 fi
-mkdir -p "$PAIR_LOGS/rdv" "$PAIR_LOGS/rdv_share"
+mkdir -p "$PAIR_LOGS/rdv" "$PAIR_LOGS/rdv_share" "$PAIR_LOGS/rdv_new"
 log=$PAIR_LOGS/job.log
 PAIR_KILL_AFTER=10 pair_spawn job "$log" 120 "$here/vcluster.sh" run 2 "$0"
 wait "$job"
@@ -135,12 +153,21 @@ for i in 0 1; do
 	grep -q "dpdk engine net_af_xdp0: rx_frames [1-9]" "$PAIR_LOGS/rank$i.log" ||
 		{ echo "holder on host $i: no frames through af_xdp"; ok=0; }
 done
+# The holders' exit left no program behind; the new holders took af_xdp
+# (not af_packet) while the sharing processes ran on.
+grep -q "holders gone: 0 0 XDP programs left" "$PAIR_LOGS/between.log" ||
+	{ echo "the holders' XDP programs stayed after they closed: $(cat "$PAIR_LOGS/between.log")"; ok=0; }
+for i in 0 1; do
+	grep -q "dpdk engine net_af_xdp0: rx_frames [1-9]" "$PAIR_LOGS/new$i.log" ||
+		{ echo "new holder on host $i: not on af_xdp"; ok=0; }
+done
+grep -q 'MB checked' "$PAIR_LOGS/new0.log" || { echo "the new holders did not finish"; ok=0; }
 grep -q 'over 8 flows between hosts.* MB checked' "$PAIR_LOGS/share0.log" ||
 	{ echo "the sharing processes did not finish all to all across the hosts"; ok=0; }
 grep -q 'engine: .* session_failures 0$' "$PAIR_LOGS/share0.log" ||
 	{ echo "a sharing process's session failed (or no engine counters)"; ok=0; }
 if [ $ok = 1 ]; then
-	pair_result pass "8 MiB messages both ways over af_xdp, 2 hosts; 2 more processes per host on af_packet beside the holder, all to all across the hosts"
+	pair_result pass "8 MiB messages both ways over af_xdp, 2 hosts; 2 more processes per host on af_packet beside the holder, all to all across the hosts, outliving the holders and a new pair"
 else
 	PAIR_TAIL=40 pair_result fail "8 MiB messages both ways over af_xdp, 2 hosts" "(log: $log)" "$log"
 fi
