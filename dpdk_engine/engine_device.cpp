@@ -3,6 +3,7 @@
 // host-local channels'), the device's kind, link and counters, the wire's
 // limits as the provider reports them, and address resolution.
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/port/xdp_ports.h"
 
 namespace dpdk_engine {
 
@@ -40,6 +42,34 @@ bool packet_sockets_refused()
     return errno == EPERM || errno == EACCES;
 }
 
+// The iface= of a vdev string, "" without one.
+std::string vdev_iface(const std::string& device)
+{
+    const size_t at = device.find(",iface=");
+    if (at == std::string::npos)
+        return "";
+    const size_t start = at + 7;
+    return device.substr(start, device.find(',', start) - start);
+}
+
+// Whether the holder of iface's af_xdp queue runs our XDP program, which
+// hands the kernel (and so af_packet) every frame not to its own UDP
+// ports. A holder that has just claimed the queue may not have attached
+// it yet: waits up to about 2 s for a program to appear.
+bool holder_shares(const std::string& iface)
+{
+    const unsigned ifindex = if_nametoindex(iface.c_str());
+    if (ifindex == 0 || port_internal::xdp_prog_path().empty())
+        return false;
+    for (int i = 0; i < 100; i++) {
+        const int rc = port_internal::xdp_attached(ifindex);
+        if (rc != 0)
+            return rc == 1;
+        usleep(20000);
+    }
+    return false;
+}
+
 }  // namespace
 
 int EngineImpl::open_port(const PortConfig& pc)
@@ -60,10 +90,30 @@ int EngineImpl::open_port(const PortConfig& pc)
         return open_device_less(pc, "no CAP_NET_RAW, so af_packet on", where,
                                 "(run as root, or grant it: setcap cap_net_raw+ep <program>)");
     }
-    const int rc = Port::open(pc, &port);
+    int rc = Port::open(pc, &port);
+    const bool af_xdp = pc.device.rfind("net_af_xdp", 0) == 0;
+    const std::string iface = af_xdp ? vdev_iface(pc.device) : "";
+    if (rc == -EBUSY && af_xdp && !iface.empty() && holder_shares(iface)) {
+        // The holder passes every frame not for its own ports on to the
+        // kernel: this process takes its own from there, as af_packet.
+        // The default device's path (an empty device string and the
+        // interface): its vdev name is unique per port instance.
+        PortConfig shared = pc;
+        shared.device.clear();
+        shared.iface = iface;
+        rc = Port::open(shared, &port);
+        if (rc == 0) {
+            fprintf(stderr,
+                    "dpdk engine: %s: the af_xdp queue is another process's, whose XDP program passes other UDP "
+                    "ports to the kernel: this process uses af_packet on %s and reaches every host\n",
+                    where, iface.c_str());
+            return 0;
+        }
+        rc = -EBUSY;
+    }
     // The af_xdp queue is another process's (the port said whose): this one
     // can still reach the processes of its host, the holder among them.
-    if (rc == -EBUSY && cfg.host_local && pc.device.rfind("net_af_xdp", 0) == 0)
+    if (rc == -EBUSY && cfg.host_local && af_xdp)
         return open_device_less(pc, "the af_xdp queue of", where, "(see the line above)");
     return rc;
 }

@@ -16,13 +16,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 
+#include <rte_cycles.h>
 #include <rte_dev.h>
 #include <rte_ethdev.h>
+#include <rte_mbuf.h>
 
 #include "dpdk_engine/port/backend.h"
+#include "dpdk_engine/port/xdp_ports.h"
 #include "dpdk_engine/port/xsk_queue.h"
 
 namespace dpdk_engine {
@@ -184,8 +189,28 @@ class VdevBackend final : public PortBackend {
                 plan->args += ",busy_budget=0";
             if (ifa && claim_queues(*ifa, kv) == -EBUSY)
                 return -EBUSY;
+            if (ifa && !port_internal::kv_get(kv, "xdp_prog"))
+                share_interface(*ifa, plan);
         }
         return 0;
+    }
+
+    // The queue is ours: attach our XDP program (xdp_ports.h) so that the
+    // host's other processes can take the interface's other UDP ports
+    // through af_packet. Not when another program sits on the interface
+    // (DPDK attaches only to a free hook; libxdp then uses what is there,
+    // as before).
+    void share_interface(const std::string& iface, DeviceOpen* plan)
+    {
+        const std::string prog = port_internal::xdp_prog_path();
+        const unsigned ifindex = if_nametoindex(iface.c_str());
+        if (prog.empty() || prog.find(',') != std::string::npos || ifindex == 0)
+            return;
+        port_internal::xdp_detach_stale(ifindex);
+        if (port_internal::xdp_attached(ifindex) != 0)
+            return;
+        plan->args += ",xdp_prog=" + prog;
+        share_ifindex_ = ifindex;
     }
 
     // The af_xdp queues this port will bind (start_queue, queue_count:
@@ -248,6 +273,52 @@ class VdevBackend final : public PortBackend {
         return 0;
     }
 
+    int reservations_changed(const std::map<uint16_t, int>& reservations) override
+    {
+        if (!share_ifindex_)
+            return 0;
+        ports_.clear();
+        for (const auto& r : reservations)
+            ports_.insert(r.first);
+        return xdp_ports_.update(ports_);
+    }
+
+    // With our program the bursts are hooked for ARP alone: it reaches the
+    // holder through the kernel (xdp_ports.h), read about once a millisecond
+    // (a time stamp per burst; ARP waits that long at most).
+    bool hooks_bursts() const override { return share_ifindex_ != 0; }
+
+    uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override
+    {
+        uint16_t got = rte_eth_rx_burst(port_id(), 0, pkts, n);
+        if (got == n)
+            return got;
+        const uint64_t now = rte_rdtsc();
+        if (now < next_arp_)
+            return got;
+        next_arp_ = now + arp_period_;
+        uint8_t frame[256];
+        size_t len;
+        while (got < n && (len = arp_tap_.read(frame, sizeof(frame))) > 0) {
+            rte_mbuf* m = rte_pktmbuf_alloc(pool());
+            if (!m)
+                break;
+            char* dst = rte_pktmbuf_append(m, static_cast<uint16_t>(len));
+            if (!dst) {
+                rte_pktmbuf_free(m);
+                break;
+            }
+            memcpy(dst, frame, len);
+            pkts[got++] = m;
+        }
+        return got;
+    }
+
+    unsigned tx_burst(rte_mbuf** pkts, unsigned n) override
+    {
+        return rte_eth_tx_burst(port_id(), 0, pkts, static_cast<uint16_t>(n));
+    }
+
     void eth_conf(rte_eth_conf* conf) const override
     {
         // tap: DPDK's rx interrupt vector holds the queue's tap fd (rx_wait_fd).
@@ -257,6 +328,17 @@ class VdevBackend final : public PortBackend {
 
     int started() override
     {
+        if (share_ifindex_) {
+            const int rc = xdp_ports_.open(share_ifindex_);
+            const int urc = rc == 0 ? xdp_ports_.update(ports_) : 0;
+            if (rc || urc)
+                fprintf(stderr,
+                        "dpdk engine: %s: the XDP program's port map could not be %s (%s): this process receives "
+                        "nothing on the interface\n",
+                        device_.c_str(), rc ? "found" : "written", strerror(rc ? -rc : -urc));
+            arp_tap_.open(share_ifindex_);
+            arp_period_ = rte_get_tsc_hz() / 1000;
+        }
         if (kind_ != Port::Kind::kTap)
             return -1;
         const int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(port_id(), 0);
@@ -267,6 +349,13 @@ class VdevBackend final : public PortBackend {
     const Port::Kind kind_;                   // kTap, kAfXdp, kPci or kOtherVdev
     port_internal::XskQueueClaim xsk_claim_;  // af_xdp: held while the port lives
     const std::string device_;                // the device string (PCI: its address)
+    // af_xdp with our XDP program (share_interface): the interface, the
+    // port map, the reserved ports it should hold, the ARP reader.
+    unsigned share_ifindex_ = 0;
+    port_internal::XdpPorts xdp_ports_;
+    std::set<uint16_t> ports_;
+    port_internal::ArpTap arp_tap_;
+    uint64_t next_arp_ = 0, arp_period_ = 0;
 };
 
 }  // namespace
