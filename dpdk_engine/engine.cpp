@@ -302,6 +302,10 @@ wire::TransportHeader* EngineImpl::start_frame(const wire::FrameAddress& fa, wir
     wire::write_l2l3l4(f, fa, hlen + payload_len + auth_trailer_len());
     auto* th = reinterpret_cast<wire::TransportHeader*>(f + wire::kL2L3L4Len);
     wire::init_transport_header(th, type, flags, static_cast<uint16_t>(payload_len));
+    // The extension's builder sets only the fields it uses: the rest (the
+    // reserved words, a hello's cookie without one) would otherwise carry
+    // whatever an earlier frame left in this mbuf onto the wire.
+    memset(th + 1, 0, hlen - sizeof(wire::TransportHeader));
     *out = std::move(m);
     return th;
 }
