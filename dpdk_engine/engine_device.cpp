@@ -16,6 +16,7 @@
 #include <string>
 
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/port/backend.h"
 #include "dpdk_engine/port/xdp_ports.h"
 
 namespace dpdk_engine {
@@ -45,11 +46,8 @@ bool packet_sockets_refused()
 // The iface= of a vdev string, "" without one.
 std::string vdev_iface(const std::string& device)
 {
-    const size_t at = device.find(",iface=");
-    if (at == std::string::npos)
-        return "";
-    const size_t start = at + 7;
-    return device.substr(start, device.find(',', start) - start);
+    const std::string* iface = port_internal::kv_get(port_internal::parse_kv(device), "iface");
+    return iface ? *iface : "";
 }
 
 // Whether the holder of iface's af_xdp queue runs our XDP program, which
