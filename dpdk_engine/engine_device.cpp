@@ -46,7 +46,9 @@ bool packet_sockets_refused()
 // The iface= of a vdev string, "" without one.
 std::string vdev_iface(const std::string& device)
 {
-    const std::string* iface = port_internal::kv_get(port_internal::parse_kv(device), "iface");
+    // kv_get points into the list: the list must outlive the read.
+    const port_internal::KvList kv = port_internal::parse_kv(device);
+    const std::string* iface = port_internal::kv_get(kv, "iface");
     return iface ? *iface : "";
 }
 

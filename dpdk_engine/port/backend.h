@@ -148,6 +148,8 @@ namespace port_internal {
 using KvList = std::vector<std::pair<std::string, std::string>>;
 KvList parse_kv(const std::string& s);
 const std::string* kv_get(const KvList& kv, const std::string& key);
+// A temporary list would be gone before its value is read.
+const std::string* kv_get(KvList&& kv, const std::string& key) = delete;
 
 inline unsigned align_up(unsigned v, unsigned a)
 {
