@@ -62,6 +62,10 @@ const Knob kKnobs[] = {
      KNOB_NUMBER(dump_stats)},
     {"verbose", KnobKind::kBool, 0, 1,
      "Let EAL and the DPDK drivers log to stderr (also on with FI_LOG_LEVEL=info)", KNOB_NUMBER(port.verbose)},
+    {"gso", KnobKind::kBool, 0, 1,
+     "af_packet (not on lo): send runs of full-size packets to a peer that takes them as UDP GSO super-frames, "
+     "and take them from peers; 0 sends and announces none",
+     KNOB_NUMBER(port.gso)},
     {"mbufs", KnobKind::kUnsigned, 0, kMaxMbufs,
      "Packet buffers in the port's pool, 0 (the default size) or at least 1024", KNOB_NUMBER(port.mbufs)},
     {"eager_limit", KnobKind::kUnsigned, 0, kMaxEagerLimit,

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -190,6 +191,8 @@ std::unique_ptr<PortBackend> make_af_packet_backend(Port& port)
 
 AfPacketBackend::~AfPacketBackend()
 {
+    if (epoll_fd_ >= 0)
+        close(epoll_fd_);
     unlock_file(fanout_lock_path_, &fanout_lock_fd_);
 }
 
@@ -233,6 +236,10 @@ int AfPacketBackend::configure(DeviceOpen* plan)
     if (!kv_get(kv, "qdisc_bypass"))
         plan->args += ",qdisc_bypass=1";
     loopback_ = iface_ == "lo";
+    mtu_ = plan->cfg.mtu;
+    // Not on lo: every process there is on this host (the host-local rings),
+    // and lo's frames are already 8 KiB.
+    want_gso_ = plan->cfg.gso && !loopback_;
     plan->loopback = loopback_;
     plan->needs_arp = !loopback_;
     plan->tx_copies = true;
@@ -290,6 +297,13 @@ int AfPacketBackend::tune_socket(const std::set<int>& fds_before)
     if (setsockopt(rx_fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) != 0 &&
         errno != ENOPROTOOPT)  // kernels < 4.20: the BPF pkttype test covers it
         return -errno;
+    if (want_gso_) {
+        // Without it (an old kernel refusing an option) the port sends and
+        // receives frame by frame, as a peer without super-frames does.
+        gso_.reset(new gso::Channel());
+        if (gso_->open(ifindex_, mtu_) != 0)
+            gso_.reset();
+    }
     return install_rx_filter({});
 }
 
@@ -302,7 +316,65 @@ int AfPacketBackend::started()
     while ((n = rte_eth_rx_burst(port_id(), 0, junk, 32)) > 0)
         rte_pktmbuf_free_bulk(junk, n);
     kernel_rx_stats(nullptr, nullptr);  // reset: count from here on
-    return rx_fd_;
+    if (!gso_)
+        return rx_fd_;
+    // One fd for the sleepers, readable when either socket is.
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev {};
+    ev.events = EPOLLIN;
+    if (epoll_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, rx_fd_, &ev) != 0 ||
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, gso_->fd(), &ev) != 0)
+        return -1;  // timed sleeps
+    return epoll_fd_;
+}
+
+int AfPacketBackend::arm_rx_wait()
+{
+    // A super-frame cut part way stays in its slot: do not sleep on it.
+    return gso_ && gso_->ready() ? -EAGAIN : 0;
+}
+
+uint16_t AfPacketBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
+{
+    // The super-frames first: a sender's single frame after a super-frame
+    // (its run's end) was sent after it, and is usually in the PMD's ring
+    // by now as well.
+    uint16_t got = gso_->receive(pkts, n, pool(), &stats());
+    if (got < n)
+        got = static_cast<uint16_t>(got +
+                                    rte_eth_rx_burst(port_id(), 0, pkts + got, static_cast<uint16_t>(n - got)));
+    return got;
+}
+
+unsigned AfPacketBackend::tx_burst(rte_mbuf** pkts, unsigned n)
+{
+    // Runs as super-frames, the frames between them through the PMD, in
+    // the burst's order: each part is sent before the next begins.
+    unsigned i = 0, pmd_from = 0;
+    auto pmd = [&](unsigned to) -> bool {
+        while (pmd_from < to) {
+            const uint16_t sent =
+                rte_eth_tx_burst(port_id(), 0, pkts + pmd_from, static_cast<uint16_t>(to - pmd_from));
+            pmd_from += sent;
+            if (sent == 0)
+                return false;
+        }
+        return true;
+    };
+    while (i < n) {
+        const unsigned run = gso::run_length(pkts + i, n - i);
+        if (run < 2) {
+            i += run ? run : 1;
+            continue;
+        }
+        if (!pmd(i))
+            return pmd_from;
+        if (gso_->send(pkts + i, run, &stats()))
+            pmd_from = i + run;  // else the PMD sends them one by one
+        i += run;
+    }
+    pmd(n);
+    return pmd_from;
 }
 
 void AfPacketBackend::close_unstarted()
@@ -323,7 +395,20 @@ int AfPacketBackend::install_rx_filter(const std::map<uint16_t, int>& reservatio
     std::vector<sock_filter> prog;
     if (!build_rx_filter(!loopback_, ports, &prog))
         return -E2BIG;
-    return attach_filter(rx_fd_, prog);
+    if (!gso_)
+        return attach_filter(rx_fd_, prog);
+    // The whole skb's length tells a super-frame from a frame: the PMD's
+    // ring slots hold one frame of our MTU, the GSO socket's a super-frame.
+    const uint32_t max_frame = RTE_ETHER_HDR_LEN + mtu_;
+    std::vector<sock_filter> pmd, big;
+    gso::length_test(false, max_frame, &pmd);
+    pmd.insert(pmd.end(), prog.begin(), prog.end());
+    gso::length_test(true, max_frame, &big);
+    if (!build_rx_filter(false, ports, &prog))
+        return -E2BIG;
+    big.insert(big.end(), prog.begin(), prog.end());
+    const int rc = gso_->set_filter(big);
+    return rc ? rc : attach_filter(rx_fd_, pmd);
 }
 
 int AfPacketBackend::reservations_changed(const std::map<uint16_t, int>& reservations)

@@ -35,9 +35,11 @@
 #define DPDK_ENGINE_PORT_AF_PACKET_H
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
+#include "dpdk_engine/port/af_packet_gso.h"
 #include "dpdk_engine/port/backend.h"
 
 namespace dpdk_engine {
@@ -54,6 +56,15 @@ class AfPacketBackend final : public PortBackend {
     int kernel_rx_stats(uint64_t* received, uint64_t* dropped) override;
     void close_unstarted() override;
 
+    // With UDP GSO super-frames (af_packet_gso.h; not on lo): the bursts
+    // go through the backend, which sends runs as super-frames and cuts the
+    // received ones; the rx wait is an epoll fd over both sockets.
+    bool hooks_bursts() const override { return gso_ != nullptr; }
+    bool super_frames() const override { return gso_ != nullptr; }
+    uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override;
+    unsigned tx_burst(rte_mbuf** pkts, unsigned n) override;
+    int arm_rx_wait() override;
+
  private:
     int install_rx_filter(const std::map<uint16_t, int>& reservations);
     int tune_socket(const std::set<int>& fds_before);
@@ -64,6 +75,10 @@ class AfPacketBackend final : public PortBackend {
     int rx_fd_ = -1;         // the PMD's socket (the PMD closes it)
     int fanout_lock_fd_ = -1;
     std::string fanout_lock_path_;
+    uint16_t mtu_ = 0;
+    bool want_gso_ = false;
+    std::unique_ptr<gso::Channel> gso_;
+    int epoll_fd_ = -1;  // the rx wait with super-frames: both sockets
 };
 
 }  // namespace dpdk_engine

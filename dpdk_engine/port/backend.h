@@ -12,9 +12,10 @@
 //   vdev.cpp       everything else: PCI NICs, af_xdp, tap, other vdevs
 // The core calls a backend at open, at close and on control events (arming
 // the rx wait, a reservation), never per packet: where a family must see
-// the bursts (memif alone), the core calls it once per burst instead of the
+// the bursts (memif; af_packet with super-frames), the core calls it once per burst instead of the
 // PMD's burst function (hooks_bursts()); every other family costs the bursts
-// nothing. A backend calls the core (it is the same layer) and the wire
+// nothing. af_packet hooks them too where it sends and receives UDP GSO
+// super-frames (af_packet_gso.h). A backend calls the core (it is the same layer) and the wire
 // layer below, never the engine above.
 #ifndef DPDK_ENGINE_PORT_BACKEND_H
 #define DPDK_ENGINE_PORT_BACKEND_H
@@ -80,7 +81,10 @@ class PortBackend {
     virtual int started() { return -1; }
 
     // ---- bursts: called instead of the PMD's only where hooks_bursts()
+    // Read once, after started().
     virtual bool hooks_bursts() const { return false; }
+    // Port::super_frames(); read once, after started().
+    virtual bool super_frames() const { return false; }
     virtual uint16_t rx_burst(rte_mbuf** /*pkts*/, uint16_t /*n*/) { return 0; }
     // Once per flush, before the first tx_burst: false drops the batch.
     virtual bool tx_ready() { return true; }

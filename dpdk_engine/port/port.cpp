@@ -400,7 +400,6 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
     p->loopback_ = plan.loopback;
     p->needs_arp_ = plan.needs_arp;
     p->tx_copies_ = plan.tx_copies;
-    p->burst_hooks_ = p->backend_->hooks_bursts();
 
     // ---- EAL
     const uint64_t pool_bytes =
@@ -470,6 +469,10 @@ int Port::open(const PortConfig& cfg, std::unique_ptr<Port>* out)
         return rc < 0 ? rc : -EIO;
     p->started_ = true;
     p->wait_fd_ = p->backend_->started();
+    // Read once the device exists: af_packet hooks them only with its
+    // super-frame socket open.
+    p->burst_hooks_ = p->backend_->hooks_bursts();
+    p->super_frames_ = p->backend_->super_frames();
 
     if (p->loopback_)
         memcpy(p->mac_.addr_bytes, kLoopbackMac, sizeof(kLoopbackMac));  // see port.h

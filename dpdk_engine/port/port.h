@@ -107,6 +107,12 @@ class Port {
     struct Stats {
         uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_dropped, alloc_failed;
         uint64_t peer_goodbyes;  // memif: goodbye frames taken out of rx bursts
+        // af_packet's UDP GSO super-frames (af_packet_gso.h): sent and the
+        // packets they carried; a send the kernel refused (its packets went
+        // one by one); received and the packets cut from them; refused
+        // (malformed: not a whole number of our packets, a bad segment size).
+        uint64_t gso_tx_frames, gso_tx_segments, gso_tx_failed;
+        uint64_t gso_rx_frames, gso_rx_segments, gso_rx_refused;
     };
 
     // Opens the device (starting EAL first if needed), creates the mbuf pool,
@@ -219,6 +225,10 @@ class Port {
     int kernel_rx_stats(uint64_t* received, uint64_t* dropped);
 
     const Stats& stats() const { return stats_; }
+    // Sends and receives UDP GSO super-frames (af_packet with
+    // PortConfig::gso, its second socket open): the engine may mark packets
+    // for them (RTE_MBUF_F_TX_UDP_SEG) and tells its peers it takes them.
+    bool super_frames() const { return super_frames_; }
     const std::string& name() const { return name_; }
 
     static constexpr unsigned kTxBatch = 64;
@@ -247,6 +257,7 @@ class Port {
     bool loopback_ = false;
     bool needs_arp_ = true;
     bool tx_copies_ = false;
+    bool super_frames_ = false;
     int wait_fd_ = -1;                          // rx_wait_fd(), the backend's
     std::map<uint16_t, int> udp_reservations_;  // port -> kernel socket
     rte_mbuf* tx_batch_[kTxBatch];

@@ -101,6 +101,10 @@ bool transmit_slot(Session* s, uint32_t psn, uint64_t now, bool retransmit)
             e->seal_for(th, via);
         }
     }
+    // The port may send it with its neighbours as one super-frame
+    // (af_packet_gso.h); retransmissions go alone.
+    if (s->peer_gso_rx && !retransmit && !via)
+        m->ol_flags |= RTE_MBUF_F_TX_UDP_SEG;
     e->transmit(std::move(m), s->peer, via);
     pkt.sent_us = now;
     pkt.sends++;

@@ -66,11 +66,15 @@ bool CookieJar::check(const Address& from, const Address& to, uint32_t stream, u
 
 namespace {
 
-// Writes a handshake packet's extension: our MTU and the cookie (or none).
-void fill_handshake(wire::TransportHeader* th, uint16_t mtu, const uint8_t* cookie)
+// Writes a handshake packet's extension: our MTU, what we take and the
+// cookie (or none).
+void fill_handshake(EngineImpl* e, wire::TransportHeader* th, const uint8_t* cookie)
 {
     auto* x = reinterpret_cast<wire::HandshakeExt*>(th + 1);
-    x->mtu.set(mtu);
+    memset(x, 0, sizeof *x);
+    x->mtu.set(e->port->mtu());
+    x->caps.set(e->port->super_frames() ? uint16_t(wire::kCapGsoRx) : uint16_t(0));
+    x->caps_check.set(wire::kCapsCheck);
     if (cookie)
         memcpy(x->cookie, cookie, CookieJar::kBytes);
 }
@@ -91,16 +95,19 @@ void send_hello(Session* s, uint64_t now, const uint8_t* cookie)
     th->src_session.set(s->handle);
     th->dest_session.set(s->peer_handle);
     th->timestamp.set(timestamp32(now));
-    fill_handshake(th, e->port->mtu(), cookie);
+    fill_handshake(e, th, cookie);
     wire::seal(th);
     e->transmit(std::move(m), s->ep->addr.port, s->peer);
     s->ep->st.hellos_sent++;
 }
 
-void establish(Session* s, uint16_t peer_mtu, uint64_t now)
+void establish(Session* s, uint16_t peer_mtu, const wire::HandshakeExt* x, uint64_t now)
 {
     EngineImpl* e = s->ep->engine;
     s->mtu = peer_mtu < e->port->mtu() ? peer_mtu : e->port->mtu();
+    // Older senders left caps uninitialised: only with the check word.
+    s->peer_gso_rx =
+        e->port->super_frames() && x->caps_check.get() == wire::kCapsCheck && (x->caps.get() & wire::kCapGsoRx);
     s->last_heard_us = now;
     if (s->handshake == HandshakeState::kEstablished)
         return;
@@ -159,7 +166,7 @@ void EngineImpl::send_challenge(EndpointImpl* ep, const wire::ParsedPacket& p, u
     th->timestamp.set(timestamp32(now));
     uint8_t cookie[CookieJar::kBytes];
     cookies.make(from, ep->addr, stream, now, cookie);
-    fill_handshake(th, port->mtu(), cookie);
+    fill_handshake(this, th, cookie);
     wire::seal(th);
     ep->st.challenges_sent++;
     transmit(std::move(m), ep->addr.port, from);
@@ -194,7 +201,7 @@ void EngineImpl::handle_handshake(EndpointImpl* ep, const wire::ParsedPacket& p,
         ep->st.handshakes++;
         // The peer holds a session for us now: if we were greeting it too,
         // that is our answer as well.
-        establish(s, peer_mtu, now);
+        establish(s, peer_mtu, x, now);
         return;
     }
     // kChallenge: ours only if it names our stream, which the hello carried.
@@ -205,7 +212,7 @@ void EngineImpl::handle_handshake(EndpointImpl* ep, const wire::ParsedPacket& p,
     }
     send_hello(s, now, x->cookie);
     const bool was_established = s->handshake == HandshakeState::kEstablished;
-    establish(s, peer_mtu, now);
+    establish(s, peer_mtu, x, now);
     // Established already: the peer lost our session (it restarted, or
     // reclaimed us) and dropped what started our stream: it goes again
     // now, behind the proof, not at the next timeout.

@@ -149,6 +149,10 @@ struct Session {
     uint8_t peer_mac[6] = {};
     bool mac_known = false;
     bool stream_acked = false;  // peer has acknowledged our stream
+    // The peer's handshake said it takes UDP GSO super-frames
+    // (wire::kCapGsoRx) and our port sends them: first transmissions are
+    // marked for the port to merge (session/frame.cpp).
+    bool peer_gso_rx = false;
     // Host-local single copy (wire.h, kFlagCma), decided per peer: we stop
     // offering it once the peer answered an offer with the ring path, and
     // stop accepting it once the kernel refused us a copy from the peer.

@@ -464,12 +464,24 @@ constexpr uint16_t kMaxPackedRecords = 64;
 // handshake too. Unsequenced, no payload; lost hellos are resent until the
 // peer timeout. docs/design.md ("Handshake") says why.
 struct HandshakeExt {
-    be16 mtu;  // the sender's MTU: the largest IP datagram it receives
-    be16 reserved;
-    be32 reserved2;
+    be16 mtu;            // the sender's MTU: the largest IP datagram it receives
+    be16 caps;           // kCap* bits: what the sender takes; valid only beside kCapsCheck
+    be32 caps_check;     // kCapsCheck (senders before the bits left both words uninitialised)
     uint8_t cookie[16];  // kChallenge, and kHello with kFlagCookie; else zero
 };
 static_assert(sizeof(HandshakeExt) == 24, "HandshakeExt is frozen at 24 bytes");
+// HandshakeExt.caps. Unknown bits are ignored; a peer that did not set a bit
+// gets nothing that needs it. Senders up to wire v6 without caps wrote
+// neither word (the packet buffer's old bytes went out), so caps counts only
+// when caps_check holds kCapsCheck: garbage passes one time in 2^32.
+constexpr uint32_t kCapsCheck = 0x43617073;  // "Caps"
+enum : uint16_t {
+    // The sender receives UDP GSO super-frames (several packets of ours, each
+    // exactly the super-frame's segment size but the last, behind one
+    // Ethernet/IP/UDP header) and cuts them itself; a peer without it would
+    // drop them (docs/design.md, section 6, "Two hosts on a veth").
+    kCapGsoRx = 1u << 0,
+};
 
 // Size of the extension that follows the transport header, per type.
 size_t extension_len(PacketType t);
