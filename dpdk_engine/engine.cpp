@@ -90,27 +90,7 @@ EngineImpl::~EngineImpl()
             close_endpoint(ep);  // gives back the packet buffers it holds
     serve_time_wait(0, true);
     if (cfg.dump_stats && port)
-        fprintf(stderr,
-                "dpdk engine %s: rx_frames %" PRIu64 " rx_not_ours %" PRIu64 " rx_bad %" PRIu64
-                " rx_bad_crc %" PRIu64 " rx_no_endpoint %" PRIu64 " rx_loopback %" PRIu64 " rx_in_place %" PRIu64
-                " rx_host_local %" PRIu64 " rx_auth_missing %" PRIu64 " rx_auth_unexpected %" PRIu64
-                " rx_auth_wrong_key %" PRIu64 " rx_auth_bad_tag %" PRIu64 " rx_auth_replayed %" PRIu64
-                " auth_replay_evictions %" PRIu64 " tx_dropped %" PRIu64 " alloc_failed %" PRIu64
-                " gso_tx %" PRIu64 " gso_tx_segs %" PRIu64 " gso_tx_failed %" PRIu64 " gso_rx %" PRIu64
-                " gso_rx_segs %" PRIu64 " gso_rx_refused %" PRIu64 "\n",
-                port->name().c_str(), st.rx_frames, st.rx_not_ours, st.rx_bad, st.rx_bad_crc, st.rx_no_endpoint,
-                st.rx_loopback, st.rx_in_place, st.rx_host_local, st.rx_auth_missing, st.rx_auth_unexpected,
-                st.rx_auth_wrong_key, st.rx_auth_bad_tag, st.rx_auth_replayed, st.auth_replay_evictions,
-                port->stats().tx_dropped, port->stats().alloc_failed, port->stats().gso_tx_frames,
-                port->stats().gso_tx_segments, port->stats().gso_tx_failed, port->stats().gso_rx_frames,
-                port->stats().gso_rx_segments, port->stats().gso_rx_refused);
-    if (cfg.dump_stats && port)
-        fprintf(stderr,
-                "dpdk engine %s: session_bytes %zu window blocks tx %u (peak in use %u, %zu bytes each)"
-                " rx %u (peak in use %u, %zu bytes each) grows %u\n",
-                port->name().c_str(), sizeof(Session), windows.tx.total(), windows.tx.peak(),
-                windows.tx.block_bytes(), windows.rx.total(), windows.rx.peak(), windows.rx.block_bytes(),
-                windows.tx.grows() + windows.rx.grows());
+        print_device_stats();
     {
         MbufBatch<kRxBurst> unread;
         for (rte_mbuf* m : loopback)

@@ -242,6 +242,7 @@ class EngineImpl {
     // are reachable; says why in one line ("<cause> <where> cannot be opened").
     int open_device_less(const PortConfig& pc, const char* cause, const char* where, const char* fix);
     bool unreachable(const Address& dst) const;
+    void print_device_stats() const;
 
     // The host-local path (engine_local.cpp, docs/host_local.md): null when
     // off. Declared after the port: destroyed before it.

@@ -88,6 +88,7 @@ unsigned run_length(rte_mbuf* const* pkts, unsigned n)
     const unsigned seg = len0 - kHeaders;
     const unsigned most = (kMaxDatagram - 28) / seg;
     unsigned iov = 2 + p0->nb_segs, k = 1;
+    size_t payload = seg;
     while (k < n && k < most) {
         const rte_mbuf* p = pkts[k];
         if (!(p->ol_flags & RTE_MBUF_F_TX_UDP_SEG) || p->pkt_len > len0 || p->data_len < kHeaders ||
@@ -98,11 +99,15 @@ unsigned run_length(rte_mbuf* const* pkts, unsigned n)
         if (memcmp(h, h0, 15) != 0 || h[23] != h0[23] || memcmp(h + 26, h0 + 26, 12) != 0)
             break;
         iov += p->nb_segs;
+        payload += p->pkt_len - kHeaders;
         ++k;
         if (p->pkt_len < len0)
             break;  // a shorter packet only last
     }
-    return k;
+    // The receiver tells a super-frame from a frame by its length alone (its
+    // sockets' filters: more than its MTU); so a super-frame is longer than
+    // any MTU a peer may have. Shorter runs go frame by frame.
+    return 28 + payload > kMaxMtu ? k : 1;
 }
 
 void length_test(bool longer, uint32_t max_frame, std::vector<sock_filter>* out)
