@@ -102,6 +102,9 @@ int EngineImpl::open_port(const PortConfig& pc)
         PortConfig shared = pc;
         shared.device.clear();
         shared.iface = iface;
+        // A super-frame to this process would meet the holder's XDP program
+        // on the way in, which is not shown to keep it whole: none.
+        shared.gso = false;
         rc = Port::open(shared, &port);
         if (rc == 0) {
             fprintf(stderr,

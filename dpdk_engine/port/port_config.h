@@ -41,9 +41,9 @@ struct PortConfig {
                              // options count: EAL starts once per process)
     std::string eal_args;    // extra EAL arguments (FI_DPDK_EAL_ARGS)
     bool verbose = false;    // EAL/PMD logging at INFO on stderr
-    // af_packet: UDP GSO super-frames to peers that take them (FI_DPDK_GSO).
-    // Off by default: built but not yet tested end to end (issue 20).
-    bool gso = false;
+    // af_packet (not on lo): UDP GSO super-frames to peers that take them,
+    // and from them (FI_DPDK_GSO; dpdk_engine/port/af_packet_gso.h).
+    bool gso = true;
 };
 
 }  // namespace dpdk_engine

@@ -107,7 +107,9 @@ f.flag_cma = ProtoField.bool("dpdkfi.flags.cma",
 f.flag_unknown = ProtoField.uint16("dpdkfi.flags.unknown", "Unknown flag bits", base.HEX, nil, 0xf800)
 -- HandshakeExt (kHello, kChallenge)
 f.hs_mtu = ProtoField.uint16("dpdkfi.handshake.mtu", "Sender's MTU")
-f.hs_reserved = ProtoField.bytes("dpdkfi.handshake.reserved", "Reserved")
+f.hs_caps = ProtoField.uint16("dpdkfi.handshake.caps", "Takes (valid with the check word)", base.HEX)
+f.hs_cap_gso_rx = ProtoField.bool("dpdkfi.handshake.caps.gso_rx", "UDP GSO super-frames", 16, nil, 0x0001)
+f.hs_caps_check = ProtoField.uint32("dpdkfi.handshake.caps_check", "Caps check word (0x43617073)", base.HEX)
 f.hs_cookie = ProtoField.bytes("dpdkfi.handshake.cookie", "Cookie")
 -- AuthTrailer (kFlagAuth): the tag is not checked here (it needs the key).
 f.auth_key_id = ProtoField.uint32("dpdkfi.auth.key_id", "Key id", base.HEX)
@@ -302,7 +304,10 @@ local function dissect_ext(kind, tvb, off, tree, flags, ptype, plen)
         return string.format(" %u messages", tvb(off, 2):uint())
     elseif kind == HAND then
         local t = tree:add(p, tvb(off, 24), "HandshakeExt")
-        add_u(t, f.hs_mtu, tvb, off, 2); t:add(f.hs_reserved, tvb(off + 2, 6))
+        add_u(t, f.hs_mtu, tvb, off, 2)
+        local caps = t:add(f.hs_caps, tvb(off + 2, 2))
+        caps:add(f.hs_cap_gso_rx, tvb(off + 2, 2))
+        add_u(t, f.hs_caps_check, tvb, off + 4, 4)
         t:add(f.hs_cookie, tvb(off + 8, 16))
         return string.format(" mtu %u", tvb(off, 2):uint())
     elseif kind == CONN then

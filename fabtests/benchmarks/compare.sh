@@ -15,7 +15,9 @@
 # server in host 0 (10.77.0.1), client in host 1, joined by <shape> (veth: the two
 # ends of one veth pair; bridge: each a veth to a Linux bridge in a third
 # namespace) with every link at MTU <mtu>. Transports <shape><mtu>-<kind>:
-#   -afpacket  af_packet on the kernel's veth (FI_DPDK_MTU=<mtu>)
+#   -afpacket  af_packet on the kernel's veth (FI_DPDK_MTU=<mtu>), with its
+#              UDP GSO super-frames (the default)
+#   -afpacketframes  the same, frame by frame (FI_DPDK_GSO=0)
 #   -afxdp     af_xdp on a second veth pair of the same shape (10.77.1.x), which
 #              carries nothing else; skipped, saying why, where it cannot run
 #   -net -tcp  libfabric's net and tcp;ofi_rxm on the kernel's veth
@@ -28,7 +30,8 @@
 # Environment (defaults in brackets):
 #   TRANSPORTS  [dpdk-memif dpdk-local dpdk-afpacket dpdk-afxdp net tcp udp-rxd shm]
 #   TWOHOST     [veth1500 bridge1500 veth9000 bridge9000]  two-host shapes; each adds
-#               <shape>-afpacket <shape>-afxdp <shape>-net <shape>-tcp to TRANSPORTS
+#               <shape>-afpacket <shape>-afpacketframes <shape>-afxdp <shape>-net
+#               <shape>-tcp to TRANSPORTS
 #   TWOHOST_CPUS  ["0 1" with 2 CPUs or more]  CPUs of the two hosts' processes
 #               (server, client; taskset); empty: wherever the scheduler puts them
 #   TESTS       [lat:tagged lat:msg lat:write lat:read bw:tagged bw:write bw:read rate:tagged]
@@ -61,7 +64,7 @@ out=bench-results
 while getopts "o:h" c; do
 	case $c in
 	o) out=$OPTARG ;;
-	*) sed -n '2,47p' "$0"; exit 2 ;;
+	*) sed -n '2,50p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -129,7 +132,7 @@ declare -A twohost_dir=()
 twohost_list() {
 	local shape k
 	for shape in $twohost_shapes; do
-		for k in afpacket afxdp net tcp; do printf '%s-%s ' "$shape" "$k"; done
+		for k in afpacket afpacketframes afxdp net tcp; do printf '%s-%s ' "$shape" "$k"; done
 	done
 }
 twohost_down() {
@@ -181,7 +184,11 @@ twohost_cfg() {
 	fi
 	addr=10.77.0.1
 	case $kind in
-	afpacket) cfg="dpdk|FI_DPDK_DEVICE=net_af_packet0,iface=veth0 FI_DPDK_IP=10.77.0.1 FI_DPDK_MTU=$mtu|FI_DPDK_DEVICE=net_af_packet0,iface=veth1 FI_DPDK_IP=10.77.0.2 FI_DPDK_MTU=$mtu|" ;;
+	afpacket | afpacketframes)
+		local gso=1
+		[ "$kind" = afpacketframes ] && gso=0
+		cfg="dpdk|FI_DPDK_DEVICE=net_af_packet0,iface=veth0 FI_DPDK_IP=10.77.0.1 FI_DPDK_MTU=$mtu FI_DPDK_GSO=$gso|FI_DPDK_DEVICE=net_af_packet0,iface=veth1 FI_DPDK_IP=10.77.0.2 FI_DPDK_MTU=$mtu FI_DPDK_GSO=$gso|"
+		;;
 	afxdp) cfg="dpdk|FI_DPDK_DEVICE=net_af_xdp0,iface=xdp0 FI_DPDK_IP=10.77.1.1 FI_DPDK_MTU=$mtu|FI_DPDK_DEVICE=net_af_xdp0,iface=xdp1 FI_DPDK_IP=10.77.1.2 FI_DPDK_MTU=$mtu|" ;;
 	net) cfg="net|FI_NET_IFACE=veth0|FI_NET_IFACE=veth1|" ;;
 	tcp) cfg="tcp;ofi_rxm|FI_TCP_IFACE=veth0|FI_TCP_IFACE=veth1|" ;;
