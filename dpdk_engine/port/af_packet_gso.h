@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "dpdk_engine/port/port.h"
+#include "dpdk_engine/port/vnet_header.h"
 
 struct rte_mbuf;
 struct rte_mempool;
@@ -40,21 +41,6 @@ struct sock_filter;
 namespace dpdk_engine {
 namespace gso {
 
-// The legacy virtio-net header (linux/virtio_net.h's struct virtio_net_hdr,
-// which does not compile as C++ with Debian 12's headers). Host byte order.
-struct VnetHeader {
-    uint8_t flags;
-    uint8_t gso_type;
-    uint16_t hdr_len;
-    uint16_t gso_size;
-    uint16_t csum_start;
-    uint16_t csum_offset;
-};
-static_assert(sizeof(VnetHeader) == 10, "the kernel's virtio_net_hdr");
-constexpr uint8_t kVnetNeedsCsum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSUM
-constexpr uint8_t kVnetGsoNone = 0;
-constexpr uint8_t kVnetGsoUdpL4 = 5;        // VIRTIO_NET_HDR_GSO_UDP_L4
-constexpr unsigned kHeaders = 14 + 20 + 8;  // Ethernet, IPv4 without options, UDP
 // A super-frame's IP datagram is at most 64 KiB: 44 packets of 1,472 bytes.
 constexpr unsigned kMaxDatagram = 65535;
 

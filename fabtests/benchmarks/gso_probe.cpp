@@ -31,23 +31,15 @@
 
 #include <vector>
 
+#include "dpdk_engine/port/vnet_header.h"
+
 namespace {
 
-// The legacy virtio-net header PACKET_VNET_HDR puts before each frame
-// (linux/virtio_net.h's struct virtio_net_hdr; that header does not compile
-// as C++ on Debian 12).
-struct VnetHeader {
-    uint8_t flags;
-    uint8_t gso_type;
-    uint16_t hdr_len;
-    uint16_t gso_size;
-    uint16_t csum_start;
-    uint16_t csum_offset;
-};
-constexpr uint8_t kNeedsCsum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSUM
-constexpr uint8_t kGsoUdpL4 = 5;   // VIRTIO_NET_HDR_GSO_UDP_L4 (Linux 6.2), newer than these headers
+using dpdk_engine::gso::kHeaders;
+using dpdk_engine::gso::VnetHeader;
+constexpr uint8_t kNeedsCsum = dpdk_engine::gso::kVnetNeedsCsum;
+constexpr uint8_t kGsoUdpL4 = dpdk_engine::gso::kVnetGsoUdpL4;
 constexpr unsigned kSegment = 1472;
-constexpr unsigned kHeaders = 14 + 20 + 8;
 
 double now_s()
 {
