@@ -226,9 +226,10 @@ class VdevBackend final : public PortBackend {
         if (rc == -EBUSY)
             fprintf(stderr,
                     "dpdk engine: %s: af_xdp queue %u of %s is held by %s: an af_xdp queue serves one process "
-                    "(and DPDK would tear the holder's XDP program down trying). For several processes per host "
-                    "use af_packet (FI_DPDK_DEVICE=net_af_packet0,iface=%s), which they share, or give each its "
-                    "own queue (start_queue=N) on a NIC that steers its traffic there\n",
+                    "(and DPDK would tear the holder's XDP program down trying). Where the holder runs this "
+                    "provider's XDP program, this process takes af_packet beside it (the next line says so); "
+                    "else, for several processes per host, use af_packet (FI_DPDK_DEVICE=net_af_packet0,iface=%s) "
+                    "in each, or give each its own queue (start_queue=N) on a NIC that steers its traffic there\n",
                     device_.c_str(), first, iface.c_str(), holder.c_str(), iface.c_str());
         return rc;
     }
