@@ -57,10 +57,10 @@ std::string vdev_iface(const std::string& device)
 // hands the kernel (and so af_packet) every frame not to its own UDP
 // ports. A holder that has just claimed the queue may not have attached
 // it yet: waits up to about 2 s for a program to appear.
-bool holder_shares(const std::string& iface)
+bool holder_shares(const std::string& iface, const std::string& xdp_prog)
 {
     const unsigned ifindex = if_nametoindex(iface.c_str());
-    if (ifindex == 0 || port_internal::xdp_prog_path().empty())
+    if (ifindex == 0 || port_internal::xdp_prog_path(xdp_prog).empty())
         return false;
     for (int i = 0; i < 100; i++) {
         const int rc = port_internal::xdp_attached(ifindex);
@@ -94,7 +94,7 @@ int EngineImpl::open_port(const PortConfig& pc)
     int rc = Port::open(pc, &port);
     const bool af_xdp = pc.device.rfind("net_af_xdp", 0) == 0;
     const std::string iface = af_xdp ? vdev_iface(pc.device) : "";
-    if (rc == -EBUSY && af_xdp && !iface.empty() && holder_shares(iface)) {
+    if (rc == -EBUSY && af_xdp && !iface.empty() && holder_shares(iface, pc.xdp_prog)) {
         // The holder passes every frame not for its own ports on to the
         // kernel: this process takes its own from there, as af_packet.
         // The default device's path (an empty device string and the

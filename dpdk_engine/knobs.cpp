@@ -66,6 +66,10 @@ const Knob kKnobs[] = {
      "af_packet (not on lo): send runs of full-size packets to a peer that takes them as UDP GSO super-frames, "
      "and take them from peers; 0 sends and announces none",
      KNOB_NUMBER(port.gso)},
+    {"xdp_prog", KnobKind::kText, 0, 0,
+     "af_xdp: the XDP program that lets the host's other processes share the interface (fi_dpdk_xdp.o): its "
+     "path, or none (default: the one built with the provider)",
+     KNOB_TEXT(port.xdp_prog)},
     {"mbufs", KnobKind::kUnsigned, 0, kMaxMbufs,
      "Packet buffers in the port's pool, 0 (the default size) or at least 1024", KNOB_NUMBER(port.mbufs)},
     {"eager_limit", KnobKind::kUnsigned, 0, kMaxEagerLimit,

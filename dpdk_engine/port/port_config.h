@@ -44,6 +44,9 @@ struct PortConfig {
     // af_packet (not on lo): UDP GSO super-frames to peers that take them,
     // and from them (FI_DPDK_GSO; dpdk_engine/port/af_packet_gso.h).
     bool gso = true;
+    // af_xdp: our XDP program for sharing the interface (FI_DPDK_XDP_PROG):
+    // "" finds the built one, "none" shares nothing, else its path.
+    std::string xdp_prog;
 };
 
 }  // namespace dpdk_engine

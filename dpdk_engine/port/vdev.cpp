@@ -202,7 +202,7 @@ class VdevBackend final : public PortBackend {
     // as before).
     void share_interface(const std::string& iface, DeviceOpen* plan)
     {
-        const std::string prog = port_internal::xdp_prog_path();
+        const std::string prog = port_internal::xdp_prog_path(plan->cfg.xdp_prog);
         const unsigned ifindex = if_nametoindex(iface.c_str());
         if (prog.empty() || prog.find(',') != std::string::npos || ifindex == 0)
             return;

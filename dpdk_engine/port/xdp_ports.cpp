@@ -71,12 +71,11 @@ int prog_fd_if_ours(uint32_t id, bool* ours)
 
 }  // namespace
 
-std::string xdp_prog_path()
+std::string xdp_prog_path(const std::string& configured)
 {
 #ifdef FI_DPDK_XDP_PROG
-    const char* env = getenv("FI_DPDK_XDP_PROG");
-    if (env && *env)
-        return strcmp(env, "none") == 0 || !readable(env) ? "" : env;
+    if (!configured.empty())
+        return configured == "none" || !readable(configured) ? "" : configured;
     Dl_info info {};
     if (dladdr(reinterpret_cast<void*>(&xdp_prog_path), &info) && info.dli_fname) {
         std::string dir = info.dli_fname;
@@ -87,6 +86,7 @@ std::string xdp_prog_path()
     const std::string installed = std::string(FI_DPDK_XDP_PROG_DIR) + "/" + kObjectName;
     return readable(installed) ? installed : "";
 #else
+    (void)configured;
     return "";
 #endif
 }

@@ -17,12 +17,13 @@
 
 namespace dpdk_engine::port_internal {
 
-// The compiled program's path: FI_DPDK_XDP_PROG (a path; "none" turns the
-// sharing off), else fi_dpdk_xdp.o next to the object holding this code
-// (the provider .so: the build tree's .libs, or the provider directory),
-// else the install directory. "" when none exists or the build has no
-// program (no clang with the bpf target at configure time).
-std::string xdp_prog_path();
+// The compiled program's path: `configured` (PortConfig::xdp_prog,
+// FI_DPDK_XDP_PROG: a path; "none" turns the sharing off), else
+// fi_dpdk_xdp.o next to the object holding this code (the provider .so: the
+// build tree's .libs, or the provider directory), else the install
+// directory. "" when none exists or the build has no program (no clang
+// with the bpf target at configure time).
+std::string xdp_prog_path(const std::string& configured);
 
 // What is attached to ifindex's XDP hook: 1 our program (by its name),
 // 0 none, 2 another program; a negative errno when it cannot be told
