@@ -361,7 +361,7 @@ unsigned AfPacketBackend::tx_burst(rte_mbuf** pkts, unsigned n)
         }
         return true;
     };
-    while (i < n) {
+    while (i < n && !gso_->send_refused()) {
         const unsigned run = gso::run_length(pkts + i, n - i);
         if (run < 2) {
             i += run ? run : 1;

@@ -4,10 +4,12 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +30,15 @@ constexpr unsigned kFrameSize = 66u << 10;
 constexpr unsigned kBlockSize = 1u << 20;
 constexpr unsigned kBlocks = 2;
 constexpr unsigned kMaxIov = 256;
+
+bool kernel_at_least(unsigned major, unsigned minor)
+{
+    utsname u {};
+    unsigned ma = 0, mi = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%u.%u", &ma, &mi) != 2)
+        return false;
+    return ma > major || (ma == major && mi >= minor);
+}
 
 uint16_t load16(const uint8_t* p)
 {
@@ -129,6 +140,11 @@ Channel::~Channel()
 
 int Channel::open(int ifindex, uint16_t mtu)
 {
+    // UDP_L4 in the vnet header came with Linux 6.2: an older kernel
+    // refuses such a send, and drops such a frame received on this socket
+    // (it cannot describe it), so this port must not announce them.
+    if (!kernel_at_least(6, 2))
+        return -ENOTSUP;
     mtu_ = mtu;
     fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);  // protocol 0: nothing arrives before the bind
     if (fd_ < 0)
@@ -212,6 +228,10 @@ bool Channel::send(rte_mbuf* const* pkts, unsigned n, Port::Stats* st)
     const ssize_t sent = sendmsg(fd_, &msg, MSG_DONTWAIT);
     if (sent != static_cast<ssize_t>(sizeof v + kHeaders + payload)) {
         st->gso_tx_failed++;
+        // Not a full buffer but a refusal of the form: no more tries (the
+        // runs then go frame by frame).
+        if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS && errno != EINTR)
+            send_refused_ = true;
         return false;
     }
     rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(pkts), n);

@@ -87,6 +87,9 @@ class Channel {
     // Sends pkts[0..n) (a run: run_length() >= 2) as one super-frame and
     // frees them: true; false: nothing sent, the caller still owns them.
     bool send(rte_mbuf* const* pkts, unsigned n, Port::Stats* st);
+    // The kernel refused a super-frame's form (not a full buffer): send
+    // none again.
+    bool send_refused() const { return send_refused_; }
     // Up to n packets cut from the ring's super-frames into mbufs of pool.
     uint16_t receive(rte_mbuf** pkts, uint16_t n, rte_mempool* pool, Port::Stats* st);
     // A frame is waiting in the ring (the rx wait's "do not sleep").
@@ -104,6 +107,7 @@ class Channel {
     unsigned head_ = 0;      // the slot we read next
     unsigned cut_next_ = 0;  // segments of the head slot handed out already
     bool cut_planned_ = false;
+    bool send_refused_ = false;
     Plan cut_;
 };
 

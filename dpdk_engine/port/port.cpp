@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -635,6 +636,15 @@ int Port::reserve_udp_port(uint16_t wanted, uint16_t* got)
         setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) != 0) {
         rc = -errno;
     } else {
+        // With super-frames (af_packet_gso.h): the kernel delivers each one
+        // it receives to this socket as well, and, without UDP_GRO, first
+        // cuts it into its segments only to drop them all here. With it the
+        // kernel may also merge a NIC's frames to this port into
+        // super-frames (GRO), which the port's second socket cuts as its
+        // own. Without super-frames no merging: the PMD's ring takes frames
+        // of the MTU only.
+        if (super_frames_)
+            setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
         sockaddr_in a {};
         a.sin_family = AF_INET;
         a.sin_port = htons(wanted);
