@@ -19,6 +19,7 @@ extern "C" {
 #include <rte_mbuf.h>
 
 #include "dpdk_engine/port/af_packet_gso.h"
+#include "dpdk_engine/tests/xorshift.h"
 #include "dpdk_engine/wire/wire.h"
 
 using namespace dpdk_engine;
@@ -26,18 +27,6 @@ using namespace dpdk_engine;
 namespace {
 
 constexpr uint16_t kMtu = 1500;
-
-// A fixed-seed xorshift: the same mutations every run.
-struct Xorshift {
-    uint64_t s;
-    uint32_t next()
-    {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        return static_cast<uint32_t>(s >> 11);
-    }
-};
 
 struct SuperFrame {
     gso::VnetHeader vnet;
@@ -152,7 +141,7 @@ void test_refused(void**)
 // hold a transport header.
 void test_mutations(void**)
 {
-    Xorshift rng {20261206};
+    Xorshift64 rng {20261206};
     const SuperFrame good = make_super(1400, 12, 333);
     unsigned accepted = 0;
     for (int i = 0; i < 200000; i++) {

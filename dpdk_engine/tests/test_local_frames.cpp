@@ -20,6 +20,7 @@
 
 #include "dpdk_engine/engine.h"
 #include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/tests/xorshift.h"
 #include "dpdk_engine/wire/wire.h"
 
 #include <stdarg.h>
@@ -45,17 +46,7 @@ void on_complete(void*, const Completion& c)
     g_done.push_back(c);
 }
 
-// xorshift64: the same mutations on every run.
-struct Rng {
-    uint64_t x;
-    uint64_t next()
-    {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return x;
-    }
-};
+using Rng = Xorshift64;
 
 struct Target {
     std::unique_ptr<Engine> e;
