@@ -67,11 +67,10 @@ bool CookieJar::check(const Address& from, const Address& to, uint32_t stream, u
 namespace {
 
 // Writes a handshake packet's extension: our MTU, what we take and the
-// cookie (or none).
+// cookie (or none). start_frame zeroed it.
 void fill_handshake(EngineImpl* e, wire::TransportHeader* th, const uint8_t* cookie)
 {
     auto* x = reinterpret_cast<wire::HandshakeExt*>(th + 1);
-    memset(x, 0, sizeof *x);
     x->mtu.set(e->port->mtu());
     x->caps.set(e->port->super_frames() ? uint16_t(wire::kCapGsoRx) : uint16_t(0));
     x->caps_check.set(wire::kCapsCheck);
