@@ -87,6 +87,15 @@ bool plan_super_frame(const uint8_t* vnet, size_t vnet_len, const uint8_t* frame
     return true;
 }
 
+bool plain_frame(const uint8_t* vnet, size_t vnet_len)
+{
+    if (vnet_len < sizeof(VnetHeader))
+        return false;
+    VnetHeader v;
+    memcpy(&v, vnet, sizeof v);
+    return v.gso_type == kVnetGsoNone;
+}
+
 unsigned run_length(rte_mbuf* const* pkts, unsigned n)
 {
     if (n < 2 || !(pkts[0]->ol_flags & RTE_MBUF_F_TX_UDP_SEG))
@@ -274,8 +283,27 @@ uint16_t Channel::receive(rte_mbuf** pkts, uint16_t n, rte_mempool* pool, Port::
             // its own header; a slot laid out otherwise is refused whole.
             const size_t before = h->tp_mac > sizeof(tpacket2_hdr) ? h->tp_mac - sizeof(tpacket2_hdr) : 0;
             const size_t vnet_len = std::min(before, sizeof(VnetHeader));
-            if (h->tp_mac + size_t {h->tp_snaplen} > frame_size_ ||
-                !plan_super_frame(frame - vnet_len, vnet_len, frame, h->tp_snaplen, h->tp_len, mtu_, &cut_)) {
+            if (h->tp_mac + size_t {h->tp_snaplen} > frame_size_) {
+                st->gso_rx_refused++;
+                release_slot();
+                continue;
+            }
+            if (plain_frame(frame - vnet_len, vnet_len)) {
+                rte_mbuf* m = rte_pktmbuf_alloc(pool);
+                if (!m) {
+                    st->alloc_failed++;
+                    break;
+                }
+                const uint16_t cut = static_cast<uint16_t>(
+                    std::min<size_t>({h->tp_snaplen, size_t {14u + mtu_}, rte_pktmbuf_tailroom(m)}));
+                memcpy(rte_pktmbuf_mtod(m, uint8_t*), frame, cut);
+                m->data_len = cut;
+                m->pkt_len = cut;
+                pkts[got++] = m;
+                release_slot();
+                continue;
+            }
+            if (!plan_super_frame(frame - vnet_len, vnet_len, frame, h->tp_snaplen, h->tp_len, mtu_, &cut_)) {
                 st->gso_rx_refused++;
                 release_slot();
                 continue;

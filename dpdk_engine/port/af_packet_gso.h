@@ -60,6 +60,12 @@ struct Plan {
 // header (so not a whole number of our packets), one segment only.
 bool plan_super_frame(const uint8_t* vnet, size_t vnet_len, const uint8_t* frame, size_t caplen, size_t len,
                       uint16_t mtu, Plan* out);
+// A frame no one asked to segment (vnet header present, no segmentation):
+// on this socket, whose filter takes only frames longer than our MTU, a
+// plain frame too long for us. Its first bytes go up as a frame cut short,
+// so the engine answers its sender with our MTU (wire::parse_oversize_frame),
+// as it does for such a frame from any device.
+bool plain_frame(const uint8_t* vnet, size_t vnet_len);
 
 // The longest run at pkts[0..n) that may go as one super-frame (0 or 1:
 // none): see the header's comment. max_segments bounds it (64 KiB).

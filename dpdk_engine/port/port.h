@@ -110,7 +110,9 @@ class Port {
         // af_packet's UDP GSO super-frames (af_packet_gso.h): sent and the
         // packets they carried; a send the kernel refused (its packets went
         // one by one); received and the packets cut from them; refused
-        // (malformed: not a whole number of our packets, a bad segment size).
+        // (malformed: not a whole number of our packets, a bad segment size;
+        // a plain frame over our MTU on that socket goes up cut short, for
+        // the engine to refuse as any frame too long, and is not counted here).
         uint64_t gso_tx_frames, gso_tx_segments, gso_tx_failed;
         uint64_t gso_rx_frames, gso_rx_segments, gso_rx_refused;
     };

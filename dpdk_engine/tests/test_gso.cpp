@@ -136,6 +136,22 @@ void test_refused(void**)
     assert_false(plan(s, &p));
 }
 
+// A frame the sender did not ask to segment is a plain frame (too long for
+// us, or this socket would not have it): handed up cut short for the
+// engine's "too large" answer, never cut into packets; a short vnet header
+// or any segmentation type is not one.
+void test_plain_frame(void**)
+{
+    SuperFrame s = make_super(1400, 10, 700);
+    const auto* vnet = reinterpret_cast<const uint8_t*>(&s.vnet);
+    assert_false(gso::plain_frame(vnet, sizeof(gso::VnetHeader)));
+    s.vnet.gso_type = gso::kVnetGsoNone;
+    assert_true(gso::plain_frame(vnet, sizeof(gso::VnetHeader)));
+    assert_false(gso::plain_frame(vnet, sizeof(gso::VnetHeader) - 1));
+    s.vnet.gso_type = 0x80;  // the ECN bit without a type
+    assert_false(gso::plain_frame(vnet, sizeof(gso::VnetHeader)));
+}
+
 // Random damage to the headers and the vnet header: whatever is accepted
 // is cut inside the frame into pieces our MTU allows, the last one able to
 // hold a transport header.
@@ -248,10 +264,8 @@ void test_runs(void**)
 int main()
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_well_formed),
-        cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_mutations),
-        cmocka_unit_test(test_runs),
+        cmocka_unit_test(test_well_formed), cmocka_unit_test(test_refused), cmocka_unit_test(test_plain_frame),
+        cmocka_unit_test(test_mutations),   cmocka_unit_test(test_runs),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -10,7 +10,9 @@
 #   3. one host with them (FI_DPDK_GSO=1), one without (FI_DPDK_GSO=0):
 #      fi_pingpong -c passes and no super-frame is sent either way (the
 #      second host's handshake did not announce wire::kCapGsoRx);
-#   4. fi_bench bandwidth, many rendezvous in flight: no frame refused.
+#   4. fi_bench bandwidth, many rendezvous in flight: no frame refused;
+#   5. a plain frame longer than the receiver's MTU (oversize_frame) is
+#      answered with a reset that carries that MTU.
 # Exit 77 (SKIP) without root, network namespaces or fi_pingpong.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
@@ -112,6 +114,44 @@ if [ -x "$bench" ]; then
 	[ "$(stat "$log" "" rx_bad)" = 0 ] || { echo "frames refused by the parser (rx_bad)"; grep -h "parse result" "$log"; ok=0; }
 	[ "$(stat "$log" "[client]" gso_tx_segs)" -gt 0 ] || { echo "the client sent no super-frame"; ok=0; }
 	finish "fi_bench bw tagged 64k,1m across 2 hosts with super-frames" $ok "$log"
+fi
+
+# A frame of ours longer than the receiver's MTU (links at 9000, host 0's
+# provider at 1500: a peer that ignored the handshake's MTU) reaches the
+# super-frame socket, whose filter takes every frame longer than the MTU:
+# it must still be answered with a reset carrying host 0's MTU, not dropped
+# as a malformed super-frame (the sender would retry until its session died).
+probe=$builddir/fabtests/vcluster/oversize_frame
+if [ -x "$probe" ]; then
+	log=$(mktemp "${TMPDIR:-/tmp}/test_gso.XXXXXX")
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	VC_MTU=9000 PAIR_KILL_AFTER=10 pair_spawn job "$log" 120 "$here/vcluster.sh" run 2 bash -c '
+		vc=$1 preload=$2 probe=$3 port=$((20000 + RANDOM % 10000))
+		ip0=$("$vc" exec 0 printenv FI_DPDK_IP)
+		ip1=$("$vc" exec 1 printenv FI_DPDK_IP)
+		if1=$("$vc" exec 1 printenv FI_DPDK_DEVICE | sed "s/.*iface=//; s/,.*//")
+		"$vc" exec 0 env FI_DPDK_STATS=1 FI_DPDK_GSO=1 FI_DPDK_MTU=1500 $preload \
+			fi_pingpong -p dpdk -e rdm -S 64 -I 100000 -B $port 2>&1 | sed "s/^/[server] /" &
+		for _ in $(seq 1 50); do "$vc" exec 0 ss -Htln "sport = :$port" | grep -q . && break; sleep 0.2; done
+		out=$(mktemp)
+		"$vc" exec 1 "$probe" "$if1" "$ip1" "$ip0" 3000 >"$out" 2>&1 &
+		probe_job=$!
+		sleep 0.2
+		"$vc" exec 1 env FI_DPDK_GSO=1 $preload \
+			fi_pingpong -p dpdk -e rdm -S 64 -I 100000 -P $port "$ip0" >/dev/null 2>&1
+		wait $probe_job
+		rc=$?
+		wait
+		sed "s/^/[probe] /" "$out"
+		rm -f "$out"
+		exit "$rc"' _ "$here/vcluster.sh" "$preload" "$probe"
+	wait "$job"
+	rc=$?
+	ok=1
+	[ $rc = 0 ] || { echo "oversize_frame exited with $rc"; ok=0; }
+	grep -q "^\[probe\] oversize_frame: reset, flags .*, mtu 1500," "$log" || { echo "no reset naming MTU 1500"; ok=0; }
+	[ "$(stat "$log" "[server]" gso_rx_refused)" = 0 ] || { echo "the frame was refused as a super-frame"; ok=0; }
+	finish "a plain frame over the MTU is answered with the MTU, super-frames on" $ok "$log"
 fi
 
 if [ -x "$check" ] && mpirun --version 2>/dev/null | grep -q "Open MPI"; then
