@@ -586,8 +586,16 @@ uint16_t Port::flush()
 rte_mbuf* Port::alloc()
 {
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (m == nullptr)
+    if (m == nullptr) {
         stats_.alloc_failed++;
+        return m;
+    }
+    // The mbuf after this one, from this thread's cache, is likely cold (a
+    // sent packet's, freed when its ACK came): fetched while the caller
+    // builds its packet, not when the next alloc resets it.
+    const rte_mempool_cache* c = rte_mempool_default_cache(pool_, rte_lcore_id());
+    if (c && c->len)
+        rte_prefetch0(c->objs[c->len - 1]);
     return m;
 }
 
