@@ -46,18 +46,8 @@ stat() {
 pingpong() {
 	local name=$1 ok=1 rc
 	log=$(mktemp "${TMPDIR:-/tmp}/test_gso.XXXXXX")
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	PAIR_KILL_AFTER=10 pair_spawn job "$log" 180 "$here/vcluster.sh" run 2 bash -c '
-		vc=$1 preload=$2 sg=$3 cg=$4 port=$((20000 + RANDOM % 10000))
-		ip=$("$vc" exec 0 printenv FI_DPDK_IP)
-		"$vc" exec 0 env FI_DPDK_STATS=1 FI_DPDK_GSO=$sg $preload \
-			fi_pingpong -p dpdk -e rdm -S all -I 10 -c -B $port 2>&1 | sed "s/^/[server] /" &
-		for _ in $(seq 1 50); do "$vc" exec 0 ss -Htln "sport = :$port" | grep -q . && break; sleep 0.2; done
-		"$vc" exec 1 env FI_DPDK_STATS=1 FI_DPDK_GSO=$cg $preload \
-			fi_pingpong -p dpdk -e rdm -S all -I 10 -c -P $port "$ip" 2>&1 | sed "s/^/[client] /"
-		rc=${PIPESTATUS[0]}
-		wait
-		exit "$rc"' _ "$here/vcluster.sh" "$preload" "$2" "$3"
+	PAIR_KILL_AFTER=10 pair_spawn job "$log" 180 "$here/vcluster.sh" run 2 "$here/vcluster.sh" pingpong 0 1 \
+		"FI_DPDK_STATS=1 FI_DPDK_GSO=$2 $preload" "FI_DPDK_STATS=1 FI_DPDK_GSO=$3 $preload" -S all -I 10 -c
 	wait "$job"
 	rc=$?
 	[ $rc = 77 ] && { rm -f "$log"; pair_skip "vcluster.sh cannot build hosts here"; }
@@ -126,22 +116,15 @@ if [ -x "$probe" ]; then
 	log=$(mktemp "${TMPDIR:-/tmp}/test_gso.XXXXXX")
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	VC_MTU=9000 PAIR_KILL_AFTER=10 pair_spawn job "$log" 120 "$here/vcluster.sh" run 2 bash -c '
-		vc=$1 preload=$2 probe=$3 port=$((20000 + RANDOM % 10000))
+		vc=$1 preload=$2 probe=$3 out=$(mktemp)
 		ip0=$("$vc" exec 0 printenv FI_DPDK_IP)
 		ip1=$("$vc" exec 1 printenv FI_DPDK_IP)
 		if1=$("$vc" exec 1 printenv FI_DPDK_DEVICE | sed "s/.*iface=//; s/,.*//")
-		"$vc" exec 0 env FI_DPDK_STATS=1 FI_DPDK_GSO=1 FI_DPDK_MTU=1500 $preload \
-			fi_pingpong -p dpdk -e rdm -S 64 -I 100000 -B $port 2>&1 | sed "s/^/[server] /" &
-		for _ in $(seq 1 50); do "$vc" exec 0 ss -Htln "sport = :$port" | grep -q . && break; sleep 0.2; done
-		out=$(mktemp)
 		"$vc" exec 1 "$probe" "$if1" "$ip1" "$ip0" 3000 >"$out" 2>&1 &
 		probe_job=$!
-		sleep 0.2
-		"$vc" exec 1 env FI_DPDK_GSO=1 $preload \
-			fi_pingpong -p dpdk -e rdm -S 64 -I 100000 -P $port "$ip0" >/dev/null 2>&1
+		"$vc" pingpong 0 1 "FI_DPDK_STATS=1 FI_DPDK_GSO=1 FI_DPDK_MTU=1500 $preload" "$preload" -S 64 -I 100000
 		wait $probe_job
 		rc=$?
-		wait
 		sed "s/^/[probe] /" "$out"
 		rm -f "$out"
 		exit "$rc"' _ "$here/vcluster.sh" "$preload" "$probe"

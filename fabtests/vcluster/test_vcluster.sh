@@ -137,16 +137,8 @@ log=$(mktemp "${TMPDIR:-/tmp}/test_vcluster.XXXXXX")
 # fi_pingpong is not built with ASan: a sanitized provider needs its runtime preloaded.
 preload=
 [ -n "$asan_lib" ] && preload="LD_PRELOAD=$asan_lib ASAN_OPTIONS=detect_leaks=0"
-# shellcheck disable=SC2016 # expanded by the inner shell
-PAIR_KILL_AFTER=10 FI_PROVIDER_PATH=$builddir/.libs pair_spawn job "$log" 120 "$here/vcluster.sh" run 1 bash -c '
-	vc=$1 preload=$2 port=$((20000 + RANDOM % 10000))
-	ip=$("$vc" exec 0 printenv FI_DPDK_IP)
-	"$vc" exec 0 env FI_DPDK_STATS=1 $preload fi_pingpong -p dpdk -e rdm -S all -I 10 -c -B $port 2>&1 | sed "s/^/[server] /" &
-	for _ in $(seq 1 50); do "$vc" exec 0 ss -Htln "sport = :$port" | grep -q . && break; sleep 0.2; done
-	"$vc" exec 0 env FI_DPDK_STATS=1 $preload fi_pingpong -p dpdk -e rdm -S all -I 10 -c -P $port "$ip" 2>&1 | sed "s/^/[client] /"
-	rc=${PIPESTATUS[0]}
-	wait
-	exit "$rc"' _ "$here/vcluster.sh" "$preload"
+PAIR_KILL_AFTER=10 FI_PROVIDER_PATH=$builddir/.libs pair_spawn job "$log" 120 "$here/vcluster.sh" run 1 \
+	"$here/vcluster.sh" pingpong 0 0 "FI_DPDK_STATS=1 $preload" "FI_DPDK_STATS=1 $preload" -S all -I 10 -c
 wait "$job"
 rc=$?
 ok=1

@@ -22,6 +22,13 @@
 #                                     host, launched through vcluster_rsh.sh
 #                                     (an rsh agent doing `ip netns exec`),
 #                                     pml cm + mtl ofi on the dpdk provider
+#   vcluster.sh pingpong S C SERVER_ENV CLIENT_ENV [OPTIONS...]
+#                                     inside a cluster: fi_pingpong (dpdk,
+#                                     rdm) from host C to host S, each side
+#                                     with its VAR=value words ("" for none)
+#                                     and OPTIONS (e.g. -S all -I 10 -c);
+#                                     lines prefixed [server] and [client],
+#                                     the client's exit status is ours
 #   vcluster.sh up N / down           keep a cluster for interactive use
 #                                     (`up` prints the VC_DIR to export)
 #   vcluster.sh switch CMD [ARGS...]  run CMD in the switch namespace (e.g.
@@ -301,11 +308,26 @@ vc_exec_mpirun() {
 	ip netns exec "$ns" "${UTS[@]}" env $(host_env "$i") "$@"
 }
 
+vc_pingpong() {
+	local s=$1 c=$2 senv=$3 cenv=$4 port ip rc
+	shift 4
+	port=$((20000 + RANDOM % 10000))
+	ip=$("$self" exec "$s" printenv FI_DPDK_IP)
+	# shellcheck disable=SC2086  # the environments are lists of words
+	"$self" exec "$s" env $senv fi_pingpong -p dpdk -e rdm "$@" -B "$port" 2>&1 | sed 's/^/[server] /' &
+	for _ in $(seq 1 50); do "$self" exec "$s" ss -Htln "sport = :$port" | grep -q . && break; sleep 0.2; done
+	# shellcheck disable=SC2086
+	"$self" exec "$c" env $cenv fi_pingpong -p dpdk -e rdm "$@" -P "$port" "$ip" 2>&1 | sed 's/^/[client] /'
+	rc=${PIPESTATUS[0]}
+	wait
+	return "$rc"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
 run)
-	[ $# -ge 2 ] || { sed -n '2,38p' "$0"; exit 2; }
+	[ $# -ge 2 ] || { sed -n '2,45p' "$0"; exit 2; }
 	n=$1
 	shift
 	trap 'vc_down' EXIT
@@ -315,7 +337,7 @@ run)
 	exit $?
 	;;
 up)
-	[ $# -eq 1 ] || { sed -n '2,38p' "$0"; exit 2; }
+	[ $# -eq 1 ] || { sed -n '2,45p' "$0"; exit 2; }
 	vc_up "$1" || exit $?
 	echo "export VC_DIR=$VC_DIR"
 	;;
@@ -323,7 +345,7 @@ down)
 	vc_down
 	;;
 exec)
-	[ $# -ge 2 ] || { sed -n '2,38p' "$0"; exit 2; }
+	[ $# -ge 2 ] || { sed -n '2,45p' "$0"; exit 2; }
 	vc_exec "$@"
 	;;
 switch)
@@ -337,8 +359,13 @@ dataport)
 mpirun)
 	vc_mpirun "$@"
 	;;
+pingpong)
+	[ $# -ge 4 ] || { sed -n '2,45p' "$0"; exit 2; }
+	[ -n "${VC_DIR:-}" ] && [ -f "$VC_DIR/hosts" ] || { say "pingpong: no cluster (VC_DIR)"; exit 2; }
+	vc_pingpong "$@"
+	;;
 *)
-	sed -n '2,38p' "$0"
+	sed -n '2,45p' "$0"
 	exit 2
 	;;
 esac
