@@ -309,9 +309,12 @@ vc_exec_mpirun() {
 }
 
 vc_pingpong() {
-	local s=$1 c=$2 senv=$3 cenv=$4 port ip rc
+	local s=$1 c=$2 senv=$3 cenv=$4 port ip rc provpath
 	shift 4
 	port=$((20000 + RANDOM % 10000))
+	# The build tree's provider, as for mpirun, unless one is named.
+	provpath=${FI_PROVIDER_PATH:-$(default_provider_path)}
+	[ -z "$provpath" ] || export FI_PROVIDER_PATH=$provpath
 	ip=$("$self" exec "$s" printenv FI_DPDK_IP)
 	# shellcheck disable=SC2086  # the environments are lists of words
 	"$self" exec "$s" env $senv fi_pingpong -p dpdk -e rdm "$@" -B "$port" 2>&1 | sed 's/^/[server] /' &
