@@ -142,9 +142,21 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         s->cma_tx_off = true;
         return finish_answered(op, OpStatus::kProtocolError);
     }
+    if (answer == wire::WireStatus::kCmaDeclined && s->cma_wr_proven) {
+        // The peer took copies before, so what we posted behind this write
+        // went unfenced and may be applied already: sent again it would
+        // land after them. It fails, unapplied; later ones take the ring.
+        s->cma_tx_off = true;
+        st.cma_wr_declined++;
+        op->status = OpStatus::kCopyWithdrawn;
+        op->response_done = true;
+        maybe_finish_op(op);
+        return Delivery::kDone;
+    }
     if (answer == wire::WireStatus::kCmaDeclined) {
         // The target will not or cannot copy: this write goes through the
-        // ring as segments, and no later one to that peer is offered.
+        // ring as segments (it was fenced: nothing behind it went), and no
+        // later one to that peer is offered.
         s->cma_tx_off = true;
         st.cma_wr_declined++;
         op->cma = false;
@@ -239,7 +251,9 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
     }
     bool confirm = false;
     if (status == wire::WireStatus::kOk) {
-        const int fail = engine->cfg.local_cma_fail_errno_for_test;
+        const uint32_t fail_after = engine->cfg.local_cma_fail_after_for_test;
+        const int fail =
+            fail_after && st.cma_wr_rx >= fail_after ? EPERM : engine->cfg.local_cma_fail_errno_for_test;
         const iovec d {dst, static_cast<size_t>(total)};
         const int rc = fail ? -fail : local::cma_read(c->peer_pid(), &d, 1, src, n, total);
         if (rc == -EFAULT) {

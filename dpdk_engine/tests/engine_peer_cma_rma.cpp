@@ -26,6 +26,13 @@
 //               answer asks for the confirmation (a test hook, as after a
 //               peer timeout): the bytes are in the server's memory, but
 //               the server raises no remote event for them
+//   rma-withdraw the server's kernel "refuses" after four copies (a test
+//               hook, as after a change of ptrace policy): the client's
+//               big writes declined after that fail kCopyWithdrawn and
+//               leave nothing (sent again through the rings they would
+//               land after the overwrites posted behind them), the later
+//               ones take the rings; which ones failed travels with the
+//               client's "done" message for the server's check
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -56,9 +63,11 @@ bool with_data(size_t i)
 // Write i is followed at once by an 8-byte write over its first bytes (the
 // rings, cma_overwritten): the order of writes (FI_ORDER_RMA_WAW) must
 // hold, also when the big one's offer is declined and it is sent again.
-bool overwritten(size_t i)
+// With rma-withdraw every write is: a write declined after the peer took
+// copies is one whose overwrite went unfenced behind it.
+bool overwritten(const Opts& o, size_t i)
 {
-    return cma_overwritten(i);
+    return o.cma_test == "rma-withdraw" || cma_overwritten(i);
 }
 
 uint64_t stamp(bool from_server, size_t i)
@@ -80,17 +89,21 @@ size_t region_len()
 struct Mode {
     bool we_hostile, peer_hostile;  // the client's big writes fault
     bool we_forget, peer_forgets;   // the client gives its big writes up at the answer
+    bool we_may_withdraw;           // the client's big writes may fail kCopyWithdrawn
 };
 
 Mode mode_of(const Opts& o, bool server)
 {
     const bool hostile = o.cma_test == "rma-hostile", forget = o.cma_test == "rma-forget";
-    return {hostile && !server, hostile && server, forget && !server, forget && server};
+    const bool withdraw = o.cma_test == "rma-withdraw";
+    return {hostile && !server, hostile && server, forget && !server, forget && server, withdraw && !server};
 }
 
-// Our writes into the peer's region, all checked at our end.
-void write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
+// Our writes into the peer's region, all checked at our end. Returns the
+// writes that failed kCopyWithdrawn (bit i: write i).
+uint64_t write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
 {
+    uint64_t withdrawn = 0;
     const Mode m = mode_of(p.o, server);
     struct W : Op {
         std::vector<uint8_t> buf;
@@ -106,11 +119,13 @@ void write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
             w.i = posted;
             w.buf.resize(len + 13);
             fill_payload(w.buf.data() + 13, len, stamp(server, posted));
-            w.on_done = [&done, len, min, m](Op* op, const Completion& c) {
+            w.on_done = [&done, &withdrawn, len, min, m](Op* op, const Completion& c) {
                 const OpStatus expect = m.we_hostile && len >= min  ? OpStatus::kCopyFault
                                         : m.we_forget && len >= min ? OpStatus::kResponseTimeout
                                                                     : OpStatus::kOk;
-                if (c.status != expect)
+                if (m.we_may_withdraw && len >= min && c.status == OpStatus::kCopyWithdrawn)
+                    withdrawn |= uint64_t {1} << static_cast<W*>(op)->i;
+                else if (c.status != expect)
                     die("cma write %zu (%zu bytes): %s, expected %s", static_cast<W*>(op)->i, len,
                         to_string(c.status), to_string(expect));
                 static_cast<W*>(op)->buf = std::vector<uint8_t>();  // ours again
@@ -128,7 +143,7 @@ void write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
             a.context = &w;
             if (p.ep->write(a))
                 die("cma write %zu", posted);
-            if (overwritten(posted)) {
+            if (overwritten(p.o, posted)) {
                 ws.emplace_back();
                 W& o = ws.back();
                 o.i = posted;
@@ -155,11 +170,13 @@ void write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
         const unsigned n = cut_pieces(junk.data() + 1, len, len, iov);
         return rma_wait_iov(p, true, iov, n, addr, key);
     });
+    return withdrawn;
 }
 
 // What the peer's writes must have left in our region, and the events.
+// peer_withdrawn: the peer's writes that failed kCopyWithdrawn.
 void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector<uint8_t>& ro, bool server,
-                  uint32_t min)
+                  uint32_t min, uint64_t peer_withdrawn)
 {
     const Mode m = mode_of(p.o, server);
     std::vector<uint8_t> want;
@@ -172,16 +189,20 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
                 die("byte %zu of our region (a guard before window %zu) changed", k, i);
         prev_end = at + len;
         const bool failed = m.peer_hostile && len >= min;
-        events_want += overwritten(i);
+        const bool withdrawn = peer_withdrawn >> i & 1;
+        events_want += overwritten(p.o, i);
         if (failed)
-            continue;                           // what a faulted copy left is not defined
-        if (!(m.peer_forgets && len >= min)) {  // copied, never confirmed: no event
+            continue;                                         // what a faulted copy left is not defined
+        if (!(m.peer_forgets && len >= min) && !withdrawn) {  // copied, never confirmed: no event
             events_want++;
             data_want += with_data(i);
         }
         want.resize(len);
-        fill_payload(want.data(), len, stamp(!server, i));
-        if (overwritten(i))
+        if (withdrawn)
+            std::fill(want.begin(), want.end(), kGuardByte);  // never applied: only the overwrite
+        else
+            fill_payload(want.data(), len, stamp(!server, i));
+        if (overwritten(p.o, i))
             fill_payload(want.data(), 8, stamp(!server, i) | kCmaOverStamp);
         if (mcmp(region.data() + at, want.data(), len) != 0)
             die("window %zu (%zu bytes) of our region differs from the peer's write", i, len);
@@ -197,7 +218,8 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
     for (const Completion& c : p.remote_writes) {
         const size_t i = c.data & 0xFFFFFF;
         if ((c.data & ~uint64_t(0xFFFFFF)) != stamp(!server, 0) || i >= kWrites || !with_data(i) || seen[i] ||
-            c.len != wlen(i) || ((m.peer_hostile || m.peer_forgets) && wlen(i) >= min))
+            c.len != wlen(i) || ((m.peer_hostile || m.peer_forgets) && wlen(i) >= min) ||
+            (peer_withdrawn >> i & 1))
             die("unexpected remote CQ data %#" PRIx64 " (%zu bytes)", c.data, c.len);
         seen[i] = true;
     }
@@ -206,11 +228,12 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
     // FI_RMA_EVENT (the server's endpoint): one per applied write.
     if (server && p.rma_events != events_want)
         die("%zu FI_RMA_EVENT completions, expected %zu", p.rma_events, events_want);
-    say("cma rma target: %zu windows and every guard byte checked, %zu remote CQ data, %zu rma events", kWrites,
-        p.remote_writes.size(), p.rma_events);
+    say("cma rma target: %zu windows and every guard byte checked, %zu remote CQ data, %zu rma events, %d "
+        "writes withdrawn",
+        kWrites, p.remote_writes.size(), p.rma_events, __builtin_popcountll(peer_withdrawn));
 }
 
-void check_counters(Peer& p, bool server, uint32_t min)
+void check_counters(Peer& p, bool server, uint32_t min, uint64_t withdrawn)
 {
     const EndpointStats& st = p.ep->stats();
     const std::string& m = p.o.cma_test;
@@ -240,6 +263,17 @@ void check_counters(Peer& p, bool server, uint32_t min)
     } else if (m == "rma-forget") {
         // The client confirms nothing; the server confirms its data writes.
         w = server ? Want {big, 0, conf_out, big, 0, 0, 0} : Want {big, 0, 0, big, 0, 0, conf_in};
+    } else if (m == "rma-withdraw") {
+        // The server copied four of the client's writes, then refused (the
+        // writes in flight then are declined: withdrawn, at least one);
+        // the later ones came through the rings.
+        const uint64_t n = static_cast<uint64_t>(__builtin_popcountll(withdrawn));
+        if (server)
+            w = {big, 0, conf_out, 4, 1, 0, std::min<uint64_t>(4, conf_in)};
+        else
+            w = {4, 0, 4, big, 0, 0, conf_in}, declined_min = 1, declined_max = kInFlight;
+        if (!server && (n < 1 || n > kInFlight || st.cma_wr_declined != n))
+            die("rma-withdraw: %" PRIu64 " writes withdrawn, %" PRIu64 " declined", n, st.cma_wr_declined);
     } else if (m == "rma-nocap") {
         w = server ? Want {big, 0, conf_out, 0, 0, 0, 0} : Want {0, 0, 0, big, 0, 0, conf_in};
     }
@@ -309,14 +343,17 @@ void cma_rma_run(Peer& p, bool server)
     const CmaRegions r = cma_swap_regions(p, kRegionCtl, region, key, ro, ro_key);
     p.phase = "cma rma: writes";
     const uint64_t t0 = now_ms();
-    write_all(p, r, server, min);
-    say("cma rma: %zu writes and 8 refused ones done in %" PRIu64 " ms", kWrites, now_ms() - t0);
+    const uint64_t withdrawn = write_all(p, r, server, min);
+    say("cma rma: %zu writes and 8 refused ones done in %" PRIu64 " ms (withdrawn: %#" PRIx64 ")", kWrites,
+        now_ms() - t0, withdrawn);
     // Sent after our last write's completion: after its confirmation too.
-    ctl_send(p, kDoneCtl, CtlMsg());
+    CtlMsg done;
+    done.a = withdrawn;
+    ctl_send(p, kDoneCtl, done);
     p.phase = "cma rma: waiting for the peer's writes";
     p.run_until([&] { return peer_done.got; });
-    check_target(p, region, ro, server, min);
-    check_counters(p, server, min);
+    check_target(p, region, ro, server, min, peer_done.m.a);
+    check_counters(p, server, min, withdrawn);
     p.mr.remove(key);
     p.mr.remove(ro_key);
 }

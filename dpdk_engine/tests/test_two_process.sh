@@ -209,6 +209,7 @@ run_pair local_cma_rma_refuse "" "" $((BASE_PORT + 22)) --cma-test rma-refuse --
 run_pair local_cma_rma_hostile "" "" $((BASE_PORT + 23)) --cma-test rma-hostile --expect-path local
 run_pair local_cma_rma_nocap "" "" $((BASE_PORT + 24)) --cma-test rma-nocap --expect-path local
 run_pair local_cma_rma_forget "" "" $((BASE_PORT + 27)) --cma-test rma-forget --expect-path local
+run_pair local_cma_rma_withdraw "" "" $((BASE_PORT + 39)) --cma-test rma-withdraw --expect-path local
 # RMA reads by a single copy (engine_peer_cma_read.cpp): both ways at once,
 # every byte and guard byte, reads followed by writes over their bytes,
 # FI_RMA_EVENT once per read and only after the confirmation, refused

@@ -135,7 +135,7 @@ void test_to_string(void**)
     assert_int_equal(int(op_status(WireStatus::kBadRequest)), int(OpStatus::kProtocolError));
     assert_int_equal(int(op_status(static_cast<WireStatus>(99))), int(OpStatus::kProtocolError));
     assert_int_equal(int(op_status(WireStatus::kCopyFault)), int(OpStatus::kCopyFault));
-    assert_int_equal(kOpStatusCount, int(OpStatus::kCopyFault) + 1);
+    assert_int_equal(kOpStatusCount, int(OpStatus::kCopyWithdrawn) + 1);
     for (int s = 0; s < kOpStatusCount; s++)
         assert_string_not_equal(to_string(static_cast<OpStatus>(s)), "unknown status");
     assert_string_equal(to_string(OpStatus::kCanceled), "operation canceled");
