@@ -154,14 +154,9 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     if (!c && cma_elsewhere(s))
         return Delivery::kBlocked;  // nothing changed: taken when it comes through the ring
     if (!c) {
+        // We stopped reading that peer since the offer (a refused copy).
         st.cma_rd_refused++;
-        if (!s->cma_rx_off) {
-            // Its channel went since the offer (the peer's process is gone):
-            // the read goes as any other to that peer, and fails with them.
-            read_through_ring(s, op);
-            return Delivery::kDone;
-        }
-        return read_again_or_withdraw(s, op);  // we stopped reading that peer: a refused copy
+        return read_again_or_withdraw(s, op);
     }
     copy_to_iov(op->iov, op->iov_count, 0, p.payload + (p.payload_len - head), head);
     iovec dst[kMaxIov];
@@ -174,15 +169,9 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
         copy = wire::WireStatus::kCopyFault;  // the target's addresses: the read fails at both ends
         st.cma_rd_faults++;
     } else if (rc != 0) {
-        // Refused: that peer's later reads take the ring (a lack of memory
-        // is no verdict on the peer), and this one too unless proven.
+        // Refused: this read and that peer's later ones take the ring (a
+        // lack of memory is no verdict on the peer).
         st.cma_rd_refused++;
-        if (rc == -ESRCH) {
-            // The peer's process is gone, not our right to read it: the read
-            // goes as any other to that peer, and fails with them.
-            read_through_ring(s, op);
-            return Delivery::kDone;
-        }
         if (rc != -ENOMEM)
             s->cma_rx_off = true;
         return read_again_or_withdraw(s, op);
