@@ -104,19 +104,6 @@ void build_rma_read(const InflightPacket& pkt, wire::TransportHeader* th)
     x->cq_data.set(op->req.cma_serial);
 }
 
-// A read offer that will not be copied after all. Until the session is
-// proven the read was fenced (nothing posted behind it left): it goes
-// through the ring. After, what was posted behind it went unfenced: read
-// again later it could see writes posted after it (FI_ORDER_RMA_WAR), so
-// it fails (its buffer then holds nothing defined, as for any failed read).
-Delivery EndpointImpl::read_again_or_withdraw(Session* s, TxOp* op)
-{
-    if (s->cma_rd_proven)
-        return finish_answered(op, OpStatus::kCopyWithdrawn);
-    read_through_ring(s, op);
-    return Delivery::kDone;
-}
-
 Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
@@ -137,7 +124,8 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     if (answer == wire::WireStatus::kCmaDeclined) {
         st.cma_rd_declined++;
         s->cma_rx_off = true;
-        return read_again_or_withdraw(s, op);
+        read_through_ring(s, op);
+        return Delivery::kDone;
     }
     if (answer != wire::WireStatus::kOk)
         return finish_answered(op, op_status(answer));  // refused: the ring path's status
@@ -156,13 +144,13 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     if (!c) {
         // We stopped reading that peer since the offer (a refused copy).
         st.cma_rd_refused++;
-        return read_again_or_withdraw(s, op);
+        read_through_ring(s, op);
+        return Delivery::kDone;
     }
     copy_to_iov(op->iov, op->iov_count, 0, p.payload + (p.payload_len - head), head);
     iovec dst[kMaxIov];
     const uint32_t dn = iov_from(op->iov, op->iov_count, head, dst);
-    const uint32_t fail_after = engine->cfg.local_cma_fail_after_for_test;
-    const int fail = fail_after && st.cma_rd_rx >= fail_after ? EPERM : engine->cfg.local_cma_fail_errno_for_test;
+    const int fail = engine->cfg.local_cma_fail_errno_for_test;
     const int rc = fail ? -fail : local::cma_read(c->peer_pid(), dst, dn, src, n, len - head);
     auto copy = wire::WireStatus::kOk;
     if (rc == -EFAULT) {
@@ -174,7 +162,8 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
         st.cma_rd_refused++;
         if (rc != -ENOMEM)
             s->cma_rx_off = true;
-        return read_again_or_withdraw(s, op);
+        read_through_ring(s, op);
+        return Delivery::kDone;
     } else {
         st.cma_rd_rx++;
         st.cma_rd_rx_bytes += len;
