@@ -166,7 +166,11 @@ Delivery EndpointImpl::deliver_write(Session* s, const wire::ParsedPacket& p)
     if (!last)
         return Delivery::kDone;
     session_enqueue_answer(s, respond(this, s, TxOp::Kind::kWriteResp, op_id, status));
-    raise_write_events(s, x, p.flags, dst - offset);  // every segment is in place: they came in order
+    // Every segment is in place (they came in order). The write's start as
+    // an address, not pointer arithmetic: a hostile last segment's offset
+    // may point it before the region (the fuzzer's find), which is only
+    // reported, never written through.
+    raise_write_events(s, x, p.flags, reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(dst) - offset));
     return Delivery::kDone;
 }
 
