@@ -142,23 +142,16 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         s->cma_tx_off = true;
         return finish_answered(op, OpStatus::kProtocolError);
     }
-    if (answer == wire::WireStatus::kCmaDeclined && s->cma_wr_proven) {
-        // The peer took copies before, so what we posted behind this write
-        // went unfenced and may be applied already: sent again it would
-        // land after them. It fails, unapplied; later ones take the ring.
-        s->cma_tx_off = true;
-        st.cma_wr_declined++;
-        op->status = OpStatus::kCopyWithdrawn;
-        op->response_done = true;
-        maybe_finish_op(op);
-        return Delivery::kDone;
-    }
     if (answer == wire::WireStatus::kCmaDeclined) {
-        // The target will not or cannot copy: this write goes through the
-        // ring as segments (it was fenced: nothing behind it went), and no
-        // later one to that peer is offered.
+        // The target will not or cannot copy: no later write to that peer
+        // is offered. If the peer took copies before, what we posted behind
+        // this write went unfenced and may be applied already: sent again
+        // it would land after them, so it fails, unapplied. Else it was
+        // fenced (nothing behind it went): it goes through the ring.
         s->cma_tx_off = true;
         st.cma_wr_declined++;
+        if (s->cma_wr_proven)
+            return finish_answered(op, OpStatus::kCopyWithdrawn);
         op->cma = false;
         op->total_len = op->message_len;
         op->next_offset = 0;
