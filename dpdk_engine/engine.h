@@ -127,9 +127,10 @@ struct EngineConfig {
     // without the system call (a kernel that refuses, as under Yama), and
     // the sender offers an address nobody maps (a hostile peer's list).
     int local_cma_fail_errno_for_test = 0;
-    // Tests only: RMA write copies of a peer's data fail with EPERM once
-    // this many were taken (0: never), as when the kernel stops allowing
-    // them mid-job (ptrace policy, an undumpable peer).
+    // Tests only: RMA write copies of a peer's data (and our copies of
+    // its read grants) fail with EPERM once this many were taken (0:
+    // never), as when the kernel stops allowing them mid-job (ptrace
+    // policy, an undumpable peer).
     uint32_t local_cma_fail_after_for_test = 0;
     bool local_cma_bad_source_for_test = false;
     // Tests only: our host-local channels do not say we take RMA writes by

@@ -68,9 +68,9 @@
     /* host-local single copy (wire.h, kFlagCma): the sender's addresses */                                       \
     /* could not be read (a bad or unmapped buffer, or a short copy) */                                           \
     X(kCopyFault, FI_EIO, "host-local copy failed: the sender's buffer could not be read")                        \
-    /* an RMA write by single copy declined after the peer had taken one: */                                      \
-    /* sent again it could land after later writes, so it fails unapplied */                                      \
-    X(kCopyWithdrawn, FI_EIO, "RMA write not applied: the peer's kernel withdrew the single copy it allowed")
+    /* an RMA write or read by single copy declined or refused once copies */                                     \
+    /* were taken: done again through the ring it could pass later writes */                                      \
+    X(kCopyWithdrawn, FI_EIO, "RMA not done: the kernel withdrew the host-local single copy it had allowed")
 
 namespace dpdk_engine {
 

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <cerrno>
 #include <cstdint>
 
 namespace dpdk_engine::local {
@@ -20,6 +21,15 @@ constexpr unsigned kMaxCmaIov = 4;  // pieces per side (the engine's iov_limit)
 // access, a copy that stopped short, or lists holding fewer than len
 // bytes), or the kernel's refusal (-EPERM, -ESRCH, -ENOSYS, -ENOMEM, ...).
 int cma_read(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len);
+
+// Whether cma_read's failure is the kernel refusing us that peer, so later
+// copies from it should not be tried (Session::cma_rx_off): a lack of
+// memory is no verdict on the peer, and a peer whose process is gone
+// (-ESRCH) fails with its other operations, not as a refusal.
+inline bool cma_refusal(int rc)
+{
+    return rc != 0 && rc != -EFAULT && rc != -ENOMEM && rc != -ESRCH;
+}
 
 }  // namespace dpdk_engine::local
 

@@ -285,6 +285,7 @@ class EndpointImpl : public Endpoint {
     bool offer_cma_read(const Session* s, uint64_t len) const;
     Delivery deliver_cma_read_req(Session* s, const wire::ParsedPacket& p);
     Delivery cma_read_answered(Session* s, TxOp* op, const wire::ParsedPacket& p);
+    Delivery read_again_or_withdraw(Session* s, TxOp* op, bool peer_gone);
     Delivery deliver_read_req(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_read_resp(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_write_resp(Session* s, const wire::ParsedPacket& p);

@@ -79,11 +79,10 @@ bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
             answer = wire::WireStatus::kCopyFault;
             st.cma_faults++;
         } else if (rc != 0) {
-            // Refused: this message and the peer's later ones take the
-            // ring (a lack of memory is no verdict on the peer).
+            // Not copied: this message takes the ring, and the peer's
+            // later ones too if the kernel refused us that peer.
             st.cma_refused++;
-            if (rc != -ENOMEM)
-                m->session->cma_rx_off = true;
+            m->session->cma_rx_off |= local::cma_refusal(rc);
             return false;
         }
     }

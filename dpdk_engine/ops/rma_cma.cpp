@@ -253,11 +253,10 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
             status = wire::WireStatus::kCopyFault;  // bytes already copied stay: a write that failed
             st.cma_wr_faults++;
         } else if (rc != 0) {
-            // Refused: this write and that peer's later ones take the ring
-            // (a lack of memory is no verdict on the peer).
+            // Not copied: declined, and the peer's later writes take the
+            // ring if the kernel refused us that peer.
             st.cma_wr_refused++;
-            if (rc != -ENOMEM)
-                s->cma_rx_off = true;
+            s->cma_rx_off |= local::cma_refusal(rc);
             status = wire::WireStatus::kCmaDeclined;
         } else {
             st.cma_wr_rx++;

@@ -104,6 +104,21 @@ void build_rma_read(const InflightPacket& pkt, wire::TransportHeader* th)
     x->cq_data.set(op->req.cma_serial);
 }
 
+// A read offer that will not be copied after all. Until the session is
+// proven the read was fenced (nothing posted behind it left): it goes
+// through the ring. After, what was posted behind it went unfenced: read
+// again later it could see writes posted after it (FI_ORDER_RMA_WAR), so
+// it fails (its buffer then holds nothing defined, as for any failed read).
+// A peer whose process is gone applies nothing behind it: the read goes
+// as any other to that peer, and fails with them (kPeerTimeout).
+Delivery EndpointImpl::read_again_or_withdraw(Session* s, TxOp* op, bool peer_gone)
+{
+    if (s->cma_rd_proven && !peer_gone)
+        return finish_answered(op, OpStatus::kCopyWithdrawn);
+    read_through_ring(s, op);
+    return Delivery::kDone;
+}
+
 Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::RespExt*>(p.ext);
@@ -124,8 +139,7 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     if (answer == wire::WireStatus::kCmaDeclined) {
         st.cma_rd_declined++;
         s->cma_rx_off = true;
-        read_through_ring(s, op);
-        return Delivery::kDone;
+        return read_again_or_withdraw(s, op, false);
     }
     if (answer != wire::WireStatus::kOk)
         return finish_answered(op, op_status(answer));  // refused: the ring path's status
@@ -142,28 +156,25 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     if (!c && cma_elsewhere(s))
         return Delivery::kBlocked;  // nothing changed: taken when it comes through the ring
     if (!c) {
-        // We stopped reading that peer since the offer (a refused copy).
+        // We stopped reading that peer since the offer (a refused copy), or
+        // its channel went (its process is gone).
         st.cma_rd_refused++;
-        read_through_ring(s, op);
-        return Delivery::kDone;
+        return read_again_or_withdraw(s, op, !s->cma_rx_off);
     }
     copy_to_iov(op->iov, op->iov_count, 0, p.payload + (p.payload_len - head), head);
     iovec dst[kMaxIov];
     const uint32_t dn = iov_from(op->iov, op->iov_count, head, dst);
-    const int fail = engine->cfg.local_cma_fail_errno_for_test;
+    const uint32_t fail_after = engine->cfg.local_cma_fail_after_for_test;
+    const int fail = fail_after && st.cma_rd_rx >= fail_after ? EPERM : engine->cfg.local_cma_fail_errno_for_test;
     const int rc = fail ? -fail : local::cma_read(c->peer_pid(), dst, dn, src, n, len - head);
     auto copy = wire::WireStatus::kOk;
     if (rc == -EFAULT) {
         copy = wire::WireStatus::kCopyFault;  // the target's addresses: the read fails at both ends
         st.cma_rd_faults++;
     } else if (rc != 0) {
-        // Refused: this read and that peer's later ones take the ring (a
-        // lack of memory is no verdict on the peer).
         st.cma_rd_refused++;
-        if (rc != -ENOMEM)
-            s->cma_rx_off = true;
-        read_through_ring(s, op);
-        return Delivery::kDone;
+        s->cma_rx_off |= local::cma_refusal(rc);
+        return read_again_or_withdraw(s, op, rc == -ESRCH);
     } else {
         st.cma_rd_rx++;
         st.cma_rd_rx_bytes += len;

@@ -104,7 +104,7 @@ inline void usage()
             "         [--cma-test "
             "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget|\n"
             "                     rma-withdraw|"
-            "                     rd-on|rd-refuse|rd-hostile|rd-nocap|rd-forget|rd-lapse]\n"
+            "                     rd-on|rd-refuse|rd-hostile|rd-nocap|rd-forget|rd-lapse|rd-withdraw]\n"
             "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
     exit(2);
 }
@@ -158,7 +158,8 @@ inline Opts parse(int argc, char** argv)
                 o.cma_test != "rma-on" && o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" &&
                 o.cma_test != "rma-nocap" && o.cma_test != "rma-forget" && o.cma_test != "rma-withdraw" &&
                 o.cma_test != "rd-on" && o.cma_test != "rd-refuse" && o.cma_test != "rd-hostile" &&
-                o.cma_test != "rd-nocap" && o.cma_test != "rd-forget" && o.cma_test != "rd-lapse")
+                o.cma_test != "rd-nocap" && o.cma_test != "rd-forget" && o.cma_test != "rd-lapse" &&
+                o.cma_test != "rd-withdraw")
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;

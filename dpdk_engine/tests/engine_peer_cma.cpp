@@ -313,6 +313,8 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
         cfg->local_cma_fail_errno_for_test = EPERM;
     if (o.cma_test == "rma-withdraw" && o.server)
         cfg->local_cma_fail_after_for_test = 4;
+    if (o.cma_test == "rd-withdraw" && !o.server)
+        cfg->local_cma_fail_after_for_test = 4;
     if (o.cma_test == "rma-hostile" && !o.server)
         cfg->local_cma_bad_source_for_test = true;
     if ((o.cma_test == "rma-forget" || o.cma_test == "rd-forget") && !o.server)

@@ -30,6 +30,11 @@
 //               (a test hook, as if closed and reopened under the same key
 //               before the confirmation): the client's big reads fail
 //               FI_EACCES, the server raises no event for them
+//   rd-withdraw the client's kernel "refuses" after four copies (a test
+//               hook, as after a change of ptrace policy) and every read is
+//               overwritten at once: the big reads refused then fail
+//               kCopyWithdrawn (read again through the rings they would
+//               see their overwrite), the later ones take the rings
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -98,20 +103,23 @@ void check_buffer(const std::vector<uint8_t>& buf, const iovec* iov, unsigned n,
 }
 
 struct Mode {
-    bool refuse, hostile, nocap, forget, lapse;
+    bool refuse, hostile, nocap, forget, lapse, withdraw;
 };
 
 // What the mode does to the client's reads (the server's are always plain).
 Mode mode_of(const Opts& o)
 {
     const std::string& m = o.cma_test;
-    return {m == "rd-refuse", m == "rd-hostile", m == "rd-nocap", m == "rd-forget", m == "rd-lapse"};
+    return {m == "rd-refuse", m == "rd-hostile", m == "rd-nocap",
+            m == "rd-forget", m == "rd-lapse",   m == "rd-withdraw"};
 }
 
 // Our reads of the peer's region, each checked byte for byte. Returns how
-// many completed with their bytes.
-size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
+// many completed with their bytes; *withdrawn_out: how many failed
+// kCopyWithdrawn.
+size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min, size_t* withdrawn_out)
 {
+    size_t withdrawn = 0;
     const Mode m = mode_of(p.o);
     struct R : Op {
         std::vector<uint8_t> buf, over;
@@ -134,9 +142,11 @@ size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
                                     : big && m.forget ? OpStatus::kResponseTimeout
                                     : big && m.lapse  ? OpStatus::kRemoteInvalidKey
                                                       : OpStatus::kOk;
-            x.on_done = [&, len, expect](Op* op, const Completion& c) {
+            const bool may_withdraw = big && m.withdraw;
+            x.on_done = [&, len, expect, may_withdraw](Op* op, const Completion& c) {
                 R& y = *static_cast<R*>(op);
-                if (c.status != expect)
+                withdrawn += may_withdraw && c.status == OpStatus::kCopyWithdrawn;
+                if (c.status != expect && !(may_withdraw && c.status == OpStatus::kCopyWithdrawn))
                     die("cma read %zu (%zu bytes): %s, expected %s", y.i, len, to_string(c.status),
                         to_string(expect));
                 if (c.status == OpStatus::kOk || c.status == OpStatus::kResponseTimeout) {
@@ -150,7 +160,7 @@ size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
             };
             if (post_rma(p, false, x.iov, x.n, r.addr + window(posted), r.key, &x))
                 die("cma read %zu", posted);
-            if (cma_overwritten(posted)) {
+            if (cma_overwritten(posted) || m.withdraw) {
                 // Posted right behind the read, over the bytes it reads.
                 rs.emplace_back();
                 R& o = rs.back();
@@ -183,10 +193,11 @@ size_t read_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
                 die("refused read of %zu bytes changed byte %zu of its buffer", len, k);
         return c;
     });
+    *withdrawn_out = withdrawn;
     return good;
 }
 
-void check_counters(Peer& p, bool server, uint32_t min)
+void check_counters(Peer& p, bool server, uint32_t min, size_t withdrawn)
 {
     const EndpointStats& st = p.ep->stats();
     const Mode m = mode_of(p.o);
@@ -211,6 +222,10 @@ void check_counters(Peer& p, bool server, uint32_t min)
             w = {0, big, 0, 0, big, big, big};
         else if (m.nocap)
             w = {0, 0, 0, 0, big, big, big};
+        else if (m.withdraw)  // four copies, then refusals: each a withdrawn read
+            w = {4, 0, withdrawn, withdrawn, big, big, big};
+        if (m.withdraw && (withdrawn < 1 || withdrawn > kInFlight))
+            die("rd-withdraw: %zu reads withdrawn", withdrawn);
     } else {
         if (m.refuse)
             w = {big, 0, 0, 0, 1, kInFlight, 0};
@@ -218,6 +233,8 @@ void check_counters(Peer& p, bool server, uint32_t min)
             w = {big, 0, 0, 0, big, big, 0};
         else if (m.nocap)
             w = {big, 0, 0, 0, 0, 0, 0};
+        else if (m.withdraw)  // the client's four copies confirmed, then one grant per withdrawn read at most
+            w = {big, 0, 0, 0, 5, 4 + kInFlight, 4};
     }
     if (st.cma_rd_rx != w.rx || st.cma_rd_faults != w.faults || st.cma_rd_refused < w.refused_lo ||
         st.cma_rd_refused > w.refused_hi || st.cma_rd_grants < w.grants_lo || st.cma_rd_grants > w.grants_hi ||
@@ -246,9 +263,10 @@ void cma_read_run(Peer& p, bool server)
     const CmaRegions r = cma_swap_regions(p, kRegionCtl, region, key, wo, wo_key);
     p.phase = "cma read: reads";
     const uint64_t t0 = now_ms();
-    const size_t good = read_all(p, r, server, min);
-    say("cma read: %zu reads (%zu with their bytes) and 8 refused ones done in %" PRIu64 " ms", kReads, good,
-        now_ms() - t0);
+    size_t withdrawn = 0;
+    const size_t good = read_all(p, r, server, min, &withdrawn);
+    say("cma read: %zu reads (%zu with their bytes, %zu withdrawn) and 8 refused ones done in %" PRIu64 " ms",
+        kReads, good, withdrawn, now_ms() - t0);
     // Our completions came after the confirmations (or after giving up).
     CtlMsg d;
     d.a = good;
@@ -261,7 +279,7 @@ void cma_read_run(Peer& p, bool server)
         die("%zu FI_RMA_EVENT reads reported, expected %" PRIu64 " (the client's good reads)", p.rma_read_events,
             peer_done.m.a);
     say("cma read: %zu rma read events, %zu reads of ours with their bytes", p.rma_read_events, good);
-    check_counters(p, server, min);
+    check_counters(p, server, min, withdrawn);
     p.mr.remove(key);
     p.mr.remove(wo_key);
 }

@@ -224,6 +224,8 @@ run_pair local_cma_rd_nocap "" "" $((BASE_PORT + 36)) --cma-test rd-nocap --expe
 run_pair local_cma_rd_forget "" "" $((BASE_PORT + 37)) --cma-test rd-forget --expect-path local
 # The region registered again between a grant and its confirmation.
 run_pair local_cma_rd_lapse "" "" $((BASE_PORT + 38)) --cma-test rd-lapse --expect-path local
+# Copies refused once some were taken: those reads fail, unreordered.
+run_pair local_cma_rd_withdraw "" "" $((BASE_PORT + 40)) --cma-test rd-withdraw --expect-path local
 # The normal run's RMA phase (writes in completion order, reads checked
 # against them, refused accesses, atomics) with its large writes copied.
 run_pair local_cma_rma_phase "" "$FAULT" $((BASE_PORT + 25)) --count 200 --rma-ops 100 --expect-path local
