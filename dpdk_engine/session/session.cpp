@@ -477,6 +477,31 @@ void session_drain(Session* s, uint64_t now)
     ep->engine->activate(s);
 }
 
+namespace {
+
+// What a session learned about the peer's process for the single copy
+// (docs/single_copy.md) holds for that process only: one that lost our
+// stream may be another now (its kernel's verdict, its answers to our
+// offers), and one that starts a new stream toward us is. A stale "proven"
+// would leave a new process's first offer unfenced, and a refusal it
+// declines would then fail instead of going through the rings.
+void forget_peer_tx_facts(Session* s)
+{
+    s->cma_tx_off = false;
+    s->cma_wr_proven = false;
+    s->cma_rd_proven = false;
+}
+
+// The peer's stream toward us restarts: confirmations of its old stream's
+// writes never come, and our kernel may let us read the new process.
+void forget_peer_rx_facts(Session* s)
+{
+    s->cma_rx_off = false;
+    s->cma_confirms_due = 0;
+}
+
+}  // namespace
+
 void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t now)
 {
     EndpointImpl* ep = s->ep;
@@ -536,6 +561,7 @@ void session_on_packet(Session* s, const wire::ParsedPacket& p, Mbuf m, uint64_t
             ep->abandon_rx(s, OpStatus::kPeerReset);
             s->retired[s->retired_next++ & 3] = s->rx_stream;
             session_drop_rx_window(s);
+            forget_peer_rx_facts(s);
         }
         s->rx_stream = stream;
         s->expected_psn = 0;
@@ -644,6 +670,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->credit_wait = false;
     s->tx_deferred = false;
     s->deferred_msgs = s->deferred_bytes = 0;
+    forget_peer_tx_facts(s);
     // Our own operations fail. Our answers to the peer (CTS, responses) are
     // kept when its stream lives on (rx_too false: the peer only lost our
     // stream): they go again, whole, on the new stream, else the peer's
@@ -705,6 +732,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->unacked = 0;
     s->ack_deadline = 0;
     s->cur_eager = nullptr;
+    forget_peer_rx_facts(s);
     if (s->connected)
         ep->conn_peer_lost(s, why);
 }

@@ -93,19 +93,30 @@ struct Opts {
     uint32_t stall_ms = 0;
 };
 
+// --cma-test's modes (engine_peer_cma*.cpp say what each checks).
+constexpr const char* kCmaModes[] = {
+    "on",     "off",        "refuse",      "declined",  "hostile",    "late",         "parked",
+    "rma-on", "rma-refuse", "rma-hostile", "rma-nocap", "rma-forget", "rma-withdraw", "rma-restart",
+    "rd-on",  "rd-refuse",  "rd-hostile",  "rd-nocap",  "rd-forget",  "rd-lapse",     "rd-withdraw"};
+
+inline bool known_cma_mode(const std::string& m)
+{
+    return std::any_of(std::begin(kCmaModes), std::end(kCmaModes), [&](const char* k) { return m == k; });
+}
+
 inline void usage()
 {
-    fprintf(stderr,
-            "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
-            "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
-            "         [--deadline S] [--kill-test] [--stats]\n"
-            "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
-            "          [--stall-ms MS]]\n"
-            "         [--cma-test "
-            "on|off|refuse|declined|hostile|late|parked|rma-on|rma-refuse|rma-hostile|rma-nocap|rma-forget|\n"
-            "                     rma-withdraw|"
-            "                     rd-on|rd-refuse|rd-hostile|rd-nocap|rd-forget|rd-lapse|rd-withdraw]\n"
-            "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n");
+    fprintf(stderr, "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
+                    "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
+                    "         [--deadline S] [--kill-test] [--stats]\n"
+                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
+                    "          [--stall-ms MS]]\n"
+                    "         [--cma-test MODE]\n"
+                    "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n"
+                    "MODE:");
+    for (const char* m : kCmaModes)
+        fprintf(stderr, " %s", m);
+    fprintf(stderr, "\n");
     exit(2);
 }
 
@@ -153,13 +164,7 @@ inline Opts parse(int argc, char** argv)
         case 'z': o.zcopy_test = true; break;
         case 'C':
             o.cma_test = optarg;
-            if (o.cma_test != "on" && o.cma_test != "off" && o.cma_test != "refuse" && o.cma_test != "declined" &&
-                o.cma_test != "hostile" && o.cma_test != "late" && o.cma_test != "parked" &&
-                o.cma_test != "rma-on" && o.cma_test != "rma-refuse" && o.cma_test != "rma-hostile" &&
-                o.cma_test != "rma-nocap" && o.cma_test != "rma-forget" && o.cma_test != "rma-withdraw" &&
-                o.cma_test != "rd-on" && o.cma_test != "rd-refuse" && o.cma_test != "rd-hostile" &&
-                o.cma_test != "rd-nocap" && o.cma_test != "rd-forget" && o.cma_test != "rd-lapse" &&
-                o.cma_test != "rd-withdraw")
+            if (!known_cma_mode(o.cma_test))
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;

@@ -33,6 +33,13 @@
 //               land after the overwrites posted behind them), the later
 //               ones take the rings; which ones failed travels with the
 //               client's "done" message for the server's check
+//   rma-restart (client only, --rounds 2) round 1 against an rma-on
+//               server, round 2 against a new server process at the same
+//               address whose kernel "refuses" (rma-refuse): what the
+//               session learned of the first process (its copies taken,
+//               so no fence) must not hold for the second, whose refusal
+//               of the first offer then sends that write through the
+//               rings, not fail it kCopyWithdrawn
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -233,10 +240,36 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
         kWrites, p.remote_writes.size(), p.rma_events, __builtin_popcountll(peer_withdrawn));
 }
 
-void check_counters(Peer& p, bool server, uint32_t min, uint64_t withdrawn)
+// The write counters, as one round sees them (--rounds: minus those of
+// the rounds before).
+struct WrCounters {
+    uint64_t cma_wr_tx, cma_wr_tx_faults, cma_wr_declined, cma_wr_confirms, cma_wr_rx, cma_wr_rx_bytes,
+        cma_wr_refused, cma_wr_faults, cma_wr_confirmed;
+};
+
+WrCounters wr_counters(const EndpointStats& st, const WrCounters& before)
 {
-    const EndpointStats& st = p.ep->stats();
-    const std::string& m = p.o.cma_test;
+    return {st.cma_wr_tx - before.cma_wr_tx,
+            st.cma_wr_tx_faults - before.cma_wr_tx_faults,
+            st.cma_wr_declined - before.cma_wr_declined,
+            st.cma_wr_confirms - before.cma_wr_confirms,
+            st.cma_wr_rx - before.cma_wr_rx,
+            st.cma_wr_rx_bytes - before.cma_wr_rx_bytes,
+            st.cma_wr_refused - before.cma_wr_refused,
+            st.cma_wr_faults - before.cma_wr_faults,
+            st.cma_wr_confirmed - before.cma_wr_confirmed};
+}
+
+// The mode this round is checked as (rma-restart: see the top).
+std::string round_mode(const Opts& o, uint32_t round)
+{
+    if (o.cma_test == "rma-restart")
+        return round == 1 ? "rma-on" : "rma-refuse";
+    return o.cma_test;
+}
+
+void check_counters(const WrCounters& st, const std::string& m, bool server, uint32_t min, uint64_t withdrawn)
+{
     uint64_t big = 0, big_data = 0;
     for (size_t i = 0; i < kWrites; i++) {
         big += wlen(i) >= min;
@@ -331,6 +364,11 @@ CmaRegions cma_swap_regions(Peer& p, Ctl ctl, const std::vector<uint8_t>& region
 
 void cma_rma_run(Peer& p, bool server)
 {
+    static uint32_t round = 0;
+    static WrCounters before {};
+    round++;
+    p.remote_writes.clear();  // what the rounds before (--rounds) were checked for
+    p.rma_events = 0;
     const uint32_t min = p.engine->config().local_cma_min;
     std::vector<uint8_t> region(region_len(), kGuardByte), ro(min + 8192, kGuardByte);
     uint64_t key = 0, ro_key = 0;
@@ -353,7 +391,9 @@ void cma_rma_run(Peer& p, bool server)
     p.phase = "cma rma: waiting for the peer's writes";
     p.run_until([&] { return peer_done.got; });
     check_target(p, region, ro, server, min, peer_done.m.a);
-    check_counters(p, server, min, withdrawn);
+    const WrCounters now = wr_counters(p.ep->stats(), WrCounters {});
+    check_counters(wr_counters(p.ep->stats(), before), round_mode(p.o, round), server, min, withdrawn);
+    before = now;
     p.mr.remove(key);
     p.mr.remove(ro_key);
 }

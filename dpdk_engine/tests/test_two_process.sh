@@ -149,6 +149,45 @@ run_kill() {
     fi
 }
 
+# run_restart NAME PORT SERVER1_MODE SERVER2_MODE CLIENT_MODE: two rounds of
+# --cma-test; the server is killed (-9) after the first and another
+# process takes its address for the second, in another mode.
+run_restart() {
+    selected "$1" || return 0
+    name=$1 port=$2
+    pause=$LOGS/$name.pause why=
+    rm -f "$pause"
+    pair_spawn SERVER_PID "$LOGS/$name.server.log" 0 \
+        "$PEER" server --port "$port" --seed "$SEED" --deadline 60 --cma-test "$3" --expect-path local
+    pair_wait_line "$LOGS/$name.server.log" LISTENING 20 || why="server did not start"
+    [ -z "$why" ] && pair_spawn CLIENT_PID "$LOGS/$name.client.log" 0 \
+        "$PEER" client --port "$port" --seed "$SEED" --deadline 90 --cma-test "$5" --expect-path local \
+        --rounds 2 --pause-file "$pause"
+    [ -z "$why" ] && { pair_wait_line "$LOGS/$name.client.log" "PAUSED after round 1" 60 || why="round 1 did not finish"; }
+    pair_kill $SERVER_PID
+    wait $SERVER_PID 2>/dev/null
+    SERVER_PID=
+    [ -z "$why" ] && pair_spawn SERVER_PID "$LOGS/$name.server2.log" 0 \
+        "$PEER" server --port "$port" --seed "$SEED" --deadline 60 --cma-test "$4" --expect-path local
+    [ -z "$why" ] && { pair_wait_line "$LOGS/$name.server2.log" LISTENING 20 || why="the new server did not start"; }
+    if [ -z "$why" ]; then
+        touch "$pause"
+        pair_wait_bounded $CLIENT_PID 80
+        crc=$?
+        pair_wait_bounded $SERVER_PID 10
+        src=$?
+        [ $crc -eq 0 ] && [ $src -eq 0 ] || why="round 2: client exit $crc, server exit $src"
+    fi
+    [ -n "$CLIENT_PID" ] && pair_kill $CLIENT_PID
+    [ -n "$SERVER_PID" ] && pair_kill $SERVER_PID
+    CLIENT_PID= SERVER_PID=
+    if [ -z "$why" ]; then
+        result "$name" ok "(server killed after round 1, a new one in mode $4 for round 2)"
+    else
+        result "$name" fail "($why)"
+    fi
+}
+
 echo "test_two_process: $PEER, seed $SEED, logs $LOGS"
 run_pair memif_clean "memif:$SOCK" "" $BASE_PORT --count 2000
 run_pair memif_lossy "memif:$SOCK" "$FAULT" $((BASE_PORT + 1)) --count 1000 --rma-ops 100
@@ -236,6 +275,11 @@ unset FI_DPDK_HOST_LOCAL
 export FI_DPDK_LOCAL_CMA_MIN=0
 run_pair local_cma_off "" "" $((BASE_PORT + 15)) --cma-test off --expect-path local
 unset FI_DPDK_LOCAL_CMA_MIN
+# A server killed after it took copies, and a new process at its address
+# whose kernel refuses them: the client's first write to it is fenced
+# again and goes through the rings (nothing the session learned of the
+# first process holds for the second).
+run_restart local_cma_rma_restart $((BASE_PORT + 41)) rma-on rma-refuse rma-restart
 run_kill memif_kill "memif:$SOCK" $((BASE_PORT + 4))
 run_kill local_kill "" $((BASE_PORT + 12)) --expect-path local
 export FI_DPDK_HOST_LOCAL=0
