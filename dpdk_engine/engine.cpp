@@ -754,6 +754,8 @@ uint32_t Engine::next_timeout_us() const
             return 0;
         if (s->rto_deadline && s->rto_deadline < next)
             next = s->rto_deadline;
+        if (s->tlp_deadline && s->tlp_deadline < next)
+            next = s->tlp_deadline;
         if (s->ack_pending && s->ack_deadline < next)
             next = s->ack_deadline;
         if (s->una != s->next_psn || session_expecting(s) || s->connected) {

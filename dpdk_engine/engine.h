@@ -88,6 +88,11 @@ struct EngineConfig {
     // delay over target (Swift); off: measured to starve senders where the
     // RTT is mostly scheduling (docs/design.md, "Congestion control").
     bool cc_delay_cut = false;
+    // FI_DPDK_TAIL_PROBE: a network peer silent for two smoothed RTTs with
+    // our packets in flight gets the newest one again before the RTO, with
+    // no cut of the window (RACK-TLP, RFC 8985): a lone lost packet (a
+    // small message, the end of a burst) has no later SACK to reveal it.
+    bool tail_probe = true;
     uint32_t ack_delay_us = 50;       // FI_DPDK_ACK_DELAY_US: longest an ACK is held back for piggybacking
     uint32_t ack_every = 16;          // ACK at least every this many packets
     uint32_t max_ops = 4096;          // per endpoint: outstanding send/RMA/atomic operations
@@ -391,6 +396,9 @@ struct EndpointStats {
     // original packet's timestamp: the peer was slow, nothing was lost);
     // their window cut was undone. Included in rto_fires.
     uint64_t spurious_rtos;
+    // Tail loss probes sent (EngineConfig::tail_probe): resends of the
+    // newest packet in flight before the RTO. Included in retransmits.
+    uint64_t tail_probes;
     // Window pool at its cap (EngineConfig::window_blocks_max): times a session had to queue
     // for a send window, out-of-order packets dropped for want of a receive
     // ring (the sender retransmits them).

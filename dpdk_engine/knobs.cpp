@@ -102,6 +102,10 @@ const Knob kKnobs[] = {
     {"cc_delay_cut", KnobKind::kBool, 0, 1,
      "Also shrink the window in proportion to the delay over FI_DPDK_CC_TARGET_US, once per RTT",
      KNOB_NUMBER(cc_delay_cut)},
+    {"tail_probe", KnobKind::kBool, 0, 1,
+     "Resend the newest unacknowledged packet to a network peer silent for two smoothed round trips, before "
+     "the retransmission timeout",
+     KNOB_NUMBER(tail_probe)},
     {"ack_delay_us", KnobKind::kUnsigned, 0, UINT32_MAX,
      "Longest an acknowledgement waits for a packet to ride on, in microseconds, below FI_DPDK_RTO_MIN_US",
      KNOB_NUMBER(ack_delay_us)},

@@ -506,7 +506,8 @@ void Endpoint::dump_stats(FILE* f) const
             " peers_reclaimed %" PRIu64 " peers_resumed %" PRIu64 " parked_abandoned %" PRIu64
             " hellos_sent %" PRIu64 " challenges_sent %" PRIu64 " handshakes %" PRIu64
             " handshakes_refused %" PRIu64 " cma_tx %" PRIu64 " cma_tx_faults %" PRIu64 " cma_declined %" PRIu64
-            " cma_rx %" PRIu64 " cma_rx_bytes %" PRIu64 " cma_refused %" PRIu64 " cma_faults %" PRIu64 "\n",
+            " cma_rx %" PRIu64 " cma_rx_bytes %" PRIu64 " cma_refused %" PRIu64 " cma_faults %" PRIu64
+            " tail_probes %" PRIu64 "\n",
             ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
             s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
             s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
@@ -516,7 +517,7 @@ void Endpoint::dump_stats(FILE* f) const
             s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
             s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed,
             s.parked_abandoned, s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused, s.cma_tx,
-            s.cma_tx_faults, s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults);
+            s.cma_tx_faults, s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults, s.tail_probes);
     fprintf(f,
             "dpdk engine endpoint %s:%u rma writes by a single copy: cma_wr_tx %" PRIu64
             " cma_wr_tx_faults %" PRIu64 " cma_wr_declined %" PRIu64 " cma_wr_confirms %" PRIu64

@@ -43,14 +43,13 @@ uint32_t window_limit(const Session* s)
     return s->mask + 1;
 }
 
-// The peer is reached over memory, not a network queue.
+}  // namespace
+
 bool lossless_peer(const Session* s)
 {
     const EngineImpl* e = s->ep->engine;
     return e->is_local(s->peer) || (e->local_hub && e->local_hub->is_local_ip(s->peer.ip_be));
 }
-
-}  // namespace
 
 void cc_reset(Session* s)
 {

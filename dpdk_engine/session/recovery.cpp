@@ -109,7 +109,39 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
     }
 }
 
+void arm_tail_probe(Session* s, uint64_t now)
+{
+    s->tlp_deadline = 0;
+    if (s->una == s->next_psn || !s->rtt.has_sample() || !s->ep->engine->cfg.tail_probe || lossless_peer(s))
+        return;
+    // Two smoothed RTTs, and the peer's delayed ACK when a lone packet is
+    // out (RFC 8985 7.2): an ACK that is merely held back is not a loss.
+    uint64_t pto = 2 * uint64_t(s->rtt.srtt_us());
+    if (s->next_psn - s->una == 1)
+        pto += s->ep->engine->cfg.ack_delay_us;
+    if (!s->rto_deadline || now + pto < s->rto_deadline)
+        s->tlp_deadline = now + pto;
+}
+
 }  // namespace session_detail
+
+namespace {
+
+// The probe: the newest packet the peer has not SACKed. Its ACK reveals
+// any hole before it (fast retransmit), or, a lone packet, it is the
+// retransmission itself. The window is not cut: nothing is known lost.
+void send_tail_probe(Session* s, uint64_t now)
+{
+    s->tlp_deadline = 0;
+    uint32_t psn = s->next_psn - 1;
+    while (psn != s->una && s->inflight[psn & s->mask].sacked)
+        psn--;
+    const InflightPacket& pkt = s->inflight[psn & s->mask];
+    if (!pkt.sacked && pkt.op && transmit_slot(s, psn, now, true))
+        s->ep->st.tail_probes++;
+}
+
+}  // namespace
 
 void session_timers(Session* s, uint64_t now)
 {
@@ -140,6 +172,8 @@ void session_timers(Session* s, uint64_t now)
         }
     }
     if (unacked) {
+        if (s->tlp_deadline && now >= s->tlp_deadline)
+            send_tail_probe(s, now);
         if (s->rto_deadline && now >= s->rto_deadline) {
             s->ep->st.rto_fires++;
             s->rtt.backoff();
@@ -159,6 +193,7 @@ void session_timers(Session* s, uint64_t now)
             enter_recovery(s);
             transmit_slot(s, psn, now, true);
             s->rto_deadline = now + rto_us(s);
+            s->tlp_deadline = 0;  // one probe per flight: after an RTO, the RTO's backoff
         }
     }
     // An urgent ACK leaves in the progress round that made it urgent. Holding

@@ -415,6 +415,8 @@ void session_pump(Session* s, uint64_t now)
         transmit_slot(s, psn, now, false);
         if (!s->rto_deadline)
             arm_rto(s, now);
+        else if (s->tlp_deadline)
+            arm_tail_probe(s, now);  // the probe is the newest packet: two RTTs after it left
     }
 }
 
@@ -694,6 +696,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->stream_acked = false;
     s->next_psn = s->una = 0;
     s->rto_deadline = 0;
+    s->tlp_deadline = 0;
     s->rto_undo_armed = false;
     cc_reset(s);
     s->peer_window = s->mask + 1;

@@ -75,6 +75,7 @@ struct Session {
     RxMsg* cur_eager = nullptr;  // eager message being reassembled
     RttEstimator rtt;
     uint64_t rto_deadline = 0;   // 0 = not armed
+    uint64_t tlp_deadline = 0;   // tail loss probe (recovery.cpp); 0 = not armed
     uint64_t last_heard_us = 0;  // any valid packet from the peer
     uint64_t last_data_us = 0;   // a packet with a sequence number (not a pure ACK)
     uint64_t last_probe_us = 0;  // keepalive sent while waiting on the peer

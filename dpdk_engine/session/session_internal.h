@@ -27,9 +27,14 @@ inline uint64_t rto_us(const Session* s)
     return rto < cap || cap == 0 ? rto : cap;
 }
 
+// recovery.cpp: the tail loss probe's timer, (re)armed whenever the RTO
+// is and when new data leaves; disarmed when nothing is in flight.
+void arm_tail_probe(Session* s, uint64_t now);
+
 inline void arm_rto(Session* s, uint64_t now)
 {
     s->rto_deadline = s->una == s->next_psn ? 0 : now + rto_us(s);
+    arm_tail_probe(s, now);
 }
 
 // session_frame.cpp: builds the frame for window slot `psn` from its
@@ -49,6 +54,9 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now);
 void cc_reset(Session* s);
 void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now);
 void cc_on_loss(Session* s);
+// The peer is reached over memory (host-local rings, our own endpoints),
+// never queued in a network: its RTT is the scheduler's.
+bool lossless_peer(const Session* s);
 
 }  // namespace session_detail
 }  // namespace dpdk_engine

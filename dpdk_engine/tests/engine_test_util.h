@@ -565,6 +565,7 @@ void test_endpoint_close(void** state);
 void test_close_answers_retransmissions(void** state);
 void test_dead_peer_receiver_only(void** state);
 void test_paused_peer_spurious_rto(void** state);
+void test_tail_probe(void** state);
 void test_ack_behind_rx_backlog(void** state);
 void test_packed_more(void** state);
 void test_packed_receiver_not_ready(void** state);

@@ -689,6 +689,7 @@ const Entry kTests[] = {
     {"resume_after_timeout", test_resume_after_timeout, kClean | kLossy},
     {"dead_peer_receiver_only", test_dead_peer_receiver_only, kClean},
     {"paused_peer_spurious_rto", test_paused_peer_spurious_rto, kClean},
+    {"tail_probe", test_tail_probe, kClean},
     {"ack_behind_rx_backlog", test_ack_behind_rx_backlog, kClean},
     {"packed_more", test_packed_more, kAll},
     {"packed_receiver_not_ready", test_packed_receiver_not_ready, kClean | kLossy},

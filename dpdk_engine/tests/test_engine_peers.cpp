@@ -557,6 +557,39 @@ void test_paused_peer_spurious_rto(void** state)
     CHECK(session_of(a).cwnd == cwnd, "window %u after a pause of the peer, %u before", session_of(a).cwnd, cwnd);
 }
 
+// A lone packet the peer does not answer (it is paused: to the sender, as
+// if the packet was lost) is sent again about two smoothed RTTs after it
+// left (a tail loss probe, FI_DPDK_TAIL_PROBE), once per flight: only the
+// RTO resends after that. The message completes once. With the knob off
+// no probe is sent.
+void test_tail_probe(void** state)
+{
+    static const Mode kQuiet {"quiet", "", 0};
+    for (bool on : {true, false}) {
+        Pair p(&kQuiet, [on](EngineConfig& c) { c.tail_probe = on; });
+        Ep* a = p.open(0);
+        Ep* b = p.open(1);
+        uint64_t t = op_timeout(state);
+        std::vector<uint8_t> w = payload(1000, 11), m = payload(1000, 12), r(1000);
+        for (uintptr_t i = 0; i < 10; i++) {  // RTT samples: the probe's timer needs one
+            CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(100 + i)) == 0, "recv");
+            CHECK(send_msg(a, b, w.data(), w.size(), kOpCompletion, 0, 0, ctx(200 + i)) == 0, "send");
+            CHECK_STATUS(take(p, a, ctx(200 + i), t), OpStatus::kOk);
+            CHECK_STATUS(take(p, b, ctx(100 + i), t), OpStatus::kOk);
+        }
+        const uint64_t probes0 = a->ep->stats().tail_probes, dups0 = b->ep->stats().duplicates;
+        CHECK(post_recv(b, r.data(), r.size(), kOpCompletion, 0, 0, ctx(2)) == 0, "recv");
+        CHECK(send_msg(a, b, m.data(), m.size(), kOpCompletion, 0, 0, ctx(1)) == 0, "send");
+        run_side_for(p, 0, pause_ms(a), [&] { return a->ep->stats().rto_fires > 0; });
+        const uint64_t probes = a->ep->stats().tail_probes - probes0;
+        CHECK(probes == (on ? 1u : 0u), "%" PRIu64 " tail probes in one flight, tail_probe %d", probes, on);
+        CHECK_STATUS(take(p, a, ctx(1), t), OpStatus::kOk);
+        CHECK_STATUS(take(p, b, ctx(2), t), OpStatus::kOk);
+        CHECK(mcmp(r.data(), m.data(), m.size()) == 0, "payload");
+        CHECK(b->ep->stats().duplicates > dups0, "the resends were not counted as duplicates");
+    }
+}
+
 // a is the one paused: meanwhile b wrote a window of data into it and then
 // sent the ACK of a's message, which waits behind 256 frames in a's rx
 // ring. a must read the ring before its timers decide anything: no RTO at

@@ -523,9 +523,9 @@ std::string results(const Job& j)
         if (ops->ep_stats(j.f.ep, &st) == 0) {
             snprintf(line, sizeof(line),
                      "engine %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                     "\n",
+                     " %" PRIu64 "\n",
                      st.tx_packets, st.retransmits, st.rto_fires, st.fast_retransmits, st.session_failures,
-                     st.window_stalls, st.duplicates);
+                     st.window_stalls, st.duplicates, st.tail_probes);
             r += line;
         }
     }
@@ -541,14 +541,14 @@ void summarize(const Job& j, const std::vector<std::string>& all)
         uint64_t messages, bytes;
     };
     std::vector<Flow> flows;
-    uint64_t tx = 0, retx = 0, rto = 0, fast = 0, failures = 0, stalls = 0, dups = 0;
+    uint64_t tx = 0, retx = 0, rto = 0, fast = 0, failures = 0, stalls = 0, dups = 0, probes = 0;
     bool engine = false;
     char probe[256] = "";
     for (const std::string& text : all) {
         const char* p = text.c_str();
         while (*p) {
             Flow fl {};
-            uint64_t v[7];
+            uint64_t v[8];
             size_t ni, nl;
             double a, b, c, d, e;
             if (sscanf(p, "flow %d %d %lf %" SCNu64 " %" SCNu64, &fl.src, &fl.dst, &fl.rate, &fl.messages,
@@ -556,11 +556,11 @@ void summarize(const Job& j, const std::vector<std::string>& all)
                 flows.push_back(fl);
             } else if (sscanf(p,
                               "engine %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                              " %" SCNu64,
-                              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) == 7) {
+                              " %" SCNu64 " %" SCNu64,
+                              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
                 engine = true;
                 tx += v[0], retx += v[1], rto += v[2], fast += v[3], failures += v[4], stalls += v[5],
-                    dups += v[6];
+                    dups += v[6], probes += v[7];
             } else if (sscanf(p, "probe %zu %lf %lf %zu %lf %lf %lf", &ni, &a, &b, &nl, &c, &d, &e) == 7) {
                 snprintf(probe, sizeof(probe),
                          "probe %zu B round trip: idle p50 %.1f us p99 %.1f us (%zu); under load p50 %.1f us p99 "
@@ -624,9 +624,9 @@ void summarize(const Job& j, const std::vector<std::string>& all)
         printf("  %s\n", probe);
     if (engine)
         printf("  engine: tx_packets %" PRIu64 " retransmits %" PRIu64 " (%.2f%%) rto_fires %" PRIu64
-               " fast_retransmits %" PRIu64 " window_stalls %" PRIu64 " duplicates %" PRIu64
-               " session_failures %" PRIu64 "\n",
-               tx, retx, tx ? 100.0 * double(retx) / double(tx) : 0, rto, fast, stalls, dups, failures);
+               " fast_retransmits %" PRIu64 " tail_probes %" PRIu64 " window_stalls %" PRIu64
+               " duplicates %" PRIu64 " session_failures %" PRIu64 "\n",
+               tx, retx, tx ? 100.0 * double(retx) / double(tx) : 0, rto, fast, probes, stalls, dups, failures);
 }
 
 }  // namespace

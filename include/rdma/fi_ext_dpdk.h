@@ -57,6 +57,9 @@
  * (at FI_DPDK_EP_STATS_SIZE_V7, 376 bytes): hellos and challenges sent,
  * handshakes taken and handshake packets refused.
  *
+ * Version 9 appended tail_probes to struct fi_dpdk_ep_stats (at
+ * FI_DPDK_EP_STATS_SIZE_V8, 408 bytes).
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -87,13 +90,14 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME       "dpdk_stats"
-#define FI_DPDK_STATS_VERSION        8
+#define FI_DPDK_STATS_VERSION        9
 #define FI_DPDK_EP_STATS_SIZE_V1     208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2     264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 #define FI_DPDK_EP_STATS_SIZE_V3     320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
 #define FI_DPDK_EP_STATS_SIZE_V4     328 /* sizeof(struct fi_dpdk_ep_stats) in version 4 */
 #define FI_DPDK_EP_STATS_SIZE_V6     336 /* sizeof(struct fi_dpdk_ep_stats) in versions 5 and 6 */
 #define FI_DPDK_EP_STATS_SIZE_V7     376 /* sizeof(struct fi_dpdk_ep_stats) in version 7 */
+#define FI_DPDK_EP_STATS_SIZE_V8     408 /* sizeof(struct fi_dpdk_ep_stats) in version 8 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V5 56  /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V6 64  /* sizeof(struct fi_dpdk_domain_stats) in version 6 */
 
@@ -179,7 +183,11 @@ struct fi_dpdk_ep_stats {
 				       address (a session made or confirmed) */
     uint64_t handshakes_refused; /* hellos with a cookie not ours or expired, challenges naming a
 				       stream not ours, handshakes stating an MTU out of range */
-    /* Version 9 appends here: define FI_DPDK_EP_STATS_SIZE_V8 (408), bump
+    /* Version 9 */
+    uint64_t tail_probes; /* of retransmits, tail loss probes: the newest packet sent
+				  again to a network peer silent for two smoothed round trips,
+				  before the retransmission timeout (FI_DPDK_TAIL_PROBE) */
+    /* Version 10 appends here: define FI_DPDK_EP_STATS_SIZE_V9 (416), bump
 	 * FI_DPDK_STATS_VERSION, add the static_asserts in
 	 * prov/dpdk/dpdk_stats.cpp. */
 };

@@ -42,6 +42,10 @@ static_assert(offsetof(fi_dpdk_ep_stats, hellos_sent) == FI_DPDK_EP_STATS_SIZE_V
               "fi_dpdk_ep_stats: version 8 fields must follow late_failures");
 static_assert(offsetof(fi_dpdk_ep_stats, late_failures) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V7,
               "fi_dpdk_ep_stats: version 7 layout moved");
+static_assert(offsetof(fi_dpdk_ep_stats, tail_probes) == FI_DPDK_EP_STATS_SIZE_V8,
+              "fi_dpdk_ep_stats: version 9 fields must follow handshakes_refused");
+static_assert(offsetof(fi_dpdk_ep_stats, handshakes_refused) + sizeof(uint64_t) == FI_DPDK_EP_STATS_SIZE_V8,
+              "fi_dpdk_ep_stats: version 8 layout moved");
 static_assert(offsetof(fi_dpdk_domain_stats, rx_auth_missing) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
               "fi_dpdk_domain_stats: version 7 fields must follow rx_in_place");
 static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) + sizeof(uint64_t) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
@@ -130,6 +134,7 @@ int ep_stats(fid_ep* fep, fi_dpdk_ep_stats* out) noexcept
         r.challenges_sent = s.challenges_sent;
         r.handshakes = s.handshakes;
         r.handshakes_refused = s.handshakes_refused;
+        r.tail_probes = s.tail_probes;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

@@ -371,6 +371,8 @@ static void print_ep(const char* role, struct side* s, struct fi_dpdk_ep_stats* 
         FIELD(*st, handshakes);
         FIELD(*st, handshakes_refused);
     }
+    if (st->size > FI_DPDK_EP_STATS_SIZE_V8) /* version 9 on: tail loss probes */
+        FIELD(*st, tail_probes);
 
     ssize_t n = ops->session_stats(s->ep, NULL, 0);
     if (n < 0)
@@ -466,12 +468,13 @@ static void check_conventions(struct side* a, struct fi_info* info)
     check(ops->ep_stats(a->ep, small) == 0 && small->size == want && small->version == FI_DPDK_STATS_VERSION &&
               small->addr_port != 0 && raw[want] == 0xee && raw[sizeof(raw) - 1] == 0xee,
           "a %u-byte ep_stats request fills exactly %u bytes (got size %u)", want, want, small->size);
-    /* Callers built against versions 1 to 7 (the struct up to
-	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx, tx_corked, late_failures): each
+    /* Callers built against versions 1 to 8 (the struct up to
+	 * session_failures, no_session, tx_packed_msgs, zero_copy_tx, tx_corked, late_failures,
+	 * handshakes_refused): each
 	 * gets exactly its bytes, the fields appended later stay untouched. */
-    static const uint32_t old_sizes[] = {FI_DPDK_EP_STATS_SIZE_V1, FI_DPDK_EP_STATS_SIZE_V2,
-                                         FI_DPDK_EP_STATS_SIZE_V3, FI_DPDK_EP_STATS_SIZE_V4,
-                                         FI_DPDK_EP_STATS_SIZE_V6, FI_DPDK_EP_STATS_SIZE_V7};
+    static const uint32_t old_sizes[] = {
+        FI_DPDK_EP_STATS_SIZE_V1, FI_DPDK_EP_STATS_SIZE_V2, FI_DPDK_EP_STATS_SIZE_V3, FI_DPDK_EP_STATS_SIZE_V4,
+        FI_DPDK_EP_STATS_SIZE_V6, FI_DPDK_EP_STATS_SIZE_V7, FI_DPDK_EP_STATS_SIZE_V8};
     for (unsigned v = 0; v < sizeof(old_sizes) / sizeof(old_sizes[0]); v++) {
         const uint32_t sz = old_sizes[v];
         memset(raw, 0xee, sizeof(raw));

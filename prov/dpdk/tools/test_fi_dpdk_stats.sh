@@ -48,7 +48,7 @@ run eager -- -n 2000 -s 1000
 # their size, version, the v1 to v4 callers' views, spurious_rtos <=
 # rto_fires and, in one process, zero_copy_tx 0).
 v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx|tx_corked) +[0-9]+$' "$out")
-if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 8)' "$out")" = 2 ]; then
+if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 9)' "$out")" = 2 ]; then
 	pair_result pass "version 3 to 5 counters printed"
 else
 	pair_result fail "versions 3 to 5: $v3 of 18 counter lines" "" "$out"
