@@ -114,13 +114,17 @@ void arm_tail_probe(Session* s, uint64_t now)
     s->tlp_deadline = 0;
     if (s->una == s->next_psn || !s->rtt.has_sample() || !s->ep->engine->cfg.tail_probe || lossless_peer(s))
         return;
+    delay_tail_probe(s, now);
+}
+
+void delay_tail_probe(Session* s, uint64_t now)
+{
     // Two smoothed RTTs, and the peer's delayed ACK when a lone packet is
     // out (RFC 8985 7.2): an ACK that is merely held back is not a loss.
     uint64_t pto = 2 * uint64_t(s->rtt.srtt_us());
     if (s->next_psn - s->una == 1)
         pto += s->ep->engine->cfg.ack_delay_us;
-    if (!s->rto_deadline || now + pto < s->rto_deadline)
-        s->tlp_deadline = now + pto;
+    s->tlp_deadline = !s->rto_deadline || now + pto < s->rto_deadline ? now + pto : 0;
 }
 
 }  // namespace session_detail

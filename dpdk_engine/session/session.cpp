@@ -416,7 +416,7 @@ void session_pump(Session* s, uint64_t now)
         if (!s->rto_deadline)
             arm_rto(s, now);
         else if (s->tlp_deadline)
-            arm_tail_probe(s, now);  // the probe is the newest packet: two RTTs after it left
+            delay_tail_probe(s, now);  // the probe is the newest packet: two RTTs after it left
     }
 }
 

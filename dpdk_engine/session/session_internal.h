@@ -28,8 +28,10 @@ inline uint64_t rto_us(const Session* s)
 }
 
 // recovery.cpp: the tail loss probe's timer, (re)armed whenever the RTO
-// is and when new data leaves; disarmed when nothing is in flight.
+// is (arm_tail_probe: for the sessions that take probes), and pushed back
+// when new data leaves while it is armed (delay_tail_probe: no checks).
 void arm_tail_probe(Session* s, uint64_t now);
+void delay_tail_probe(Session* s, uint64_t now);
 
 inline void arm_rto(Session* s, uint64_t now)
 {
