@@ -10,7 +10,7 @@
 #
 #   cluster_load.sh [-n HOSTS] [-p PER_HOST] [-m incast|alltoall] [-P PROVIDER]
 #                   [-r RATE] [-l LIMIT] [-B all|receiver|none] [-D SECONDS]
-#                   [-s SIZE] [-w DEPTH] [-t TIMEOUT_S] [-k LOGDIR]
+#                   [-s SIZE] [-w DEPTH] [-t TIMEOUT_S] [-k LOGDIR] [-c CPU]
 #
 #   -n HOSTS   8 (2..200)          -m   incast (default) or alltoall
 #   -p PER_HOST ranks per host (1): rank r on host r % HOSTS; with more
@@ -27,6 +27,9 @@
 #              65536), -w DEPTH messages in flight per destination (8)
 #   -k LOGDIR  keep the ranks' logs there (default: a temporary directory,
 #              removed on success)
+#   -c CPU     host 0's ranks (the incast's receiver) on that CPU alone, every
+#              other process on the other CPUs (taskset), as a receiver
+#              machine of its own would be; default: no pinning
 # Every process runs under nice. Extra environment (FI_DPDK_*, FI_LOG_LEVEL)
 # reaches the ranks. Exit status: 0 when every rank passed, 77 when the
 # cluster cannot be built (not root, no namespaces or bridges, no tbf), else 1.
@@ -37,8 +40,8 @@ builddir=${FT_BUILDDIR:-$(cd "$here/../.." && pwd)}
 bin=$builddir/fabtests/vcluster/fi_cluster_load
 
 hosts=8 per_host=1 pattern=incast prov=dpdk rate=300mbit limit=100kb where='' duration=10 size=65536 depth=8 timeout=''
-logdir=''
-while getopts n:p:m:P:r:l:B:D:s:w:t:k: c; do
+logdir='' own_cpu=''
+while getopts n:p:m:P:r:l:B:D:s:w:t:k:c: c; do
 	case $c in
 	n) hosts=$OPTARG ;;
 	p) per_host=$OPTARG ;;
@@ -52,7 +55,8 @@ while getopts n:p:m:P:r:l:B:D:s:w:t:k: c; do
 	w) depth=$OPTARG ;;
 	t) timeout=$OPTARG ;;
 	k) logdir=$OPTARG ;;
-	*) sed -n '2,32p' "$0"; exit 2 ;;
+	c) own_cpu=$OPTARG ;;
+	*) sed -n '2,35p' "$0"; exit 2 ;;
 	esac
 done
 [ -x "$bin" ] || { echo "cluster_load: $bin not built (make check TESTS=)"; exit 2; }
@@ -111,11 +115,19 @@ mkdir -p "$rdv"
 ranks=$((hosts * per_host))
 args=(-n "$ranks" -L "$per_host" -d "$rdv" -m "$pattern" -D "$duration" -s "$size" -w "$depth" -q -t "$timeout")
 pids=()
+other_cpus=''
+if [ -n "$own_cpu" ]; then
+	other_cpus=$(seq 0 $(($(nproc) - 1)) | grep -vx "$own_cpu" | paste -sd, -)
+	[ -n "$other_cpus" ] || { echo "cluster_load: -c needs two CPUs or more"; exit 2; }
+fi
 # launch RANK HOST
 launch() {
-	local extra=()
+	local extra=() pin=()
 	[ "$prov" = dpdk ] || extra=(FI_TCP_IFACE="veth$2") # the host's kernel interface (vcluster.sh)
-	FI_PROVIDER=$prov nice -n 10 "$vc" exec "$2" env ${extra[@]+"${extra[@]}"} "$bin" -r "$1" "${args[@]}" \
+	if [ -n "$own_cpu" ]; then
+		if [ "$2" = 0 ]; then pin=(taskset -c "$own_cpu"); else pin=(taskset -c "$other_cpus"); fi
+	fi
+	FI_PROVIDER=$prov nice -n 10 "$vc" exec "$2" ${pin[@]+"${pin[@]}"} env ${extra[@]+"${extra[@]}"} "$bin" -r "$1" "${args[@]}" \
 		>"$logs/rank$1.log" 2>&1 &
 	pids+=($!)
 }
@@ -132,5 +144,5 @@ for r in "${!pids[@]}"; do
 	fi
 done
 grep -v '^vcluster' "$logs/rank0.log"
-echo "  bottleneck: tbf rate $rate limit $limit on ${ports[*]:-no port}; $(uptime | sed 's/.*\(load average\)/\1/')"
+echo "  bottleneck: tbf rate $rate limit $limit on ${ports[*]:-no port};${own_cpu:+ host 0 on CPU $own_cpu, the rest on $other_cpus;} $(uptime | sed 's/.*\(load average\)/\1/')"
 exit $rc
