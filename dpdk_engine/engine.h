@@ -79,11 +79,10 @@ struct EngineConfig {
         3000;  // FI_DPDK_TIMEOUT_MS: no word from a peer with work outstanding -> its operations fail
     // FI_DPDK_CC_TARGET_US: queueing delay over the least RTT above which a
     // session's window stops growing and a loss counts as congestion
-    // (session/congestion.cpp); 0 = every loss is taken as random (main's
-    // AIMD, floor 32). Off by default: on the only bottleneck measured
-    // (cluster_load.sh on a starved 2-core box) 1000 cut retransmissions
-    // but also goodput (docs/design.md, "Congestion control").
-    uint32_t cc_target_us = 0;
+    // (session/congestion.cpp); 0 = every loss is taken as random (AIMD,
+    // floor 32). With the tail loss probe, 1000 measured better on every
+    // incast figure than 0 (docs/design.md, "Congestion control").
+    uint32_t cc_target_us = 1000;
     // FI_DPDK_CC_DELAY_CUT: the window also shrinks in proportion to the
     // delay over target (Swift); off: measured to starve senders where the
     // RTT is mostly scheduling (docs/design.md, "Congestion control").

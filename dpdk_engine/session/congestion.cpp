@@ -16,6 +16,8 @@
 // the peer (wire.h, timestamp_echo), no wire change. Host-local peers
 // (rings in shared memory, never queued behind a switch) and our own
 // endpoints never count as delayed: their RTT is the scheduler's.
+#include <arpa/inet.h>
+
 #include "dpdk_engine/engine_impl.h"
 #include "dpdk_engine/local/hub.h"
 #include "dpdk_engine/session/session_internal.h"
@@ -32,6 +34,19 @@ constexpr uint32_t kRandomLossFloor = 32;
 // a 100 KB queue. Lower (1), one packet per RTT regrows too slowly where
 // the RTT is stretched by scheduling (measured: design.md).
 constexpr uint32_t kCongestionFloor = 4;
+// A peer on the loopback (a device on lo, host-local rings off) has no
+// queue a delay could measure either: its RTT too is the scheduler's.
+bool loopback_peer(const Session* s)
+{
+    return (ntohl(s->peer.ip_be) >> 24) == 127;
+}
+
+// Whether delay says anything of a queue toward this peer.
+bool delay_judged(const Session* s)
+{
+    return !lossless_peer(s) && !loopback_peer(s);
+}
+
 // The delay-driven cut (FI_DPDK_CC_DELAY_CUT) goes down to one packet.
 constexpr uint32_t kMinCwnd = 1;
 // Multiplicative decrease per excess: beta = 4/5 of (rtt - target) / rtt,
@@ -82,7 +97,7 @@ void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now)
         if (now - s->cc_epoch_us >= s->rtt.srtt_us()) {
             const uint32_t rtt = s->epoch_min_rtt_us;
             const uint32_t target = s->base_rtt_us + target_q;
-            s->queue_high = rtt > target && !lossless_peer(s);
+            s->queue_high = rtt > target && delay_judged(s);
             s->cc_epoch_us = now;
             s->epoch_min_rtt_us = 0;
             if (s->queue_high && s->ep->engine->cfg.cc_delay_cut) {
@@ -104,7 +119,7 @@ void cc_on_ack(Session* s, uint32_t acked, uint32_t rtt_us, uint64_t now)
     // scheduling). With a target, none during a loss episode either (the
     // window just cut by congestion would regrow before the episode's
     // end); without, it grows then as it always did (main's AIMD).
-    if ((target_q && s->in_recovery) || (s->queue_high && s->ep->engine->cfg.cc_delay_cut))
+    if ((target_q && s->in_recovery && delay_judged(s)) || (s->queue_high && s->ep->engine->cfg.cc_delay_cut))
         return;
     const uint32_t limit = window_limit(s);
     // Additive increase: one packet per window of acknowledged packets.
