@@ -14,7 +14,9 @@
 # Variables: LOSS (percent of frames toward host 0 dropped, 3), SIZES
 # (fi_bench -S, 8,4k), ITERS (round trips per size, 20000), ROUNDS (3),
 # VARIANTS (space-separated VAR=value words, one run each per round;
-# default "FI_DPDK_TAIL_PROBE=1 FI_DPDK_TAIL_PROBE=0"). Root, as vcluster.sh.
+# prov=NAME runs fi_bench -p NAME instead, e.g. prov=net or prov=tcp for
+# the kernel's TCP beside it; default "FI_DPDK_TAIL_PROBE=1
+# FI_DPDK_TAIL_PROBE=0"). Root, as vcluster.sh.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,12 +40,15 @@ port=$VC_DIR/lossy_latency.port
 echo "lossy_latency: ${loss}% of the frames toward host 0 dropped; fi_bench -k lat -o tagged -S $sizes -I $iters"
 for r in $(seq "$rounds"); do
     for v in $variants; do
+        prov=dpdk
+        case $v in prov=*) prov=${v#prov=} v=LOSSY_LATENCY_PROV=$prov ;; esac
         rm -f "$port"
-        env "$v" "$vc" exec 0 taskset -c 0 "$bench" -E 0 -O "$port" >"$VC_DIR/server.log" 2>&1 &
+        env "$v" "$vc" exec 0 taskset -c 0 "$bench" -p "$prov" -E 0 -O "$port" >"$VC_DIR/server.log" 2>&1 &
         server=$!
         for _ in $(seq 100); do [ -s "$port" ] && break; sleep 0.1; done
         echo "== round $r, $v"
-        env "$v" FI_DPDK_STATS=1 "$vc" exec 1 taskset -c 1 "$bench" -E "$(cat "$port")" -k lat -o tagged -S "$sizes" \
+        env "$v" FI_DPDK_STATS=1 "$vc" exec 1 taskset -c 1 "$bench" -p "$prov" -E "$(cat "$port")" -k lat -o tagged \
+            -S "$sizes" \
             -I "$iters" 10.77.0.1 2>&1 |
             sed -nE -e '/^#  +bytes/p' -e '/^ +[0-9]/p' \
                 -e 's/.*(retransmits [0-9]+ rto_fires [0-9]+ fast_retransmits [0-9]+).*(tail_probes [0-9]+).*/   \1 \2/p'
