@@ -275,6 +275,11 @@ class EndpointImpl : public Endpoint {
     // from s's peer reads (s's route, its pid from the kernel; the frame at
     // hand did not come through a ring of another process), else nullptr.
     local::Channel* cma_channel(const Session* s) const;
+    // local::cma_read, or the failure a test asked for
+    // (EngineConfig::local_cma_fail_errno_for_test, and EPERM once
+    // `copies_so_far` reached local_cma_fail_after_for_test).
+    int cma_copy(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len,
+                 uint64_t copies_so_far) const;
     // cma_channel refuses only because the frame was read from the ring of
     // another process than s's route's (rma_cma.cpp).
     bool cma_elsewhere(const Session* s) const;

@@ -71,9 +71,8 @@ bool EndpointImpl::cma_answer(RxMsg* m, TxOp* op, uint64_t granted)
         failed = OpStatus::kProtocolError;
         answer = wire::WireStatus::kBadRequest;
     } else {
-        const int fail = engine->cfg.local_cma_fail_errno_for_test;
-        const int rc =
-            fail ? -fail : local::cma_read(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted);
+        const int rc = cma_copy(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted,
+                                0 /* no fail-after hook */);
         if (rc == -EFAULT) {
             failed = OpStatus::kCopyFault;
             answer = wire::WireStatus::kCopyFault;

@@ -55,6 +55,15 @@ local::Channel* EndpointImpl::cma_channel(const Session* s) const
     return !c || c->peer_pid() == route->peer_pid() ? route : nullptr;
 }
 
+int EndpointImpl::cma_copy(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len,
+                           uint64_t copies_so_far) const
+{
+    const EngineConfig& c = engine->cfg;
+    const uint32_t after = c.local_cma_fail_after_for_test;
+    const int fail = after && copies_so_far >= after ? EPERM : c.local_cma_fail_errno_for_test;
+    return fail ? -fail : local::cma_read(pid, dst, dn, src, sn, len);
+}
+
 // An offer read from the ring of another process than s's route's waits
 // (kBlocked) rather than being declined: its retransmission, or its retry
 // once parked, takes it. A write offer must not be declined for where its
@@ -244,11 +253,8 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
     }
     bool confirm = false;
     if (status == wire::WireStatus::kOk) {
-        const uint32_t fail_after = engine->cfg.local_cma_fail_after_for_test;
-        const int fail =
-            fail_after && st.cma_wr_rx >= fail_after ? EPERM : engine->cfg.local_cma_fail_errno_for_test;
         const iovec d {dst, static_cast<size_t>(total)};
-        const int rc = fail ? -fail : local::cma_read(c->peer_pid(), &d, 1, src, n, total);
+        const int rc = cma_copy(c->peer_pid(), &d, 1, src, n, total, st.cma_wr_rx);
         if (rc == -EFAULT) {
             status = wire::WireStatus::kCopyFault;  // bytes already copied stay: a write that failed
             st.cma_wr_faults++;

@@ -164,9 +164,7 @@ Delivery EndpointImpl::cma_read_answered(Session* s, TxOp* op, const wire::Parse
     copy_to_iov(op->iov, op->iov_count, 0, p.payload + (p.payload_len - head), head);
     iovec dst[kMaxIov];
     const uint32_t dn = iov_from(op->iov, op->iov_count, head, dst);
-    const uint32_t fail_after = engine->cfg.local_cma_fail_after_for_test;
-    const int fail = fail_after && st.cma_rd_rx >= fail_after ? EPERM : engine->cfg.local_cma_fail_errno_for_test;
-    const int rc = fail ? -fail : local::cma_read(c->peer_pid(), dst, dn, src, n, len - head);
+    const int rc = cma_copy(c->peer_pid(), dst, dn, src, n, len - head, st.cma_rd_rx);
     auto copy = wire::WireStatus::kOk;
     if (rc == -EFAULT) {
         copy = wire::WireStatus::kCopyFault;  // the target's addresses: the read fails at both ends
