@@ -160,6 +160,10 @@ void EngineImpl::print_device_stats() const
             port->stats().tx_dropped, port->stats().alloc_failed, port->stats().gso_tx_frames,
             port->stats().gso_tx_segments, port->stats().gso_tx_failed, port->stats().gso_rx_frames,
             port->stats().gso_rx_segments, port->stats().gso_rx_refused);
+    uint64_t kernel_received = 0, kernel_dropped = 0;
+    if (port->kernel_rx_stats(&kernel_received, &kernel_dropped) == 0)
+        fprintf(stderr, "dpdk engine %s: kernel rx ring: frames %" PRIu64 " dropped (ring full) %" PRIu64 "\n",
+                port->name().c_str(), kernel_received, kernel_dropped);
     if (st.rx_bad) {
         // Which check refused the rx_bad frames (wire.h, ParseResult).
         std::string causes;

@@ -420,14 +420,22 @@ int AfPacketBackend::kernel_rx_stats(uint64_t* received, uint64_t* dropped)
 {
     if (rx_fd_ < 0)
         return -ENOTSUP;
-    tpacket_stats st {};
-    socklen_t len = sizeof(st);
-    if (getsockopt(rx_fd_, SOL_PACKET, PACKET_STATISTICS, &st, &len) != 0)
-        return -errno;
+    // Both rings count: the PMD's and, with super-frames, the second socket's.
+    uint64_t got = 0, lost = 0;
+    for (int fd : {rx_fd_, gso_ ? gso_->fd() : -1}) {
+        if (fd < 0)
+            continue;
+        tpacket_stats st {};
+        socklen_t len = sizeof(st);
+        if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) != 0)
+            return -errno;
+        got += st.tp_packets;
+        lost += st.tp_drops;
+    }
     if (received)
-        *received = st.tp_packets;
+        *received = got;
     if (dropped)
-        *dropped = st.tp_drops;
+        *dropped = lost;
     return 0;
 }
 

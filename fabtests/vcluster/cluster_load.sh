@@ -144,5 +144,11 @@ for r in "${!pids[@]}"; do
 	fi
 done
 grep -v '^vcluster' "$logs/rank0.log"
+# What the bottleneck itself saw: frames it passed and dropped (whatever
+# crossed it, duplicates and probes included).
+for p in ${ports[@]+"${ports[@]}"}; do
+	"$vc" switch tc -s qdisc show dev "$p" 2>/dev/null |
+		awk -v p="$p" '/Sent/ { printf "  bottleneck %s: sent %s bytes, %s frames, dropped %s\n", p, $2, $4, $7 }' | tr -d ','
+done
 echo "  bottleneck: tbf rate $rate limit $limit on ${ports[*]:-no port};${own_cpu:+ host 0 on CPU $own_cpu, the rest on $other_cpus;} $(uptime | sed 's/.*\(load average\)/\1/')"
 exit $rc
