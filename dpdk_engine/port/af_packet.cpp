@@ -233,8 +233,10 @@ int AfPacketBackend::configure(DeviceOpen* plan)
         plan->data_room = std::max(plan->data_room, user_fs - kAfPacketTxOffset);
     }
     // Bypassing the qdisc saves a lock round trip per frame; lo has none.
-    if (!kv_get(kv, "qdisc_bypass"))
+    const std::string* bypass = kv_get(kv, "qdisc_bypass");
+    if (!bypass)
         plan->args += ",qdisc_bypass=1";
+    qdisc_bypass_ = !bypass || atoi(bypass->c_str()) != 0;  // the super-frame socket does as the PMD's
     loopback_ = iface_ == "lo";
     mtu_ = plan->cfg.mtu;
     // Not on lo: every process there is on this host (the host-local rings),
@@ -301,7 +303,7 @@ int AfPacketBackend::tune_socket(const std::set<int>& fds_before)
         // Without it (an old kernel refusing an option) the port sends and
         // receives frame by frame, as a peer without super-frames does.
         gso_.reset(new gso::Channel());
-        if (gso_->open(ifindex_, mtu_) != 0)
+        if (gso_->open(ifindex_, mtu_, qdisc_bypass_) != 0)
             gso_.reset();
     }
     return install_rx_filter({});
@@ -348,33 +350,24 @@ uint16_t AfPacketBackend::rx_burst(rte_mbuf** pkts, uint16_t n)
 
 unsigned AfPacketBackend::tx_burst(rte_mbuf** pkts, unsigned n)
 {
-    // Runs as super-frames, the frames between them through the PMD, in
-    // the burst's order: each part is sent before the next begins.
-    unsigned i = 0, pmd_from = 0;
-    auto pmd = [&](unsigned to) -> bool {
-        while (pmd_from < to) {
-            const uint16_t sent =
-                rte_eth_tx_burst(port_id(), 0, pkts + pmd_from, static_cast<uint16_t>(to - pmd_from));
-            pmd_from += sent;
-            if (sent == 0)
-                return false;
-        }
-        return true;
-    };
-    while (i < n && !gso_->send_refused()) {
-        const unsigned run = gso::run_length(pkts + i, n - i);
-        if (run < 2) {
-            i += run ? run : 1;
-            continue;
-        }
-        if (!pmd(i))
-            return pmd_from;
-        if (gso_->send(pkts + i, run, &stats()))
-            pmd_from = i + run;  // else the PMD sends them one by one
-        i += run;
+    // The whole burst in one system call on the super-frame socket: runs
+    // as super-frames, the frames between them (ACKs, a message's short
+    // last packet, the next one's request) as they are, in order. Through
+    // the PMD, every group of frames between two runs cost a system call
+    // of its own (its ring's kick), one or two per 64 KiB message.
+    if (!gso_->send_refused()) {
+        const unsigned sent = gso_->send_burst(pkts, n, &stats());
+        if (sent || !gso_->send_refused())
+            return sent;
     }
-    pmd(n);
-    return pmd_from;
+    unsigned done = 0;
+    while (done < n) {
+        const uint16_t sent = rte_eth_tx_burst(port_id(), 0, pkts + done, static_cast<uint16_t>(n - done));
+        if (sent == 0)
+            break;
+        done += sent;
+    }
+    return done;
 }
 
 void AfPacketBackend::close_unstarted()

@@ -77,6 +77,7 @@ class AfPacketBackend final : public PortBackend {
     std::string fanout_lock_path_;
     uint16_t mtu_ = 0;
     bool want_gso_ = false;
+    bool qdisc_bypass_ = true;
     std::unique_ptr<gso::Channel> gso_;
     int epoll_fd_ = -1;  // the rx wait with super-frames: both sockets
 };

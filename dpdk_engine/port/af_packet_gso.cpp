@@ -29,7 +29,8 @@ namespace {
 constexpr unsigned kFrameSize = 66u << 10;
 constexpr unsigned kBlockSize = 1u << 20;
 constexpr unsigned kBlocks = 2;
-constexpr unsigned kMaxIov = 256;
+constexpr unsigned kMaxIov = 256;  // one run's
+constexpr int kSendBuffer = 4 << 20;
 
 bool kernel_at_least(unsigned major, unsigned minor)
 {
@@ -147,7 +148,7 @@ Channel::~Channel()
         close(fd_);
 }
 
-int Channel::open(int ifindex, uint16_t mtu)
+int Channel::open(int ifindex, uint16_t mtu, bool qdisc_bypass)
 {
     // UDP_L4 in the vnet header came with Linux 6.2: an older kernel
     // refuses such a send, and drops such a frame received on this socket
@@ -166,6 +167,14 @@ int Channel::open(int ifindex, uint16_t mtu)
         setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof fp) != 0)
         return -errno;
     setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);  // also in the filter
+    if (qdisc_bypass)
+        setsockopt(fd_, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);  // a saving only: may fail
+    // Every frame of the port leaves here: a NIC holds them until sent,
+    // and the default buffer (~200 KB) is three super-frames. Without the
+    // privilege to force it, the default stays (a full buffer is retried).
+    const int sndbuf = kSendBuffer;
+    if (setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) != 0)
+        setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     tpacket_req req {};
     req.tp_block_size = kBlockSize;
     req.tp_block_nr = kBlocks;
@@ -197,56 +206,126 @@ int Channel::set_filter(std::vector<sock_filter>& prog)
     return setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof fp) != 0 ? -errno : 0;
 }
 
-bool Channel::send(rte_mbuf* const* pkts, unsigned n, Port::Stats* st)
+// One message of a burst: the first packets of the run pkts[0..n) as a
+// super-frame (two or more: the first packet's headers made the datagram's,
+// segmentation at its UDP payload size) or one frame as it is (no
+// segmentation, its own headers). Returns how many packets it took: 0 when
+// the burst's iovecs are used up.
+unsigned Channel::add_message(rte_mbuf* const* pkts, unsigned n, Burst* b)
 {
-    const rte_mbuf* p0 = pkts[0];
-    const unsigned seg = p0->pkt_len - kHeaders;
-    size_t payload = 0;
-    for (unsigned i = 0; i < n; ++i)
-        payload += pkts[i]->pkt_len - kHeaders;
-    VnetHeader v {kVnetNeedsCsum, kVnetGsoUdpL4, kHeaders, static_cast<uint16_t>(seg), 14 + 20, 6};
-    uint8_t h[kHeaders];
-    memcpy(h, rte_pktmbuf_mtod(p0, const uint8_t*), kHeaders);
-    uint8_t* ip = h + 14;
-    store16(ip + 2, 28 + payload);
-    store16(ip + 10, 0);
-    store16(ip + 10, wire::internet_checksum(ip, 20));
-    uint8_t* udp = ip + 20;
-    store16(udp + 4, 8 + payload);
-    // NEEDS_CSUM: the field holds the pseudo-header's sum (not inverted);
-    // the kernel finishes it over each segment it cuts.
-    uint32_t sum = IPPROTO_UDP + 8 + payload;
-    for (int i = 12; i < 20; i += 2)
-        sum += load16(ip + i);
-    store16(udp + 6, fold(sum));
-    iovec iov[kMaxIov];
+    // As many of the run's packets as the burst's iovecs still hold: a
+    // vnet header, a super-frame's headers, every packet's segments.
+    unsigned need = 2, fit = 0;
+    while (fit < n && b->iov_used + need + pkts[fit]->nb_segs <= kBurstIov)
+        need += pkts[fit++]->nb_segs;
+    if (fit < 2)
+        fit = fit == 1 || b->iov_used + 1 + pkts[0]->nb_segs <= kBurstIov ? 1 : 0;
+    if (!fit)
+        return 0;
+    n = fit;
+    const bool super = n >= 2;
+    const unsigned m = b->count;
+    VnetHeader& v = b->vnet[m];
+    iovec* iov = b->iov + b->iov_used;
     unsigned k = 0;
-    iov[k++] = {&v, sizeof v};
-    iov[k++] = {h, kHeaders};
+    size_t skip_first = 0;
+    if (super) {
+        const rte_mbuf* p0 = pkts[0];
+        size_t payload = 0;
+        for (unsigned i = 0; i < n; ++i)
+            payload += pkts[i]->pkt_len - kHeaders;
+        v = {kVnetNeedsCsum, kVnetGsoUdpL4, kHeaders, static_cast<uint16_t>(p0->pkt_len - kHeaders), 14 + 20, 6};
+        uint8_t* h = b->headers[m];
+        memcpy(h, rte_pktmbuf_mtod(p0, const uint8_t*), kHeaders);
+        uint8_t* ip = h + 14;
+        store16(ip + 2, 28 + payload);
+        store16(ip + 10, 0);
+        store16(ip + 10, wire::internet_checksum(ip, 20));
+        uint8_t* udp = ip + 20;
+        store16(udp + 4, 8 + payload);
+        // NEEDS_CSUM: the field holds the pseudo-header's sum (not
+        // inverted); the kernel finishes it over each segment it cuts.
+        uint32_t sum = IPPROTO_UDP + 8 + payload;
+        for (int i = 12; i < 20; i += 2)
+            sum += load16(ip + i);
+        store16(udp + 6, fold(sum));
+        iov[k++] = {&v, sizeof v};
+        iov[k++] = {h, kHeaders};
+        skip_first = kHeaders;  // every packet's own headers are left out
+    } else {
+        v = {0, kVnetGsoNone, 0, 0, 0, 0};
+        iov[k++] = {&v, sizeof v};
+    }
+    size_t bytes = 0;
     for (unsigned i = 0; i < n; ++i) {
-        size_t skip = kHeaders;
-        for (const rte_mbuf* s = pkts[i]; s != nullptr && k < kMaxIov; s = s->next) {
+        size_t skip = skip_first;
+        for (const rte_mbuf* s = pkts[i]; s != nullptr; s = s->next) {
             if (s->data_len > skip)
                 iov[k++] = {rte_pktmbuf_mtod_offset(s, uint8_t*, skip), s->data_len - skip};
             skip = skip > s->data_len ? skip - s->data_len : 0;
         }
+        bytes += pkts[i]->pkt_len - skip_first;
     }
-    msghdr msg {};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = k;
-    const ssize_t sent = sendmsg(fd_, &msg, MSG_DONTWAIT);
-    if (sent != static_cast<ssize_t>(sizeof v + kHeaders + payload)) {
-        st->gso_tx_failed++;
-        // Not a full buffer but a refusal of the form: no more tries (the
-        // runs then go frame by frame).
-        if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS && errno != EINTR)
+    mmsghdr& mh = b->msgs[m];
+    mh = {};
+    mh.msg_hdr.msg_iov = iov;
+    mh.msg_hdr.msg_iovlen = k;
+    b->bytes[m] = sizeof v + (super ? kHeaders : 0) + bytes;
+    b->packets[m] = n;
+    b->iov_used += k;
+    b->count++;
+    return n;
+}
+
+unsigned Channel::send_burst(rte_mbuf* const* pkts, unsigned n, Port::Stats* st)
+{
+    Burst& b = burst_;
+    b.count = 0;
+    b.iov_used = 0;
+    unsigned built = 0;
+    while (built < n && b.count < kBurstMessages) {
+        unsigned run = run_length(pkts + built, n - built);
+        if (run < 2)
+            run = 1;
+        const unsigned took = add_message(pkts + built, run, &b);
+        if (!took)
+            break;
+        built += took;
+    }
+    const int sent = sendmmsg(fd_, b.msgs, b.count, MSG_DONTWAIT);
+    if (sent < 0) {
+        // The error is the first message's (after one went, sendmmsg
+        // reports the count and the next call meets the error).
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR)
+            return 0;  // a full buffer: the port tries again
+        if (b.packets[0] >= 2) {
+            // A refusal of the super-frame's form: none again (the port
+            // then sends through the PMD, frame by frame).
             send_refused_ = true;
-        return false;
+            st->gso_tx_failed++;
+            return 0;
+        }
+        // A frame the kernel will not send (the PMD would drop it as well):
+        // dropped, so that it does not stop the frames behind it.
+        st->tx_dropped++;
+        rte_pktmbuf_free(pkts[0]);
+        return 1;
     }
-    rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(pkts), n);
-    st->gso_tx_frames++;
-    st->gso_tx_segments += n;
-    return true;
+    unsigned done = 0;
+    for (int m = 0; m < sent; ++m) {
+        if (b.msgs[m].msg_len != b.bytes[m]) {
+            send_refused_ = true;  // a packet socket sends all or nothing: never seen
+            st->gso_tx_failed++;
+            break;
+        }
+        if (b.packets[m] >= 2) {
+            st->gso_tx_frames++;
+            st->gso_tx_segments += b.packets[m];
+        }
+        done += b.packets[m];
+    }
+    rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(pkts), done);
+    return done;
 }
 
 uint8_t* Channel::slot(unsigned i) const

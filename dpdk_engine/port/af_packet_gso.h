@@ -28,6 +28,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <vector>
 
@@ -85,14 +87,18 @@ class Channel {
 
     // The socket bound to ifindex, its vnet header, its rx ring mapped.
     // A negative errno: no super-frames (the port runs without them).
-    int open(int ifindex, uint16_t mtu);
+    // qdisc_bypass: PACKET_QDISC_BYPASS, as the PMD's socket (its frames
+    // now leave through this one).
+    int open(int ifindex, uint16_t mtu, bool qdisc_bypass);
     int fd() const { return fd_; }
     // Filter program for the socket (the backend builds it).
     int set_filter(std::vector<sock_filter>& prog);
 
-    // Sends pkts[0..n) (a run: run_length() >= 2) as one super-frame and
-    // frees them: true; false: nothing sent, the caller still owns them.
-    bool send(rte_mbuf* const* pkts, unsigned n, Port::Stats* st);
+    // Sends pkts[0..n), in order, in one system call (sendmmsg): each run
+    // (run_length() >= 2) as a super-frame, every other frame as it is.
+    // Returns how many were sent (and freed): the first ones; the caller
+    // still owns the rest (a full buffer, or a refusal: send_refused()).
+    unsigned send_burst(rte_mbuf* const* pkts, unsigned n, Port::Stats* st);
     // The kernel refused a super-frame's form (not a full buffer): send
     // none again.
     bool send_refused() const { return send_refused_; }
@@ -102,6 +108,20 @@ class Channel {
     bool ready() const;
 
  private:
+    // One burst's messages, built in place: no allocation per send.
+    static constexpr unsigned kBurstMessages = Port::kTxBatch;
+    static constexpr unsigned kBurstIov = 4 * Port::kTxBatch;
+    struct Burst {
+        mmsghdr msgs[kBurstMessages];
+        VnetHeader vnet[kBurstMessages];
+        uint8_t headers[kBurstMessages][kHeaders];  // a super-frame's own
+        size_t bytes[kBurstMessages];               // what sendmmsg must report
+        unsigned packets[kBurstMessages];
+        iovec iov[kBurstIov];
+        unsigned count = 0, iov_used = 0;
+    };
+    unsigned add_message(rte_mbuf* const* pkts, unsigned n, Burst* b);
+
     uint8_t* slot(unsigned i) const;
     void release_slot();
 
@@ -115,6 +135,7 @@ class Channel {
     bool cut_planned_ = false;
     bool send_refused_ = false;
     Plan cut_;
+    Burst burst_;
 };
 
 }  // namespace gso
