@@ -58,9 +58,13 @@ spawn() { # VAR NAME ARGS...: engine_peer ARGS, output into $LOGS/NAME.log
 # ---- third: a third process is refused, the pair is not disturbed
 case_third() {
     local port=$BASE_PORT s c t rc t0 ms ok=1 why=
-    spawn s third.server server --device "$DEV" --port $port --kill-test --timeout-ms 1000 --deadline 60
+    # A peer timeout of 3 s: the pair's first message waits for the memif
+    # link to come up, which took over a second under ASan on a busy box
+    # (the client gave up at 1 s once). The timeout only ends the client
+    # after the server is killed at the end.
+    spawn s third.server server --device "$DEV" --port $port --kill-test --timeout-ms 3000 --deadline 60
     pair_wait_line "$LOGS/third.server.log" LISTENING 20 $s || { why="server did not start"; ok=0; }
-    [ $ok = 1 ] && spawn c third.client client --device "$DEV" --port $port --kill-test --timeout-ms 1000 --deadline 60
+    [ $ok = 1 ] && spawn c third.client client --device "$DEV" --port $port --kill-test --timeout-ms 3000 --deadline 60
     [ $ok = 1 ] && { pair_wait_line "$LOGS/third.server.log" READY 30 $s || { why="no transfer"; ok=0; }; }
     if [ $ok = 1 ]; then
         t0=$(date +%s%N)
