@@ -218,8 +218,11 @@ unsigned Channel::add_message(rte_mbuf* const* pkts, unsigned n, Burst* b)
     unsigned need = 2, fit = 0;
     while (fit < n && b->iov_used + need + pkts[fit]->nb_segs <= kBurstIov)
         need += pkts[fit++]->nb_segs;
-    if (fit < 2)
-        fit = fit == 1 || b->iov_used + 1 + pkts[0]->nb_segs <= kBurstIov ? 1 : 0;
+    // A run cut short may no longer be longer than any MTU (the receiver
+    // tells a super-frame by its length alone): its first packet goes
+    // alone, the rest with the next burst.
+    if (fit < n)
+        fit = b->iov_used + 1 + pkts[0]->nb_segs <= kBurstIov ? 1 : 0;
     if (!fit)
         return 0;
     n = fit;

@@ -110,7 +110,7 @@ class Channel {
  private:
     // One burst's messages, built in place: no allocation per send.
     static constexpr unsigned kBurstMessages = Port::kTxBatch;
-    static constexpr unsigned kBurstIov = 4 * Port::kTxBatch;
+    static constexpr unsigned kBurstIov = 8 * Port::kTxBatch;
     struct Burst {
         mmsghdr msgs[kBurstMessages];
         VnetHeader vnet[kBurstMessages];
