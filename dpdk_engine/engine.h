@@ -120,6 +120,11 @@ struct EngineConfig {
     // device (docs/host_local.md); not with memif or the test rings, which
     // join processes already.
     bool host_local = true;
+    // FI_DPDK_RING_MESSAGES: on the host-local path, a message of at most
+    // kRingMessageMax bytes whose session has nothing in flight is written
+    // into the ring whole, without frame headers, PSN or ACK
+    // (docs/host_local.md, "Small messages in the slot").
+    bool ring_messages = true;
     // FI_DPDK_LOCAL_CMA_MIN: a rendezvous message of at least this many
     // bytes to a peer on the host-local path is read by the receiver in one
     // process_vm_readv from the sender's buffer instead of crossing the

@@ -283,8 +283,19 @@ class EngineImpl {
     // Takes the frame: into c's ring (or its backlog while the ring is full).
     void local_send(local::Channel* c, rte_mbuf* m);
     // One progress round of the channels: accepts and hang-ups now and then,
-    // backlogs, received frames into handle_frame, the sessions of peers gone.
+    // backlogs, received frames into handle_frame and messages into
+    // take_ring_message, the sessions of peers gone.
     int local_progress(uint64_t now);
+    // Small messages in the slot (ops/msg_ring.cpp): whether senders may
+    // write them; a message read from c's ring, delivered or refused (true:
+    // its slot is done) or waiting for the receiver (false: left in its slot).
+    bool ring_messages_on() const;
+    // The frames read from the channel rx_channel since its last message
+    // (pkts: room for twice as many, for the fault injector's duplicates).
+    void handle_local_frames(rte_mbuf** pkts, uint16_t k, uint64_t now);
+    bool take_ring_message(local::Channel* c, const uint8_t* d, uint32_t len, uint64_t now);
+    void refuse_ring_message(const local::Channel* c, const char* why);
+    bool ring_message_logged = false;
     void local_reap();
     // The endpoint at `port` is freed: its channels go (Hub::unlisten).
     void local_unlisten(uint16_t port);

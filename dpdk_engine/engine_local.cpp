@@ -67,7 +67,7 @@ void EngineImpl::local_init()
         return;
     }
     hub->set_caps((cfg.local_cma_no_write_cap_for_test ? 0 : local::kCapCmaWrite) |
-                  (cfg.local_cma_no_read_cap_for_test ? 0 : local::kCapCmaRead));
+                  (cfg.local_cma_no_read_cap_for_test ? 0 : local::kCapCmaRead) | local::kCapRingMessages);
     if (cfg.dump_stats)
         hub->report_to(stderr);
     local_hub = std::move(hub);
@@ -137,11 +137,25 @@ int EngineImpl::local_progress(uint64_t now)
             sends_deferred = true;
 
         uint16_t k = 0;
+        uint32_t read = 0;
         bool popped = false;
         const uint8_t* d;
         uint32_t len;
-        while (k < kLocalRxBurst && c->peek(&d, &len)) {
+        local::SlotKind kind;
+        rx_channel = c;
+        while (read < kLocalRxBurst && c->peek(&d, &len, &kind)) {
             popped = true;
+            if (kind == local::SlotKind::kMessage) {
+                // After the frames read before it: the ring's order is the
+                // peer's.
+                handle_local_frames(pkts, k, now);
+                k = 0;
+                if (!take_ring_message(c, d, len, now))
+                    break;  // waits in its slot for the receiver
+                c->pop();
+                read++;
+                continue;
+            }
             rte_mbuf* m = port->alloc();
             if (!m)
                 break;  // the pool is dry: the frame waits in the ring
@@ -168,24 +182,29 @@ int EngineImpl::local_progress(uint64_t now)
             if (pcap.is_open())
                 pcap.write(f, len, 0);
             pkts[k++] = m;
+            read++;
+            hub.st.frames_rx++;
+            st.rx_host_local++;
         }
         if (popped)
             c->read_done();
-        if (k)
+        if (read)
             local_active_us = now;
-        hub.st.frames_rx += k;
-        st.rx_host_local += k;
-        if (fault_rx && fault_rx->enabled())
-            k = fault_rx->apply(pkts, k, 2 * kLocalRxBurst, port->pool());
-        rx_channel = c;
-        for (uint16_t j = 0; j < k; j++)
-            handle_frame(Mbuf(pkts[j]), now, FrameOrigin::kHostLocal);
+        handle_local_frames(pkts, k, now);
         rx_channel = nullptr;
-        work += k;
+        work += read;
     }
     if (hub.has_dead())
         local_reap();
     return work;
+}
+
+void EngineImpl::handle_local_frames(rte_mbuf** pkts, uint16_t k, uint64_t now)
+{
+    if (k && fault_rx && fault_rx->enabled())
+        k = fault_rx->apply(pkts, k, 2 * kLocalRxBurst, port->pool());
+    for (uint16_t j = 0; j < k; j++)
+        handle_frame(Mbuf(pkts[j]), now, FrameOrigin::kHostLocal);
 }
 
 void EngineImpl::local_reap()

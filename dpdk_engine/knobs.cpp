@@ -146,6 +146,11 @@ const Knob kKnobs[] = {
      "Processes of this network namespace (this host) exchange frames through shared-memory rings instead "
      "of the device (not with memif or ring devices); 0 sends them through the device",
      KNOB_NUMBER(host_local)},
+    {"ring_messages", KnobKind::kBool, 0, 1,
+     "A small message to a process of this host whose session has nothing in flight goes into the ring as a "
+     "bare message (no frame headers, sequence number or acknowledgement) and completes at once; 0 sends "
+     "every message as frames",
+     KNOB_NUMBER(ring_messages)},
     // The key itself is never shown: its getter gives only whether one is set.
     {"auth_key", KnobKind::kText, 0, 0,
      "Job key: 32 hexadecimal digits (128 bits, e.g. from `openssl rand -hex 16`), the same in every process of "

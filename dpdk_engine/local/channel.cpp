@@ -306,12 +306,12 @@ void Channel::hang_up()
     st_->peer_deaths++;
 }
 
-int Channel::send(const void* const* data, const uint32_t* lens, unsigned n)
+int Channel::send(const void* const* data, const uint32_t* lens, unsigned n, SlotKind kind)
 {
     if (state_ != ChannelState::kOpen)
         return -EPIPE;
     bool wake = false;
-    int rc = tx_.push_pieces(data, lens, n, &wake);
+    int rc = tx_.push_pieces(data, lens, n, &wake, kind);
     if (rc == -EPIPE) {
         die();
         return rc;
@@ -328,9 +328,9 @@ void Channel::wake_peer()
     (void)!::send(fd_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-bool Channel::read_next(const uint8_t** data, uint32_t* len)
+bool Channel::read_next(const uint8_t** data, uint32_t* len, SlotKind* kind)
 {
-    if (rx_.peek(data, len))
+    if (rx_.peek(data, len, kind))
         return true;
     if (rx_.state() == RingState::kCorrupt)
         die();

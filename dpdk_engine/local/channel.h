@@ -37,6 +37,7 @@ constexpr uint32_t kHelloVersion = 1;
 // zeroed, so a peer of before reads as taking nothing.
 constexpr uint32_t kCapCmaWrite = 1u << 0;  // kRmaWrite with kFlagCma (wire.h): RMA writes by a single copy
 constexpr uint32_t kCapCmaRead = 1u << 1;  // kRmaReadReq with kFlagCma (wire.h): grants RMA reads by a single copy
+constexpr uint32_t kCapRingMessages = 1u << 2;  // slots of SlotKind::kMessage (ring.h)
 
 // Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
 // none when fd < 0. 0 or -errno.
@@ -89,15 +90,18 @@ class Channel {
     static int accept_socket(int listen_fd, LocalStats* st, int* fd);
     static int finish_accept(int fd, LocalStats* st, std::unique_ptr<Channel>* out);
 
-    // Sends one frame (in pieces). 0; -ENOBUFS (ring full, nothing lost:
-    // retry later); -EMSGSIZE; -EPIPE (peer gone or ring broken).
-    int send(const void* const* data, const uint32_t* lens, unsigned n);
+    // Sends one frame (in pieces), or a message (SlotKind::kMessage). 0;
+    // -ENOBUFS (ring full, nothing lost: retry later); -EMSGSIZE; -EPIPE
+    // (peer gone or ring broken).
+    int send(const void* const* data, const uint32_t* lens, unsigned n, SlotKind kind = SlotKind::kFrame);
     int send(const void* data, uint32_t len) { return send(&data, &len, 1); }
-    // The next frame received, valid until pop(); false when none. Frames
-    // the peer wrote before it went away are still read (kPeerGone).
-    bool peek(const uint8_t** data, uint32_t* len)
+    // The next slot received (a frame unless *kind says otherwise), valid
+    // until pop(); false when none. What the peer wrote before it went away
+    // is still read (kPeerGone).
+    bool peek(const uint8_t** data, uint32_t* len, SlotKind* kind = nullptr)
     {
-        return state_ != ChannelState::kDead && !rx_.idle() && read_next(data, len);
+        SlotKind k;
+        return state_ != ChannelState::kDead && !rx_.idle() && read_next(data, len, kind ? kind : &k);
     }
     void pop() { rx_.pop(); }
     // After a batch of pop()s: wakes a producer that sleeps waiting for
@@ -143,11 +147,16 @@ class Channel {
     uint64_t learned_route() const { return learned_route_; }
     void set_learned_route(uint64_t k) { learned_route_ = k; }
     const RingGeometry& geometry() const { return g_; }
+    // The reader left the slot at the head of our ring for later (its
+    // message found no room): set and cleared by the reader, to count each
+    // wait once.
+    bool rx_held() const { return rx_held_; }
+    void set_rx_held(bool held) { rx_held_ = held; }
     // The mapping, for tests that play a hostile peer.
     uint8_t* mapping_for_test() const { return map_; }
 
  private:
-    bool read_next(const uint8_t** data, uint32_t* len);  // peek past the inline checks
+    bool read_next(const uint8_t** data, uint32_t* len, SlotKind* kind);  // peek past the inline checks
     Channel() = default;
     struct SpareGuard;
     int map_rings(int memfd, bool connector);
@@ -163,6 +172,7 @@ class Channel {
     pid_t peer_pid_ = 0;
     uint16_t local_port_ = 0;
     uint64_t learned_route_ = kNoRoute;
+    bool rx_held_ = false;
     ChannelState state_ = ChannelState::kOpen;
     LocalStats* st_ = nullptr;
 };

@@ -394,9 +394,12 @@ void Hub::dump(FILE* f) const
     fprintf(f,
             "dpdk engine host-local: channels %zu listeners %zu frames tx %" PRIu64 " rx %" PRIu64
             " ring full %" PRIu64 " wake-ups %" PRIu64 " room wake-ups %" PRIu64 " peer deaths %" PRIu64
-            " refused uid %" PRIu64 " hello %" PRIu64 " bad index %" PRIu64 " bad length %" PRIu64 "\n",
+            " refused uid %" PRIu64 " hello %" PRIu64 " bad index %" PRIu64 " bad length %" PRIu64
+            " bad kind %" PRIu64 " messages tx %" PRIu64 " rx %" PRIu64 " messages refused %" PRIu64
+            " message stalls %" PRIu64 "\n",
             channels_.size(), listeners_.size(), st.frames_tx, st.frames_rx, st.tx_full, st.wakeups_sent,
-            st.room_wakeups, st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length);
+            st.room_wakeups, st.peer_deaths, st.refused_uid, st.refused_hello, st.bad_index, st.bad_length,
+            st.bad_kind, st.messages_tx, st.messages_rx, st.messages_refused, st.message_stalls);
     for (const auto& kv : routes_)
         if (kv.second.channel)
             report_route(f, kv.first, *kv.second.channel);

@@ -33,6 +33,7 @@ void RingSide::attach(void* base, const RingGeometry& g, LocalStats* st)
     other_ = 0;
     state_ = RingState::kOk;
     st_ = st;
+    by_length_ = false;
 }
 
 // ---------------------------------------------------------------- producer
@@ -64,7 +65,7 @@ int RingProducer::push(const void* data, uint32_t len, bool* wake)
     return push_pieces(&data, &len, 1, wake);
 }
 
-int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake)
+int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake, SlotKind kind)
 {
     *wake = false;
     if (state_ != RingState::kOk)
@@ -91,10 +92,12 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
         memcpy(out, data[i], lens[i]);
         out += lens[i];
     }
-    hdr->len.store(static_cast<uint32_t>(total), std::memory_order_relaxed);
+    hdr->kind = kind;
+    hdr->len.store(static_cast<uint32_t>(total), std::memory_order_release);  // last: kCapPublishByLength
     own_++;
     shared_->producer.tail.store(own_, std::memory_order_release);
-    st_->frames_tx++;
+    if (kind == SlotKind::kFrame)
+        st_->frames_tx++;
     // Dekker with prepare_sleep(): our tail store is ordered before the
     // read of the flag, the consumer's flag store before its read of tail,
     // so at least one of us sees the other.
@@ -142,6 +145,10 @@ bool RingConsumer::refresh_tail()
         return false;
     }
     other_ = tail;
+    // Once the producer has said it publishes by length (it says so once,
+    // when it joins), its slots are watched at our head from now on.
+    if (!by_length_)
+        by_length_ = shared_->producer.caps.load(std::memory_order_relaxed) & kCapPublishByLength;
     return true;
 }
 
@@ -149,24 +156,35 @@ bool RingConsumer::empty()
 {
     if (state_ != RingState::kOk)
         return true;
+    if (by_length_)
+        return head_len() == 0;
     if (own_ != other_)
         return false;
     return !refresh_tail() || own_ == other_;
 }
 
-bool RingConsumer::peek(const uint8_t** data, uint32_t* len)
+bool RingConsumer::peek(const uint8_t** data, uint32_t* len, SlotKind* kind)
 {
     while (!empty()) {
         const uint8_t* at = slot(own_);
-        // Read once: the producer may change it after we checked it.
-        const uint32_t n = reinterpret_cast<const SlotHeader*>(at)->len.load(std::memory_order_relaxed);
+        // Read once: the producer may change them after we checked them.
+        const auto* hdr = reinterpret_cast<const SlotHeader*>(at);
+        const uint32_t n = hdr->len.load(std::memory_order_relaxed);
+        uint32_t k;
+        memcpy(&k, &hdr->kind, sizeof k);  // a hostile peer's word: any value
         if (n == 0 || n > g_.slot_bytes) {
             st_->bad_length++;
             pop();
             continue;
         }
+        if (k != static_cast<uint32_t>(SlotKind::kFrame) && k != static_cast<uint32_t>(SlotKind::kMessage)) {
+            st_->bad_kind++;
+            pop();
+            continue;
+        }
         *data = at + sizeof(SlotHeader);
         *len = n;
+        *kind = static_cast<SlotKind>(k);
         return true;
     }
     return false;
@@ -174,6 +192,10 @@ bool RingConsumer::peek(const uint8_t** data, uint32_t* len)
 
 void RingConsumer::pop()
 {
+    // Cleared before the head passes it, so the producer writes the slot
+    // again only after this (it reads our head first): a zero length at our
+    // head then always means not yet published.
+    reinterpret_cast<SlotHeader*>(slot(own_))->len.store(0, std::memory_order_relaxed);
     own_++;
     shared_->consumer.head.store(own_, std::memory_order_release);
 }
@@ -213,7 +235,7 @@ bool RingConsumer::producer_wants_room()
 
 void RingProducer::set_caps(uint32_t caps)
 {
-    shared_->producer.caps.store(caps, std::memory_order_release);
+    shared_->producer.caps.store(caps | kCapPublishByLength, std::memory_order_release);
 }
 
 uint32_t RingConsumer::producer_caps() const

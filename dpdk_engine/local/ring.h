@@ -22,9 +22,17 @@ struct LocalStats {
     uint64_t room_wakeups = 0;   // bytes sent to a producer that waits for room in a full ring
     uint64_t bad_index = 0;      // an index in the shared ring out of range: the channel breaks
     uint64_t bad_length = 0;     // a slot length out of range: the slot is skipped
+    uint64_t bad_kind = 0;       // a slot of a kind we do not know: skipped
     uint64_t refused_uid = 0;    // a peer of another user: connection closed
     uint64_t refused_hello = 0;  // a hello without a valid geometry or memfd
     uint64_t peer_deaths = 0;    // channels whose peer went away
+    // Small messages in the slot (SlotKind::kMessage): written, taken,
+    // refused (malformed, not from the channel's peer, a stream not held),
+    // and times one waited in its slot for the receiver (no room for it).
+    uint64_t messages_tx = 0;
+    uint64_t messages_rx = 0;
+    uint64_t messages_refused = 0;
+    uint64_t message_stalls = 0;
 };
 
 // The size of the rings, chosen by the connecting side and sent in its
@@ -65,12 +73,45 @@ struct RingShared {
     RingProducerLine producer;
     RingConsumerLine consumer;
 };
+// What a slot holds. A producer of before never wrote the word: the memfd
+// starts zeroed, so its slots read as frames.
+enum class SlotKind : uint32_t {
+    kFrame = 0,    // an engine frame, Ethernet header first
+    kMessage = 1,  // a RingMessage and its payload (kCapRingMessages, channel.h)
+};
 struct SlotHeader {
     std::atomic<uint32_t> len;
-    uint32_t reserved;
+    SlotKind kind;
 };
 static_assert(sizeof(RingShared) == 2 * kCacheLine, "control lines");
 static_assert(sizeof(SlotHeader) == 8, "slot header");
+
+// A whole small message in one slot: what a one-packet eager frame says,
+// without the Ethernet, IPv4, UDP and transport headers, PSN or ACK, for a
+// sender whose session has nothing in flight (docs/host_local.md, "Small
+// messages in the slot"). Host byte order but for the address. The
+// payload follows; its length is the slot's minus this header.
+struct RingMessage {
+    uint8_t version;    // kRingMessageVersion
+    uint8_t flags;      // kRingMessage* bits
+    uint16_t src_port;  // the sending endpoint's UDP port
+    uint32_t src_ip;    // its IPv4 address, network order
+    uint32_t stream;    // the sender's stream, which the receiver holds for it
+    uint32_t msg_id;    // the message's place in the sender's sequence
+    uint64_t tag;
+    uint64_t data;  // remote CQ data (kRingMessageRemoteData)
+};
+static_assert(sizeof(RingMessage) == 32, "ring message header");
+
+// In RingProducerLine::caps: this producer stores each slot's length last,
+// with release, after its kind and bytes, so the consumer may watch the
+// slot at its head instead of the producer's tail (one cache line to the
+// consumer per small message, not two), clearing each length as it pops.
+// A producer of before published by its tail only.
+constexpr uint32_t kCapPublishByLength = 1u << 31;
+constexpr uint8_t kRingMessageVersion = 1;
+constexpr uint8_t kRingMessageTagged = 1u << 0;
+constexpr uint8_t kRingMessageRemoteData = 1u << 1;
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
 
 enum class RingState {
@@ -95,6 +136,7 @@ class RingSide {
     uint32_t other_ = 0;  // the other side's index when last read (checked)
     RingState state_ = RingState::kOk;
     LocalStats* st_ = nullptr;
+    bool by_length_ = false;  // consumer: the producer said kCapPublishByLength
 };
 
 class RingProducer : public RingSide {
@@ -104,8 +146,10 @@ class RingProducer : public RingSide {
     // -EPIPE (the consumer's index is out of range: the ring is broken).
     // *wake: the consumer said it sleeps; the caller sends it a byte.
     int push(const void* data, uint32_t len, bool* wake);
-    // The same for a frame in pieces (an mbuf chain): `n` pieces.
-    int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake);
+    // The same for a slot in pieces (an mbuf chain, a message header and
+    // its payload): `n` pieces.
+    int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake,
+                    SlotKind kind = SlotKind::kFrame);
     uint32_t free_slots();
     // Says what we take (RingProducerLine::caps), once, when we join.
     void set_caps(uint32_t caps);
@@ -121,10 +165,11 @@ class RingProducer : public RingSide {
 
 class RingConsumer : public RingSide {
  public:
-    // The next well-formed slot: its bytes and length, valid until pop().
-    // Slots whose length is out of range are skipped (counted). false when
-    // empty or broken (state() says which).
-    bool peek(const uint8_t** data, uint32_t* len);
+    // The next well-formed slot: its bytes, length and kind, valid until
+    // pop(). Slots whose length is out of range or whose kind we do not
+    // know are skipped (counted). false when empty or broken (state() says
+    // which).
+    bool peek(const uint8_t** data, uint32_t* len, SlotKind* kind);
     void pop();
     bool empty();
     // Nothing published since we last looked, the ring sound: what most
@@ -132,6 +177,8 @@ class RingConsumer : public RingSide {
     // range, so nothing is left unchecked).
     bool idle() const
     {
+        if (by_length_)
+            return state_ == RingState::kOk && head_len() == 0;
         return state_ == RingState::kOk && own_ == other_ &&
                shared_->producer.tail.load(std::memory_order_acquire) == own_;
     }
@@ -151,6 +198,11 @@ class RingConsumer : public RingSide {
 
  private:
     bool refresh_tail();
+    // The length of the slot at our head: 0 until published (kCapPublishByLength).
+    uint32_t head_len() const
+    {
+        return reinterpret_cast<const SlotHeader*>(slot(own_))->len.load(std::memory_order_acquire);
+    }
 };
 
 }  // namespace dpdk_engine::local

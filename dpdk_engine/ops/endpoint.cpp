@@ -399,6 +399,8 @@ int Endpoint::send(const SendArgs& a)
     // only the CTS of a rendezvous tells that it matched.
     bool rendezvous =
         (len > ep->engine->cfg.eager_limit || (a.flags & kOpMatchComplete)) && !(a.flags & kOpInject);
+    if (!rendezvous && ep->send_in_ring(a, len))
+        return 0;
     TxOp* op;
     if (int rc = ep->start_op(a.dest, a.peer, rendezvous ? TxOp::Kind::kRts : TxOp::Kind::kEager, &op))
         return rc;

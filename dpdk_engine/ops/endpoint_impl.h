@@ -257,6 +257,16 @@ class EndpointImpl : public Endpoint {
         uint32_t msg_id;
     };
     RxMsg* start_eager(Session* s, const EagerStart& e);
+    // A whole message at `payload` (a packed record, a ring message):
+    // placed in its receive and finished, or kept unexpected, its payload
+    // held (a clone of `frame`, or a copy when `frame` is null: the bytes are
+    // in shared memory). kBlocked: the receiver cannot take it now, nothing
+    // changed.
+    Delivery deliver_whole(Session* s, const EagerStart& e, const uint8_t* payload, rte_mbuf* frame);
+    // Host-local small messages (msg_ring.cpp, docs/host_local.md): true
+    // when the message of `a` (`len` bytes) went into the peer's ring whole
+    // and is complete; false: it takes the session's frames.
+    bool send_in_ring(const SendArgs& a, uint64_t len);
     Delivery deliver_rts(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_cts(Session* s, const wire::ParsedPacket& p);
     Delivery deliver_rdv_data(Session* s, const wire::ParsedPacket& p);

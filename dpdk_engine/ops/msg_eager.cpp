@@ -193,6 +193,71 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, Mb
     return Delivery::kDone;
 }
 
+namespace {
+
+// The payload of a whole unexpected message, held until a receive takes
+// it: from the frame that carries it (`frame`, a packed record's), a clone
+// (indirect, no copy) trimmed to it, since the frame carries other messages
+// too; from shared memory (`frame` null, a ring message's), a copy in
+// segments of the size start_eager reserved them by (`room`).
+rte_mbuf* hold_payload(Port& port, rte_mbuf* frame, const uint8_t* payload, uint64_t len, uint64_t room)
+{
+    if (frame) {
+        rte_mbuf* clone = rte_pktmbuf_clone(frame, port.pool());
+        if (clone) {
+            rte_pktmbuf_adj(clone, static_cast<uint16_t>(payload - rte_pktmbuf_mtod(frame, const uint8_t*)));
+            rte_pktmbuf_trim(clone, static_cast<uint16_t>(clone->data_len - len));
+        }
+        return clone;
+    }
+    rte_mbuf* head = nullptr;
+    for (uint64_t off = 0; off < len; off += room) {
+        const uint16_t n = static_cast<uint16_t>(len - off < room ? len - off : room);
+        rte_mbuf* seg = port.alloc();
+        void* at = seg ? rte_pktmbuf_append(seg, n) : nullptr;
+        if (at)
+            memcpy(at, payload + off, n);
+        if (!at || (head && rte_pktmbuf_chain(head, seg) != 0)) {
+            rte_pktmbuf_free(seg);  // null-safe
+            rte_pktmbuf_free(head);
+            return nullptr;
+        }
+        if (!head)
+            head = seg;
+    }
+    return head;
+}
+
+}  // namespace
+
+Delivery EndpointImpl::deliver_whole(Session* s, const EagerStart& e, const uint8_t* payload, rte_mbuf* frame)
+{
+    RxMsg* m = start_eager(s, e);
+    if (!m)
+        return Delivery::kBlocked;
+    const uint64_t len = e.total_len;
+    m->received = len;
+    if (is_matched(m->state)) {
+        copy_to_iov(m->dest, m->dest_count, 0, payload, len);  // clipped to the receive's capacity
+        finish_recv(m, OpStatus::kOk);
+        return Delivery::kDone;
+    }
+    if (m->spill) {
+        memcpy(m->spill, payload, len);
+    } else if (len) {
+        m->payloads =
+            hold_payload(*engine->port, frame, payload, len, max_payload(s, wire::PacketType::kMsgEager));
+        if (!m->payloads) {
+            unqueue_unexpected(m);
+            st.unexpected_msgs--;
+            free_msg(m);
+            return Delivery::kBlocked;
+        }
+    }
+    m->state = RxMsg::State::kUnexpectedComplete;
+    return Delivery::kDone;
+}
+
 // The records of a kMsgPacked frame, each a whole eager message, in order.
 // parse_frame has checked that they fill the payload exactly. A record whose
 // message the receiver cannot take now stops the frame (kBlocked): the ones
@@ -225,38 +290,10 @@ Delivery EndpointImpl::deliver_packed(Session* s, const wire::ParsedPacket& p, r
         e.data = r->cq_data.get();
         e.total_len = len;
         e.msg_id = r->msg_id.get();
-        RxMsg* m = start_eager(s, e);
-        rte_mbuf* clone = nullptr;
-        if (m && m->state == RxMsg::State::kUnexpectedEager && !m->spill && len) {
-            // Unexpected and held in an mbuf, as deliver_eager holds a
-            // segment: here a clone of the frame (indirect, no copy) trimmed
-            // to this record, since the frame carries other messages too.
-            clone = rte_pktmbuf_clone(mbuf, engine->port->pool());
-            if (!clone) {
-                unqueue_unexpected(m);
-                st.unexpected_msgs--;
-                free_msg(m);
-                m = nullptr;
-            }
-        }
-        if (!m) {
+        if (deliver_whole(s, e, payload, mbuf) == Delivery::kBlocked) {
             s->packed_done = i;
             return Delivery::kBlocked;
         }
-        m->received = len;
-        if (is_matched(m->state)) {
-            copy_to_iov(m->dest, m->dest_count, 0, payload, len);  // clipped to the receive's capacity
-            finish_recv(m, OpStatus::kOk);
-            continue;
-        }
-        if (m->spill) {
-            memcpy(m->spill, payload, len);
-        } else if (clone) {
-            rte_pktmbuf_adj(clone, static_cast<uint16_t>(payload - rte_pktmbuf_mtod(mbuf, const uint8_t*)));
-            rte_pktmbuf_trim(clone, static_cast<uint16_t>(clone->data_len - len));
-            m->payloads = clone;
-        }
-        m->state = RxMsg::State::kUnexpectedComplete;
     }
     s->packed_done = 0;
     return Delivery::kDone;

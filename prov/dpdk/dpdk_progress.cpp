@@ -360,7 +360,13 @@ void SharedEngine::after_poll(bool found_work) noexcept
             idle_since_us_.store(0, std::memory_order_relaxed);
         return;
     }
-    if (idle_polls_.fetch_add(1, std::memory_order_relaxed) % 16 != 15)
+    // A plain load and store, not a locked add: threads polling at once may
+    // lose a count now and then, which only delays the backoff a little,
+    // and a locked instruction in every empty poll drains the store buffer
+    // (the ring slot a message was just written to) on the polling path.
+    const uint32_t polls = idle_polls_.load(std::memory_order_relaxed);
+    idle_polls_.store(polls + 1, std::memory_order_relaxed);
+    if (polls % 16 != 15)
         return;
     const uint64_t now = now_us();
     uint64_t since = idle_since_us_.load(std::memory_order_relaxed);
