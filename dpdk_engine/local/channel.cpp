@@ -120,6 +120,9 @@ void Channel::clear()
     peer_pid_ = 0;
     local_port_ = 0;
     learned_route_ = kNoRoute;
+    rx_held_ = false;
+    peer_caps_ = 0;
+    advertised_ = false;
     state_ = ChannelState::kOpen;
 }
 
@@ -311,7 +314,8 @@ int Channel::send(const void* const* data, const uint32_t* lens, unsigned n, Slo
     if (state_ != ChannelState::kOpen)
         return -EPIPE;
     bool wake = false;
-    int rc = tx_.push_pieces(data, lens, n, &wake, kind);
+    const bool tail = !advertised_ || !(peer_caps() & kCapPublishByLength);
+    int rc = tx_.push_pieces(data, lens, n, &wake, kind, tail);
     if (rc == -EPIPE) {
         die();
         return rc;

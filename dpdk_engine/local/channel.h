@@ -132,10 +132,21 @@ class Channel {
     // (0 until it has joined, from a peer of before, or once unmapped).
     void advertise(uint32_t caps)
     {
-        if (map_)
+        if (map_) {
             tx_.set_caps(caps);
+            advertised_ = true;
+        }
     }
-    uint32_t peer_caps() const { return map_ ? rx_.producer_caps() : 0; }
+    // Cached once seen: the peer writes them once, and its line is the one
+    // it stores its tail in, which we would otherwise read for every send.
+    uint32_t peer_caps() const
+    {
+        if (!map_)
+            return 0;
+        if (!peer_caps_)
+            peer_caps_ = rx_.producer_caps();
+        return peer_caps_;
+    }
     // The local endpoint (UDP port) this channel serves: the hub releases
     // it when that endpoint closes. 0 outside a hub.
     uint16_t local_port() const { return local_port_; }
@@ -173,6 +184,10 @@ class Channel {
     uint16_t local_port_ = 0;
     uint64_t learned_route_ = kNoRoute;
     bool rx_held_ = false;
+    mutable uint32_t peer_caps_ = 0;
+    // We told the peer kCapPublishByLength (advertise): once it says it too,
+    // it watches our slots' lengths and our tail is left unwritten.
+    bool advertised_ = false;
     ChannelState state_ = ChannelState::kOpen;
     LocalStats* st_ = nullptr;
 };

@@ -65,7 +65,8 @@ int RingProducer::push(const void* data, uint32_t len, bool* wake)
     return push_pieces(&data, &len, 1, wake);
 }
 
-int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake, SlotKind kind)
+int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake, SlotKind kind,
+                              bool tail)
 {
     *wake = false;
     if (state_ != RingState::kOk)
@@ -95,7 +96,8 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
     hdr->kind = kind;
     hdr->len.store(static_cast<uint32_t>(total), std::memory_order_release);  // last: kCapPublishByLength
     own_++;
-    shared_->producer.tail.store(own_, std::memory_order_release);
+    if (tail)
+        shared_->producer.tail.store(own_, std::memory_order_release);
     if (kind == SlotKind::kFrame)
         st_->frames_tx++;
     // Dekker with prepare_sleep(): our tail store is ordered before the
@@ -145,10 +147,6 @@ bool RingConsumer::refresh_tail()
         return false;
     }
     other_ = tail;
-    // Once the producer has said it publishes by length (it says so once,
-    // when it joins), its slots are watched at our head from now on.
-    if (!by_length_)
-        by_length_ = shared_->producer.caps.load(std::memory_order_relaxed) & kCapPublishByLength;
     return true;
 }
 
@@ -156,7 +154,7 @@ bool RingConsumer::empty()
 {
     if (state_ != RingState::kOk)
         return true;
-    if (by_length_)
+    if (by_length_ || watch_length())
         return head_len() == 0;
     if (own_ != other_)
         return false;

@@ -148,8 +148,12 @@ class RingProducer : public RingSide {
     int push(const void* data, uint32_t len, bool* wake);
     // The same for a slot in pieces (an mbuf chain, a message header and
     // its payload): `n` pieces.
+    // `tail`: also store the tail, for a consumer that reads it (one that
+    // does not watch lengths, kCapPublishByLength); a consumer that watches
+    // lengths then never needs the producer's line, whose every store would
+    // cost it a cache miss.
     int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake,
-                    SlotKind kind = SlotKind::kFrame);
+                    SlotKind kind = SlotKind::kFrame, bool tail = true);
     uint32_t free_slots();
     // Says what we take (RingProducerLine::caps), once, when we join.
     void set_caps(uint32_t caps);
@@ -175,9 +179,9 @@ class RingConsumer : public RingSide {
     // Nothing published since we last looked, the ring sound: what most
     // polling rounds find, answered inline (a tail equal to our head is in
     // range, so nothing is left unchecked).
-    bool idle() const
+    bool idle()
     {
-        if (by_length_)
+        if (by_length_ || watch_length())
             return state_ == RingState::kOk && head_len() == 0;
         return state_ == RingState::kOk && own_ == other_ &&
                shared_->producer.tail.load(std::memory_order_acquire) == own_;
@@ -198,6 +202,14 @@ class RingConsumer : public RingSide {
 
  private:
     bool refresh_tail();
+    // Whether the producer said kCapPublishByLength (once, when it joined,
+    // before its first slot): from then on its slots are watched at our
+    // head, and it may stop writing its tail.
+    bool watch_length()
+    {
+        by_length_ = shared_->producer.caps.load(std::memory_order_acquire) & kCapPublishByLength;
+        return by_length_;
+    }
     // The length of the slot at our head: 0 until published (kCapPublishByLength).
     uint32_t head_len() const
     {

@@ -24,13 +24,15 @@ uint64_t ring_message_max(const EngineImpl* e, const local::Channel* c)
     return e->cfg.eager_limit < slot ? e->cfg.eager_limit : slot;
 }
 
-// A session that may send a ring message: everything it sent was delivered
-// (acknowledged), nothing waits to be cut or behind a fence, no ACK is owed
-// (a frame would carry it), and the peer holds our stream.
+// A session that may send a ring message: every operation on it has
+// ended (so nothing it sent can be declined and sent again: a single copy
+// refused, a rendezvous, a response awaited), everything it sent was
+// delivered (acknowledged), nothing waits to be cut or behind a fence, no
+// ACK is owed (a frame would carry it), and the peer holds our stream.
 bool session_quiet(const Session* s)
 {
     return s->handshake == HandshakeState::kEstablished && s->stream_acked && s->una == s->next_psn &&
-           !s->fifo_head && !s->fence_head && !s->ack_pending && !s->tx_deferred;
+           s->ops.empty() && !s->fifo_head && !s->fence_head && !s->ack_pending && !s->tx_deferred;
 }
 
 }  // namespace
