@@ -143,6 +143,18 @@ bool EngineImpl::take_ring_message(local::Channel* c, const uint8_t* d, uint32_t
         // No room for it as an unexpected message: it waits in its slot, and
         // what the peer sent after it waits behind it, until receives are
         // posted (the frames' RNR, without resending).
+        //
+        // Its retransmissions and ACK requests wait behind it too, so
+        // nothing else answers the peer meanwhile, and a peer with frames in
+        // flight would fail them for our silence (kPeerTimeout) although we
+        // take them later. An ACK now and then keeps it waiting, as the
+        // frames' RNR answers each retransmission: as often as our
+        // keepalives (FI_DPDK_TIMEOUT_MS / 4; a job's processes share it).
+        const uint64_t every = uint64_t {cfg.peer_timeout_ms} * 1000 / 4;
+        if (!c->rx_held() || now - s->held_ack_us >= every) {
+            session_send_ack(s, now);
+            s->held_ack_us = now;
+        }
         if (!c->rx_held())
             ls.message_stalls++;
         c->set_rx_held(true);

@@ -79,6 +79,7 @@ struct Session {
     uint64_t last_heard_us = 0;  // any valid packet from the peer
     uint64_t last_data_us = 0;   // a packet with a sequence number (not a pure ACK)
     uint64_t last_probe_us = 0;  // keepalive sent while waiting on the peer
+    uint64_t held_ack_us = 0;    // ACK sent while a ring message of the peer's waits for a receive (msg_ring.cpp)
     uint64_t ack_deadline = 0;
     uint64_t hello_due_us = 0;  // kGreeting: when the next hello may leave
     uint64_t cc_epoch_us = 0;   // start of the RTT-long epoch whose least RTT is judged (congestion.cpp)
