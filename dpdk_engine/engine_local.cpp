@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "dpdk_engine/engine_impl.h"
+#include "dpdk_engine/engine_internal.h"
 
 namespace dpdk_engine {
 
@@ -254,6 +255,12 @@ void EngineImpl::local_close()
         backlog.clear();
     }
     local_hub.reset();
+}
+
+const local::LocalStats* engine_local_stats(Engine& e)
+{
+    const EngineImpl& impl = EngineImpl::of(e);
+    return impl.local_hub ? &impl.local_hub->st : nullptr;
 }
 
 }  // namespace dpdk_engine
