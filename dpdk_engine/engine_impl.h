@@ -269,7 +269,13 @@ class EngineImpl {
     // nullptr: the device.
     local::Channel* local_route(uint16_t src_port, const Address& dst)
     {
-        return local_hub ? local_hub->route(src_port, dst.ip_be, dst.port, now_us()) : nullptr;
+        if (!local_hub)
+            return nullptr;
+        // The route of the last frame sent, without reading the clock (the
+        // clock is for retrying a failed connection).
+        if (local::Channel* c = local_hub->last_route(src_port, dst.ip_be, dst.port))
+            return c;
+        return local_hub->route(src_port, dst.ip_be, dst.port, now_us());
     }
     // Whether frames from our endpoint `src_port` to dst go through a
     // channel now (no connection is tried).

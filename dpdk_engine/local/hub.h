@@ -62,6 +62,12 @@ class Hub {
         }
         return connect(local_port, ip_be, port, now_us);
     }
+    // route()'s answer when the route is the one route() found last, else
+    // nullptr (then ask route()).
+    Channel* last_route(uint16_t local_port, uint32_t ip_be, uint16_t port) const
+    {
+        return key(local_port, ip_be, port) == last_route_ ? last_channel_ : nullptr;
+    }
     // The channel of that route if one is open now, else nullptr; never
     // connects.
     Channel* find(uint16_t local_port, uint32_t ip_be, uint16_t port) const

@@ -29,6 +29,7 @@ void RingSide::attach(void* base, const RingGeometry& g, LocalStats* st)
     slots_ = static_cast<uint8_t*>(base) + sizeof(RingShared);
     g_ = g;
     mask_ = g.slots - 1;
+    stride_ = g.slot_stride();
     own_ = 0;
     other_ = 0;
     state_ = RingState::kOk;

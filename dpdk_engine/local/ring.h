@@ -127,11 +127,12 @@ class RingSide {
     RingState state() const { return state_; }
 
  protected:
-    uint8_t* slot(uint32_t index) const { return slots_ + size_t {index & mask_} * g_.slot_stride(); }
+    uint8_t* slot(uint32_t index) const { return slots_ + size_t {index & mask_} * stride_; }
     RingShared* shared_ = nullptr;
     uint8_t* slots_ = nullptr;
     RingGeometry g_;
     uint32_t mask_ = 0;
+    size_t stride_ = 0;   // g_.slot_stride(), computed once: slot() runs in every poll
     uint32_t own_ = 0;    // our index (tail or head): the shared copy is only written
     uint32_t other_ = 0;  // the other side's index when last read (checked)
     RingState state_ = RingState::kOk;
