@@ -60,19 +60,9 @@ int Endpoint::send_datagram(const SendArgs& a)
     ep->st.dgram_tx++;
     ep->st.tx_packets++;
     ep->st.tx_bytes += len;
-    if (a.flags & kOpCompletion) {
-        // The payload is on its way (copied into the packet): that is all
-        // an unreliable send can promise.
-        Completion c;
-        c.context = a.context;
-        c.type = CompletionType::kSend;
-        c.tagged = a.flags & kOpTagged;
-        c.len = len;
-        c.tag = a.tag;
-        c.src = a.dest;
-        c.user_data = a.user_data;
-        ep->complete(c);
-    }
+    // The payload is on its way (copied into the packet): that is all an
+    // unreliable send can promise.
+    ep->report_send(a, len, a.dest);
     return 0;
 }
 

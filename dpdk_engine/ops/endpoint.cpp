@@ -309,6 +309,21 @@ void EndpointImpl::report(const TxOp* op, OpStatus status)
     complete(c);
 }
 
+void EndpointImpl::report_send(const SendArgs& a, uint64_t len, Address peer)
+{
+    if (!(a.flags & kOpCompletion))
+        return;
+    Completion c;
+    c.context = a.context;
+    c.type = CompletionType::kSend;
+    c.tagged = a.flags & kOpTagged;
+    c.len = len;
+    c.tag = a.tag;
+    c.src = peer;
+    c.user_data = a.user_data;
+    complete(c);
+}
+
 void EndpointImpl::take_payload(TxOp* op, const iovec* iov, size_t n, uint64_t len)
 {
     if ((op->flags & (kOpInject | kOpInjectComplete)) && len <= kBounceSize) {

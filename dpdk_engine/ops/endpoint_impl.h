@@ -232,6 +232,10 @@ class EndpointImpl : public Endpoint {
     void complete_op(TxOp* op, OpStatus status);
     // Reports op's completion with `status` (no checks of its flags).
     void report(const TxOp* op, OpStatus status);
+    // Reports the success of a send of `len` bytes to `peer` that completed
+    // without an operation (a datagram, a ring message), when a has
+    // kOpCompletion.
+    void report_send(const SendArgs& a, uint64_t len, Address peer);
     // Takes the payload of a send or write: copied into the op's bounce
     // buffer when the caller may reuse its buffer at once (kOpInject, or
     // kOpInjectComplete while it fits, which is then reported at once), else

@@ -46,7 +46,8 @@ bool EngineImpl::ring_messages_on() const
 
 bool EndpointImpl::send_in_ring(const SendArgs& a, uint64_t len)
 {
-    if (!engine->ring_messages_on() || (a.flags & (kOpDeliveryComplete | kOpMatchComplete | kOpFence)))
+    // FI_MORE asks for the messages to leave together: the frames pack them.
+    if (!engine->ring_messages_on() || (a.flags & (kOpDeliveryComplete | kOpMatchComplete | kOpFence | kOpMore)))
         return false;
     Session* s = find_session(a.dest, a.peer.value);
     if (!s || !session_quiet(s))
@@ -81,19 +82,7 @@ bool EndpointImpl::send_in_ring(const SendArgs& a, uint64_t len)
         return false;
     s->next_msg_id++;
     engine->local_hub->st.messages_tx++;
-    if (a.flags & kOpCompletion) {
-        Completion done;
-        done.context = a.context;
-        done.type = CompletionType::kSend;
-        done.tagged = a.flags & kOpTagged;
-        done.len = len;
-        done.tag = a.tag;
-        done.data = a.data;
-        done.has_data = a.flags & kOpRemoteData;
-        done.src = s->peer;
-        done.user_data = a.user_data;
-        complete(done);
-    }
+    report_send(a, len, s->peer);
     return true;
 }
 
@@ -108,10 +97,13 @@ bool EngineImpl::take_ring_message(local::Channel* c, const uint8_t* d, uint32_t
     memcpy(&h, d, sizeof(h));  // read once: the peer may rewrite the slot meanwhile
     const uint64_t payload_len = len - sizeof(h);
     EndpointImpl* ep = by_port[c->local_port()];
-    // Only from the address whose frames (its session's handshake) came
-    // through this channel: a local peer cannot speak for another.
-    if (h.version != local::kRingMessageVersion ||
-        local::Hub::key(c->local_port(), h.src_ip, h.src_port) != c->learned_route() || !ep || ep->closing) {
+    // Only from an address of this host that our endpoint reaches through a
+    // channel: the one whose frames came through this channel, or, when the
+    // two endpoints connected to each other at once, the other channel
+    // between them (the peer sends through one, we through the other).
+    const bool peer_known = local::Hub::key(c->local_port(), h.src_ip, h.src_port) == c->learned_route() ||
+                            local_hub->find(c->local_port(), h.src_ip, h.src_port);
+    if (h.version != local::kRingMessageVersion || !peer_known || !ep || ep->closing) {
         refuse_ring_message(c, "of another version, address or endpoint");
         return true;
     }

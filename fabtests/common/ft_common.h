@@ -33,6 +33,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <string>
@@ -401,6 +403,19 @@ std::vector<uint64_t> put_ping_pong(int rounds, int mr_mode, uint64_t requested_
 
 // Modes in which the application addresses remote memory by virtual address
 // (FI_MR_BASIC is the pre-1.5 spelling of VIRT_ADDR|PROV_KEY|ALLOCATED).
+// Whether two processes of this host on the default device talk through
+// the provider's host-local rings with ring messages (fi_dpdk(7),
+// FI_DPDK_HOST_LOCAL, FI_DPDK_RING_MESSAGES), where a small message to a
+// quiet peer goes into the ring whole: nothing is held back to be packed
+// (autocork) then. From the environment: not over memif, neither turned off.
+inline bool ring_messages_likely()
+{
+    const char* dev = getenv("FI_DPDK_DEVICE");
+    const char* local = getenv("FI_DPDK_HOST_LOCAL");
+    const char* ring = getenv("FI_DPDK_RING_MESSAGES");
+    return !(dev && strncmp(dev, "memif:", 6) == 0) && !(local && atoi(local) == 0) && !(ring && atoi(ring) == 0);
+}
+
 inline bool mr_virt_addr(int mr_mode)
 {
     return mr_mode == FI_MR_BASIC || (mr_mode & FI_MR_VIRT_ADDR);

@@ -329,10 +329,12 @@ void burst_round(Ep& e, Wait how, uint64_t round)
         // held and packed (FI_DPDK_AUTOCORK is on by default); in the first
         // round the first waited for the handshake too (fi_dpdk(7),
         // SECURITY) and left packed with the others. A progress thread may
-        // take some alone.
+        // take some alone. On the host-local path a message to a quiet peer
+        // goes into its ring at once (ring messages): nothing to count then
+        // but the completions above.
         const char* env = getenv("FI_DPDK_AUTOCORK");
         const uint64_t packed = after.tx_packed_msgs - before.tx_packed_msgs;
-        if (how != Wait::kAutoProgress && (!env || atoi(env) != 0))
+        if (how != Wait::kAutoProgress && (!env || atoi(env) != 0) && !ring_messages_likely())
             FT_CHECK(packed == kBurst - 1 || (round == 0 && packed == kBurst),
                      "%s: %" PRIu64 " of %zu sends packed", wait_name(how), packed, kBurst - 1);
     }
