@@ -122,6 +122,7 @@ void Channel::clear()
     learned_route_ = kNoRoute;
     rx_held_ = false;
     peer_caps_ = 0;
+    peer_learned_ = false;
     advertised_ = false;
     state_ = ChannelState::kOpen;
 }
@@ -314,7 +315,8 @@ int Channel::send(const void* const* data, const uint32_t* lens, unsigned n, Slo
     if (state_ != ChannelState::kOpen)
         return -EPIPE;
     bool wake = false;
-    const bool tail = !advertised_ || !(peer_caps() & kCapPublishByLength);
+    learn_peer();
+    const bool tail = !advertised_ || !(peer_caps_ & kCapPublishByLength);
     int rc = tx_.push_pieces(data, lens, n, &wake, kind, tail);
     if (rc == -EPIPE) {
         die();
@@ -359,21 +361,38 @@ ChannelState Channel::service()
 
 bool Channel::arm(bool tx_backlog)
 {
+    arm_flags(tx_backlog);
+    sleep_barrier();
+    if (arm_check(tx_backlog))
+        return true;
+    disarm();
+    return false;
+}
+
+void Channel::arm_flags(bool tx_backlog)
+{
+    if (state_ != ChannelState::kOpen)
+        return;
+    rx_.announce_sleep();
+    if (tx_backlog)
+        tx_.announce_wait_for_room();
+}
+
+// After the barrier: either the peer sees our flags, or we see what it
+// wrote before it looked.
+bool Channel::arm_check(bool tx_backlog)
+{
     if (state_ != ChannelState::kOpen)
         return true;  // the fd says hang-up at once
-    if (!rx_.prepare_sleep())
-        return false;
-    if (tx_backlog && !tx_.prepare_wait_for_room()) {
-        rx_.cancel_sleep();
-        return false;
-    }
-    return true;
+    return !rx_.slot_waiting() && !(tx_backlog && tx_.room_appeared());
 }
 
 void Channel::join_sleep()
 {
-    if (state_ == ChannelState::kOpen)
+    if (state_ == ChannelState::kOpen) {
         rx_.announce_sleep();
+        sleep_barrier();
+    }
 }
 
 void Channel::disarm()
@@ -386,6 +405,7 @@ void Channel::disarm()
 
 void Channel::read_done()
 {
+    learn_peer();
     if (state_ == ChannelState::kOpen && rx_.producer_wants_room())
         wake_peer();
 }

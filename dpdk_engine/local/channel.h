@@ -118,6 +118,10 @@ class Channel {
     // frames that found the peer's ring full; the peer then wakes us when
     // it frees room (false: room appeared already, do not sleep).
     bool arm(bool tx_backlog);
+    // The same in two steps for a caller with several channels, which
+    // issues one sleep_barrier() (ring.h) between them for all.
+    void arm_flags(bool tx_backlog);
+    bool arm_check(bool tx_backlog);
     void disarm();
     // A channel that joins while a sleeper is armed (connected by a posting
     // thread, or accepted by a progress call of another thread): the peer's
@@ -168,6 +172,16 @@ class Channel {
 
  private:
     bool read_next(const uint8_t** data, uint32_t* len, SlotKind* kind);  // peek past the inline checks
+    // Once the peer has said what it does (its caps), tells our two ring
+    // sides how it sleeps and wakes.
+    void learn_peer()
+    {
+        if (!peer_learned_ && peer_caps()) {
+            tx_.learn_peer(peer_caps_);
+            rx_.learn_peer(peer_caps_);
+            peer_learned_ = true;
+        }
+    }
     Channel() = default;
     struct SpareGuard;
     int map_rings(int memfd, bool connector);
@@ -185,6 +199,7 @@ class Channel {
     uint64_t learned_route_ = kNoRoute;
     bool rx_held_ = false;
     mutable uint32_t peer_caps_ = 0;
+    bool peer_learned_ = false;  // learn_peer() done
     // We told the peer kCapPublishByLength (advertise): once it says it too,
     // it watches our slots' lengths and our tail is left unwritten.
     bool advertised_ = false;

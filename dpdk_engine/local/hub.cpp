@@ -362,9 +362,15 @@ int Hub::arm(uint64_t now_us)
     service(now_us);
     if (dead_)
         return -EAGAIN;  // the engine reaps them first
+    // Every flag first, one barrier (a system call with membarrier), then
+    // every last look.
+    for (size_t i = 0; i < channels_.size(); i++)
+        channels_[i]->arm_flags(!backlogs_[i].empty());
+    sleep_barrier();
     for (size_t i = 0; i < channels_.size(); i++) {
-        if (!channels_[i]->arm(!backlogs_[i].empty())) {
-            for (size_t k = 0; k < i; k++)
+        if (!channels_[i]->arm_check(!backlogs_[i].empty())) {
+            // Another sleeper (arms_ > 0) still counts on the flags.
+            for (size_t k = 0; arms_ == 0 && k < channels_.size(); k++)
                 channels_[k]->disarm();
             return -EAGAIN;
         }

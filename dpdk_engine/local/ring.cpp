@@ -1,10 +1,52 @@
 // The shared single-producer/single-consumer ring (ring.h).
 #include "dpdk_engine/local/ring.h"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
 namespace dpdk_engine::local {
+
+namespace {
+
+bool membarrier_disabled_for_test = false;
+std::atomic<pid_t> membarrier_pid {0};  // the process that registered (a forked child registers again)
+std::atomic<bool> membarrier_ok {false};
+
+}  // namespace
+
+bool membarrier_registered()
+{
+    const pid_t me = getpid();
+    if (membarrier_pid.load(std::memory_order_acquire) == me)
+        return membarrier_ok.load(std::memory_order_relaxed);
+    bool ok = false;
+    if (!membarrier_disabled_for_test) {
+        const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+             syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    }
+    membarrier_ok.store(ok, std::memory_order_relaxed);
+    membarrier_pid.store(me, std::memory_order_release);
+    return ok;
+}
+
+void disable_membarrier_for_test()
+{
+    membarrier_disabled_for_test = true;
+    membarrier_pid.store(0, std::memory_order_release);
+}
+
+void sleep_barrier()
+{
+    // Registered once: the command cannot fail afterwards but by a kernel
+    // bug; a fence then at least orders our own side.
+    if (!membarrier_registered() || syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 bool RingGeometry::valid() const
 {
@@ -101,12 +143,17 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
         shared_->producer.tail.store(own_, std::memory_order_release);
     if (kind == SlotKind::kFrame)
         st_->frames_tx++;
-    // Dekker with prepare_sleep(): our tail store is ordered before the
-    // read of the flag, the consumer's flag store before its read of tail,
-    // so at least one of us sees the other.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (shared_->consumer.sleeping.load(std::memory_order_relaxed) &&
-        shared_->consumer.sleeping.exchange(0, std::memory_order_acq_rel)) {
+    // Dekker with prepare_sleep(): our slot's publication is ordered before
+    // the read of the flag, the consumer's flag store before its last look,
+    // so at least one of us sees the other. A consumer that says
+    // kCapMembarrier orders both sides with its membarrier, which reaches
+    // this thread: a compiler barrier then keeps the order of our code.
+    if (peer_barrier_)
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::atomic<uint32_t>& sleeping = flag_apart_ ? shared_->producer.consumer_sleeps : shared_->consumer.sleeping;
+    if (sleeping.load(std::memory_order_relaxed) && sleeping.exchange(0, std::memory_order_acq_rel)) {
         st_->wakeups_sent++;
         *wake = true;
     }
@@ -115,18 +162,29 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
 
 bool RingProducer::prepare_wait_for_room()
 {
-    if (state_ != RingState::kOk)
-        return true;  // the channel breaks; the fd says so
-    shared_->producer.waiting_for_room.store(1, std::memory_order_relaxed);
+    announce_wait_for_room();
     // Dekker with producer_wants_room(): our flag store is ordered before
     // the read of head, the consumer's head store before its read of the
     // flag, so either we see the room or it sees the flag.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    sleep_barrier();
+    return !room_appeared();
+}
+
+void RingProducer::announce_wait_for_room()
+{
+    if (state_ == RingState::kOk)
+        shared_->producer.waiting_for_room.store(1, std::memory_order_relaxed);
+}
+
+bool RingProducer::room_appeared()
+{
+    if (state_ != RingState::kOk)
+        return false;  // the channel breaks; the fd says so
     if (free_slots() > 0) {
         cancel_wait_for_room();
-        return false;
+        return true;
     }
-    return true;
+    return false;
 }
 
 void RingProducer::cancel_wait_for_room()
@@ -201,29 +259,42 @@ void RingConsumer::pop()
 
 bool RingConsumer::prepare_sleep()
 {
-    shared_->consumer.sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (state_ == RingState::kOk && !empty()) {
-        cancel_sleep();
-        return false;
-    }
-    return true;
+    announce_sleep();
+    sleep_barrier();
+    return !slot_waiting();
 }
 
+// Both flags: which one the producer reads depends on caps it may not have
+// written yet.
 void RingConsumer::announce_sleep()
 {
+    shared_->producer.consumer_sleeps.store(1, std::memory_order_relaxed);
     shared_->consumer.sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool RingConsumer::slot_waiting()
+{
+    if (state_ == RingState::kOk && !empty()) {
+        cancel_sleep();
+        return true;
+    }
+    return false;
 }
 
 void RingConsumer::cancel_sleep()
 {
+    shared_->producer.consumer_sleeps.store(0, std::memory_order_relaxed);
     shared_->consumer.sleeping.store(0, std::memory_order_relaxed);
 }
 
 bool RingConsumer::producer_wants_room()
 {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Dekker with prepare_wait_for_room() (our head stores before the
+    // read of its flag); a producer's membarrier orders both sides.
+    if (peer_barrier_)
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
     if (shared_->producer.waiting_for_room.load(std::memory_order_relaxed) &&
         shared_->producer.waiting_for_room.exchange(0, std::memory_order_acq_rel)) {
         st_->room_wakeups++;
@@ -234,7 +305,21 @@ bool RingConsumer::producer_wants_room()
 
 void RingProducer::set_caps(uint32_t caps)
 {
-    shared_->producer.caps.store(caps | kCapPublishByLength, std::memory_order_release);
+    caps |= kCapPublishByLength | kCapSleepFlagApart | (membarrier_registered() ? kCapMembarrier : 0);
+    shared_->producer.caps.store(caps, std::memory_order_release);
+}
+
+// Our own registration counts too: the peer's membarrier reaches only the
+// threads of registered processes.
+void RingProducer::learn_peer(uint32_t peer_caps)
+{
+    peer_barrier_ = (peer_caps & kCapMembarrier) && membarrier_registered();
+    flag_apart_ = peer_caps & kCapSleepFlagApart;
+}
+
+void RingConsumer::learn_peer(uint32_t peer_caps)
+{
+    peer_barrier_ = (peer_caps & kCapMembarrier) && membarrier_registered();
 }
 
 uint32_t RingConsumer::producer_caps() const

@@ -53,10 +53,15 @@ constexpr size_t kCacheLine = 64;
 
 // The shared layout of one direction. The producer writes `tail` (release)
 // after the slot, and `waiting_for_room` before it sleeps on a full ring;
-// the consumer writes `head` after reading a slot and `sleeping` before it
-// waits on the channel's socket. They sit in separate cache lines so the
-// two sides do not bounce one line (the consumer touches the producer's
-// line only to read `waiting_for_room`, once per batch it consumed).
+// the consumer writes `head` after reading a slot and its sleeping flags
+// before it waits on the channel's socket. Head and tail sit in separate
+// cache lines so the two sides do not bounce one line. The producer reads
+// a sleeping flag after every slot, so the flag it reads must not share a
+// line with the head the consumer stores at every pop: that is why
+// `consumer_sleeps` lives in the producer's line, which between two
+// processes of today is written only when one side goes to sleep (the
+// tail is left unwritten, kCapPublishByLength). `sleeping` in the consumer
+// line is the flag of before, kept for a producer of before.
 struct alignas(kCacheLine) RingProducerLine {
     std::atomic<uint32_t> tail;
     std::atomic<uint32_t> waiting_for_room;
@@ -64,10 +69,13 @@ struct alignas(kCacheLine) RingProducerLine {
     // written once by the producer when it joins; 0 from a peer of before
     // (the memfd starts zeroed). A hint only: the consumer trusts no more.
     std::atomic<uint32_t> caps;
+    // Written by the consumer: read by a producer whose consumer said
+    // kCapSleepFlagApart.
+    std::atomic<uint32_t> consumer_sleeps;
 };
 struct alignas(kCacheLine) RingConsumerLine {
     std::atomic<uint32_t> head;
-    std::atomic<uint32_t> sleeping;
+    std::atomic<uint32_t> sleeping;  // read by a producer of before
 };
 struct RingShared {
     RingProducerLine producer;
@@ -109,10 +117,31 @@ static_assert(sizeof(RingMessage) == 32, "ring message header");
 // consumer per small message, not two), clearing each length as it pops.
 // A producer of before published by its tail only.
 constexpr uint32_t kCapPublishByLength = 1u << 31;
+// In the caps of a side's producer line, about that side as a consumer:
+// it sets RingProducerLine::consumer_sleeps (as well as the flag of
+// before) when it sleeps; a producer then reads that one.
+constexpr uint32_t kCapSleepFlagApart = 1u << 30;
+// This side registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED and issues one
+// between setting a sleeping or waiting flag and looking again
+// (sleep_barrier()): the other side, registered too, may order its own
+// store and flag read with a compiler barrier alone (the asymmetric Dekker
+// handshake of docs/host_local.md, "Sleeping and waking").
+constexpr uint32_t kCapMembarrier = 1u << 29;
 constexpr uint8_t kRingMessageVersion = 1;
 constexpr uint8_t kRingMessageTagged = 1u << 0;
 constexpr uint8_t kRingMessageRemoteData = 1u << 1;
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+// Whether this process registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+// (once, at the first call): then it says kCapMembarrier, and a side
+// whose peer says so too skips its fence per slot.
+bool membarrier_registered();
+// The sleeping side's half of the handshake, between its flag stores and
+// its last look: a membarrier reaching every registered process's running
+// threads when registered, else a fence (and peers keep theirs).
+void sleep_barrier();
+// Tests: behave as a process without membarrier (before any ring is made).
+void disable_membarrier_for_test();
 
 enum class RingState {
     kOk,
@@ -158,14 +187,22 @@ class RingProducer : public RingSide {
     uint32_t free_slots();
     // Says what we take (RingProducerLine::caps), once, when we join.
     void set_caps(uint32_t caps);
+    // What the consumer's side said it does (its kCap* bits), once known.
+    void learn_peer(uint32_t peer_caps);
     // Before sleeping with frames that found the ring full: sets the
     // waiting flag and looks once more. false: room appeared (flag
-    // cleared), do not sleep.
+    // cleared), do not sleep. In two steps for a caller with several
+    // rings (one sleep_barrier() for all): announce_wait_for_room(), the
+    // barrier, then room_appeared().
     bool prepare_wait_for_room();
+    void announce_wait_for_room();
+    bool room_appeared();
     void cancel_wait_for_room();
 
  private:
-    bool refresh_head();  // reads the consumer's head; false when out of range
+    bool refresh_head();         // reads the consumer's head; false when out of range
+    bool peer_barrier_ = false;  // the consumer issues the membarrier: no fence per slot
+    bool flag_apart_ = false;    // the consumer sets consumer_sleeps
 };
 
 class RingConsumer : public RingSide {
@@ -187,21 +224,24 @@ class RingConsumer : public RingSide {
         return state_ == RingState::kOk && own_ == other_ &&
                shared_->producer.tail.load(std::memory_order_acquire) == own_;
     }
-    // Before sleeping on the channel's fd: sets the sleeping flag and looks
-    // once more. false: a slot is waiting (flag cleared), do not sleep.
+    // Before sleeping on the channel's fd: sets the sleeping flags and
+    // looks once more. false: a slot is waiting (flags cleared), do not
+    // sleep. In two steps for a caller with several rings:
+    // announce_sleep(), one sleep_barrier(), then slot_waiting().
     bool prepare_sleep();
-    void cancel_sleep();
-    // The flag alone, without looking: for a ring that appears while its
-    // owner already sleeps (Channel::join_sleep).
     void announce_sleep();
+    bool slot_waiting();
+    void cancel_sleep();
     // After a batch of pop()s: true when the producer said it waits for
     // room (the flag is cleared): the caller sends it a byte.
     bool producer_wants_room();
     // What the producer said it takes (RingProducerLine::caps): 0 until it
     // joined, and from a producer of before.
     uint32_t producer_caps() const;
+    void learn_peer(uint32_t peer_caps);
 
  private:
+    bool peer_barrier_ = false;  // the producer issues the membarrier before it waits for room
     bool refresh_tail();
     // Whether the producer said kCapPublishByLength (once, when it joined,
     // before its first slot): from then on its slots are watched at our
