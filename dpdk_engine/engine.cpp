@@ -598,8 +598,11 @@ void Engine::close_endpoint(Endpoint* e)
 
 const EngineStats& Engine::stats() const
 {
-    impl_->st.local_peers = impl_->local_hub ? impl_->local_hub->peers() : 0;
-    return impl_->st;
+    EngineStats& st = impl_->st;
+    st.local_peers = impl_->local_hub ? impl_->local_hub->peers() : 0;
+    if (impl_->local_hub)
+        st.host_local = impl_->local_hub->st;
+    return st;
 }
 
 WindowStats Engine::window_stats() const

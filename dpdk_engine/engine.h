@@ -28,6 +28,7 @@
 #include <string>
 
 #include "dpdk_engine/atomic_types.h"
+#include "dpdk_engine/local/local_stats.h"
 #include "dpdk_engine/port/fault_config.h"
 #include "dpdk_engine/port/port_config.h"
 #include "dpdk_engine/status.h"
@@ -508,6 +509,9 @@ struct EngineStats {
     uint64_t rx_auth_bad_tag;        // our key's id, a tag that does not verify: forged
     uint64_t rx_auth_replayed;       // a genuine packet seen before (its sender's counter): a replay
     uint64_t auth_replay_evictions;  // senders forgotten by the replay table (more senders than it holds)
+    // The host-local rings' own counters (docs/host_local.md): what crossed
+    // them, and what a local peer did wrong, by cause.
+    local::LocalStats host_local;
 };
 
 struct DeviceInfo {

@@ -26,8 +26,12 @@ bool membarrier_registered()
     bool ok = false;
     if (!membarrier_disabled_for_test) {
         const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        // Issued once too: a filter that lets the registration through
+        // but not the command would otherwise make us promise a barrier we
+        // cannot give.
         ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-             syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+             syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 &&
+             syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
     }
     membarrier_ok.store(ok, std::memory_order_relaxed);
     membarrier_pid.store(me, std::memory_order_release);

@@ -60,6 +60,12 @@
  * Version 9 appended tail_probes to struct fi_dpdk_ep_stats (at
  * FI_DPDK_EP_STATS_SIZE_V8, 408 bytes).
  *
+ * Version 10 appended the host-local path's counters (fi_dpdk(7), "Which
+ * path a pair takes") to struct fi_dpdk_domain_stats (at
+ * FI_DPDK_DOMAIN_STATS_SIZE_V7, 128 bytes): the pairs on shared memory,
+ * frames and whole small messages through the rings, and what a local peer
+ * did wrong, by cause.
+ *
  * The calls take the provider's lock for a moment and make no system call:
  * they may be called from any thread, also while another thread posts or
  * polls, and as often as a monitoring loop likes. Counters are cumulative
@@ -90,7 +96,7 @@ extern "C" {
 #endif
 
 #define FI_DPDK_STATS_OPS_NAME       "dpdk_stats"
-#define FI_DPDK_STATS_VERSION        9
+#define FI_DPDK_STATS_VERSION        10
 #define FI_DPDK_EP_STATS_SIZE_V1     208 /* sizeof(struct fi_dpdk_ep_stats) in version 1 */
 #define FI_DPDK_EP_STATS_SIZE_V2     264 /* sizeof(struct fi_dpdk_ep_stats) in version 2 */
 #define FI_DPDK_EP_STATS_SIZE_V3     320 /* sizeof(struct fi_dpdk_ep_stats) in version 3 */
@@ -100,6 +106,7 @@ extern "C" {
 #define FI_DPDK_EP_STATS_SIZE_V8     408 /* sizeof(struct fi_dpdk_ep_stats) in version 8 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V5 56  /* sizeof(struct fi_dpdk_domain_stats) up to version 5 */
 #define FI_DPDK_DOMAIN_STATS_SIZE_V6 64  /* sizeof(struct fi_dpdk_domain_stats) in version 6 */
+#define FI_DPDK_DOMAIN_STATS_SIZE_V7 128 /* sizeof(struct fi_dpdk_domain_stats) in versions 7 to 9 */
 
 /* Counters of one endpoint (all its sessions together). */
 struct fi_dpdk_ep_stats {
@@ -242,7 +249,23 @@ struct fi_dpdk_domain_stats {
     /* The device: */
     uint64_t tx_dropped;   /* frames a full transmit ring refused */
     uint64_t alloc_failed; /* frames that found no packet buffer */
-    /* Version 8 appends here: define FI_DPDK_DOMAIN_STATS_SIZE_V7 (128). */
+    /* Version 10. The host-local path: other processes of this host and
+	 * network namespace, over rings in shared memory. */
+    uint64_t local_peers;            /* (endpoint, peer address) pairs on it now */
+    uint64_t local_frames_tx;        /* frames written into the rings */
+    uint64_t local_frames_rx;        /* frames read from them */
+    uint64_t local_messages_tx;      /* small messages written whole into a ring slot */
+    uint64_t local_messages_rx;      /* taken from one */
+    uint64_t local_messages_refused; /* malformed, not from the channel's peer, or a stream not held */
+    uint64_t local_message_stalls;   /* waits of a message in its slot for a receive to be posted */
+    uint64_t local_ring_full;        /* frames that found a peer's ring full (they wait, nothing is lost) */
+    uint64_t local_bad_index;        /* a peer's ring index out of range: that channel was closed */
+    uint64_t local_bad_length;       /* slots skipped for a length out of range */
+    uint64_t local_bad_kind;         /* slots skipped for a kind this provider does not know */
+    uint64_t local_refused_uid;      /* connections from a process of another user */
+    uint64_t local_refused_hello;    /* connections without a valid ring geometry or memfd */
+    uint64_t local_peer_deaths;      /* channels whose peer process went away */
+    /* Version 11 appends here: define FI_DPDK_DOMAIN_STATS_SIZE_V10 (240). */
 };
 
 struct fi_dpdk_stats_ops {

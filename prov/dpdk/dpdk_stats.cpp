@@ -50,6 +50,11 @@ static_assert(offsetof(fi_dpdk_domain_stats, rx_auth_missing) == FI_DPDK_DOMAIN_
               "fi_dpdk_domain_stats: version 7 fields must follow rx_in_place");
 static_assert(offsetof(fi_dpdk_domain_stats, rx_in_place) + sizeof(uint64_t) == FI_DPDK_DOMAIN_STATS_SIZE_V6,
               "fi_dpdk_domain_stats: version 6 layout moved");
+static_assert(offsetof(fi_dpdk_domain_stats, local_peers) == FI_DPDK_DOMAIN_STATS_SIZE_V7,
+              "fi_dpdk_domain_stats: version 10 fields must follow alloc_failed");
+static_assert(offsetof(fi_dpdk_domain_stats, alloc_failed) + sizeof(uint64_t) == FI_DPDK_DOMAIN_STATS_SIZE_V7,
+              "fi_dpdk_domain_stats: version 7 layout moved");
+static_assert(sizeof(fi_dpdk_domain_stats) == 240, "fi_dpdk_domain_stats: version 10's size, as the header says");
 
 // Copies the provider's struct `full` into the caller's, of `dst->size`
 // bytes: only what fits, then tells the caller how much that was.
@@ -216,6 +221,21 @@ int domain_stats(fid_domain* fdom, fi_dpdk_domain_stats* out) noexcept
         const dpdk_engine::DeviceStats dev = d->shared->engine().device_stats();
         r.tx_dropped = dev.tx_dropped;
         r.alloc_failed = dev.alloc_failed;
+        r.local_peers = s.local_peers;
+        r.local_frames_tx = s.tx_host_local;
+        r.local_frames_rx = s.rx_host_local;
+        const dpdk_engine::local::LocalStats& l = s.host_local;
+        r.local_messages_tx = l.messages_tx;
+        r.local_messages_rx = l.messages_rx;
+        r.local_messages_refused = l.messages_refused;
+        r.local_message_stalls = l.message_stalls;
+        r.local_ring_full = l.tx_full;
+        r.local_bad_index = l.bad_index;
+        r.local_bad_length = l.bad_length;
+        r.local_bad_kind = l.bad_kind;
+        r.local_refused_uid = l.refused_uid;
+        r.local_refused_hello = l.refused_hello;
+        r.local_peer_deaths = l.peer_deaths;
     }
     r.size = sizeof(r);
     return copy_out(r, out);

@@ -443,6 +443,22 @@ static void print_domain(struct fi_dpdk_domain_stats* d)
         FIELD(*d, tx_dropped);
         FIELD(*d, alloc_failed);
     }
+    if (d->size > FI_DPDK_DOMAIN_STATS_SIZE_V7) { /* version 10 on: the host-local path */
+        FIELD(*d, local_peers);
+        FIELD(*d, local_frames_tx);
+        FIELD(*d, local_frames_rx);
+        FIELD(*d, local_messages_tx);
+        FIELD(*d, local_messages_rx);
+        FIELD(*d, local_messages_refused);
+        FIELD(*d, local_message_stalls);
+        FIELD(*d, local_ring_full);
+        FIELD(*d, local_bad_index);
+        FIELD(*d, local_bad_length);
+        FIELD(*d, local_bad_kind);
+        FIELD(*d, local_refused_uid);
+        FIELD(*d, local_refused_hello);
+        FIELD(*d, local_peer_deaths);
+    }
 }
 
 /* The extension's conventions (-c -l): size prefixes, names, bad objects. */
@@ -484,11 +500,12 @@ static void check_conventions(struct side* a, struct fi_info* info)
               "a version %u (%u-byte) ep_stats request fills exactly that (got size %u)", v < 4 ? v + 1 : v + 2,
               sz, small->size);
     }
-    /* Domain callers of versions 5 and 6 likewise. */
-    static const uint32_t old_domain_sizes[] = {FI_DPDK_DOMAIN_STATS_SIZE_V5, FI_DPDK_DOMAIN_STATS_SIZE_V6};
+    /* Domain callers of versions 5, 6 and 7 to 9 likewise. */
+    static const uint32_t old_domain_sizes[] = {FI_DPDK_DOMAIN_STATS_SIZE_V5, FI_DPDK_DOMAIN_STATS_SIZE_V6,
+                                                FI_DPDK_DOMAIN_STATS_SIZE_V7};
     unsigned char draw[sizeof(struct fi_dpdk_domain_stats)];
     struct fi_dpdk_domain_stats* dsmall = (struct fi_dpdk_domain_stats*)draw;
-    for (unsigned v = 0; v < 2; v++) {
+    for (unsigned v = 0; v < 3; v++) {
         const uint32_t sz = old_domain_sizes[v];
         memset(draw, 0xee, sizeof(draw));
         dsmall->size = sz;
@@ -680,6 +697,14 @@ int main(int argc, char** argv)
         print_ep("receiver", &b, &sb);
     print_domain(&d);
 
+    /* Version 10, any mode: nobody here writes garbage into a ring. */
+    if (opt.check && d.size > FI_DPDK_DOMAIN_STATS_SIZE_V7)
+        check(!d.local_messages_refused && !d.local_bad_index && !d.local_bad_length && !d.local_bad_kind &&
+                  !d.local_refused_uid && !d.local_refused_hello,
+              "the host-local path refused nothing (messages %" PRIu64 ", index %" PRIu64 ", length %" PRIu64
+              ", kind %" PRIu64 ", uid %" PRIu64 ", hello %" PRIu64 ")",
+              d.local_messages_refused, d.local_bad_index, d.local_bad_length, d.local_bad_kind,
+              d.local_refused_uid, d.local_refused_hello);
     if (opt.check && opt.loopback && opt.dgram) {
         check_dgram(&a, &b, &sa, &sb);
     } else if (opt.check && opt.loopback && opt.msg) {

@@ -6,7 +6,9 @@
 # dgram_* counters, a dropped and a truncated datagram), connected ones (-m:
 # the accept and a shutdown in conn_ctl_rx), the version 3 to 7 counters, autocork, and under seeded
 # loss and duplication the retransmissions and duplicates show up in them.
-# Then two processes over memif (needs root, else skipped): a 1 MiB send
+# Then two processes of this host on the default device (the host-local
+# path's counters, version 10), and two over memif (needs root, else
+# skipped): a 1 MiB send
 # goes out zero-copy (version 4's zero_copy_tx) unless FI_DPDK_ZCOPY_MIN=0,
 # and the session's window is memif's default (512) unless FI_DPDK_WINDOW.
 # automake runs .sh tests with $(SHELL), which may be dash.
@@ -48,7 +50,7 @@ run eager -- -n 2000 -s 1000
 # their size, version, the v1 to v4 callers' views, spurious_rtos <=
 # rto_fires and, in one process, zero_copy_tx 0).
 v3=$(grep -cE '^  (spurious_rtos|tx_window_waits|rx_window_drops|cts_deferred|response_timeouts|tx_packed_frames|tx_packed_msgs|zero_copy_tx|tx_corked) +[0-9]+$' "$out")
-if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 9)' "$out")" = 2 ]; then
+if [ "$v3" = 18 ] && [ "$(grep -c '(stats version 10)' "$out")" = 2 ]; then
 	pair_result pass "version 3 to 5 counters printed"
 else
 	pair_result fail "versions 3 to 5: $v3 of 18 counter lines" "" "$out"
@@ -123,15 +125,20 @@ else
 fi
 
 # pair <name> <env assignments...>: a server and a client process over one
-# memif socket; the client sends 20 messages of 1 MiB (rendezvous, so the
-# payload packets carry 1 MiB from the application's buffer). Leaves the
-# client's output in $out and its zero_copy_tx in $zc; returns 1 (and says
-# why) if either process failed.
+# memif socket (PAIR_LOCAL=1: the default device, so the host-local path);
+# the client sends PAIR_N (20) messages of PAIR_SIZE bytes (1 MiB:
+# rendezvous, so the payload packets carry 1 MiB from the application's
+# buffer). Leaves the client's output in $out, the server's in $srv, and the
+# client's zero_copy_tx in $zc; returns 1 (and says why) if either process
+# failed.
 pair() {
 	name=$1; shift
 	sock=$memif_dir/$name.sock port=$((40000 + $$ % 20000))
 	srv=$memif_dir/$name.server
-	pair_spawn srv_pid "$srv" 120 env FI_DPDK_DEVICE=memif:$sock "$@" "$tool" -c -n 20 -s 1048576 -P $port
+	dev=FI_DPDK_DEVICE=memif:$sock
+	[ "${PAIR_LOCAL:-0}" = 1 ] && dev=TEST_PAIR=$name
+	n=${PAIR_N:-20} size=${PAIR_SIZE:-1048576}
+	pair_spawn srv_pid "$srv" 120 env $dev "$@" "$tool" -c -n $n -s $size -P $port
 	# The server opens the memif socket and its endpoint, then says so.
 	if ! pair_wait_line "$srv" '^server at' 60 "$srv_pid"; then
 		kill -- -"$srv_pid" 2>/dev/null; wait $srv_pid
@@ -139,7 +146,7 @@ pair() {
 		return 1
 	fi
 	ip=$(sed -n 's/^server at \([0-9.]*\):.*/\1/p' "$srv")
-	pair_spawn cli_pid "$out" 120 env FI_DPDK_DEVICE=memif:$sock "$@" "$tool" -c -n 20 -s 1048576 -P $port "$ip"
+	pair_spawn cli_pid "$out" 120 env $dev "$@" "$tool" -c -n $n -s $size -P $port "$ip"
 	wait $cli_pid
 	crc=$?
 	wait $srv_pid
@@ -150,6 +157,20 @@ pair() {
 	fi
 	zc=$(awk '/^this endpoint/{s=1} /^device/{s=0} s && $1 == "zero_copy_tx" {print $2; exit}' "$out")
 }
+# Version 10: two processes of this host on the default device take the
+# host-local path; small messages go whole into the rings' slots, and every
+# one the client wrote, the server took.
+device() { awk -v f="$1" '/^device/{s=1} s && $1 == f {print $2; exit}' "$2"; }
+if PAIR_LOCAL=1 PAIR_N=2000 PAIR_SIZE=100 pair host-local; then
+	lp=$(device local_peers "$out") mt=$(device local_messages_tx "$out") ft=$(device local_frames_tx "$out")
+	mr=$(device local_messages_rx "$srv")
+	# (The rest leave in frames, several packed to a frame.)
+	if [ "${lp:-0}" -ge 1 ] && [ "${mt:-0}" -gt 0 ] && [ "${ft:-0}" -gt 0 ] && [ "$mr" = "$mt" ]; then
+		pair_result pass "host-local pair: local_peers $lp, client's local_messages_tx $mt (frames $ft), server's local_messages_rx $mr"
+	else
+		pair_result fail "host-local pair: local_peers '$lp' local_messages_tx '$mt' local_frames_tx '$ft' server's local_messages_rx '$mr'" "" "$out" "$srv"
+	fi
+fi
 if [ "$(id -u)" != 0 ]; then
 	pair_result skip "memif pairs" "(need root)"
 else
