@@ -147,7 +147,7 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
         shared_->producer.tail.store(own_, std::memory_order_release);
     if (kind == SlotKind::kFrame)
         st_->frames_tx++;
-    // Dekker with prepare_sleep(): our slot's publication is ordered before
+    // Dekker with announce_sleep(): our slot's publication is ordered before
     // the read of the flag, the consumer's flag store before its last look,
     // so at least one of us sees the other. A consumer that says
     // kCapMembarrier orders both sides with its membarrier, which reaches
@@ -164,16 +164,10 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
     return 0;
 }
 
-bool RingProducer::prepare_wait_for_room()
-{
-    announce_wait_for_room();
-    // Dekker with producer_wants_room(): our flag store is ordered before
-    // the read of head, the consumer's head store before its read of the
-    // flag, so either we see the room or it sees the flag.
-    sleep_barrier();
-    return !room_appeared();
-}
-
+// Dekker with producer_wants_room(): our flag store is ordered (by the
+// caller's sleep_barrier()) before the read of head in room_appeared(), the
+// consumer's head store before its read of the flag, so either we see the
+// room or it sees the flag.
 void RingProducer::announce_wait_for_room()
 {
     if (state_ == RingState::kOk)
@@ -261,13 +255,6 @@ void RingConsumer::pop()
     shared_->consumer.head.store(own_, std::memory_order_release);
 }
 
-bool RingConsumer::prepare_sleep()
-{
-    announce_sleep();
-    sleep_barrier();
-    return !slot_waiting();
-}
-
 // Both flags: which one the producer reads depends on caps it may not have
 // written yet.
 void RingConsumer::announce_sleep()
@@ -293,7 +280,7 @@ void RingConsumer::cancel_sleep()
 
 bool RingConsumer::producer_wants_room()
 {
-    // Dekker with prepare_wait_for_room() (our head stores before the
+    // Dekker with announce_wait_for_room() (our head stores before the
     // read of its flag); a producer's membarrier orders both sides.
     if (peer_barrier_)
         std::atomic_signal_fence(std::memory_order_seq_cst);

@@ -168,12 +168,11 @@ class RingProducer : public RingSide {
     void set_caps(uint32_t caps);
     // What the consumer's side said it does (its kCap* bits), once known.
     void learn_peer(uint32_t peer_caps);
-    // Before sleeping with frames that found the ring full: sets the
-    // waiting flag and looks once more. false: room appeared (flag
-    // cleared), do not sleep. In two steps for a caller with several
-    // rings (one sleep_barrier() for all): announce_wait_for_room(), the
-    // barrier, then room_appeared().
-    bool prepare_wait_for_room();
+    // Before sleeping with frames that found the ring full, in the Dekker
+    // order of producer_wants_room(): announce_wait_for_room() sets the
+    // waiting flag, then one sleep_barrier() (for every ring of the
+    // caller), then room_appeared() looks once more: true, room appeared
+    // (flag cleared), do not sleep.
     void announce_wait_for_room();
     bool room_appeared();
     void cancel_wait_for_room();
@@ -203,11 +202,11 @@ class RingConsumer : public RingSide {
         return state_ == RingState::kOk && own_ == other_ &&
                shared_->producer.tail.load(std::memory_order_acquire) == own_;
     }
-    // Before sleeping on the channel's fd: sets the sleeping flags and
-    // looks once more. false: a slot is waiting (flags cleared), do not
-    // sleep. In two steps for a caller with several rings:
-    // announce_sleep(), one sleep_barrier(), then slot_waiting().
-    bool prepare_sleep();
+    // Before sleeping on the channel's fd, in the Dekker order of
+    // push_pieces(): announce_sleep() sets the sleeping flags, then one
+    // sleep_barrier() (for every ring of the caller), then slot_waiting()
+    // looks once more: true, a slot is waiting (flags cleared), do not
+    // sleep.
     void announce_sleep();
     bool slot_waiting();
     void cancel_sleep();
