@@ -4,15 +4,18 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fcntl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -107,6 +110,10 @@ std::unique_ptr<Channel> Channel::make_spare()
 
 void Channel::clear()
 {
+    // A peer that still holds one of our leases may be about to write
+    // into a buffer we are about to give back: revoked, or waited for.
+    leases_.settle_all([this] { return writer_gone(); });
+    leases_.detach();
     if (map_)
         munmap(map_, map_len_);
     if (fd_ >= 0)
@@ -118,6 +125,7 @@ void Channel::clear()
     tx_ = RingProducer();
     rx_ = RingConsumer();
     peer_pid_ = 0;
+    mapping_id_ = 0;
     local_port_ = 0;
     learned_route_ = kNoRoute;
     rx_held_ = false;
@@ -159,7 +167,51 @@ int Channel::map_rings(int memfd, bool connector)
     uint8_t* second = map_ + g_.ring_bytes();
     tx_.attach(connector ? first : second, g_, st_);
     rx_.attach(connector ? second : first, g_, st_);
+    // Generations start somewhere else on every channel: a split CTS that
+    // took another channel of the same pair of processes (a route that
+    // changed) then names no armed lease there.
+    static std::atomic<uint64_t> mappings {0};
+    mapping_id_ = mappings.fetch_add(1, std::memory_order_relaxed) + 1;
+    const auto spread = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(map_) >> 12);
+    leases_.attach(rx_.leases(), spread ^ (static_cast<uint32_t>(getpid()) * 2654435761u) ^
+                                     (static_cast<uint32_t>(mapping_id_) * 0x9e3779b9u));
     return 0;
+}
+
+LeaseState Channel::settle_lease(LeaseToken t)
+{
+    LeaseState s;
+    uint64_t looks = 0, since_ms = 0;
+    while ((s = leases_.settle(t)) == LeaseState::kWriting) {
+        if (writer_gone())
+            return LeaseState::kFailed;  // what it wrote before it went is not a message
+        if (++looks % 1024 != 1)
+            continue;
+        timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        const uint64_t ms = uint64_t(now.tv_sec) * 1000 + uint64_t(now.tv_nsec) / 1000000;
+        if (!since_ms)
+            since_ms = ms;
+        else if (ms - since_ms >= 1000 && since_ms != ~uint64_t {0}) {
+            since_ms = ~uint64_t {0};  // once
+            fprintf(stderr,
+                    "dpdk engine: waiting for host-local peer pid %d to finish writing into a receive buffer "
+                    "before giving it back (a stopped peer process holds this call)\n",
+                    static_cast<int>(peer_pid_));
+        }
+    }
+    return s;
+}
+
+bool Channel::writer_gone()
+{
+    if (state_ != ChannelState::kOpen || fd_ < 0)
+        return true;
+    pollfd p {fd_, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        return true;  // the socket closes after the process's memory is gone: no write is left
+    sched_yield();
+    return false;
 }
 
 int Channel::connect(uid_t owner, uint32_t ip_be, uint16_t port, const RingGeometry& g, LocalStats* st,
@@ -297,6 +349,10 @@ void Channel::die()
     if (state_ == ChannelState::kOpen)
         st_->peer_deaths++;
     state_ = ChannelState::kDead;
+    // The ring is broken: a peer that breaks it writes wherever it likes
+    // anyway (same user); its leases are revoked, not waited for.
+    leases_.settle_all([] { return true; });
+    leases_.detach();
     if (map_)
         munmap(map_, map_len_);
     map_ = nullptr;

@@ -38,6 +38,10 @@ constexpr uint32_t kHelloVersion = 1;
 constexpr uint32_t kCapCmaWrite = 1u << 0;  // kRmaWrite with kFlagCma (wire.h): RMA writes by a single copy
 constexpr uint32_t kCapCmaRead = 1u << 1;  // kRmaReadReq with kFlagCma (wire.h): grants RMA reads by a single copy
 constexpr uint32_t kCapRingMessages = 1u << 2;  // slots of SlotKind::kMessage (ring.h)
+// Takes a split kMsgCts (wire.h, CmaSplit): writes the named part of a
+// message into the receiver under its lease (lease.h), and, as a
+// receiver, offers such parts in the leases of its consumer line.
+constexpr uint32_t kCapCmaSplit = 1u << 3;
 
 // Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
 // none when fd < 0. 0 or -errno.
@@ -132,6 +136,10 @@ class Channel {
 
     ChannelState state() const { return state_; }
     pid_t peer_pid() const { return peer_pid_; }
+    // Names this mapping of the rings among every one the process made
+    // (never 0): a lease is settled on the channel that armed it, which
+    // a later connection reusing this object is not.
+    uint64_t mapping_id() const { return mapping_id_; }
     // Our kCap* bits, for the peer to read (once, when joined); the peer's
     // (0 until it has joined, from a peer of before, or once unmapped).
     void advertise(uint32_t caps)
@@ -170,6 +178,24 @@ class Channel {
     // The mapping, for tests that play a hostile peer.
     uint8_t* mapping_for_test() const { return map_; }
 
+    // Leases on our receive buffers that the peer's process may write
+    // into (lease.h), in our ring's consumer line. arm_lease: false when
+    // none is free or the ring is gone. settle_lease makes sure no write
+    // starts after it returns, waiting while one runs (until it ends or the
+    // peer's process goes: then kFailed, the bytes being unknown); then
+    // release_lease. The rings are never unmapped with a lease in use
+    // (clear() and die() settle them first).
+    bool arm_lease(LeaseToken* t) { return state_ == ChannelState::kOpen && leases_.arm(t); }
+    LeaseState settle_lease(LeaseToken t);
+    void release_lease(LeaseToken t) { leases_.release(t); }
+    // What the lease says now, changing nothing (kRevoked: not ours).
+    LeaseState peek_lease(LeaseToken t) const { return leases_.peek(t); }
+    // The writer's side, on the peer's leases: begin (true: write now),
+    // then end with how the copy went.
+    bool begin_peer_lease(LeaseToken t) { return state_ == ChannelState::kOpen && lease_begin(tx_.leases(), t); }
+    void end_peer_lease(LeaseToken t, bool copied) { lease_end(tx_.leases(), t, copied); }
+    void undo_peer_lease(LeaseToken t) { lease_undo(tx_.leases(), t); }
+
  private:
     bool read_next(const uint8_t** data, uint32_t* len, SlotKind* kind);  // peek past the inline checks
     // Once the peer has said what it does (its caps), tells our two ring
@@ -185,7 +211,8 @@ class Channel {
     Channel() = default;
     struct SpareGuard;
     int map_rings(int memfd, bool connector);
-    void wake_peer();  // one byte on the socket
+    void wake_peer();    // one byte on the socket
+    bool writer_gone();  // between looks at a lease being written: the peer's process went (yields)
     void die();
     void hang_up();
     int fd_ = -1;
@@ -194,6 +221,8 @@ class Channel {
     RingGeometry g_;
     RingProducer tx_;
     RingConsumer rx_;
+    LeaseTable leases_;  // on rx_'s consumer line
+    uint64_t mapping_id_ = 0;
     pid_t peer_pid_ = 0;
     uint16_t local_port_ = 0;
     uint64_t learned_route_ = kNoRoute;

@@ -86,6 +86,15 @@ class Hub {
     // then and before sleeping. Never blocks.
     void service(uint64_t now_us);
     const std::vector<std::unique_ptr<Channel>>& channels() const { return channels_; }
+    // The channel of that mapping (Channel::mapping_id), or null once it
+    // is gone: a look through the channels, made once per split message.
+    Channel* by_mapping(uint64_t id) const
+    {
+        for (const auto& c : channels_)
+            if (c->mapping_id() == id)
+                return c.get();
+        return nullptr;
+    }
     // Frames that found `c`'s ring full, to send before any later one.
     std::vector<void*>& backlog(const Channel* c);
     // The same for channels()[i], without looking for it.

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dpdk_engine/local/lease.h"
 #include "dpdk_engine/local/local_stats.h"
 
 namespace dpdk_engine::local {
@@ -55,6 +56,11 @@ struct alignas(kCacheLine) RingProducerLine {
 struct alignas(kCacheLine) RingConsumerLine {
     std::atomic<uint32_t> head;
     std::atomic<uint32_t> sleeping;  // read by a producer of before
+    // The consumer's leases on receive buffers the producer's process may
+    // write into (lease.h; kCapCmaSplit, channel.h): written once or twice
+    // per large message, so sharing the head's line costs nothing that
+    // shows. Zero (free) from a peer of before.
+    std::atomic<uint32_t> leases[kLeases];
 };
 struct RingShared {
     RingProducerLine producer;
@@ -133,6 +139,9 @@ class RingSide {
     // `base`: the ring's first byte in the mapping, laid out for g.
     void attach(void* base, const RingGeometry& g, LocalStats* st);
     RingState state() const { return state_; }
+    // The ring's lease words (RingConsumerLine::leases): the consumer's own,
+    // which its producer's process takes to write.
+    std::atomic<uint32_t>* leases() const { return shared_ ? shared_->consumer.leases : nullptr; }
 
  protected:
     uint8_t* slot(uint32_t index) const { return slots_ + size_t {index & mask_} * stride_; }

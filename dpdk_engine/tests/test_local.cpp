@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/tests/local_test.h"
 #include "dpdk_engine/local/hub.h"
 
 #include <stdarg.h>
@@ -34,24 +35,9 @@ extern "C" {
 }
 
 using namespace dpdk_engine::local;
+using namespace local_test;
 
 namespace {
-
-const uint32_t kIp = htonl(INADDR_LOOPBACK);
-
-// A port of its own per test and process: several runs of this test (and
-// other users of the names) may share the network namespace.
-uint16_t test_port(unsigned which)
-{
-    return static_cast<uint16_t>(20000 + (getpid() * 16 + which) % 40000);
-}
-
-uint64_t ms_now()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
 
 void fill(uint8_t* buf, uint32_t len, uint32_t seq)
 {

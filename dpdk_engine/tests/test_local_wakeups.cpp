@@ -22,6 +22,7 @@
 #include <new>
 
 #include "dpdk_engine/local/channel.h"
+#include "dpdk_engine/tests/local_test.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,19 +35,14 @@ extern "C" {
 }
 
 using namespace dpdk_engine::local;
+using namespace local_test;
 
 namespace {
 
-const uint32_t kIp = htonl(INADDR_LOOPBACK);
 constexpr uint32_t kRounds = 4000;
 constexpr uint32_t kBurst = 13;     // more than the ring holds: the producer waits for room
 constexpr int kLostAfterMs = 1000;  // a sleeper still asleep this long with work waiting was never woken
 constexpr uint32_t kMaxLost = 3;    // enough to fail; a broken handshake would otherwise take minutes
-
-uint16_t test_port(unsigned which)
-{
-    return static_cast<uint16_t>(20000 + (getpid() * 16 + which) % 40000);
-}
 
 enum class Side {
     kMembarrier,  // says kCapMembarrier when the kernel lets it register
