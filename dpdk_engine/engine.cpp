@@ -521,6 +521,8 @@ int EngineImpl::progress(bool may_back_off)
     }
     sends_deferred = false;  // every FIFO was pumped (what still waits, waits for the window)
     port->flush();
+    if (!split_heads.empty())
+        work += copy_split_heads();  // their CTSs left above: the senders write meanwhile
 
     // Idle backoff: two busy-polling processes already fill a 2-core box.
     if (work) {

@@ -133,6 +133,18 @@ struct EngineConfig {
     // 0 = never. Receivers honour it too: 0 answers every offer with the
     // ring path. 65536: the size from which it was measured to pay.
     uint32_t local_cma_min = 65536;
+    // FI_DPDK_LOCAL_CMA_SPLIT_MIN: such a message of at least this many
+    // bytes is copied by both processes at once, the receiver reading the
+    // first half while the sender writes the rest (process_vm_writev under
+    // a lease: docs/single_copy.md, "The split copy"); 0 = the receiver
+    // reads it all. Receivers decide; senders write only when asked.
+    uint32_t local_cma_split_min = 262144;
+    // Tests only: a sender asked to write a split part sleeps this many
+    // milliseconds first, before taking the lease or, with
+    // local_cma_split_stall_writing_for_test, after taking it and before
+    // writing (the receiver meanwhile gives the receive up).
+    uint32_t local_cma_split_stall_ms_for_test = 0;
+    bool local_cma_split_stall_writing_for_test = false;
     // Tests only (no knob): the receiver's copy fails with this errno
     // without the system call (a kernel that refuses, as under Yama), and
     // the sender offers an address nobody maps (a hostile peer's list).
@@ -458,6 +470,11 @@ struct EndpointStats {
     // copies that faulted on the sender's addresses (kCopyFault).
     uint64_t cma_tx, cma_tx_faults, cma_declined;
     uint64_t cma_rx, cma_rx_bytes, cma_refused, cma_faults;
+    // The split copy (rendezvous_cma.cpp): receiver: messages split, parts
+    // the sender did not write (read by us after its confirmation);
+    // sender: parts written, parts not written (a lease no longer armed, a
+    // write the kernel refused) and writes that faulted.
+    uint64_t cma_split_rx, cma_split_declined, cma_split_tx, cma_split_tx_skipped, cma_split_tx_faults;
     // The same for RMA writes (rma_cma.cpp): initiator: writes the target
     // copied, of them those that faulted, offers declined (sent through the
     // ring), confirmations sent; target: writes copied and their bytes,

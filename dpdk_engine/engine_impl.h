@@ -286,6 +286,20 @@ class EngineImpl {
     // The channel whose frame handle_frame is handling, else nullptr (a
     // device frame): its peer's pid is the one a single copy reads from.
     local::Channel* rx_channel = nullptr;
+    // Split copies whose CTS is queued (rendezvous_cma.cpp): the receiver
+    // reads its part once the round's transmissions let the CTS go, so
+    // the sender writes its part at the same time. Reserved at start.
+    // Whole copies put behind them (RxMsg::cma_deferred) are split there
+    // instead once a lease came back.
+    std::vector<RxMsg*> split_heads;
+    std::vector<RxMsg*> split_heads_work;
+    int copy_split_heads();
+    void drop_split_head(RxMsg* m);  // it finished first
+    // Split messages whose lease is out: a lease whose write ended is given
+    // back at once (recycle_leases), not at the confirmation, so a burst of
+    // large messages does not run out of them.
+    std::vector<RxMsg*> leased;
+    void recycle_leases();
     // Takes the frame: into c's ring (or its backlog while the ring is full).
     void local_send(local::Channel* c, rte_mbuf* m);
     // One progress round of the channels: accepts and hang-ups now and then,

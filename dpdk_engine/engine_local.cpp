@@ -68,7 +68,11 @@ void EngineImpl::local_init()
         return;
     }
     hub->set_caps((cfg.local_cma_no_write_cap_for_test ? 0 : local::kCapCmaWrite) |
-                  (cfg.local_cma_no_read_cap_for_test ? 0 : local::kCapCmaRead) | local::kCapRingMessages);
+                  (cfg.local_cma_no_read_cap_for_test ? 0 : local::kCapCmaRead) | local::kCapRingMessages |
+                  local::kCapCmaSplit);
+    split_heads.reserve(64);
+    split_heads_work.reserve(64);
+    leased.reserve(64);
     if (cfg.dump_stats)
         hub->report_to(stderr);
     local_hub = std::move(hub);

@@ -548,6 +548,12 @@ void Endpoint::dump_stats(FILE* f) const
             " cma_rd_grants %" PRIu64 " cma_rd_confirmed %" PRIu64 " cma_rd_lapsed %" PRIu64 "\n",
             ip, ep->addr.port, s.cma_rd_rx, s.cma_rd_rx_bytes, s.cma_rd_faults, s.cma_rd_refused,
             s.cma_rd_declined, s.cma_rd_grants, s.cma_rd_confirmed, s.cma_rd_lapsed);
+    fprintf(f,
+            "dpdk engine endpoint %s:%u messages split between both processes: cma_split_rx %" PRIu64
+            " cma_split_declined %" PRIu64 " cma_split_tx %" PRIu64 " cma_split_tx_skipped %" PRIu64
+            " cma_split_tx_faults %" PRIu64 "\n",
+            ip, ep->addr.port, s.cma_split_rx, s.cma_split_declined, s.cma_split_tx, s.cma_split_tx_skipped,
+            s.cma_split_tx_faults);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dpdk_engine/engine.h"
+#include "dpdk_engine/local/lease.h"
 #include "dpdk_engine/ops/list.h"
 #include "dpdk_engine/ops/rx_msg.h"
 #include "dpdk_engine/ops/tx_op.h"
@@ -289,11 +290,11 @@ class EndpointImpl : public Endpoint {
     // from s's peer reads (s's route, its pid from the kernel; the frame at
     // hand did not come through a ring of another process), else nullptr.
     local::Channel* cma_channel(const Session* s) const;
-    // local::cma_read, or the failure a test asked for
+    // local::cma_read (from byte `skip` of both lists), or the failure a test asked for
     // (EngineConfig::local_cma_fail_errno_for_test, and EPERM once
     // `copies_so_far` reached local_cma_fail_after_for_test).
     int cma_copy(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len,
-                 uint64_t copies_so_far) const;
+                 uint64_t copies_so_far, uint64_t skip = 0) const;
     // cma_channel refuses only because the frame was read from the ring of
     // another process than s's route's (rma_cma.cpp).
     bool cma_elsewhere(const Session* s) const;
@@ -346,6 +347,16 @@ class EndpointImpl : public Endpoint {
     bool cma_answer(RxMsg* m, TxOp* op, uint64_t granted);
     bool cma_done(Session* s, TxOp* op, const wire::ParsedPacket& p);
     Delivery deliver_cma_confirm(Session* s, RxMsg* m, const wire::ParsedPacket& p);
+    // The split copy (rendezvous_cma.cpp, wire.h CmaSplit): the receiver's
+    // answer that leaves the end of the message to the sender (false: not
+    // split), its own part (after the CTS left), and the lease settled
+    // (no write can start after; kWritten when the sender's part is in);
+    // the sender's part.
+    bool cma_answer_split(RxMsg* m, TxOp* op, uint64_t granted);
+    void copy_split_head(RxMsg* m);
+    local::LeaseState settle_split(RxMsg* m);
+    OpStatus finish_split(RxMsg* m);  // on the confirmation: the receive's status
+    OpStatus cma_write_split(Session* s, TxOp* op, const wire::ParsedPacket& p);
     // Sends the waiting CTSs of session s while operations are free.
     void retry_cts(Session* s);
     // Fails with kResponseTimeout the kWrite/kRead/kAtomic operations of s

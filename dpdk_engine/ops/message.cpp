@@ -112,6 +112,13 @@ void EndpointImpl::release_recv(PostedRecv* r)
 
 void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
 {
+    // A split copy's buffer goes back only once the sender can no longer
+    // write into it (rendezvous_cma.cpp).
+    if ((m->lease_mapping || m->lease_outcome != local::LeaseState::kFree) &&
+        settle_split(m) != local::LeaseState::kWritten && status == OpStatus::kOk)
+        status = OpStatus::kCopyFault;
+    if (m->state == RxMsg::State::kCmaSplitPending)
+        engine->drop_split_head(m);
     Completion c;
     c.context = m->context;
     c.type = CompletionType::kRecv;
@@ -143,7 +150,8 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
     }
     if (m->session && m->session->cur_eager == m)
         m->session->cur_eager = nullptr;
-    if (m->session && (m->state == RxMsg::State::kCtsSent || m->state == RxMsg::State::kCmaCopied))
+    if (m->session && (m->state == RxMsg::State::kCtsSent || m->state == RxMsg::State::kCmaCopied ||
+                       m->state == RxMsg::State::kCmaSplitPending))
         m->session->rdv_waiting--;
     if (m->state == RxMsg::State::kCtsWaiting)
         cts_waiting.remove(m);
@@ -173,6 +181,7 @@ static void deliver_bound_unexpected(EndpointImpl* ep, RxMsg* m, RxMsg::State wa
     case RxMsg::State::kMatchedRts:
     case RxMsg::State::kCtsWaiting:
     case RxMsg::State::kCtsSent:
+    case RxMsg::State::kCmaSplitPending:
     case RxMsg::State::kCmaCopied: return;
     }
 }
@@ -361,6 +370,7 @@ void EndpointImpl::abandon_rx(Session* s, OpStatus why)
         case RxMsg::State::kMatchedRts:
         case RxMsg::State::kCtsWaiting:
         case RxMsg::State::kCtsSent:
+        case RxMsg::State::kCmaSplitPending:
         case RxMsg::State::kCmaCopied: finish_recv(&m, why); break;
         case RxMsg::State::kUnexpectedRts:
             unqueue_unexpected(&m);

@@ -162,6 +162,7 @@ const char* to_string(RxMsg::State s)
     case RxMsg::State::kMatchedRts: return "matched rts";
     case RxMsg::State::kCtsWaiting: return "cts waiting";
     case RxMsg::State::kCtsSent: return "cts sent";
+    case RxMsg::State::kCmaSplitPending: return "split, our part pending";
     case RxMsg::State::kCmaCopied: return "copied, awaiting confirmation";
     }
     return "?";

@@ -71,7 +71,8 @@ inline uint64_t message_bytes(const wire::ParsedPacket& p)
     // A single-copy offer's payload is its source list (wire.h, kFlagCma):
     // the message's bytes never cross as payload.
     if ((p.flags & wire::kFlagCma) &&
-        (p.type == wire::PacketType::kMsgRts || p.type == wire::PacketType::kRmaWrite))
+        (p.type == wire::PacketType::kMsgRts || p.type == wire::PacketType::kRmaWrite ||
+         p.type == wire::PacketType::kMsgCts))
         return 0;
     if (p.type != wire::PacketType::kMsgPacked)
         return p.payload_len;
@@ -91,7 +92,9 @@ bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited);
 // The same for a kRmaWrite that offers one (rma_cma.cpp); its confirmation
 // (the op's cma_confirm) carries none. A kRmaReadResp that grants a read
 // (rma_cma_read.cpp): the list of the range past the head (iov[1]), then
-// the head's bytes (iov[0]); the final answer (no iov) carries none.
+// the head's bytes (iov[0]); the final answer (no iov) carries none. A
+// kMsgCts of a split copy: its CmaSplit and the list of the sender's part
+// (iov); any other CTS none.
 inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
 {
     if (!(pkt.flags & wire::kFlagCma))
@@ -101,6 +104,10 @@ inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
     case wire::PacketType::kMsgRts: return static_cast<uint16_t>(op->iov_count * sizeof(wire::CmaSource));
     case wire::PacketType::kRmaWrite:
         return op->cma_confirm ? 0 : static_cast<uint16_t>(op->iov_count * sizeof(wire::CmaSource));
+    case wire::PacketType::kMsgCts:
+        return op->iov_count
+                   ? static_cast<uint16_t>(sizeof(wire::CmaSplit) + op->iov_count * sizeof(wire::CmaSource))
+                   : 0;
     case wire::PacketType::kRmaReadResp:
         return op->iov_count
                    ? static_cast<uint16_t>((op->iov_count - 1) * sizeof(wire::CmaSource) + op->iov[0].iov_len)

@@ -139,7 +139,8 @@ Delivery EndpointImpl::deliver_rdv_data(Session* s, const wire::ParsedPacket& p)
 {
     const auto* x = reinterpret_cast<const wire::DataExt*>(p.ext);
     RxMsg* m = msg_by_handle(x->handle.get());
-    if ((p.flags & wire::kFlagCma) || (m && m->state == RxMsg::State::kCmaCopied))
+    if ((p.flags & wire::kFlagCma) ||
+        (m && (m->state == RxMsg::State::kCmaCopied || m->state == RxMsg::State::kCmaSplitPending)))
         return deliver_cma_confirm(s, m, p);
     uint64_t offset = x->offset.get();
     uint64_t granted = m ? (m->total_len < m->capacity ? m->total_len : m->capacity) : 0;
@@ -168,6 +169,18 @@ void build_cts(const InflightPacket& pkt, wire::TransportHeader* th)
     const bool failed = op->cma && op->message_len == 0;
     x->handle.set(failed ? static_cast<uint32_t>(op->answer.wire_status) : op->answer.rdv_handle);
     x->len.set(op->message_len);
+    if (!cma_rts_bytes(pkt))
+        return;
+    // A split copy: the lease, our part, and where the sender's part goes.
+    auto* sp = reinterpret_cast<wire::CmaSplit*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get());
+    sp->lease.set(op->answer.split_lease);
+    sp->reserved.set(0);
+    sp->head.set(op->answer.split_head);
+    auto* dst = reinterpret_cast<wire::CmaSource*>(sp + 1);
+    for (uint32_t i = 0; i < op->iov_count; i++) {
+        dst[i].addr.set(reinterpret_cast<uintptr_t>(op->iov[i].iov_base));
+        dst[i].len.set(op->iov[i].iov_len);
+    }
 }
 
 void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th)

@@ -56,12 +56,12 @@ local::Channel* EndpointImpl::cma_channel(const Session* s) const
 }
 
 int EndpointImpl::cma_copy(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len,
-                           uint64_t copies_so_far) const
+                           uint64_t copies_so_far, uint64_t skip) const
 {
     const EngineConfig& c = engine->cfg;
     const uint32_t after = c.local_cma_fail_after_for_test;
     const int fail = after && copies_so_far >= after ? EPERM : c.local_cma_fail_errno_for_test;
-    return fail ? -fail : local::cma_read(pid, dst, dn, src, sn, len);
+    return fail ? -fail : local::cma_transfer(pid, local::CmaDirection::kRead, dst, dn, skip, src, sn, skip, len);
 }
 
 // An offer read from the ring of another process than s's route's waits

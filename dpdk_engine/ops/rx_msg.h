@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "dpdk_engine/engine.h"
+#include "dpdk_engine/local/lease.h"
 
 namespace dpdk_engine {
 
@@ -47,6 +48,9 @@ struct RxMsg {
         kCtsWaiting,    // rendezvous, its CTS waits for a free op (EndpointImpl::cts_waiting)
         kCtsSent,       // rendezvous, CTS sent: its data lands in the receive
         kCmaCopied,     // rendezvous, read by a single copy: awaits the sender's confirmation
+        // rendezvous, split (rendezvous_cma.cpp): its CTS queued, our part
+        // copied right after it leaves (EngineImpl::split_heads)
+        kCmaSplitPending,
     };
     State state = State::kFree;
     bool tagged = false;
@@ -65,7 +69,18 @@ struct RxMsg {
     uint32_t cma_count = 0;
     bool cma_bad = false;
     int cma_pid = 0;
-    uint32_t handle = 0;  // rendezvous handle (index | generation)
+    // A split copy (rendezvous_cma.cpp): the bytes we read ourselves (the
+    // sender writes the rest; 0: not split), and the lease on the rest, in
+    // the channel of that mapping (local::Channel::mapping_id; 0: no lease
+    // held, or given back early).
+    uint64_t split_head = 0;
+    uint64_t lease_mapping = 0;
+    uint32_t lease = 0;
+    // What the lease said when it was given back before the confirmation
+    // (EngineImpl::recycle_leases; kFree: not given back early).
+    local::LeaseState lease_outcome = local::LeaseState::kFree;
+    bool cma_deferred = false;  // its whole copy was put after a round's split ones once
+    uint32_t handle = 0;        // rendezvous handle (index | generation)
     uint32_t generation = 0;
     void* claimed_by = nullptr;    // FI_CLAIM context
     rte_mbuf* payloads = nullptr;  // unexpected eager data: chain of payloads (owned)
@@ -103,6 +118,7 @@ inline RxMsgClass classify(RxMsg::State s)
     case RxMsg::State::kCtsWaiting: return {true, true};
     case RxMsg::State::kCtsSent: return {true, true};
     case RxMsg::State::kCmaCopied: return {true, true};
+    case RxMsg::State::kCmaSplitPending: return {true, true};
     }
     return {false, false};
 }

@@ -125,6 +125,10 @@ struct TxOp {
         uint32_t rdv_handle;  // kCts: our handle for the message's data
         wire::WireStatus wire_status;
         uint64_t cma_serial;  // kReadResp granting a single copy: the region's serial
+        // kCts of a split copy (wire.h CmaSplit; iov holds the receiver's
+        // addresses of the sender's part): the lease and our own part.
+        uint32_t split_lease;
+        uint64_t split_head;
     };
     // kConn: a connection control packet.
     struct ConnPart {

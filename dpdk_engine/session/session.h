@@ -162,6 +162,14 @@ struct Session {
     // check and the same direction (the target reads the initiator).
     bool cma_tx_off = false;
     bool cma_rx_off = false;
+    // The split copy (rendezvous_cma.cpp): as a receiver, we split only
+    // after a copy from the peer worked (a kernel that refuses the first
+    // copy then sends that message through the ring, not a failure), and
+    // stop once the peer left a part unwritten; as a sender, we stop
+    // writing once the kernel refused us a write into the peer.
+    bool cma_rx_proven = false;
+    bool cma_split_off = false;
+    bool cma_split_tx_off = false;
     HandshakeState handshake = HandshakeState::kGreeting;
     // kGreeting: hellos sent (saturates). The peer timeout needs three: a
     // process that stalled right after its first hello (not calling

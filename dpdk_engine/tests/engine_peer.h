@@ -95,9 +95,11 @@ struct Opts {
 
 // --cma-test's modes (engine_peer_cma*.cpp say what each checks).
 constexpr const char* kCmaModes[] = {
-    "on",     "off",        "refuse",      "declined",  "hostile",    "late",         "parked",
-    "rma-on", "rma-refuse", "rma-hostile", "rma-nocap", "rma-forget", "rma-withdraw", "rma-restart",
-    "rd-on",  "rd-refuse",  "rd-hostile",  "rd-nocap",  "rd-forget",  "rd-lapse",     "rd-withdraw"};
+    "on",          "off",         "refuse",     "declined",           "hostile",
+    "late",        "parked",      "split-late", "split-late-writing", "rma-on",
+    "rma-refuse",  "rma-hostile", "rma-nocap",  "rma-forget",         "rma-withdraw",
+    "rma-restart", "rd-on",       "rd-refuse",  "rd-hostile",         "rd-nocap",
+    "rd-forget",   "rd-lapse",    "rd-withdraw"};
 
 inline bool known_cma_mode(const std::string& m)
 {

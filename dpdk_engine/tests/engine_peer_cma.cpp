@@ -30,6 +30,13 @@
 //             sends again; the server's copy, made when it wakes, reads the
 //             rewritten bytes: its receive must fail, never complete as a
 //             success, and the next message must arrive
+//   split-late         after a warm-up copy, a 1 MiB message the server
+//   split-late-writing splits while the client stalls 1.5 peer timeouts
+//             before taking its lease (or, -writing, after taking it and
+//             before writing): the server's receive fails at its peer
+//             timeout (-writing: only once the write ended), the server
+//             fills the buffer it got back, and no byte of the client's
+//             part may land there after; the next message must arrive
 #include <errno.h>
 
 #include "dpdk_engine/tests/engine_peer.h"
@@ -213,6 +220,25 @@ void check_counters(Peer& p, bool server)
             m.c_str(), w.tx, w.tx_faults, w.declined, w.rx, w.refused, w.faults);
 }
 
+// One tagged send of `len` bytes from buf to the peer, waited for.
+Completion send_tagged(Peer& p, uint8_t* buf, size_t len, uint64_t tag, const char* what)
+{
+    return wait_op(
+        p,
+        [&](void* ctx) {
+            iovec iov {buf, len};
+            SendArgs a;
+            a.dest = p.peer;
+            a.iov = &iov;
+            a.iov_count = 1;
+            a.tag = tag;
+            a.flags = kOpTagged | kOpCompletion;
+            a.context = ctx;
+            return p.ep->send(a);
+        },
+        what);
+}
+
 constexpr uint64_t kLateTag = 0xC3A1000000000ull;  // | 1 for the message after it
 constexpr size_t kLateLen = 1u << 20;
 constexpr size_t kLateNextLen = 1000;
@@ -274,22 +300,7 @@ void late_client(Peer& p)
 {
     std::vector<uint8_t> buf(kLateLen);
     fill_payload(buf.data(), kLateLen, kLateTag);
-    auto send = [&](size_t len, uint64_t tag) {
-        return wait_op(
-            p,
-            [&](void* ctx) {
-                iovec iov {buf.data(), len};
-                SendArgs a;
-                a.dest = p.peer;
-                a.iov = &iov;
-                a.iov_count = 1;
-                a.tag = tag;
-                a.flags = kOpTagged | kOpCompletion;
-                a.context = ctx;
-                return p.ep->send(a);
-            },
-            "late send");
-    };
+    auto send = [&](size_t len, uint64_t tag) { return send_tagged(p, buf.data(), len, tag, "late send"); };
     p.phase = "cma late: the offer the server sleeps on";
     const Completion c = send(kLateLen, kLateTag);
     if (c.status == OpStatus::kOk)
@@ -305,10 +316,97 @@ void late_client(Peer& p)
     ctl_send(p, kBye, CtlMsg());
 }
 
+constexpr uint64_t kSplitTag = 0xC3A2000000000ull;  // | 0 warm-up, 1 the stalled one, 2 the next
+
+void split_late_server(Peer& p, CtlRecv& bye)
+{
+    std::vector<uint8_t> bufs[3] = {std::vector<uint8_t>(kLateLen), std::vector<uint8_t>(kLateLen),
+                                    std::vector<uint8_t>(kLateNextLen)};
+    Completion got[3];
+    bool done[3] = {};
+    std::vector<Op> ops;
+    ops.reserve(3);
+    for (int k = 0; k < 3; k++)
+        ops.emplace_back([&, k](Op*, const Completion& c) {
+            got[k] = c;
+            done[k] = true;
+        });
+    for (int k = 0; k < 3; k++) {
+        iovec iov {bufs[k].data(), bufs[k].size()};
+        RecvArgs a;
+        a.iov = &iov;
+        a.iov_count = 1;
+        a.tag = kSplitTag | uint64_t(k);
+        a.flags = kOpTagged | kOpCompletion;
+        a.context = &ops[k];
+        if (p.ep->recv(a))
+            die("split late recv %d", k);
+    }
+    p.phase = "split late: the warm-up copy";
+    p.run_until([&] { return done[0]; });
+    if (got[0].status != OpStatus::kOk)
+        die("split late: the warm-up: %s", to_string(got[0].status));
+    p.phase = "split late: the message whose sender stalls";
+    const uint64_t t0 = now_ms();
+    p.run_until([&] { return done[1]; });
+    if (got[1].status == OpStatus::kOk)
+        die("split late: its sender stalled past our peer timeout, yet the receive succeeded");
+    say("split late: the split receive failed after %" PRIu64 " ms (%s); the buffer goes back to the application",
+        now_ms() - t0, to_string(got[1].status));
+    memset(bufs[1].data(), 0x5a, kLateLen);
+    p.phase = "split late: the next message";
+    p.run_until([&] { return done[2]; });
+    std::vector<uint8_t> want(kLateNextLen);
+    fill_payload(want.data(), kLateNextLen, kSplitTag | 2);
+    if (got[2].status != OpStatus::kOk || mcmp(bufs[2].data(), want.data(), kLateNextLen) != 0)
+        die("split late: the message after it: %s", to_string(got[2].status));
+    p.phase = "cma: waiting for BYE";
+    p.run_until([&] { return bye.got; });
+    p.run_for(200);
+    for (size_t i = 0; i < kLateLen; i++)
+        if (bufs[1][i] != 0x5a)
+            die("split late: byte %zu of a receive buffer given back was written after (0x%02x)", i, bufs[1][i]);
+    const EndpointStats st = p.ep->stats();
+    if (st.cma_split_rx == 0)
+        die("split late: nothing was split");
+    say("split late: the buffer given back kept the application's bytes; %" PRIu64 " message(s) split",
+        st.cma_split_rx);
+}
+
+void split_late_client(Peer& p)
+{
+    std::vector<uint8_t> buf(kLateLen);
+    auto send = [&](size_t len, uint64_t tag) {
+        fill_payload(buf.data(), len, tag);
+        return send_tagged(p, buf.data(), len, tag, "split late send");
+    };
+    p.phase = "split late: the warm-up copy";
+    const Completion warm = send(kLateLen, kSplitTag);
+    if (warm.status != OpStatus::kOk)
+        die("split late: the warm-up: %s", to_string(warm.status));
+    p.phase = "split late: the message we stall on";
+    const Completion c = send(kLateLen, kSplitTag | 1);
+    say("split late: the stalled send ended %s", to_string(c.status));
+    p.phase = "split late: the next message";
+    const Completion c2 = send(kLateNextLen, kSplitTag | 2);
+    if (c2.status != OpStatus::kOk)
+        die("split late: the message after it: %s", to_string(c2.status));
+    const EndpointStats st = p.ep->stats();
+    const bool writing = p.o.cma_test == "split-late-writing";
+    if (writing ? st.cma_split_tx + st.cma_split_tx_faults == 0 : st.cma_split_tx_skipped == 0)
+        die("split late: the stalled part was %s", writing ? "never written" : "not left unwritten");
+    p.phase = "BYE";
+    ctl_send(p, kBye, CtlMsg());
+}
+
 }  // namespace
 
 void cma_configure(const Opts& o, EngineConfig* cfg)
 {
+    if (o.cma_test.compare(0, 10, "split-late") == 0 && !o.server) {
+        cfg->local_cma_split_stall_ms_for_test = cfg->peer_timeout_ms * 3 / 2;
+        cfg->local_cma_split_stall_writing_for_test = o.cma_test == "split-late-writing";
+    }
     if ((o.cma_test == "refuse" || o.cma_test == "rma-refuse") && o.server)
         cfg->local_cma_fail_errno_for_test = EPERM;
     if (o.cma_test == "rma-withdraw" && o.server)
@@ -343,6 +441,10 @@ void cma_server(Peer& p, CtlRecv& bye)
         late_server(p, bye);
         return;
     }
+    if (p.o.cma_test.compare(0, 10, "split-late") == 0) {
+        split_late_server(p, bye);
+        return;
+    }
     const bool rd = p.o.cma_test.compare(0, 3, "rd-") == 0;
     const bool rma = rd || p.o.cma_test.compare(0, 4, "rma-") == 0;
     p.phase = "cma: exchange";
@@ -363,6 +465,10 @@ void cma_client(Peer& p)
 {
     if (p.o.cma_test == "late") {
         late_client(p);
+        return;
+    }
+    if (p.o.cma_test.compare(0, 10, "split-late") == 0) {
+        split_late_client(p);
         return;
     }
     const bool rd = p.o.cma_test.compare(0, 3, "rd-") == 0;

@@ -235,6 +235,8 @@ run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-p
 run_pair local_cma_declined "" "" $((BASE_PORT + 17)) --cma-test declined --expect-path local
 run_pair local_cma_hostile "" "" $((BASE_PORT + 18)) --cma-test hostile --expect-path local
 run_pair local_cma_late "" "" $((BASE_PORT + 28)) --cma-test late --expect-path local
+run_pair local_split_late "" "" $((BASE_PORT + 42)) --cma-test split-late --expect-path local
+run_pair local_split_late_writing "" "" $((BASE_PORT + 43)) --cma-test split-late-writing --expect-path local
 run_pair local_cma_parked "" "" $((BASE_PORT + 30)) --cma-test parked --expect-path local
 # RMA writes by a single copy (engine_peer_cma_rma.cpp): both ways at
 # once, every byte and guard byte, remote CQ data and FI_RMA_EVENT only

@@ -253,6 +253,25 @@ struct CmaSource {
 static_assert(sizeof(CmaSource) == 16, "CmaSource is frozen at 16 bytes");
 constexpr unsigned kMaxCmaSources = 4;  // the engine's kMaxIov: one entry per iovec
 
+// The split copy (kCapCmaSplit in both channel caps, channel.h; docs/
+// single_copy.md, "The split copy"): for a large message the receiver
+// answers a kFlagCma RTS with a kFlagCma kMsgCts that carries a payload,
+// a CmaSplit and the list of its own buffer's addresses (CmaSource, in the
+// receiver's address space) for the message's bytes from `head` to `len`.
+// It reads the bytes before `head` itself while the sender writes the rest
+// into that list with process_vm_writev, once it took the named lease
+// (local/lease.h) in the shared memory of the channel the CTS came
+// through; a sender that cannot write leaves the lease armed and the
+// receiver reads those bytes too. The confirmation is the same empty
+// kMsgRdvData; the lease says whether the write happened. Only sent to a
+// sender whose channel says kCapCmaSplit.
+struct CmaSplit {
+    be32 lease;     // the lease's token (index and generation)
+    be32 reserved;  // 0
+    be64 head;      // bytes the receiver reads itself; the list covers head..len
+};
+static_assert(sizeof(CmaSplit) == 16, "CmaSplit is frozen at 16 bytes");
+
 // kMsgCts: the receiver matched the RTS and grants `len` bytes into `handle`.
 struct RdvExt {
     be32 sender_op;  // from the RTS
