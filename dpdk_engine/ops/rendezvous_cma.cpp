@@ -366,10 +366,14 @@ OpStatus EndpointImpl::cma_write_split(Session* s, TxOp* op, const wire::ParsedP
         return OpStatus::kOk;
     }
     // The lease is in the channel the CTS came through, and so is the
-    // process to write into: the pid the kernel gave that channel.
+    // process to write into: the pid the kernel gave that channel, which
+    // must be the process behind the peer's route (a frame the fault
+    // injector held back may be let go in another channel's round).
     local::Channel* c = engine->rx_channel;
+    const local::Channel* route =
+        engine->local_hub ? engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port) : nullptr;
     const local::LeaseToken t {sp->lease.get()};
-    if (s->cma_split_tx_off || !c || c->peer_pid() <= 0) {
+    if (s->cma_split_tx_off || !c || c->peer_pid() <= 0 || !route || route->peer_pid() != c->peer_pid()) {
         st.cma_split_tx_skipped++;
         return OpStatus::kOk;
     }
