@@ -181,19 +181,20 @@ int Channel::map_rings(int memfd, bool connector)
 LeaseState Channel::settle_lease(LeaseToken t)
 {
     LeaseState s;
-    uint64_t looks = 0, since_ms = 0;
+    uint64_t looks = 0;
+    timespec since {};
+    bool warned = false;
     while ((s = leases_.settle(t)) == LeaseState::kWriting) {
         if (writer_gone())
             return LeaseState::kFailed;  // what it wrote before it went is not a message
-        if (++looks % 1024 != 1)
+        if (warned || ++looks % 1024 != 1)
             continue;
         timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        const uint64_t ms = uint64_t(now.tv_sec) * 1000 + uint64_t(now.tv_nsec) / 1000000;
-        if (!since_ms)
-            since_ms = ms;
-        else if (ms - since_ms >= 1000 && since_ms != ~uint64_t {0}) {
-            since_ms = ~uint64_t {0};  // once
+        if (looks == 1)
+            since = now;
+        else if (now.tv_sec - since.tv_sec >= 2) {  // a second or more
+            warned = true;
             fprintf(stderr,
                     "dpdk engine: waiting for host-local peer pid %d to finish writing into a receive buffer "
                     "before giving it back (a stopped peer process holds this call)\n",

@@ -14,17 +14,10 @@ uint32_t word(uint32_t generation, LeaseState s)
 
 }  // namespace
 
-const char* to_string(LeaseState s)
+bool LeaseTable::owns(LeaseToken t) const
 {
-    switch (s) {
-    case LeaseState::kFree: return "free";
-    case LeaseState::kArmed: return "armed";
-    case LeaseState::kWriting: return "writing";
-    case LeaseState::kWritten: return "written";
-    case LeaseState::kFailed: return "failed";
-    case LeaseState::kRevoked: return "revoked";
-    }
-    return "?";
+    const unsigned i = t.index();
+    return i < kLeases && (used_ & (1u << i)) && generation_[i] == t.generation();
 }
 
 void LeaseTable::attach(std::atomic<uint32_t>* words, uint32_t first_generation)
@@ -56,9 +49,9 @@ bool LeaseTable::arm(LeaseToken* t)
 
 LeaseState LeaseTable::settle(LeaseToken t)
 {
-    const unsigned i = t.index();
-    if (!words_ || i >= kLeases || !(used_ & (1u << i)) || generation_[i] != t.generation())
+    if (!words_ || !owns(t))
         return LeaseState::kRevoked;  // not ours (any more): nothing can write through it
+    const unsigned i = t.index();
     const uint32_t armed = word(t.generation(), LeaseState::kArmed);
     uint32_t seen = armed;
     if (words_[i].compare_exchange_strong(seen, word(t.generation(), LeaseState::kRevoked),
@@ -80,18 +73,17 @@ LeaseState LeaseTable::settle(LeaseToken t)
 
 LeaseState LeaseTable::peek(LeaseToken t) const
 {
-    const unsigned i = t.index();
-    if (!words_ || i >= kLeases || !(used_ & (1u << i)) || generation_[i] != t.generation())
+    if (!words_ || !owns(t))
         return LeaseState::kRevoked;
-    const uint32_t seen = words_[i].load(std::memory_order_acquire);
+    const uint32_t seen = words_[t.index()].load(std::memory_order_acquire);
     return seen >> 4 == t.generation() ? static_cast<LeaseState>(seen & 0xf) : LeaseState::kFailed;
 }
 
 void LeaseTable::release(LeaseToken t)
 {
-    const unsigned i = t.index();
-    if (i >= kLeases || !(used_ & (1u << i)) || generation_[i] != t.generation())
+    if (!owns(t))
         return;
+    const unsigned i = t.index();
     used_ &= ~(1u << i);
     if (words_)
         words_[i].store(word(0, LeaseState::kFree), std::memory_order_relaxed);

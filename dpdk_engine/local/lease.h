@@ -34,7 +34,6 @@ enum class LeaseState : uint32_t {
     kFailed = 4,   // the writer's copy failed (the receive fails)
     kRevoked = 5,  // the receiver took it back: nobody writes
 };
-const char* to_string(LeaseState s);
 
 // A lease's name in a CTS: its index and its generation.
 struct LeaseToken {
@@ -63,6 +62,7 @@ class LeaseTable {
     template <typename PeerGone> void settle_all(PeerGone peer_gone);
 
  private:
+    bool owns(LeaseToken t) const;  // in use, of that generation
     std::atomic<uint32_t>* words_ = nullptr;
     uint32_t used_ = 0;  // bit per lease
     uint32_t generation_[kLeases] = {};

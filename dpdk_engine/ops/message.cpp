@@ -114,8 +114,7 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
 {
     // A split copy's buffer goes back only once the sender can no longer
     // write into it (rendezvous_cma.cpp).
-    if ((m->lease_mapping || m->lease_outcome != local::LeaseState::kFree) &&
-        settle_split(m) != local::LeaseState::kWritten && status == OpStatus::kOk)
+    if (m->split_unsettled() && settle_split(m) != local::LeaseState::kWritten && status == OpStatus::kOk)
         status = OpStatus::kCopyFault;
     if (m->state == RxMsg::State::kCmaSplitPending)
         engine->drop_split_head(m);

@@ -171,8 +171,8 @@ Delivery EndpointImpl::deliver_cma_confirm(Session* s, RxMsg* m, const wire::Par
     }
     const bool copied = m && m->session == s && m->state == RxMsg::State::kCmaCopied;
     if (copied && (p.flags & wire::kFlagCma) && p.payload_len == 0 && x->offset.get() == 0) {
-        const bool split = m->lease_mapping || m->lease_outcome != local::LeaseState::kFree;
-        finish_recv(m, split ? finish_split(m) : OpStatus::kOk);  // kOk: finish_recv reports a truncation
+        finish_recv(m, m->split_unsettled() ? finish_split(m)
+                                            : OpStatus::kOk);  // kOk: finish_recv reports a truncation
         return Delivery::kDone;
     }
     st.protocol_errors++;

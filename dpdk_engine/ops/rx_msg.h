@@ -79,6 +79,8 @@ struct RxMsg {
     // What the lease said when it was given back before the confirmation
     // (EngineImpl::recycle_leases; kFree: not given back early).
     local::LeaseState lease_outcome = local::LeaseState::kFree;
+    // A split whose lease is still to settle (held, or given back early).
+    bool split_unsettled() const { return lease_mapping || lease_outcome != local::LeaseState::kFree; }
     bool cma_deferred = false;  // its whole copy was put after a round's split ones once
     uint32_t handle = 0;        // rendezvous handle (index | generation)
     uint32_t generation = 0;
