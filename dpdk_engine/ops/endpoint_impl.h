@@ -354,6 +354,7 @@ class EndpointImpl : public Endpoint {
     // the sender's part.
     bool cma_answer_split(RxMsg* m, TxOp* op, uint64_t granted);
     void copy_split_head(RxMsg* m);
+    OpStatus split_copy_failed(int rc);  // a failed read of a split message's part: the receive's status
     local::LeaseState settle_split(RxMsg* m);
     OpStatus finish_split(RxMsg* m);  // on the confirmation: the receive's status
     OpStatus cma_write_split(Session* s, TxOp* op, const wire::ParsedPacket& p);

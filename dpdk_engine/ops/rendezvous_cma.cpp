@@ -290,16 +290,28 @@ void EndpointImpl::copy_split_head(RxMsg* m)
 {
     const int rc = cma_copy(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, m->split_head, 0);
     if (rc != 0) {
-        // The sender's addresses, or a kernel that let us read this peer
-        // before: the message fails (the CTS, gone, said otherwise); its
-        // buffer goes back once the lease is settled.
-        st.cma_faults++;
-        finish_recv(m, OpStatus::kCopyFault);
+        // The message fails (the CTS, gone, said otherwise); its buffer
+        // goes back once the lease is settled.
+        finish_recv(m, split_copy_failed(rc));
         return;
     }
     st.cma_rx++;
     st.cma_rx_bytes += m->split_head;
     m->state = RxMsg::State::kCmaCopied;
+}
+
+OpStatus EndpointImpl::split_copy_failed(int rc)
+{
+    // -ESRCH: the sender's process is gone (killed while its message was
+    // being read). Its CTS promised a copy, so the ring cannot take the
+    // message over: it fails as the peer's death fails everything else of
+    // that peer (kPeerTimeout), not as a fault of either buffer. Anything
+    // else (its addresses, a kernel that let us read this peer before) is
+    // a fault.
+    if (rc == -ESRCH)
+        return OpStatus::kPeerTimeout;
+    st.cma_faults++;
+    return OpStatus::kCopyFault;
 }
 
 local::LeaseState EndpointImpl::settle_split(RxMsg* m)
@@ -335,12 +347,13 @@ OpStatus EndpointImpl::finish_split(RxMsg* m)
         st.cma_split_declined++;
         m->session->cma_split_off = true;
         const uint64_t head = m->split_head;
-        if (cma_copy(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted - head, 0, head) == 0) {
+        const int rc =
+            cma_copy(m->cma_pid, m->dest, m->dest_count, m->cma_src, m->cma_count, granted - head, 0, head);
+        if (rc == 0) {
             st.cma_rx_bytes += granted - head;
             return OpStatus::kOk;
         }
-        st.cma_faults++;
-        return OpStatus::kCopyFault;
+        return split_copy_failed(rc);
     }
     case local::LeaseState::kFree:
     case local::LeaseState::kArmed:
