@@ -80,13 +80,14 @@ struct Opts {
     uint32_t deadline_s = 120;
     bool kill_test = false;
     bool stats = false;
-    bool zcopy_test = false;          // engine_peer_zcopy.cpp instead of the normal run
-    std::string cma_test;             // engine_peer_cma.cpp instead of the normal run: its mode
-    bool expect_zcopy = false;        // zcopy test: packets must have gone zero-copy
-    bool expect_retransmits = false;  // zcopy test: the fault injector must have caused some
-    std::string expect_path;          // "local" (host-local rings) or "device": where frames must have gone
-    uint32_t rounds = 1;              // normal runs in a row, each with a new HELLO (a restarted peer)
-    std::string pause_file;           // client: before each round after the first, wait for this file
+    bool zcopy_test = false;               // engine_peer_zcopy.cpp instead of the normal run
+    std::string cma_test;                  // engine_peer_cma.cpp instead of the normal run: its mode
+    bool expect_zcopy = false;             // zcopy test: packets must have gone zero-copy
+    bool expect_retransmits = false;       // zcopy test: the fault injector must have caused some
+    bool retransmits_client_only = false;  // --expect-retransmits=client: the server's are chance
+    std::string expect_path;               // "local" (host-local rings) or "device": where frames must have gone
+    uint32_t rounds = 1;                   // normal runs in a row, each with a new HELLO (a restarted peer)
+    std::string pause_file;                // client: before each round after the first, wait for this file
     // zcopy client: zero-copy frames must have waited for a full host-local ring (copied).
     bool expect_local_copies = false;
     // zcopy server: after some messages, no progress for this long (a peer descheduled).
@@ -108,14 +109,15 @@ inline bool known_cma_mode(const std::string& m)
 
 inline void usage()
 {
-    fprintf(stderr, "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
-                    "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
-                    "         [--deadline S] [--kill-test] [--stats]\n"
-                    "         [--zcopy-test [--expect-zcopy] [--expect-retransmits] [--expect-local-copies]\n"
-                    "          [--stall-ms MS]]\n"
-                    "         [--cma-test MODE]\n"
-                    "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n"
-                    "MODE:");
+    fprintf(stderr,
+            "usage: engine_peer server|client --port P [--device DEV] [--peer-ip IP] [--count N]\n"
+            "         [--max-size BYTES] [--big-every N] [--rma-ops N] [--seed S] [--timeout-ms T]\n"
+            "         [--deadline S] [--kill-test] [--stats]\n"
+            "         [--zcopy-test [--expect-zcopy] [--expect-retransmits[=client]] [--expect-local-copies]\n"
+            "          [--stall-ms MS]]\n"
+            "         [--cma-test MODE]\n"
+            "         [--expect-path local|device] [--rounds N] [--pause-file PATH]\n"
+            "MODE:");
     for (const char* m : kCmaModes)
         fprintf(stderr, " %s", m);
     fprintf(stderr, "\n");
@@ -132,17 +134,28 @@ inline Opts parse(int argc, char** argv)
     else if (strcmp(argv[1], "client") != 0)
         usage();
     static const option longopts[] = {
-        {"device", required_argument, nullptr, 'd'},       {"port", required_argument, nullptr, 'p'},
-        {"peer-ip", required_argument, nullptr, 'i'},      {"count", required_argument, nullptr, 'n'},
-        {"max-size", required_argument, nullptr, 'm'},     {"big-every", required_argument, nullptr, 'b'},
-        {"rma-ops", required_argument, nullptr, 'r'},      {"seed", required_argument, nullptr, 's'},
-        {"timeout-ms", required_argument, nullptr, 't'},   {"deadline", required_argument, nullptr, 'D'},
-        {"kill-test", no_argument, nullptr, 'k'},          {"stats", no_argument, nullptr, 'S'},
-        {"zcopy-test", no_argument, nullptr, 'z'},         {"expect-zcopy", no_argument, nullptr, 'Z'},
-        {"expect-retransmits", no_argument, nullptr, 'R'}, {"expect-path", required_argument, nullptr, 'P'},
-        {"rounds", required_argument, nullptr, 'N'},       {"pause-file", required_argument, nullptr, 'F'},
-        {"cma-test", required_argument, nullptr, 'C'},     {"expect-local-copies", no_argument, nullptr, 'L'},
-        {"stall-ms", required_argument, nullptr, 'W'},     {nullptr, 0, nullptr, 0},
+        {"device", required_argument, nullptr, 'd'},
+        {"port", required_argument, nullptr, 'p'},
+        {"peer-ip", required_argument, nullptr, 'i'},
+        {"count", required_argument, nullptr, 'n'},
+        {"max-size", required_argument, nullptr, 'm'},
+        {"big-every", required_argument, nullptr, 'b'},
+        {"rma-ops", required_argument, nullptr, 'r'},
+        {"seed", required_argument, nullptr, 's'},
+        {"timeout-ms", required_argument, nullptr, 't'},
+        {"deadline", required_argument, nullptr, 'D'},
+        {"kill-test", no_argument, nullptr, 'k'},
+        {"stats", no_argument, nullptr, 'S'},
+        {"zcopy-test", no_argument, nullptr, 'z'},
+        {"expect-zcopy", no_argument, nullptr, 'Z'},
+        {"expect-retransmits", optional_argument, nullptr, 'R'},
+        {"expect-path", required_argument, nullptr, 'P'},
+        {"rounds", required_argument, nullptr, 'N'},
+        {"pause-file", required_argument, nullptr, 'F'},
+        {"cma-test", required_argument, nullptr, 'C'},
+        {"expect-local-copies", no_argument, nullptr, 'L'},
+        {"stall-ms", required_argument, nullptr, 'W'},
+        {nullptr, 0, nullptr, 0},
     };
     optind = 2;
     int c;
@@ -170,7 +183,12 @@ inline Opts parse(int argc, char** argv)
                 usage();
             break;
         case 'Z': o.expect_zcopy = true; break;
-        case 'R': o.expect_retransmits = true; break;
+        case 'R':
+            o.expect_retransmits = true;
+            if (optarg && strcmp(optarg, "client") != 0)
+                usage();
+            o.retransmits_client_only = optarg != nullptr;
+            break;
         case 'L': o.expect_local_copies = true; break;
         case 'W': o.stall_ms = static_cast<uint32_t>(strtoul(optarg, nullptr, 0)); break;
         case 'P':
