@@ -22,6 +22,14 @@ void enter_recovery(Session* s)
     cc_on_loss(s);
 }
 
+// A retransmitted packet's ACK does not say which copy got there, so only
+// first transmissions tell how far the peer's receipts reach.
+void note_delivered(Session* s, const InflightPacket& pkt)
+{
+    if (pkt.sends == 1 && pkt.sent_us > s->delivered_sent_us)
+        s->delivered_sent_us = pkt.sent_us;
+}
+
 }  // namespace
 
 namespace session_detail {
@@ -44,6 +52,7 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
         uint32_t acked = ack - s->una;
         while (s->una != ack) {
             InflightPacket& pkt = s->inflight[s->una & s->mask];
+            note_delivered(s, pkt);
             TxOp* op = pkt.op;
             uint64_t ops = ops_in_packet(pkt);  // a packed frame: op and its pack_next chain
             pkt = InflightPacket();
@@ -90,16 +99,27 @@ void process_ack(Session* s, const wire::TransportHeader* th, uint64_t now)
         uint32_t psn = ack + 1 + i;
         if (!psn_before(psn, s->next_psn))
             break;
-        s->inflight[psn & s->mask].sacked = true;
+        InflightPacket& held = s->inflight[psn & s->mask];
+        if (!held.sacked)
+            note_delivered(s, held);
+        held.sacked = true;
         highest = psn;
     }
     // Fast retransmit: holes below the highest SACKed packet that have been
     // out for longer than a smoothed RTT are presumed lost (RFC 6675 spirit).
+    // A hole already sent again is lost again once a packet sent after that
+    // retransmission got there (RACK, RFC 8985: the path is FIFO), or else
+    // after SRTT + 4 RTTVAR (RFC 6298's spread, without the RTO's floor): a
+    // queue stretches the retransmission's round trip past the smoothed
+    // RTT, and its age alone resent holes whose copies were on their way.
     uint32_t min_age = s->rtt.has_sample() ? s->rtt.srtt_us() : s->ep->engine->cfg.rto_min_us;
+    const uint64_t resend_age = uint64_t(min_age) + 4 * uint64_t(s->rtt.rttvar_us());
     unsigned budget = 32;
     for (uint32_t psn = s->una; psn_before(psn, highest) && budget; psn++) {
         InflightPacket& pkt = s->inflight[psn & s->mask];
         if (pkt.sacked || !pkt.op || now - pkt.sent_us < min_age)
+            continue;
+        if (pkt.sends > 1 && s->delivered_sent_us <= pkt.sent_us && now - pkt.sent_us < resend_age)
             continue;
         enter_recovery(s);
         if (transmit_slot(s, psn, now, true)) {

@@ -698,6 +698,7 @@ void session_fail(Session* s, OpStatus why, bool rx_too)
     s->rto_deadline = 0;
     s->tlp_deadline = 0;
     s->rto_undo_armed = false;
+    s->delivered_sent_us = 0;
     cc_reset(s);
     s->peer_window = s->mask + 1;
     s->in_recovery = false;

@@ -106,6 +106,11 @@ struct Session {
     uint32_t rto_psn = 0;
     uint32_t rto_ts = 0;
     uint32_t rto_prior_cwnd = 0;
+    // The latest send time of a first transmission the peer is known to
+    // hold (ACKed or SACKed): a hole sent again is presumed lost again once
+    // something sent after that retransmission got there (RACK, RFC 8985;
+    // recovery.cpp).
+    uint64_t delivered_sent_us = 0;
     uint32_t rdv_waiting = 0;  // CTSs we sent whose data has not all come
     uint32_t next_msg_id = 0;
     uint32_t requests_out = 0;  // our requests holding one of kRequestCredits
