@@ -507,7 +507,10 @@ void client_main(Peer& p)
                     "%s)",
                     pending, failed, ok, canceled, dead ? "declared dead" : "never declared dead");
         }
-        uint64_t silence = first_fail - p.last_ok_ms;
+        // A receive whose split copy found the sender's process gone fails
+        // at once, and may be reported in the same progress call before the
+        // successes of operations the server had finished: no silence then.
+        uint64_t silence = first_fail > p.last_ok_ms ? first_fail - p.last_ok_ms : 0;
         uint32_t timeout = timeout_ms_cfg;
         printf("engine_peer client: PEER DEAD: the server stopped answering; %u pending operations failed with "
                "kPeerTimeout %" PRIu64 " ms after the last successful completion (peer timeout %u ms); "
