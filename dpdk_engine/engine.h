@@ -133,11 +133,12 @@ struct EngineConfig {
     // 0 = never. Receivers honour it too: 0 answers every offer with the
     // ring path. 65536: the size from which it was measured to pay.
     uint32_t local_cma_min = 65536;
-    // FI_DPDK_LOCAL_CMA_SPLIT_MIN: such a message of at least this many
-    // bytes is copied by both processes at once, the receiver reading the
-    // first half while the sender writes the rest (process_vm_writev under
-    // a lease: docs/single_copy.md, "The split copy"); 0 = the receiver
-    // reads it all. Receivers decide; senders write only when asked.
+    // FI_DPDK_LOCAL_CMA_SPLIT_MIN: such a message or RMA write of at least
+    // this many bytes is copied by both processes at once, the receiver
+    // (the write's target) reading the first half while the sender writes
+    // the rest (process_vm_writev under a lease: docs/single_copy.md, "The
+    // split copy", "Split RMA writes"); 0 = the receiver reads it all.
+    // Receivers decide; senders write only when asked.
     uint32_t local_cma_split_min = 262144;
     // Tests only: a sender asked to write a split part sleeps this many
     // milliseconds first, before taking the lease or, with
@@ -482,6 +483,11 @@ struct EndpointStats {
     // (their remote events raised).
     uint64_t cma_wr_tx, cma_wr_tx_faults, cma_wr_declined, cma_wr_confirms;
     uint64_t cma_wr_rx, cma_wr_rx_bytes, cma_wr_refused, cma_wr_faults, cma_wr_confirmed;
+    // Split writes (the target reads the head, the initiator writes the
+    // rest): target: writes split, of them those whose lease it took back
+    // (and read whole); initiator: tails it was asked for (written or not:
+    // cma_split_tx and cma_split_tx_skipped count them with the messages').
+    uint64_t cma_wr_split_rx, cma_wr_split_revoked, cma_wr_split_tx;
     // RMA reads (rma_cma_read.cpp): initiator: reads copied from a grant and
     // their bytes, copies that faulted (kCopyFault), copies the kernel
     // refused and offers the target declined (both sent through the ring);

@@ -143,11 +143,9 @@ const Knob kKnobs[] = {
      "the rings where the kernel refuses); 0 = always through the rings",
      KNOB_NUMBER(local_cma_min)},
     {"local_cma_split_min", KnobKind::kUnsigned, 0, UINT32_MAX,
-     "Such a message of at least this many bytes is copied by both processes at once: the receiver reads the "
-     "first "
-     "half while the sender writes the rest into the receive buffer (process_vm_writev, under a lease the "
-     "receiver "
-     "can revoke); 0 = the receiver reads it all",
+     "Such a message or RMA write of at least this many bytes is copied by both processes at once: the receiver "
+     "(the write's target) reads the first half while the sender writes the rest into its memory "
+     "(process_vm_writev, under a lease the receiver can revoke); 0 = the receiver reads it all",
      KNOB_NUMBER(local_cma_split_min)},
     {"host_local", KnobKind::kBool, 0, 1,
      "Processes of this network namespace (this host) exchange frames through shared-memory rings instead "

@@ -30,7 +30,10 @@
     X(kCopyFault, 6, "COPY_FAULT", kCopyFault) /* kFlagCma CTS/write resp: the source could not be read */        \
     /* kFlagCma kRmaWriteResp: the target will not copy; the initiator sends the write through the ring */        \
     /* (never reported: the mapping is for a response that carries it without kFlagCma, a peer's error) */        \
-    X(kCmaDeclined, 7, "CMA_DECLINED", kProtocolError)
+    X(kCmaDeclined, 7, "CMA_DECLINED", kProtocolError)                                                            \
+    /* kFlagCma kRmaWriteResp before the final one: the target reads the head, the initiator writes the rest */   \
+    /* under a lease (a CmaSplit payload); never final, so never reported */                                      \
+    X(kCmaSplit, 8, "CMA_SPLIT", kProtocolError)
 
 // X(name, libfabric error of a CQ error entry (positive FI_E*; 0 = success),
 //   to_string text, also the provider's fi_cq_strerror text)

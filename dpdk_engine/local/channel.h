@@ -42,6 +42,10 @@ constexpr uint32_t kCapRingMessages = 1u << 2;  // slots of SlotKind::kMessage (
 // message into the receiver under its lease (lease.h), and, as a
 // receiver, offers such parts in the leases of its consumer line.
 constexpr uint32_t kCapCmaSplit = 1u << 3;
+// Takes a kCmaSplit kRmaWriteResp (wire.h): writes the named tail of its
+// own single-copy RMA write into the target under the target's lease
+// while the target reads the head.
+constexpr uint32_t kCapCmaWriteSplit = 1u << 4;
 
 // Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
 // none when fd < 0. 0 or -errno.

@@ -539,9 +539,11 @@ void Endpoint::dump_stats(FILE* f) const
             "dpdk engine endpoint %s:%u rma writes by a single copy: cma_wr_tx %" PRIu64
             " cma_wr_tx_faults %" PRIu64 " cma_wr_declined %" PRIu64 " cma_wr_confirms %" PRIu64
             " cma_wr_rx %" PRIu64 " cma_wr_rx_bytes %" PRIu64 " cma_wr_refused %" PRIu64 " cma_wr_faults %" PRIu64
-            " cma_wr_confirmed %" PRIu64 "\n",
+            " cma_wr_confirmed %" PRIu64 " cma_wr_split_rx %" PRIu64 " cma_wr_split_revoked %" PRIu64
+            " cma_wr_split_tx %" PRIu64 "\n",
             ip, ep->addr.port, s.cma_wr_tx, s.cma_wr_tx_faults, s.cma_wr_declined, s.cma_wr_confirms, s.cma_wr_rx,
-            s.cma_wr_rx_bytes, s.cma_wr_refused, s.cma_wr_faults, s.cma_wr_confirmed);
+            s.cma_wr_rx_bytes, s.cma_wr_refused, s.cma_wr_faults, s.cma_wr_confirmed, s.cma_wr_split_rx,
+            s.cma_wr_split_revoked, s.cma_wr_split_tx);
     fprintf(f,
             "dpdk engine endpoint %s:%u rma reads by a single copy: cma_rd_rx %" PRIu64 " cma_rd_rx_bytes %" PRIu64
             " cma_rd_faults %" PRIu64 " cma_rd_refused %" PRIu64 " cma_rd_declined %" PRIu64

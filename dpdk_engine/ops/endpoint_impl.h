@@ -286,6 +286,15 @@ class EndpointImpl : public Endpoint {
     bool offer_cma_write(const Session* s, uint64_t len) const;
     Delivery deliver_cma_write(Session* s, const wire::ParsedPacket& p);
     Delivery cma_write_answered(Session* s, TxOp* op, const wire::ParsedPacket& p);
+    // The split write (rma_cma.cpp): the target reads the head while the
+    // initiator writes the rest under a lease. Whether this write is split
+    // (called once per write: one read whole during a pause counts it
+    // down); its copy (as cma_copy: 0 or -errno), the split settled before
+    // it returns.
+    bool split_write_ok(Session* s, const local::Channel* c, uint64_t total) const;
+    bool split_write_paused(Session* s) const;  // counts the pause down
+    int copy_split_write(Session* s, local::Channel* c, uint32_t op_id, uint8_t* dst, const iovec* src, uint32_t n,
+                         uint64_t total);
     // Shared with the message path: the channel whose peer a single copy
     // from s's peer reads (s's route, its pid from the kernel; the frame at
     // hand did not come through a ring of another process), else nullptr.
@@ -357,7 +366,9 @@ class EndpointImpl : public Endpoint {
     OpStatus split_copy_failed(int rc);  // a failed read of a split message's part: the receive's status
     local::LeaseState settle_split(RxMsg* m);
     OpStatus finish_split(RxMsg* m);  // on the confirmation: the receive's status
-    OpStatus cma_write_split(Session* s, TxOp* op, const wire::ParsedPacket& p);
+    // The writer's part of a split (a CTS's, or a kCmaSplit write answer's
+    // payload `p`; `granted` bytes in all, op's iovecs the source).
+    OpStatus cma_write_split(Session* s, TxOp* op, uint64_t granted, const wire::ParsedPacket& p);
     // Sends the waiting CTSs of session s while operations are free.
     void retry_cts(Session* s);
     // Fails with kResponseTimeout the kWrite/kRead/kAtomic operations of s

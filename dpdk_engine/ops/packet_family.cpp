@@ -50,7 +50,8 @@ constexpr PacketFamily kPacketFamilies[wire::kMaxPacketType + 1] = {
     {T::kRmaReadReq, build_rma_read, by<&E::deliver_read_req>, false},
     // The RespExt; with kFlagCma a grant's list and head (build_read_resp).
     {T::kRmaReadResp, build_read_resp, by<&E::deliver_read_resp>, false},
-    {T::kRmaWriteResp, build_response, by<&E::deliver_write_resp>, false},
+    // The RespExt; a kCmaSplit answer adds the split (build_write_resp).
+    {T::kRmaWriteResp, build_write_resp, by<&E::deliver_write_resp>, false},
     {T::kAtomicReq, build_atomic_request, by<&E::deliver_atomic_req>, false},
     {T::kAtomicResp, build_response, by<&E::deliver_atomic_resp>, false},
     // Unsequenced: Endpoint::send_datagram builds it, EndpointImpl::deliver_datagram takes it.

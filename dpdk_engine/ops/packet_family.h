@@ -93,8 +93,9 @@ bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited);
 // (the op's cma_confirm) carries none. A kRmaReadResp that grants a read
 // (rma_cma_read.cpp): the list of the range past the head (iov[1]), then
 // the head's bytes (iov[0]); the final answer (no iov) carries none. A
-// kMsgCts of a split copy: its CmaSplit and the list of the sender's part
-// (iov); any other CTS none.
+// kMsgCts of a split copy, or a kRmaWriteResp that splits a write
+// (kCmaSplit): its CmaSplit and the list of the sender's part (iov); any
+// other CTS or write answer none.
 inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
 {
     if (!(pkt.flags & wire::kFlagCma))
@@ -105,6 +106,7 @@ inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
     case wire::PacketType::kRmaWrite:
         return op->cma_confirm ? 0 : static_cast<uint16_t>(op->iov_count * sizeof(wire::CmaSource));
     case wire::PacketType::kMsgCts:
+    case wire::PacketType::kRmaWriteResp:
         return op->iov_count
                    ? static_cast<uint16_t>(sizeof(wire::CmaSplit) + op->iov_count * sizeof(wire::CmaSource))
                    : 0;
@@ -121,6 +123,9 @@ inline uint16_t cma_rts_bytes(const InflightPacket& pkt)
 // (write_source_list: op's own iovecs), a read grant's.
 uint8_t* write_sources(const TxOp* op, const iovec* iov, uint32_t n, wire::TransportHeader* th);
 void write_source_list(const TxOp* op, wire::TransportHeader* th);
+// A split's payload (rendezvous.cpp): the CmaSplit of op's answer, then
+// the list of the part the peer writes (op's iovecs, in our address space).
+void write_split_offer(const TxOp* op, wire::TransportHeader* th);
 // A source list of exactly `total` bytes from `bytes` bytes at `list`
 // into out/*count: 1 to kMaxIov entries, no address + length overflow
 // (false: malformed). Every single copy's list passes here (rma_cma.cpp).
@@ -136,8 +141,9 @@ void build_rdv_data(const InflightPacket& pkt, wire::TransportHeader* th);     /
 void build_rma_request(const InflightPacket& pkt, wire::TransportHeader* th);  // rma.cpp: write, read request
 void build_rma_write(const InflightPacket& pkt, wire::TransportHeader* th);    // rma_cma.cpp: + a source list
 void build_response(const InflightPacket& pkt, wire::TransportHeader* th);     // rma.cpp: every RespExt
-void build_rma_read(const InflightPacket& pkt, wire::TransportHeader* th);   // rma_cma_read.cpp: + a confirmation
-void build_read_resp(const InflightPacket& pkt, wire::TransportHeader* th);  // rma_cma_read.cpp: + a grant
+void build_rma_read(const InflightPacket& pkt, wire::TransportHeader* th);    // rma_cma_read.cpp: + a confirmation
+void build_read_resp(const InflightPacket& pkt, wire::TransportHeader* th);   // rma_cma_read.cpp: + a grant
+void build_write_resp(const InflightPacket& pkt, wire::TransportHeader* th);  // rma_cma.cpp: + a split
 void build_atomic_request(const InflightPacket& pkt, wire::TransportHeader* th);  // atomic.cpp
 void build_conn_ctl(const InflightPacket& pkt, wire::TransportHeader* th);        // connection.cpp
 

@@ -169,9 +169,13 @@ void build_cts(const InflightPacket& pkt, wire::TransportHeader* th)
     const bool failed = op->cma && op->message_len == 0;
     x->handle.set(failed ? static_cast<uint32_t>(op->answer.wire_status) : op->answer.rdv_handle);
     x->len.set(op->message_len);
-    if (!cma_rts_bytes(pkt))
-        return;
-    // A split copy: the lease, our part, and where the sender's part goes.
+    if (cma_rts_bytes(pkt))
+        write_split_offer(op, th);
+}
+
+void write_split_offer(const TxOp* op, wire::TransportHeader* th)
+{
+    // The lease, our part, and where the peer's part goes.
     auto* sp = reinterpret_cast<wire::CmaSplit*>(reinterpret_cast<uint8_t*>(th) + th->header_len.get());
     sp->lease.set(op->answer.split_lease);
     sp->reserved.set(0);

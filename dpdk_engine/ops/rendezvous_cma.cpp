@@ -134,7 +134,7 @@ bool EndpointImpl::cma_done(Session* s, TxOp* op, const wire::ParsedPacket& p)
     }
     const uint64_t taken = x->len.get();
     // A split copy: our part first, so that it is in before we confirm.
-    const OpStatus written = taken && p.payload_len ? cma_write_split(s, op, p) : OpStatus::kOk;
+    const OpStatus written = taken && p.payload_len ? cma_write_split(s, op, taken, p) : OpStatus::kOk;
     op->kind = TxOp::Kind::kRdvData;
     op->total_len = 0;  // nothing to send: the receiver has the bytes, or failed
     op->next_offset = 0;
@@ -364,10 +364,9 @@ OpStatus EndpointImpl::finish_split(RxMsg* m)
     return OpStatus::kCopyFault;
 }
 
-OpStatus EndpointImpl::cma_write_split(Session* s, TxOp* op, const wire::ParsedPacket& p)
+OpStatus EndpointImpl::cma_write_split(Session* s, TxOp* op, uint64_t granted, const wire::ParsedPacket& p)
 {
     const EngineConfig& cfg = engine->cfg;
-    const uint64_t granted = reinterpret_cast<const wire::RdvExt*>(p.ext)->len.get();
     const auto* sp = reinterpret_cast<const wire::CmaSplit*>(p.payload);
     iovec dst[kMaxIov];
     uint32_t n = 0;

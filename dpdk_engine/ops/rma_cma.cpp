@@ -22,6 +22,7 @@
 // fallback (Session::cma_tx_off, cma_rx_off), the channel rule and the
 // source list check below.
 #include <errno.h>
+#include <sched.h>
 #include <sys/uio.h>
 
 #include "dpdk_engine/engine_impl.h"
@@ -151,6 +152,18 @@ Delivery EndpointImpl::cma_write_answered(Session* s, TxOp* op, const wire::Pars
         s->cma_tx_off = true;
         return finish_answered(op, OpStatus::kProtocolError);
     }
+    if (answer == wire::WireStatus::kCmaSplit) {
+        // Not the answer yet: the target reads the head and leaves us the
+        // rest, under its lease. Written now, while it reads; the answer
+        // follows (a write of ours that faults fails there, kCopyFault).
+        if (!op->cma_confirm && !op->response_done && p.payload_len) {
+            cma_write_split(s, op, op->message_len, p);
+            st.cma_wr_split_tx++;
+        } else {
+            st.protocol_errors++;  // the target reads it all once the lease times out
+        }
+        return Delivery::kDone;
+    }
     if (answer == wire::WireStatus::kCmaDeclined) {
         // The target will not or cannot copy: no later write to that peer
         // is offered. If the peer took copies before, what we posted behind
@@ -235,7 +248,7 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
     // The ring path's checks first: a write refused there is refused here
     // with the same status, whatever else the offer says.
     wire::WireStatus status = check_write(this, x, 0, total, &dst);
-    const local::Channel* c = nullptr;
+    local::Channel* c = nullptr;
     iovec src[kMaxIov];
     uint32_t n = 0;
     if (status == wire::WireStatus::kOk) {
@@ -254,7 +267,8 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
     bool confirm = false;
     if (status == wire::WireStatus::kOk) {
         const iovec d {dst, static_cast<size_t>(total)};
-        const int rc = cma_copy(c->peer_pid(), &d, 1, src, n, total, st.cma_wr_rx);
+        const int rc = split_write_ok(s, c, total) ? copy_split_write(s, c, x->op_id.get(), dst, src, n, total)
+                                                   : cma_copy(c->peer_pid(), &d, 1, src, n, total, st.cma_wr_rx);
         if (rc == -EFAULT) {
             status = wire::WireStatus::kCopyFault;  // bytes already copied stay: a write that failed
             st.cma_wr_faults++;
@@ -267,6 +281,7 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
         } else {
             st.cma_wr_rx++;
             st.cma_wr_rx_bytes += total;
+            s->cma_rx_proven = true;  // the peer's kernel lets us read it: later writes may be split
             confirm = cfg.rma_events || (p.flags & wire::kFlagRemoteData);
         }
     }
@@ -277,6 +292,118 @@ Delivery EndpointImpl::deliver_cma_write(Session* s, const wire::ParsedPacket& p
     s->cma_confirms_due += confirm;
     session_enqueue_answer(s, op);
     return Delivery::kDone;
+}
+
+// ---------------------------------------------------------------------------
+// The split write (docs/single_copy.md, "Split RMA writes"). One
+// process_vm_readv of a MiB keeps the target's core busy while the
+// initiator's waits: the target answers first with kCmaSplit (the lease
+// and where the tail goes), reads the head, and the initiator writes the
+// tail meanwhile. Unlike a message, the write is finished before this
+// delivery returns: the target's memory is visible without a completion
+// and the provider orders writes and sends after writes, so nothing the
+// initiator sent behind it may be applied before its tail is in.
+
+namespace {
+// How long, past the time its own head took, the target waits for the
+// initiator to take the lease before it takes it back and reads the tail
+// itself: a running initiator takes it within microseconds of the answer.
+constexpr uint64_t kSplitTakeSlackUs = 50;
+// Takebacks in a row after which a peer's next kSplitPauseWrites large
+// writes are read whole: an initiator that is descheduled (more processes
+// than cores), busy outside its progress calls, or writing to us while we
+// write to it (each waits in its delivery for the other's) would cost the
+// wait on every write.
+constexpr uint8_t kSplitMissesMax = 3;
+constexpr uint8_t kSplitPauseWrites = 64;
+}  // namespace
+
+void build_write_resp(const InflightPacket& pkt, wire::TransportHeader* th)
+{
+    build_response(pkt, th);
+    if (cma_rts_bytes(pkt))
+        write_split_offer(pkt.op, th);
+}
+
+bool EndpointImpl::split_write_ok(Session* s, const local::Channel* c, uint64_t total) const
+{
+    const uint32_t min = engine->cfg.local_cma_split_min;
+    // Only after a first copy from that peer worked (a kernel that refuses
+    // declines that write, which the initiator sends again through the
+    // ring: no tail of it may have been written), and with room for two
+    // answers (this one and the final).
+    return min && total >= min && s->cma_rx_proven && !s->cma_split_off &&
+           (c->peer_caps() & local::kCapCmaWriteSplit) && s->answers + 1 < kAnswersPerSession &&
+           !split_write_paused(s);
+}
+
+bool EndpointImpl::split_write_paused(Session* s) const
+{
+    if (!s->cma_split_pause)
+        return false;
+    s->cma_split_pause--;  // this write is read whole
+    return true;
+}
+
+int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id, uint8_t* dst, const iovec* src,
+                                   uint32_t n, uint64_t total)
+{
+    const iovec d {dst, static_cast<size_t>(total)};
+    const uint64_t head = (total / 2) & ~uint64_t {4095};  // the initiator's part starts on a page of ours
+    local::LeaseToken t;
+    bool armed = c->arm_lease(&t);
+    if (!armed) {
+        engine->recycle_leases();  // leases of split messages whose writes ended come back
+        armed = c->arm_lease(&t);
+    }
+    TxOp* offer = armed ? alloc_answer(TxOp::Kind::kWriteResp, s) : nullptr;
+    if (offer && !can_answer(s)) {
+        free_op(offer);  // no room left for the final answer
+        offer = nullptr;
+    }
+    if (!offer) {
+        if (armed) {
+            c->settle_lease(t);
+            c->release_lease(t);
+        }
+        return cma_copy(c->peer_pid(), &d, 1, src, n, total, st.cma_wr_rx);
+    }
+    offer->answer.peer_op_id = op_id;
+    offer->answer.wire_status = wire::WireStatus::kCmaSplit;
+    offer->answer.split_lease = t.value;
+    offer->answer.split_head = head;
+    offer->cma = true;
+    offer->iov[0] = {dst + head, static_cast<size_t>(total - head)};
+    offer->iov_count = 1;
+    session_enqueue_answer(s, offer);
+    const uint64_t start = now_us();
+    session_pump(s, start);  // it leaves now: the initiator writes while we read
+    engine->port->flush();
+    int rc = cma_copy(c->peer_pid(), &d, 1, src, n, head, st.cma_wr_rx);
+    const uint64_t give_up = now_us() + (now_us() - start) + kSplitTakeSlackUs;
+    for (unsigned looks = 0; c->peek_lease(t) == local::LeaseState::kArmed && now_us() < give_up; looks++) {
+        if (looks > 64)
+            sched_yield();  // the initiator may be waiting for our core
+    }
+    // Settled: armed, taken back (nobody writes after this); being written,
+    // waited for (or its process went: kFailed).
+    const local::LeaseState state = c->settle_lease(t);
+    c->release_lease(t);
+    st.cma_wr_split_rx++;
+    if (state == local::LeaseState::kWritten) {
+        s->cma_split_misses = 0;
+        return rc;
+    }
+    if (state == local::LeaseState::kRevoked) {
+        st.cma_wr_split_revoked++;
+        if (++s->cma_split_misses >= kSplitMissesMax) {
+            s->cma_split_misses = 0;
+            s->cma_split_pause = kSplitPauseWrites;
+        }
+        const int rest = cma_copy(c->peer_pid(), &d, 1, src, n, total - head, st.cma_wr_rx, head);
+        return rc ? rc : rest;
+    }
+    return rc ? rc : -EFAULT;  // its write faulted (our memory), or its process went mid-write
 }
 
 }  // namespace dpdk_engine

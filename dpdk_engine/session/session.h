@@ -174,6 +174,10 @@ struct Session {
     // writing once the kernel refused us a write into the peer.
     bool cma_rx_proven = false;
     bool cma_split_off = false;
+    // Split RMA writes (rma_cma.cpp): those in a row whose lease we took
+    // back, and how many large writes are still read whole after that.
+    uint8_t cma_split_misses = 0;
+    uint8_t cma_split_pause = 0;
     bool cma_split_tx_off = false;
     HandshakeState handshake = HandshakeState::kGreeting;
     // kGreeting: hellos sent (saturates). The peer timeout needs three: a

@@ -95,12 +95,32 @@ struct Opts {
 };
 
 // --cma-test's modes (engine_peer_cma*.cpp say what each checks).
-constexpr const char* kCmaModes[] = {
-    "on",          "off",         "refuse",     "declined",           "hostile",
-    "late",        "parked",      "split-late", "split-late-writing", "rma-on",
-    "rma-refuse",  "rma-hostile", "rma-nocap",  "rma-forget",         "rma-withdraw",
-    "rma-restart", "rd-on",       "rd-refuse",  "rd-hostile",         "rd-nocap",
-    "rd-forget",   "rd-lapse",    "rd-withdraw"};
+constexpr const char* kCmaModes[] = {"on",
+                                     "off",
+                                     "refuse",
+                                     "declined",
+                                     "hostile",
+                                     "late",
+                                     "parked",
+                                     "split-late",
+                                     "split-late-writing",
+                                     "rma-on",
+                                     "rma-refuse",
+                                     "rma-hostile",
+                                     "rma-nocap",
+                                     "rma-forget",
+                                     "rma-withdraw",
+                                     "rma-restart",
+                                     "rd-on",
+                                     "rd-refuse",
+                                     "rd-hostile",
+                                     "rd-nocap",
+                                     "rd-forget",
+                                     "rd-lapse",
+                                     "rd-withdraw",
+                                     "rma-split",
+                                     "rma-split-late",
+                                     "rma-split-late-writing"};
 
 inline bool known_cma_mode(const std::string& m)
 {

@@ -407,6 +407,11 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
         cfg->local_cma_split_stall_ms_for_test = cfg->peer_timeout_ms * 3 / 2;
         cfg->local_cma_split_stall_writing_for_test = o.cma_test == "split-late-writing";
     }
+    if (o.cma_test.compare(0, 14, "rma-split-late") == 0 && !o.server) {
+        // Far longer than the target waits for a lease to be taken.
+        cfg->local_cma_split_stall_ms_for_test = 20;
+        cfg->local_cma_split_stall_writing_for_test = o.cma_test == "rma-split-late-writing";
+    }
     if ((o.cma_test == "refuse" || o.cma_test == "rma-refuse") && o.server)
         cfg->local_cma_fail_errno_for_test = EPERM;
     if (o.cma_test == "rma-withdraw" && o.server)

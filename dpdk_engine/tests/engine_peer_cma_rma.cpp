@@ -33,6 +33,18 @@
 //               land after the overwrites posted behind them), the later
 //               ones take the rings; which ones failed travels with the
 //               client's "done" message for the server's check
+//   rma-split   one direction at a time (the server writes once the
+//               client's writes are done): the big writes after the first
+//               are split, the target reading the head while the initiator
+//               writes the tail (rma_cma.cpp); the 8-byte overwrites go
+//               over the tail, which must not land after them; each target
+//               must have had at least one tail written by its peer
+//   rma-split-late  the same, the client stalling 20 ms before it takes
+//               each lease: the server takes back exactly three leases and
+//               reads those tails itself, then splits no more
+//   rma-split-late-writing  the client stalls 20 ms after taking each
+//               lease: the server waits for each tail (the overwrite
+//               behind the write must still win)
 //   rma-restart (client only, --rounds 2) round 1 against an rma-on
 //               server, round 2 against a new server process at the same
 //               address whose kernel "refuses" (rma-refuse): what the
@@ -75,6 +87,18 @@ bool with_data(size_t i)
 bool overwritten(const Opts& o, size_t i)
 {
     return o.cma_test == "rma-withdraw" || cma_overwritten(i);
+}
+
+bool split_mode(const Opts& o)
+{
+    return o.cma_test.compare(0, 9, "rma-split") == 0;
+}
+
+// Where write i's overwrite lands in its window: over the tail (the
+// initiator's part) when writes are split, else over the head.
+size_t over_at(const Opts& o, size_t i)
+{
+    return split_mode(o) ? wlen(i) - 8 : 0;
 }
 
 uint64_t stamp(bool from_server, size_t i)
@@ -162,7 +186,7 @@ uint64_t write_all(Peer& p, const CmaRegions& r, bool server, uint32_t min)
                     over_done++;
                 };
                 const iovec oi {o.buf.data(), 8};
-                if (post_rma(p, true, &oi, 1, r.addr + window(posted), r.key, &o))
+                if (post_rma(p, true, &oi, 1, r.addr + window(posted) + over_at(p.o, posted), r.key, &o))
                     die("overwrite %zu", posted);
                 over_posted++;
             }
@@ -210,7 +234,7 @@ void check_target(Peer& p, const std::vector<uint8_t>& region, const std::vector
         else
             fill_payload(want.data(), len, stamp(!server, i));
         if (overwritten(p.o, i))
-            fill_payload(want.data(), 8, stamp(!server, i) | kCmaOverStamp);
+            fill_payload(want.data() + over_at(p.o, i), 8, stamp(!server, i) | kCmaOverStamp);
         if (mcmp(region.data() + at, want.data(), len) != 0)
             die("window %zu (%zu bytes) of our region differs from the peer's write", i, len);
     }
@@ -323,6 +347,24 @@ void check_counters(const WrCounters& st, const std::string& m, bool server, uin
             declined_max);
 }
 
+// Split writes (the split modes, one direction at a time): as a target,
+// how many were split and how many leases we took back; as an initiator,
+// how many tails we were asked for.
+void check_split(const EndpointStats& st, const std::string& m, bool server)
+{
+    say("cma rma split: split_rx %" PRIu64 " revoked %" PRIu64 " split_tx %" PRIu64 " tails written %" PRIu64
+        " skipped %" PRIu64,
+        st.cma_wr_split_rx, st.cma_wr_split_revoked, st.cma_wr_split_tx, st.cma_split_tx, st.cma_split_tx_skipped);
+    const bool late = m == "rma-split-late" && server, late_writer = m == "rma-split-late" && !server;
+    if (late ? st.cma_wr_split_rx != 3 || st.cma_wr_split_revoked != 3
+             : st.cma_wr_split_rx == 0 || st.cma_wr_split_revoked >= st.cma_wr_split_rx)
+        die("split writes into us (mode %s): %" PRIu64 " split, %" PRIu64 " taken back", m.c_str(),
+            st.cma_wr_split_rx, st.cma_wr_split_revoked);
+    if (late_writer ? st.cma_split_tx_skipped < 3 : st.cma_wr_split_tx == 0 || st.cma_split_tx == 0)
+        die("split writes of ours (mode %s): %" PRIu64 " asked, %" PRIu64 " written, %" PRIu64 " skipped",
+            m.c_str(), st.cma_wr_split_tx, st.cma_split_tx, st.cma_split_tx_skipped);
+}
+
 }  // namespace
 
 void cma_refused(const CmaRegions& r, uint32_t min, const char* what,
@@ -380,6 +422,10 @@ void cma_rma_run(Peer& p, bool server)
     p.phase = "cma rma: regions";
     const CmaRegions r = cma_swap_regions(p, kRegionCtl, region, key, ro, ro_key);
     p.phase = "cma rma: writes";
+    if (split_mode(p.o) && server) {
+        p.phase = "cma rma: waiting for the client's writes (one direction at a time)";
+        p.run_until([&] { return peer_done.got; });
+    }
     const uint64_t t0 = now_ms();
     const uint64_t withdrawn = write_all(p, r, server, min);
     say("cma rma: %zu writes and 8 refused ones done in %" PRIu64 " ms (withdrawn: %#" PRIx64 ")", kWrites,
@@ -394,6 +440,8 @@ void cma_rma_run(Peer& p, bool server)
     const WrCounters now = wr_counters(p.ep->stats(), WrCounters {});
     check_counters(wr_counters(p.ep->stats(), before), round_mode(p.o, round), server, min, withdrawn);
     before = now;
+    if (split_mode(p.o))
+        check_split(p.ep->stats(), p.o.cma_test, server);
     p.mr.remove(key);
     p.mr.remove(ro_key);
 }

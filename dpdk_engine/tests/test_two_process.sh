@@ -244,6 +244,9 @@ run_pair local_cma_parked "" "" $((BASE_PORT + 30)) --cma-test parked --expect-p
 # after the confirmation, refused writes, a kernel that refuses, a hostile
 # initiator's address, a peer without the capability, and lossy rings.
 run_pair local_cma_rma_on "" "" $((BASE_PORT + 20)) --cma-test rma-on --expect-path local
+run_pair local_cma_rma_split "" "" $((BASE_PORT + 60)) --cma-test rma-split --expect-path local
+run_pair local_cma_rma_split_late "" "" $((BASE_PORT + 61)) --cma-test rma-split-late --expect-path local
+run_pair local_cma_rma_split_late_writing "" "" $((BASE_PORT + 62)) --cma-test rma-split-late-writing --expect-path local
 run_pair local_cma_rma_lossy "" "$FAULT" $((BASE_PORT + 21)) --cma-test rma-on --expect-path local
 # Damaged frames both ways (a source list is checked by its payload CRC).
 run_pair local_cma_rma_corrupt "" "$ZC_FAULT" $((BASE_PORT + 26)) --cma-test rma-on --expect-path local

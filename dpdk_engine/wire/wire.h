@@ -328,6 +328,16 @@ static_assert(sizeof(RmaExt) == 48, "RmaExt is frozen at 48 bytes");
 // flag would write the list into its memory as data and answer kOk, so an
 // initiator offers only to a channel that says kCapCmaWrite, which a peer
 // of before never does; kFlagCma answers are only sent to offers.
+// A split write: before that answer, a target may send one kRmaWriteResp
+// with kFlagCma and status kCmaSplit (never final) whose payload is a
+// CmaSplit and one CmaSource, the target's addresses of the write's bytes
+// from `head` on; the initiator writes those bytes there with
+// process_vm_writev under the named lease (local/lease.h), into the
+// process behind the channel the answer came through, while the target
+// reads the head. The target ends the write (its final answer) only once
+// the lease is settled: written, failed (kCopyFault), or taken back and
+// read by the target itself. Sent only to an initiator whose channel says
+// local::kCapCmaWriteSplit.
 //
 // kFlagCma on kRmaReadReq and kRmaReadResp: an RMA read by a single copy
 // (docs/single_copy.md, "RMA reads"; ops/rma_cma_read.cpp). The initiator

@@ -56,6 +56,7 @@ local conn_kinds = { [1] = "ConnReq", [2] = "Accept", [3] = "Reject", [4] = "Shu
 local wire_status = {
     [0] = "Ok", [1] = "InvalidKey", [2] = "OutOfBounds", [3] = "AccessDenied",
     [4] = "BadAtomic", [5] = "BadRequest", [6] = "CopyFault", [7] = "CmaDeclined",
+    [8] = "CmaSplit",
 }
 -- AtomicOp and AtomicType (atomic_ops.h): libfabric's enum fi_op / fi_datatype.
 local atomic_ops = {
@@ -288,6 +289,9 @@ local function dissect_ext(kind, tvb, off, tree, flags, ptype, plen)
                 return string.format(" grant %s", tvb(off + 8, 8):uint64())
             end
             return " single copy " .. (wire_status[tvb(off + 4, 4):uint()] or "status?")
+        elseif band(flags, FLAG_CMA) ~= 0 and tvb(off + 4, 4):uint() == 8 then
+            -- A split write: the target reads the head, the initiator writes the rest (CmaSplit payload).
+            return " split: write the tail under the lease"
         elseif band(flags, FLAG_CMA) ~= 0 then
             -- The answer to a single-copy RMA write: offset 1 asks for the confirmation.
             return " copied " .. (wire_status[tvb(off + 4, 4):uint()] or "status?") ..
