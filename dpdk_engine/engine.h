@@ -89,9 +89,11 @@ struct EngineConfig {
     // RTT is mostly scheduling (docs/design.md, "Congestion control").
     bool cc_delay_cut = false;
     // FI_DPDK_TAIL_PROBE: a network peer silent for two smoothed RTTs with
-    // our packets in flight gets the newest one again before the RTO, with
-    // no cut of the window (RACK-TLP, RFC 8985): a lone lost packet (a
-    // small message, the end of a burst) has no later SACK to reveal it.
+    // our packets in flight gets a probe before the RTO, with no cut of
+    // the window (RACK-TLP, RFC 8985): a new packet if one waits and the
+    // peer's window takes it, else the newest one again. A lone lost
+    // packet (a small message, the end of a burst) has no later SACK to
+    // reveal it.
     bool tail_probe = true;
     uint32_t ack_delay_us = 50;       // FI_DPDK_ACK_DELAY_US: longest an ACK is held back for piggybacking
     uint32_t ack_every = 16;          // ACK at least every this many packets
@@ -417,6 +419,9 @@ struct EndpointStats {
     // Tail loss probes sent (EngineConfig::tail_probe): resends of the
     // newest packet in flight before the RTO. Included in retransmits.
     uint64_t tail_probes;
+    // Tail loss probes that were a new packet instead (not in retransmits;
+    // not in fi_ext_dpdk.h).
+    uint64_t tail_probes_new;
     // Window pool at its cap (EngineConfig::window_blocks_max): times a session had to queue
     // for a send window, out-of-order packets dropped for want of a receive
     // ring (the sender retransmits them).

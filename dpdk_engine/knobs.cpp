@@ -103,8 +103,8 @@ const Knob kKnobs[] = {
      "Also shrink the window in proportion to the delay over FI_DPDK_CC_TARGET_US, once per RTT",
      KNOB_NUMBER(cc_delay_cut)},
     {"tail_probe", KnobKind::kBool, 0, 1,
-     "Resend the newest unacknowledged packet to a network peer silent for two smoothed round trips, before "
-     "the retransmission timeout",
+     "Probe a network peer silent for two smoothed round trips, before the retransmission timeout: with a new "
+     "packet if one waits and the peer's window takes it, else the newest unacknowledged packet again",
      KNOB_NUMBER(tail_probe)},
     {"ack_delay_us", KnobKind::kUnsigned, 0, UINT32_MAX,
      "Longest an acknowledgement waits for a packet to ride on, in microseconds, below FI_DPDK_RTO_MIN_US",

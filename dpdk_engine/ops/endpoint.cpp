@@ -507,34 +507,34 @@ void Endpoint::dump_stats(FILE* f) const
     uint32_t a = ep->addr.ip_be;
     const auto* b = reinterpret_cast<const uint8_t*>(&a);
     snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
-    fprintf(f,
-            "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64
-            " rx_bytes %" PRIu64 " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64
-            " duplicates %" PRIu64 " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64
-            " acks_sent %" PRIu64 " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64
-            " rnr_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64
-            " rendezvous %" PRIu64 " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64
-            " session_failures %" PRIu64 " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64
-            " dgram_truncated %" PRIu64 " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64
-            " spurious_rtos %" PRIu64 " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64
-            " cts_deferred %" PRIu64 " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64
-            " packed_frames %" PRIu64 " packed_msgs %" PRIu64 " tx_corked %" PRIu64 " credit_waits %" PRIu64
-            " answer_stalls %" PRIu64 " rx_by_address %" PRIu64 " late_failures %" PRIu64 " peers_refused %" PRIu64
-            " peers_reclaimed %" PRIu64 " peers_resumed %" PRIu64 " parked_abandoned %" PRIu64
-            " hellos_sent %" PRIu64 " challenges_sent %" PRIu64 " handshakes %" PRIu64
-            " handshakes_refused %" PRIu64 " cma_tx %" PRIu64 " cma_tx_faults %" PRIu64 " cma_declined %" PRIu64
-            " cma_rx %" PRIu64 " cma_rx_bytes %" PRIu64 " cma_refused %" PRIu64 " cma_faults %" PRIu64
-            " tail_probes %" PRIu64 "\n",
-            ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
-            s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
-            s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
-            s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
-            s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
-            s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred,
-            s.response_timeouts, s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits,
-            s.answer_stalls, s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed,
-            s.parked_abandoned, s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused, s.cma_tx,
-            s.cma_tx_faults, s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults, s.tail_probes);
+    fprintf(
+        f,
+        "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64 " rx_bytes %" PRIu64
+        " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64 " duplicates %" PRIu64
+        " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64 " acks_sent %" PRIu64
+        " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64 " rnr_stalls %" PRIu64
+        " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64 " rendezvous %" PRIu64
+        " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
+        " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
+        " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
+        " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
+        " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64 " packed_frames %" PRIu64 " packed_msgs %" PRIu64
+        " tx_corked %" PRIu64 " credit_waits %" PRIu64 " answer_stalls %" PRIu64 " rx_by_address %" PRIu64
+        " late_failures %" PRIu64 " peers_refused %" PRIu64 " peers_reclaimed %" PRIu64 " peers_resumed %" PRIu64
+        " parked_abandoned %" PRIu64 " hellos_sent %" PRIu64 " challenges_sent %" PRIu64 " handshakes %" PRIu64
+        " handshakes_refused %" PRIu64 " cma_tx %" PRIu64 " cma_tx_faults %" PRIu64 " cma_declined %" PRIu64
+        " cma_rx %" PRIu64 " cma_rx_bytes %" PRIu64 " cma_refused %" PRIu64 " cma_faults %" PRIu64
+        " tail_probes %" PRIu64 " tail_probes_new %" PRIu64 "\n",
+        ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
+        s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
+        s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
+        s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
+        s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
+        s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred, s.response_timeouts,
+        s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits, s.answer_stalls,
+        s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed, s.parked_abandoned,
+        s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused, s.cma_tx, s.cma_tx_faults,
+        s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults, s.tail_probes, s.tail_probes_new);
     fprintf(f,
             "dpdk engine endpoint %s:%u rma writes by a single copy: cma_wr_tx %" PRIu64
             " cma_wr_tx_faults %" PRIu64 " cma_wr_declined %" PRIu64 " cma_wr_confirms %" PRIu64

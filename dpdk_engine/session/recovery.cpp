@@ -151,12 +151,29 @@ void delay_tail_probe(Session* s, uint64_t now)
 
 namespace {
 
-// The probe: the newest packet the peer has not SACKed. Its ACK reveals
-// any hole before it (fast retransmit), or, a lone packet, it is the
-// retransmission itself. The window is not cut: nothing is known lost.
+// The probe: a new packet if one waits and the peer's window takes it
+// (RFC 8985 7.3: it asks the same question and is never a copy the peer
+// may hold already, which behind a queue it often is), one past the
+// congestion window; else the newest packet the peer has not SACKed. Its
+// ACK reveals any hole before it (fast retransmit), or, a lone packet, it
+// is the retransmission itself. The window is not cut: nothing is known
+// lost.
 void send_tail_probe(Session* s, uint64_t now)
 {
     s->tlp_deadline = 0;
+    const uint32_t out = s->next_psn - s->una;
+    if (s->fifo_head && out < s->peer_window && out <= s->mask) {
+        const uint32_t cwnd = s->cwnd, next = s->next_psn;
+        s->cwnd = out + 1;
+        s->probe_new = true;
+        session_pump(s, now);
+        s->probe_new = false;
+        s->cwnd = cwnd;
+        if (s->next_psn != next) {
+            s->ep->st.tail_probes_new++;
+            return;
+        }
+    }
     uint32_t psn = s->next_psn - 1;
     while (psn != s->una && s->inflight[psn & s->mask].sacked)
         psn--;

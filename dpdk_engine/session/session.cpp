@@ -404,8 +404,8 @@ void session_pump(Session* s, uint64_t now)
                 op->fifo_next = nullptr;
             }
         }
-        if (last_of_fifo && awaited)
-            flags |= wire::kFlagAckRequest;  // nothing follows: ask for a prompt ACK
+        if ((last_of_fifo && awaited) || s->probe_new)
+            flags |= wire::kFlagAckRequest;  // nothing follows, or a probe: ask for a prompt ACK
         else if (((psn + 1) & (limit / 4 ? limit / 4 - 1 : 0)) == 0)
             flags |= wire::kFlagAckRequest;  // keep ACKs flowing in long bursts
         pkt.flags = flags;

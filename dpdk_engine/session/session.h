@@ -187,6 +187,7 @@ struct Session {
     TxWindowState tx_window = TxWindowState::kReady;
     RxDeliveryState rx_delivery = RxDeliveryState::kInOrder;
     bool queue_high = false;   // the last epoch's least RTT was over target: no growth, loss is congestion
+    bool probe_new = false;    // session_pump's next packet is the tail loss probe: it asks for an ACK
     bool in_recovery = false;  // a loss episode: the window was cut once, until una passes recover_psn
     bool ack_pending = false;
     bool ack_now = false;
