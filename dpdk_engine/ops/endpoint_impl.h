@@ -304,6 +304,7 @@ class EndpointImpl : public Endpoint {
     // `copies_so_far` reached local_cma_fail_after_for_test).
     int cma_copy(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len,
                  uint64_t copies_so_far, uint64_t skip = 0) const;
+    int cma_test_failure(uint64_t copies_so_far) const;  // the errno those hooks make cma_copy fail with, or 0
     // cma_channel refuses only because the frame was read from the ring of
     // another process than s's route's (rma_cma.cpp).
     bool cma_elsewhere(const Session* s) const;

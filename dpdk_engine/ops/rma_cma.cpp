@@ -59,10 +59,15 @@ local::Channel* EndpointImpl::cma_channel(const Session* s) const
 int EndpointImpl::cma_copy(pid_t pid, const iovec* dst, unsigned dn, const iovec* src, unsigned sn, uint64_t len,
                            uint64_t copies_so_far, uint64_t skip) const
 {
+    const int fail = cma_test_failure(copies_so_far);
+    return fail ? -fail : local::cma_transfer(pid, local::CmaDirection::kRead, dst, dn, skip, src, sn, skip, len);
+}
+
+int EndpointImpl::cma_test_failure(uint64_t copies_so_far) const
+{
     const EngineConfig& c = engine->cfg;
     const uint32_t after = c.local_cma_fail_after_for_test;
-    const int fail = after && copies_so_far >= after ? EPERM : c.local_cma_fail_errno_for_test;
-    return fail ? -fail : local::cma_transfer(pid, local::CmaDirection::kRead, dst, dn, skip, src, sn, skip, len);
+    return after && copies_so_far >= after ? EPERM : c.local_cma_fail_errno_for_test;
 }
 
 // An offer read from the ring of another process than s's route's waits
@@ -332,9 +337,11 @@ bool EndpointImpl::split_write_ok(Session* s, const local::Channel* c, uint64_t 
     // declines that write, which the initiator sends again through the
     // ring: no tail of it may have been written), and with room for two
     // answers (this one and the final).
+    // A copy the tests' hook is about to refuse is not split: its refusal
+    // (below) would race with the initiator's tail.
     return min && total >= min && s->cma_rx_proven && !s->cma_split_off &&
            (c->peer_caps() & local::kCapCmaWriteSplit) && s->answers + 1 < kAnswersPerSession &&
-           !split_write_paused(s);
+           !cma_test_failure(st.cma_wr_rx) && !split_write_paused(s);
 }
 
 bool EndpointImpl::split_write_paused(Session* s) const
@@ -380,7 +387,10 @@ int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id
     session_pump(s, start);  // it leaves now: the initiator writes while we read
     engine->port->flush();
     int rc = cma_copy(c->peer_pid(), &d, 1, src, n, head, st.cma_wr_rx);
-    const uint64_t give_up = now_us() + (now_us() - start) + kSplitTakeSlackUs;
+    // A kernel that refuses now what it allowed before: the lease is taken
+    // back at once, so that the write is most likely declined unapplied.
+    const bool refused = rc != 0 && rc != -EFAULT;
+    const uint64_t give_up = refused ? 0 : now_us() + (now_us() - start) + kSplitTakeSlackUs;
     for (unsigned looks = 0; c->peek_lease(t) == local::LeaseState::kArmed && now_us() < give_up; looks++) {
         if (looks > 64)
             sched_yield();  // the initiator may be waiting for our core
@@ -390,6 +400,16 @@ int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id
     const local::LeaseState state = c->settle_lease(t);
     c->release_lease(t);
     st.cma_wr_split_rx++;
+    if (refused) {
+        // Taken back: nobody copied anything, the write is declined. Else
+        // the initiator's tail is in (or faulted) and the head could not be
+        // read: a write that failed part applied, as one that faults; the
+        // peer's later writes take the ring.
+        if (state == local::LeaseState::kRevoked)
+            return rc;
+        s->cma_rx_off |= local::cma_refusal(rc);
+        return -EFAULT;
+    }
     if (state == local::LeaseState::kWritten) {
         s->cma_split_misses = 0;
         return rc;
@@ -400,8 +420,7 @@ int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id
             s->cma_split_misses = 0;
             s->cma_split_pause = kSplitPauseWrites;
         }
-        const int rest = cma_copy(c->peer_pid(), &d, 1, src, n, total - head, st.cma_wr_rx, head);
-        return rc ? rc : rest;
+        return rc ? rc : cma_copy(c->peer_pid(), &d, 1, src, n, total - head, st.cma_wr_rx, head);
     }
     return rc ? rc : -EFAULT;  // its write faulted (our memory), or its process went mid-write
 }
