@@ -321,6 +321,7 @@ constexpr uint64_t kSplitTakeSlackUs = 50;
 // wait on every write.
 constexpr uint8_t kSplitMissesMax = 3;
 constexpr uint8_t kSplitPauseWrites = 64;
+constexpr uint64_t kSplitUnit = 4096;  // the head is a multiple of it (never empty)
 }  // namespace
 
 void build_write_resp(const InflightPacket& pkt, wire::TransportHeader* th)
@@ -339,7 +340,7 @@ bool EndpointImpl::split_write_ok(Session* s, const local::Channel* c, uint64_t 
     // answers (this one and the final).
     // A copy the tests' hook is about to refuse is not split: its refusal
     // (below) would race with the initiator's tail.
-    return min && total >= min && s->cma_rx_proven && !s->cma_split_off &&
+    return min && total >= min && total >= 2 * kSplitUnit && s->cma_rx_proven && !s->cma_split_off &&
            (c->peer_caps() & local::kCapCmaWriteSplit) && s->answers + 1 < kAnswersPerSession &&
            !cma_test_failure(st.cma_wr_rx) && !split_write_paused(s);
 }
@@ -356,7 +357,7 @@ int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id
                                    uint32_t n, uint64_t total)
 {
     const iovec d {dst, static_cast<size_t>(total)};
-    const uint64_t head = (total / 2) & ~uint64_t {4095};  // the initiator's part starts on a page of ours
+    const uint64_t head = (total / 2) & ~(kSplitUnit - 1);  // half, in whole pages
     local::LeaseToken t;
     bool armed = c->arm_lease(&t);
     if (!armed) {
