@@ -499,6 +499,121 @@ size_t Endpoint::session_stats(SessionStats* out, size_t max) const
     return n;
 }
 
+namespace {
+
+// FI_DPDK_STATS lines, one table per line: the name each counter is
+// printed under (tools parse these) and where it is kept.
+struct StatsField {
+    const char* name;
+    uint64_t EndpointStats::*field;
+};
+constexpr StatsField kEndpointFields[] = {
+    {"tx_packets", &EndpointStats::tx_packets},
+    {"tx_bytes", &EndpointStats::tx_bytes},
+    {"rx_packets", &EndpointStats::rx_packets},
+    {"rx_bytes", &EndpointStats::rx_bytes},
+    {"retransmits", &EndpointStats::retransmits},
+    {"rto_fires", &EndpointStats::rto_fires},
+    {"fast_retransmits", &EndpointStats::fast_retransmits},
+    {"duplicates", &EndpointStats::duplicates},
+    {"out_of_order", &EndpointStats::out_of_order},
+    {"out_of_window", &EndpointStats::out_of_window},
+    {"stale_stream", &EndpointStats::stale_stream},
+    {"acks_sent", &EndpointStats::acks_sent},
+    {"acks_received", &EndpointStats::acks_received},
+    {"resets_sent", &EndpointStats::resets_sent},
+    {"resets_received", &EndpointStats::resets_received},
+    {"rnr_stalls", &EndpointStats::rnr_stalls},
+    {"window_stalls", &EndpointStats::window_stalls},
+    {"unexpected", &EndpointStats::unexpected_msgs},
+    {"unexpected_spilled", &EndpointStats::unexpected_spilled},
+    {"rendezvous", &EndpointStats::rendezvous},
+    {"rma_refused", &EndpointStats::rma_refused},
+    {"protocol_errors", &EndpointStats::protocol_errors},
+    {"sessions", &EndpointStats::sessions},
+    {"session_failures", &EndpointStats::session_failures},
+    {"dgram_tx", &EndpointStats::dgram_tx},
+    {"dgram_rx", &EndpointStats::dgram_rx},
+    {"dgram_rx_dropped", &EndpointStats::dgram_rx_dropped},
+    {"dgram_truncated", &EndpointStats::dgram_truncated},
+    {"conn_ctl_rx", &EndpointStats::conn_ctl_rx},
+    {"conn_peers_lost", &EndpointStats::conn_peers_lost},
+    {"no_session", &EndpointStats::no_session},
+    {"spurious_rtos", &EndpointStats::spurious_rtos},
+    {"tx_window_waits", &EndpointStats::tx_window_waits},
+    {"rx_window_drops", &EndpointStats::rx_window_drops},
+    {"cts_deferred", &EndpointStats::cts_deferred},
+    {"response_timeouts", &EndpointStats::response_timeouts},
+    {"zero_copy_tx", &EndpointStats::zero_copy_tx},
+    {"packed_frames", &EndpointStats::packed_frames},
+    {"packed_msgs", &EndpointStats::packed_msgs},
+    {"tx_corked", &EndpointStats::tx_corked},
+    {"credit_waits", &EndpointStats::credit_waits},
+    {"answer_stalls", &EndpointStats::answer_stalls},
+    {"rx_by_address", &EndpointStats::rx_by_address},
+    {"late_failures", &EndpointStats::late_failures},
+    {"peers_refused", &EndpointStats::peers_refused},
+    {"peers_reclaimed", &EndpointStats::peers_reclaimed},
+    {"peers_resumed", &EndpointStats::peers_resumed},
+    {"parked_abandoned", &EndpointStats::parked_abandoned},
+    {"hellos_sent", &EndpointStats::hellos_sent},
+    {"challenges_sent", &EndpointStats::challenges_sent},
+    {"handshakes", &EndpointStats::handshakes},
+    {"handshakes_refused", &EndpointStats::handshakes_refused},
+    {"cma_tx", &EndpointStats::cma_tx},
+    {"cma_tx_faults", &EndpointStats::cma_tx_faults},
+    {"cma_declined", &EndpointStats::cma_declined},
+    {"cma_rx", &EndpointStats::cma_rx},
+    {"cma_rx_bytes", &EndpointStats::cma_rx_bytes},
+    {"cma_refused", &EndpointStats::cma_refused},
+    {"cma_faults", &EndpointStats::cma_faults},
+    {"tail_probes", &EndpointStats::tail_probes},
+    {"tail_probes_new", &EndpointStats::tail_probes_new},
+};
+constexpr StatsField kCmaWriteFields[] = {
+    {"cma_wr_tx", &EndpointStats::cma_wr_tx},
+    {"cma_wr_tx_faults", &EndpointStats::cma_wr_tx_faults},
+    {"cma_wr_declined", &EndpointStats::cma_wr_declined},
+    {"cma_wr_confirms", &EndpointStats::cma_wr_confirms},
+    {"cma_wr_rx", &EndpointStats::cma_wr_rx},
+    {"cma_wr_rx_bytes", &EndpointStats::cma_wr_rx_bytes},
+    {"cma_wr_refused", &EndpointStats::cma_wr_refused},
+    {"cma_wr_faults", &EndpointStats::cma_wr_faults},
+    {"cma_wr_confirmed", &EndpointStats::cma_wr_confirmed},
+    {"cma_wr_split_rx", &EndpointStats::cma_wr_split_rx},
+    {"cma_wr_split_revoked", &EndpointStats::cma_wr_split_revoked},
+    {"cma_wr_split_tx", &EndpointStats::cma_wr_split_tx},
+};
+constexpr StatsField kCmaReadFields[] = {
+    {"cma_rd_rx", &EndpointStats::cma_rd_rx},
+    {"cma_rd_rx_bytes", &EndpointStats::cma_rd_rx_bytes},
+    {"cma_rd_faults", &EndpointStats::cma_rd_faults},
+    {"cma_rd_refused", &EndpointStats::cma_rd_refused},
+    {"cma_rd_declined", &EndpointStats::cma_rd_declined},
+    {"cma_rd_grants", &EndpointStats::cma_rd_grants},
+    {"cma_rd_confirmed", &EndpointStats::cma_rd_confirmed},
+    {"cma_rd_lapsed", &EndpointStats::cma_rd_lapsed},
+};
+constexpr StatsField kCmaSplitFields[] = {
+    {"cma_split_rx", &EndpointStats::cma_split_rx},
+    {"cma_split_declined", &EndpointStats::cma_split_declined},
+    {"cma_split_tx", &EndpointStats::cma_split_tx},
+    {"cma_split_tx_skipped", &EndpointStats::cma_split_tx_skipped},
+    {"cma_split_tx_faults", &EndpointStats::cma_split_tx_faults},
+};
+
+template <size_t N>
+void print_stats_line(FILE* f, const char* head, const char* ip, uint16_t port, const char* what,
+                      const EndpointStats& s, const StatsField (&fields)[N])
+{
+    fprintf(f, "%s %s:%u%s", head, ip, port, what);
+    for (const StatsField& x : fields)
+        fprintf(f, " %s %" PRIu64, x.name, s.*x.field);
+    fputc('\n', f);
+}
+
+}  // namespace
+
 void Endpoint::dump_stats(FILE* f) const
 {
     const EndpointImpl* ep = impl(this);
@@ -507,55 +622,13 @@ void Endpoint::dump_stats(FILE* f) const
     uint32_t a = ep->addr.ip_be;
     const auto* b = reinterpret_cast<const uint8_t*>(&a);
     snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
-    fprintf(
-        f,
-        "dpdk endpoint %s:%u: tx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_packets %" PRIu64 " rx_bytes %" PRIu64
-        " retransmits %" PRIu64 " rto_fires %" PRIu64 " fast_retransmits %" PRIu64 " duplicates %" PRIu64
-        " out_of_order %" PRIu64 " out_of_window %" PRIu64 " stale_stream %" PRIu64 " acks_sent %" PRIu64
-        " acks_received %" PRIu64 " resets_sent %" PRIu64 " resets_received %" PRIu64 " rnr_stalls %" PRIu64
-        " window_stalls %" PRIu64 " unexpected %" PRIu64 " unexpected_spilled %" PRIu64 " rendezvous %" PRIu64
-        " rma_refused %" PRIu64 " protocol_errors %" PRIu64 " sessions %" PRIu64 " session_failures %" PRIu64
-        " dgram_tx %" PRIu64 " dgram_rx %" PRIu64 " dgram_rx_dropped %" PRIu64 " dgram_truncated %" PRIu64
-        " conn_ctl_rx %" PRIu64 " conn_peers_lost %" PRIu64 " no_session %" PRIu64 " spurious_rtos %" PRIu64
-        " tx_window_waits %" PRIu64 " rx_window_drops %" PRIu64 " cts_deferred %" PRIu64
-        " response_timeouts %" PRIu64 " zero_copy_tx %" PRIu64 " packed_frames %" PRIu64 " packed_msgs %" PRIu64
-        " tx_corked %" PRIu64 " credit_waits %" PRIu64 " answer_stalls %" PRIu64 " rx_by_address %" PRIu64
-        " late_failures %" PRIu64 " peers_refused %" PRIu64 " peers_reclaimed %" PRIu64 " peers_resumed %" PRIu64
-        " parked_abandoned %" PRIu64 " hellos_sent %" PRIu64 " challenges_sent %" PRIu64 " handshakes %" PRIu64
-        " handshakes_refused %" PRIu64 " cma_tx %" PRIu64 " cma_tx_faults %" PRIu64 " cma_declined %" PRIu64
-        " cma_rx %" PRIu64 " cma_rx_bytes %" PRIu64 " cma_refused %" PRIu64 " cma_faults %" PRIu64
-        " tail_probes %" PRIu64 " tail_probes_new %" PRIu64 "\n",
-        ip, ep->addr.port, s.tx_packets, s.tx_bytes, s.rx_packets, s.rx_bytes, s.retransmits, s.rto_fires,
-        s.fast_retransmits, s.duplicates, s.out_of_order, s.out_of_window, s.stale_stream, s.acks_sent,
-        s.acks_received, s.resets_sent, s.resets_received, s.rnr_stalls, s.window_stalls, s.unexpected_msgs,
-        s.unexpected_spilled, s.rendezvous, s.rma_refused, s.protocol_errors, s.sessions, s.session_failures,
-        s.dgram_tx, s.dgram_rx, s.dgram_rx_dropped, s.dgram_truncated, s.conn_ctl_rx, s.conn_peers_lost,
-        s.no_session, s.spurious_rtos, s.tx_window_waits, s.rx_window_drops, s.cts_deferred, s.response_timeouts,
-        s.zero_copy_tx, s.packed_frames, s.packed_msgs, s.tx_corked, s.credit_waits, s.answer_stalls,
-        s.rx_by_address, s.late_failures, s.peers_refused, s.peers_reclaimed, s.peers_resumed, s.parked_abandoned,
-        s.hellos_sent, s.challenges_sent, s.handshakes, s.handshakes_refused, s.cma_tx, s.cma_tx_faults,
-        s.cma_declined, s.cma_rx, s.cma_rx_bytes, s.cma_refused, s.cma_faults, s.tail_probes, s.tail_probes_new);
-    fprintf(f,
-            "dpdk engine endpoint %s:%u rma writes by a single copy: cma_wr_tx %" PRIu64
-            " cma_wr_tx_faults %" PRIu64 " cma_wr_declined %" PRIu64 " cma_wr_confirms %" PRIu64
-            " cma_wr_rx %" PRIu64 " cma_wr_rx_bytes %" PRIu64 " cma_wr_refused %" PRIu64 " cma_wr_faults %" PRIu64
-            " cma_wr_confirmed %" PRIu64 " cma_wr_split_rx %" PRIu64 " cma_wr_split_revoked %" PRIu64
-            " cma_wr_split_tx %" PRIu64 "\n",
-            ip, ep->addr.port, s.cma_wr_tx, s.cma_wr_tx_faults, s.cma_wr_declined, s.cma_wr_confirms, s.cma_wr_rx,
-            s.cma_wr_rx_bytes, s.cma_wr_refused, s.cma_wr_faults, s.cma_wr_confirmed, s.cma_wr_split_rx,
-            s.cma_wr_split_revoked, s.cma_wr_split_tx);
-    fprintf(f,
-            "dpdk engine endpoint %s:%u rma reads by a single copy: cma_rd_rx %" PRIu64 " cma_rd_rx_bytes %" PRIu64
-            " cma_rd_faults %" PRIu64 " cma_rd_refused %" PRIu64 " cma_rd_declined %" PRIu64
-            " cma_rd_grants %" PRIu64 " cma_rd_confirmed %" PRIu64 " cma_rd_lapsed %" PRIu64 "\n",
-            ip, ep->addr.port, s.cma_rd_rx, s.cma_rd_rx_bytes, s.cma_rd_faults, s.cma_rd_refused,
-            s.cma_rd_declined, s.cma_rd_grants, s.cma_rd_confirmed, s.cma_rd_lapsed);
-    fprintf(f,
-            "dpdk engine endpoint %s:%u messages split between both processes: cma_split_rx %" PRIu64
-            " cma_split_declined %" PRIu64 " cma_split_tx %" PRIu64 " cma_split_tx_skipped %" PRIu64
-            " cma_split_tx_faults %" PRIu64 "\n",
-            ip, ep->addr.port, s.cma_split_rx, s.cma_split_declined, s.cma_split_tx, s.cma_split_tx_skipped,
-            s.cma_split_tx_faults);
+    print_stats_line(f, "dpdk endpoint", ip, ep->addr.port, ":", s, kEndpointFields);
+    print_stats_line(f, "dpdk engine endpoint", ip, ep->addr.port, " rma writes by a single copy:", s,
+                     kCmaWriteFields);
+    print_stats_line(f, "dpdk engine endpoint", ip, ep->addr.port, " rma reads by a single copy:", s,
+                     kCmaReadFields);
+    print_stats_line(f, "dpdk engine endpoint", ip, ep->addr.port, " messages split between both processes:", s,
+                     kCmaSplitFields);
     std::vector<SessionStats> ss(session_stats(nullptr, 0));
     ss.resize(session_stats(ss.data(), ss.size()));
     for (const SessionStats& x : ss) {
