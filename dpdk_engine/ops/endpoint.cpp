@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "dpdk_engine/wire/crc32c.h"
 #include "dpdk_engine/engine_impl.h"
@@ -606,10 +607,19 @@ template <size_t N>
 void print_stats_line(FILE* f, const char* head, const char* ip, uint16_t port, const char* what,
                       const EndpointStats& s, const StatsField (&fields)[N])
 {
-    fprintf(f, "%s %s:%u%s", head, ip, port, what);
-    for (const StatsField& x : fields)
-        fprintf(f, " %s %" PRIu64, x.name, s.*x.field);
-    fputc('\n', f);
+    // Built whole and written at once: stderr is unbuffered, and ranks of
+    // one job share it (mpirun), so a line written in pieces interleaves
+    // with theirs and the tools that parse it miss it.
+    char num[32];
+    std::string line = std::string(head) + " " + ip + ":" + std::to_string(port) + what;
+    for (const StatsField& x : fields) {
+        snprintf(num, sizeof num, " %" PRIu64, s.*x.field);
+        line += " ";
+        line += x.name;
+        line += num;
+    }
+    line += '\n';
+    fputs(line.c_str(), f);
 }
 
 }  // namespace
