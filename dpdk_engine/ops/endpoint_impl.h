@@ -253,15 +253,16 @@ class EndpointImpl : public Endpoint {
     Delivery deliver_eager(Session* s, const wire::ParsedPacket& p, Mbuf& m);       // keeps an unexpected payload
     Delivery deliver_packed(Session* s, const wire::ParsedPacket& p, rte_mbuf* m);  // clones it
     // The first packet of an eager message (or its record in a packed
-    // frame) arrived: the message bound to a matching posted receive, or
-    // queued unexpected with hidden buffers reserved. nullptr when the
-    // receiver is not ready (no message slot, unexpected limits reached).
+    // frame) arrived: the message bound to `r`, the posted receive that
+    // matches it (match_posted, by the caller), or with none queued
+    // unexpected with hidden buffers reserved. nullptr when the receiver is
+    // not ready (no message slot, unexpected limits reached).
     struct EagerStart {
         bool tagged, has_data;
         uint64_t tag, data, total_len;
         uint32_t msg_id;
     };
-    RxMsg* start_eager(Session* s, const EagerStart& e);
+    RxMsg* start_eager(Session* s, const EagerStart& e, PostedRecv* r);
     // A whole message at `payload` (a packed record, a ring message):
     // placed in its receive and finished, or kept unexpected, its payload
     // held (a clone of `frame`, or a copy when `frame` is null: the bytes are
@@ -340,6 +341,9 @@ class EndpointImpl : public Endpoint {
     PostedRecv* match_posted(bool tagged, Address src, uint64_t tag);
     void bind_slice(RxMsg* m, PostedRecv* r);
     void finish_recv(RxMsg* m, OpStatus status);
+    // A whole message of `s` that `r` takes entirely (copied in by the
+    // caller): its receive completed, `r` released, without an RxMsg.
+    void finish_whole(Session* s, const EagerStart& e, PostedRecv* r);
     // A receive from the free list (the caller made sure there is one) with
     // a's buffers, flags and context; matching fields left to the caller.
     PostedRecv* take_recv(const RecvArgs& a);

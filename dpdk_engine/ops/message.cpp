@@ -159,6 +159,26 @@ void EndpointImpl::finish_recv(RxMsg* m, OpStatus status)
         complete(c);
 }
 
+void EndpointImpl::finish_whole(Session* s, const EagerStart& e, PostedRecv* r)
+{
+    posted[e.tagged].remove(r);
+    Completion c;
+    c.context = r->context;
+    c.type = CompletionType::kRecv;
+    c.tagged = e.tagged;
+    c.has_data = e.has_data;
+    c.buf = r->iov_count ? r->iov[0].iov_base : nullptr;
+    c.len = e.total_len;
+    c.tag = e.tag;
+    c.data = e.has_data ? e.data : 0;
+    c.src = s->peer;
+    c.user_data = r->user_data;
+    const bool report = r->flags & kOpCompletion;
+    release_recv(r);
+    if (report)
+        complete(c);
+}
+
 // Hands an unexpected message just bound (in state `was` before) its data:
 // held payloads are copied now, the rest (eager still arriving, or
 // rendezvous data) lands directly.

@@ -69,9 +69,8 @@ bool cut_packed(Session* s, InflightPacket& pkt, bool* awaited)
     return true;
 }
 
-RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e)
+RxMsg* EndpointImpl::start_eager(Session* s, const EagerStart& e, PostedRecv* r)
 {
-    PostedRecv* r = match_posted(e.tagged, s->peer, e.tag);
     // Hidden buffers for an unexpected message: its own mbufs while
     // the share set aside for that lasts (zero copy), else a heap
     // copy within FI_DPDK_UNEXPECTED_BYTES. Past both the receiver is
@@ -152,7 +151,7 @@ Delivery EndpointImpl::deliver_eager(Session* s, const wire::ParsedPacket& p, Mb
             e.data = x->cq_data.get();
             e.total_len = total;
             e.msg_id = x->msg_id.get();
-            m = start_eager(s, e);
+            m = start_eager(s, e, match_posted(e.tagged, s->peer, e.tag));
             if (!m)
                 return Delivery::kBlocked;
             s->cur_eager = m;
@@ -232,7 +231,16 @@ rte_mbuf* hold_payload(Port& port, rte_mbuf* frame, const uint8_t* payload, uint
 
 Delivery EndpointImpl::deliver_whole(Session* s, const EagerStart& e, const uint8_t* payload, rte_mbuf* frame)
 {
-    RxMsg* m = start_eager(s, e);
+    PostedRecv* r = match_posted(e.tagged, s->peer, e.tag);
+    // The common case, a plain receive with room for all of it, completes
+    // here: nothing of the message outlives this call, so it takes no
+    // RxMsg (a small message's whole receive path; docs/host_local.md).
+    if (r && !(r->flags & (kOpMultiRecv | kOpClaim | kOpDiscard)) && e.total_len <= r->capacity) {
+        copy_to_iov(r->iov, r->iov_count, 0, payload, e.total_len);
+        finish_whole(s, e, r);
+        return Delivery::kDone;
+    }
+    RxMsg* m = start_eager(s, e, r);
     if (!m)
         return Delivery::kBlocked;
     const uint64_t len = e.total_len;
