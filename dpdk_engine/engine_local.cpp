@@ -95,7 +95,7 @@ local::Channel* EngineImpl::tx_route(const Session* s)
 
 void EngineImpl::local_send(local::Channel* c, rte_mbuf* m)
 {
-    std::vector<void*>& backlog = local_hub->backlog(c);
+    std::vector<void*>& backlog = c->backlog();
     int rc = backlog.empty() ? push_frame(c, m) : -ENOBUFS;
     if (rc == -ENOBUFS && backlog.size() < kBacklogMax) {
         // A zero-copy frame reads its payload from its operation's memory,
@@ -132,14 +132,21 @@ int EngineImpl::local_progress(uint64_t now)
     // By index: a frame handled may connect a new channel (push_back).
     for (size_t i = 0; i < hub.channels().size(); i++) {
         local::Channel* c = hub.channels()[i].get();
-        std::vector<void*>& backlog = hub.backlog_at(i);
-        size_t sent = 0;
-        while (sent < backlog.size() && push_frame(c, static_cast<rte_mbuf*>(backlog[sent])) != -ENOBUFS)
-            rte_pktmbuf_free(static_cast<rte_mbuf*>(backlog[sent++]));
-        st.tx_host_local += sent;
-        backlog.erase(backlog.begin(), backlog.begin() + static_cast<long>(sent));
-        if (!backlog.empty())
-            sends_deferred = true;
+        std::vector<void*>& backlog = c->backlog();
+        // What most polling rounds find, a channel with nothing to send or
+        // read, costs two loads (an empty poll's length is how late a
+        // waiting process sees its message).
+        if (backlog.empty() && !c->readable())
+            continue;
+        if (!backlog.empty()) {
+            size_t sent = 0;
+            while (sent < backlog.size() && push_frame(c, static_cast<rte_mbuf*>(backlog[sent])) != -ENOBUFS)
+                rte_pktmbuf_free(static_cast<rte_mbuf*>(backlog[sent++]));
+            st.tx_host_local += sent;
+            backlog.erase(backlog.begin(), backlog.begin() + static_cast<long>(sent));
+            if (!backlog.empty())
+                sends_deferred = true;
+        }
 
         uint16_t k = 0;
         uint32_t read = 0;
@@ -253,7 +260,7 @@ void EngineImpl::local_close()
     if (cfg.dump_stats)
         local_hub->dump(stderr);
     for (const auto& c : local_hub->channels()) {
-        std::vector<void*>& backlog = local_hub->backlog(c.get());
+        std::vector<void*>& backlog = c->backlog();
         for (void* m : backlog)
             rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
         backlog.clear();

@@ -105,7 +105,10 @@ int Listener::open(uint32_t ip_be, uint16_t port)
 
 std::unique_ptr<Channel> Channel::make_spare()
 {
-    return std::unique_ptr<Channel>(new (std::nothrow) Channel());
+    std::unique_ptr<Channel> c(new (std::nothrow) Channel());
+    if (c)
+        c->backlog_.reserve(kBacklogReserve);
+    return c;
 }
 
 void Channel::clear()
@@ -129,6 +132,7 @@ void Channel::clear()
     local_port_ = 0;
     learned_route_ = kNoRoute;
     rx_held_ = false;
+    backlog_.clear();  // its frames were handed back by the hub (Hub::release)
     peer_caps_ = 0;
     peer_learned_ = false;
     advertised_ = false;
@@ -373,8 +377,7 @@ int Channel::send(const void* const* data, const uint32_t* lens, unsigned n, Slo
         return -EPIPE;
     bool wake = false;
     learn_peer();
-    const bool tail = !advertised_ || !(peer_caps_ & kCapPublishByLength);
-    int rc = tx_.push_pieces(data, lens, n, &wake, kind, tail);
+    int rc = tx_.push_pieces(data, lens, n, &wake, kind, publishes_tail());
     if (rc == -EPIPE) {
         die();
         return rc;
@@ -382,6 +385,27 @@ int Channel::send(const void* const* data, const uint32_t* lens, unsigned n, Slo
     if (wake)
         wake_peer();
     return rc;
+}
+
+uint8_t* Channel::claim(uint64_t len, int* rc)
+{
+    if (state_ != ChannelState::kOpen) {
+        *rc = -EPIPE;
+        return nullptr;
+    }
+    learn_peer();
+    uint8_t* at = tx_.claim(len, rc);
+    if (!at && *rc == -EPIPE)
+        die();
+    return at;
+}
+
+void Channel::publish(uint32_t len, SlotKind kind)
+{
+    bool wake;
+    tx_.publish(len, kind, publishes_tail(), &wake);
+    if (wake)
+        wake_peer();
 }
 
 void Channel::wake_peer()

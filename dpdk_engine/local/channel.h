@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "dpdk_engine/local/ring.h"
@@ -78,6 +79,7 @@ class Channel {
     // *out when they fail: the hub keeps a few, so a new peer costs no heap
     // allocation on the data path.
     static std::unique_ptr<Channel> make_spare();
+    static constexpr size_t kBacklogReserve = 64;
     // Back to a fresh spare: unmapped, socket closed.
     void clear();
     // Connects to the listener of (owner, ip, port), checks that the
@@ -103,6 +105,11 @@ class Channel {
     // (peer gone or ring broken).
     int send(const void* const* data, const uint32_t* lens, unsigned n, SlotKind kind = SlotKind::kFrame);
     int send(const void* data, uint32_t len) { return send(&data, &len, 1); }
+    // send() in two steps, for a slot written in place (RingProducer::claim):
+    // where `len` bytes go, or nullptr with *rc as send() would return it;
+    // then publish() the slot.
+    uint8_t* claim(uint64_t len, int* rc);
+    void publish(uint32_t len, SlotKind kind);
     // The next slot received (a frame unless *kind says otherwise), valid
     // until pop(); false when none. What the peer wrote before it went away
     // is still read (kPeerGone).
@@ -112,6 +119,9 @@ class Channel {
         return state_ != ChannelState::kDead && !rx_.idle() && read_next(data, len, kind ? kind : &k);
     }
     void pop() { rx_.pop(); }
+    // Whether peek() may find a slot: false for an idle ring (inline, no
+    // call), so a poller can pass the channel by.
+    bool readable() { return state_ != ChannelState::kDead && !rx_.idle(); }
     // After a batch of pop()s: wakes a producer that sleeps waiting for
     // room in this ring (one byte on the socket).
     void read_done();
@@ -177,6 +187,10 @@ class Channel {
     // The reader left the slot at the head of our ring for later (its
     // message found no room): set and cleared by the reader, to count each
     // wait once.
+    // Frames (the engine's mbufs) waiting for room in our ring, in order:
+    // the engine's to fill and drain (EngineImpl::local_send). Its capacity
+    // survives the channel's recycling (no allocation for a new peer).
+    std::vector<void*>& backlog() { return backlog_; }
     bool rx_held() const { return rx_held_; }
     void set_rx_held(bool held) { rx_held_ = held; }
     // The mapping, for tests that play a hostile peer.
@@ -231,6 +245,11 @@ class Channel {
     uint16_t local_port_ = 0;
     uint64_t learned_route_ = kNoRoute;
     bool rx_held_ = false;
+    std::vector<void*> backlog_;
+    // Whether our slots must also store the ring's tail: for a consumer
+    // that does not watch lengths (kCapPublishByLength), or one not heard
+    // from yet.
+    bool publishes_tail() const { return !advertised_ || !(peer_caps_ & kCapPublishByLength); }
     mutable uint32_t peer_caps_ = 0;
     bool peer_learned_ = false;  // learn_peer() done
     // We told the peer kCapPublishByLength (advertise): once it says it too,

@@ -60,16 +60,11 @@ int Hub::init(uint32_t ip_be, int device_fd, const RingGeometry& g)
     local_ips_.push_back(ip_be);
     open_ports_.assign(65536, false);
     channels_.reserve(kReserved);
-    backlogs_.reserve(kReserved);
     pending_.reserve(kReserved);
     routes_.reserve(4 * kReserved);
-    for (size_t i = 0; i < kSpares; i++) {
+    for (size_t i = 0; i < kSpares; i++)
         spares_.push_back(Channel::make_spare());
-        spare_backlogs_.emplace_back();
-        spare_backlogs_.back().reserve(kBacklogReserve);
-    }
     spares_.reserve(kReserved);
-    spare_backlogs_.reserve(kReserved);
     return 0;
 }
 
@@ -151,13 +146,6 @@ void Hub::add(std::unique_ptr<Channel> c)
     // Disarmed with the others when the last sleeper wakes (disarm()).
     if (arms_ > 0)
         channels_.back()->join_sleep();
-    if (spare_backlogs_.empty()) {
-        backlogs_.emplace_back();
-        backlogs_.back().reserve(kBacklogReserve);
-    } else {
-        backlogs_.push_back(std::move(spare_backlogs_.back()));
-        spare_backlogs_.pop_back();
-    }
 }
 
 Channel* Hub::connect(uint16_t local_port, uint32_t ip_be, uint16_t port, uint64_t now_us)
@@ -199,14 +187,6 @@ void Hub::learn(uint32_t ip_be, uint16_t port, Channel* c)
     // what it remembers.
     if (r.channel == c)
         c->set_learned_route(k);
-}
-
-std::vector<void*>& Hub::backlog(const Channel* c)
-{
-    size_t i = 0;
-    while (i + 1 < channels_.size() && channels_[i].get() != c)
-        i++;
-    return backlogs_[i];
 }
 
 void Hub::count_dead()
@@ -310,10 +290,8 @@ template <class Drop> void Hub::release(Drop drop, std::vector<uint64_t>* gone, 
     for (size_t i = 0; i < channels_.size(); i++) {
         Channel* c = channels_[i].get();
         if (!drop(*c)) {
-            if (kept != i) {
+            if (kept != i)
                 channels_[kept] = std::move(channels_[i]);
-                backlogs_[kept] = std::move(backlogs_[i]);
-            }
             kept++;
             continue;
         }
@@ -328,7 +306,7 @@ template <class Drop> void Hub::release(Drop drop, std::vector<uint64_t>* gone, 
             }
         }
         epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
-        freed->insert(freed->end(), backlogs_[i].begin(), backlogs_[i].end());
+        freed->insert(freed->end(), c->backlog().begin(), c->backlog().end());
         // Unmapped and closed now; the object is recycled for the next peer
         // (up to the capacity reserved at init: beyond, freed).
         c->clear();
@@ -336,12 +314,8 @@ template <class Drop> void Hub::release(Drop drop, std::vector<uint64_t>* gone, 
             spares_.push_back(std::move(channels_[i]));
         else
             channels_[i].reset();
-        backlogs_[i].clear();
-        if (spare_backlogs_.size() < kReserved)
-            spare_backlogs_.push_back(std::move(backlogs_[i]));
     }
     channels_.resize(kept);
-    backlogs_.resize(kept);
 }
 
 void Hub::reap(std::vector<uint64_t>* gone, std::vector<void*>* freed)
@@ -365,10 +339,10 @@ int Hub::arm(uint64_t now_us)
     // Every flag first, one barrier (a system call with membarrier), then
     // every last look.
     for (size_t i = 0; i < channels_.size(); i++)
-        channels_[i]->arm_flags(!backlogs_[i].empty());
+        channels_[i]->arm_flags(!channels_[i]->backlog().empty());
     sleep_barrier();
     for (size_t i = 0; i < channels_.size(); i++) {
-        if (!channels_[i]->arm_check(!backlogs_[i].empty())) {
+        if (!channels_[i]->arm_check(!channels_[i]->backlog().empty())) {
             // Another sleeper (arms_ > 0) still counts on the flags.
             for (size_t k = 0; arms_ == 0 && k < channels_.size(); k++)
                 channels_[k]->disarm();

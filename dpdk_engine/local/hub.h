@@ -95,10 +95,6 @@ class Hub {
                 return c.get();
         return nullptr;
     }
-    // Frames that found `c`'s ring full, to send before any later one.
-    std::vector<void*>& backlog(const Channel* c);
-    // The same for channels()[i], without looking for it.
-    std::vector<void*>& backlog_at(size_t i) { return backlogs_[i]; }
     // Takes the channels whose peer is gone (after their last frames were
     // read): `gone` gets the peer addresses routed through them, `freed` the
     // backlog entries to free. The channels are destroyed.
@@ -159,16 +155,14 @@ class Hub {
     std::unordered_map<uint16_t, std::unique_ptr<Listener>> listeners_;
     std::vector<bool> open_ports_;  // endpoints between listen() and unlisten()
     std::vector<std::unique_ptr<Channel>> channels_;
-    std::vector<std::vector<void*>> backlogs_;  // parallel to channels_
-    // Channels and backlogs made at init and recycled after a peer's death:
-    // a new peer on the data path costs no heap allocation (up to kSpares
-    // at once; the vectors above never grow before kReserved channels).
+    // Channels (with their backlogs) made at init and recycled after a
+    // peer's death: a new peer on the data path costs no heap allocation
+    // (up to kSpares at once; the vectors above never grow before kReserved
+    // channels).
     std::vector<std::unique_ptr<Channel>> spares_;
-    std::vector<std::vector<void*>> spare_backlogs_;
     std::unique_ptr<Channel> take_spare();
     static constexpr size_t kSpares = 8;
     static constexpr size_t kReserved = 64;
-    static constexpr size_t kBacklogReserve = 64;
     std::unordered_map<uint64_t, LocalRoute> routes_;
     // The route route() found last, if it had a channel: senders of a
     // conversation look up the same key frame after frame. Forgotten when

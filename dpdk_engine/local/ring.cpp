@@ -116,32 +116,51 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
                               bool tail)
 {
     *wake = false;
-    if (state_ != RingState::kOk)
-        return -EPIPE;
     uint64_t total = 0;
     for (unsigned i = 0; i < n; i++)
         total += lens[i];
-    if (total > g_.slot_bytes) {
-        st_->tx_too_big++;
-        return -EMSGSIZE;
-    }
-    if (own_ - other_ >= g_.slots) {
-        if (!refresh_head())
-            return -EPIPE;
-        if (own_ - other_ >= g_.slots) {
-            st_->tx_full++;
-            return -ENOBUFS;
-        }
-    }
-    uint8_t* at = slot(own_);
-    auto* hdr = reinterpret_cast<SlotHeader*>(at);
-    uint8_t* out = at + sizeof(SlotHeader);
+    int rc;
+    uint8_t* out = claim(total, &rc);
+    if (!out)
+        return rc;
     for (unsigned i = 0; i < n; i++) {
         memcpy(out, data[i], lens[i]);
         out += lens[i];
     }
+    publish(static_cast<uint32_t>(total), kind, tail, wake);
+    return 0;
+}
+
+uint8_t* RingProducer::claim(uint64_t len, int* rc)
+{
+    if (state_ != RingState::kOk) {
+        *rc = -EPIPE;
+        return nullptr;
+    }
+    if (len > g_.slot_bytes) {
+        st_->tx_too_big++;
+        *rc = -EMSGSIZE;
+        return nullptr;
+    }
+    if (own_ - other_ >= g_.slots) {
+        if (!refresh_head()) {
+            *rc = -EPIPE;
+            return nullptr;
+        }
+        if (own_ - other_ >= g_.slots) {
+            st_->tx_full++;
+            *rc = -ENOBUFS;
+            return nullptr;
+        }
+    }
+    return slot(own_) + sizeof(SlotHeader);
+}
+
+void RingProducer::publish(uint32_t len, SlotKind kind, bool tail, bool* wake)
+{
+    auto* hdr = reinterpret_cast<SlotHeader*>(slot(own_));
     hdr->kind = kind;
-    hdr->len.store(static_cast<uint32_t>(total), std::memory_order_release);  // last: kCapPublishByLength
+    hdr->len.store(len, std::memory_order_release);  // last: kCapPublishByLength
     own_++;
     if (tail)
         shared_->producer.tail.store(own_, std::memory_order_release);
@@ -157,11 +176,11 @@ int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, uns
     else
         std::atomic_thread_fence(std::memory_order_seq_cst);
     std::atomic<uint32_t>& sleeping = flag_apart_ ? shared_->producer.consumer_sleeps : shared_->consumer.sleeping;
+    *wake = false;
     if (sleeping.load(std::memory_order_relaxed) && sleeping.exchange(0, std::memory_order_acq_rel)) {
         st_->wakeups_sent++;
         *wake = true;
     }
-    return 0;
 }
 
 // Dekker with producer_wants_room(): our flag store is ordered (by the

@@ -172,6 +172,13 @@ class RingProducer : public RingSide {
     // cost it a cache miss.
     int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake,
                     SlotKind kind = SlotKind::kFrame, bool tail = true);
+    // push_pieces() in two steps, for a caller that writes the slot in
+    // place: claim() answers where `len` bytes go (nullptr: *rc says why,
+    // as push_pieces would), publish() makes the slot visible, and must
+    // follow a successful claim() before any other push. The slot is
+    // shared memory: written, never read back.
+    uint8_t* claim(uint64_t len, int* rc);
+    void publish(uint32_t len, SlotKind kind, bool tail, bool* wake);
     uint32_t free_slots();
     // Says what we take (RingProducerLine::caps), once, when we join.
     void set_caps(uint32_t caps);

@@ -55,31 +55,31 @@ bool EndpointImpl::send_in_ring(const SendArgs& a, uint64_t len)
     local::Channel* c = engine->tx_route(s);
     // Frames waiting for room in the ring go first: the message would pass them.
     if (!c || !(c->peer_caps() & local::kCapRingMessages) || len > ring_message_max(engine, c) ||
-        !engine->local_hub->backlog(c).empty())
+        !c->backlog().empty())
         return false;
-    local::RingMessage h;
-    h.version = local::kRingMessageVersion;
-    h.flags = static_cast<uint8_t>(((a.flags & kOpTagged) ? local::kRingMessageTagged : 0) |
-                                   ((a.flags & kOpRemoteData) ? local::kRingMessageRemoteData : 0));
-    h.src_port = addr.port;
-    h.src_ip = addr.ip_be;
-    h.stream = s->tx_stream;
-    h.msg_id = s->next_msg_id;
-    h.tag = a.tag;
-    h.data = a.data;
-    const void* pieces[1 + kMaxIov];
-    uint32_t lens[1 + kMaxIov];
-    unsigned n = 0;
-    pieces[n] = &h;
-    lens[n++] = sizeof(h);
-    for (size_t i = 0; i < a.iov_count; i++)
-        if (a.iov[i].iov_len) {
-            pieces[n] = a.iov[i].iov_base;
-            lens[n++] = static_cast<uint32_t>(a.iov[i].iov_len);
-        }
-    // Full, or the peer went: the frames take it (and wait, or fail as frames do).
-    if (c->send(pieces, lens, n, local::SlotKind::kMessage) != 0)
-        return false;
+    // Written in place: the slot is shared memory, stored to and never read back.
+    const uint64_t total = sizeof(local::RingMessage) + len;
+    int rc;
+    uint8_t* at = c->claim(total, &rc);
+    if (!at)
+        return false;  // full, or the peer went: the frames take it (and wait, or fail as frames do)
+    auto* h = reinterpret_cast<local::RingMessage*>(at);
+    h->version = local::kRingMessageVersion;
+    h->flags = static_cast<uint8_t>(((a.flags & kOpTagged) ? local::kRingMessageTagged : 0) |
+                                    ((a.flags & kOpRemoteData) ? local::kRingMessageRemoteData : 0));
+    h->src_port = addr.port;
+    h->src_ip = addr.ip_be;
+    h->stream = s->tx_stream;
+    h->msg_id = s->next_msg_id;
+    h->tag = a.tag;
+    h->data = a.data;
+    uint8_t* out = at + sizeof(local::RingMessage);
+    for (size_t i = 0; i < a.iov_count; i++) {
+        if (a.iov[i].iov_len)
+            memcpy(out, a.iov[i].iov_base, a.iov[i].iov_len);
+        out += a.iov[i].iov_len;
+    }
+    c->publish(static_cast<uint32_t>(total), local::SlotKind::kMessage);
     s->next_msg_id++;
     engine->local_hub->st.messages_tx++;
     report_send(a, len, s->peer);
