@@ -91,7 +91,7 @@ std::vector<uint8_t> pattern(uint32_t seq, size_t len)
 constexpr size_t kGuard = 64;
 struct Receives {
     std::vector<std::unique_ptr<std::vector<uint8_t>>> bufs;
-    void post(Target& t, size_t cap, uint64_t tag, bool tagged = true)
+    void post(Target& t, size_t cap, uint64_t tag, bool tagged = true, uint32_t flags = 0)
     {
         bufs.emplace_back(new std::vector<uint8_t>(cap + kGuard, 0xA5));
         iovec iov {bufs.back()->data(), cap};
@@ -99,7 +99,7 @@ struct Receives {
         ra.iov = &iov;
         ra.iov_count = 1;
         ra.tag = tag;
-        ra.flags = kOpCompletion | (tagged ? uint32_t {kOpTagged} : 0u);
+        ra.flags = kOpCompletion | flags | (tagged ? uint32_t {kOpTagged} : 0u);
         ra.user_data = bufs.size() - 1;  // which buffer
         assert_int_equal(t.ep->recv(ra), 0);
     }
@@ -362,6 +362,33 @@ void good_to_posted(uint16_t src, bool by_length)
         assert_int_equal(cut[i], 0xA5);
     g_done.clear();
 
+    // Exactly the receive's size (the whole-message path's edge): all of
+    // it, nothing past it.
+    r.post(t, 64, 0x1008);
+    p.message(p.header(0x1008), pattern(10, 64));
+    p.pump();
+    assert_int_equal(g_done.size(), 1);
+    r.check(g_done[0], pattern(10, 64));
+    g_done.clear();
+
+    // A multi-receive buffer takes two messages one after the other, each
+    // where the one before ended, and is released with the one that fills
+    // it (FI_OPT_MIN_MULTI_RECV 0).
+    r.post(t, 200, 0, false, kOpMultiRecv);
+    const uint8_t* multi = r.bufs.back()->data();
+    for (uint32_t i = 0; i < 2; i++)
+        p.message(p.header(0, 0), pattern(11 + i, 100));
+    p.pump();
+    assert_int_equal(g_done.size(), 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        assert_int_equal(static_cast<int>(g_done[i].status), static_cast<int>(OpStatus::kOk));
+        assert_ptr_equal(g_done[i].buf, multi + 100 * i);
+        assert_int_equal(g_done[i].len, 100);
+        assert_memory_equal(multi + 100 * i, pattern(11 + i, 100).data(), 100);
+        assert_int_equal(g_done[i].multi_recv_released, i == 1);
+    }
+    g_done.clear();
+
     // Which word the engine watches: one more message, then our tail taken
     // back as if its store were not visible yet. By slot length the engine
     // reads it at once; by tail, only once the tail says so.
@@ -376,7 +403,7 @@ void good_to_posted(uint16_t src, bool by_length)
     p.pump();
     assert_int_equal(g_done.size(), 1);
     r.check(g_done[0], pattern(9, 16));
-    assert_int_equal(t.hub->messages_rx - before.messages_rx, n + 2);
+    assert_int_equal(t.hub->messages_rx - before.messages_rx, n + 5);
     assert_int_equal(t.hub->messages_refused - before.messages_refused, 0);
     assert_int_equal(t.e->stats().rx_host_local - ebefore.rx_host_local, 0);  // no frame among them
     assert_int_equal(t.ep->stats().unexpected_msgs - epbefore.unexpected_msgs, 0);
