@@ -148,6 +148,10 @@ struct EngineConfig {
     // writing (the receiver meanwhile gives the receive up).
     uint32_t local_cma_split_stall_ms_for_test = 0;
     bool local_cma_split_stall_writing_for_test = false;
+    // Tests only: a sender's write of a split part is refused (EPERM)
+    // without the system call, as under Yama's ptrace scope for a child
+    // writing its parent.
+    bool local_cma_split_refuse_for_test = false;
     // Tests only (no knob): the receiver's copy fails with this errno
     // without the system call (a kernel that refuses, as under Yama), and
     // the sender offers an address nobody maps (a hostile peer's list).
@@ -490,9 +494,11 @@ struct EndpointStats {
     uint64_t cma_wr_rx, cma_wr_rx_bytes, cma_wr_refused, cma_wr_faults, cma_wr_confirmed;
     // Split writes (the target reads the head, the initiator writes the
     // rest): target: writes split, of them those whose lease it took back
-    // (and read whole); initiator: tails it was asked for (written or not:
+    // (and read whole) and those whose initiator declined its tail (it
+    // cannot write into us: split no more); initiator: tails it was asked
+    // for (written or not:
     // cma_split_tx and cma_split_tx_skipped count them with the messages').
-    uint64_t cma_wr_split_rx, cma_wr_split_revoked, cma_wr_split_tx;
+    uint64_t cma_wr_split_rx, cma_wr_split_revoked, cma_wr_split_declined, cma_wr_split_tx;
     // RMA reads (rma_cma_read.cpp): initiator: reads copied from a grant and
     // their bytes, copies that faulted (kCopyFault), copies the kernel
     // refused and offers the target declined (both sent through the ring);

@@ -69,7 +69,7 @@ void EngineImpl::local_init()
     }
     hub->set_caps((cfg.local_cma_no_write_cap_for_test ? 0 : local::kCapCmaWrite) |
                   (cfg.local_cma_no_read_cap_for_test ? 0 : local::kCapCmaRead) | local::kCapRingMessages |
-                  local::kCapCmaSplit | local::kCapCmaWriteSplit);
+                  local::kCapCmaSplit | local::kCapCmaWriteSplit | local::kCapLeaseDeclined);
     split_heads.reserve(64);
     split_heads_work.reserve(64);
     leased.reserve(64);

@@ -182,6 +182,14 @@ int Channel::map_rings(int memfd, bool connector)
     return 0;
 }
 
+void Channel::decline_peer_lease(LeaseToken t, bool taken)
+{
+    if (peer_caps() & kCapLeaseDeclined)
+        lease_decline(tx_.leases(), t, taken);
+    else if (taken)
+        lease_undo(tx_.leases(), t);
+}
+
 LeaseState Channel::settle_lease(LeaseToken t)
 {
     LeaseState s;

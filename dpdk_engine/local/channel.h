@@ -47,6 +47,10 @@ constexpr uint32_t kCapCmaSplit = 1u << 3;
 // own single-copy RMA write into the target under the target's lease
 // while the target reads the head.
 constexpr uint32_t kCapCmaWriteSplit = 1u << 4;
+// As a receiver of split parts, reads a lease in kDeclined (lease.h) as
+// "not written, read it yourself": a writer that cannot write says so at
+// once instead of leaving the lease armed for the receiver to wait on.
+constexpr uint32_t kCapLeaseDeclined = 1u << 5;
 
 // Sends `len` bytes on a unix socket with `fd` attached (SCM_RIGHTS), or
 // none when fd < 0. 0 or -errno.
@@ -212,7 +216,10 @@ class Channel {
     // then end with how the copy went.
     bool begin_peer_lease(LeaseToken t) { return state_ == ChannelState::kOpen && lease_begin(tx_.leases(), t); }
     void end_peer_lease(LeaseToken t, bool copied) { lease_end(tx_.leases(), t, copied); }
-    void undo_peer_lease(LeaseToken t) { lease_undo(tx_.leases(), t); }
+    // Or we will not write the part: the receiver is told at once
+    // (kDeclined) if it reads that state, else a lease we took goes back
+    // to armed for it to take back after its wait. `taken`: we began it.
+    void decline_peer_lease(LeaseToken t, bool taken);
 
  private:
     bool read_next(const uint8_t** data, uint32_t* len, SlotKind* kind);  // peek past the inline checks

@@ -64,7 +64,8 @@ LeaseState LeaseTable::settle(LeaseToken t)
     case LeaseState::kWriting:
     case LeaseState::kWritten:
     case LeaseState::kFailed:
-    case LeaseState::kRevoked: return s;
+    case LeaseState::kRevoked:
+    case LeaseState::kDeclined: return s;
     case LeaseState::kFree:
     case LeaseState::kArmed: break;
     }
@@ -108,6 +109,15 @@ void lease_end(std::atomic<uint32_t>* words, LeaseToken t, bool copied)
 void lease_undo(std::atomic<uint32_t>* words, LeaseToken t)
 {
     words[t.index()].store(word(t.generation(), LeaseState::kArmed), std::memory_order_release);
+}
+
+bool lease_decline(std::atomic<uint32_t>* words, LeaseToken t, bool taken)
+{
+    if (!words || t.index() >= kLeases)
+        return false;
+    uint32_t from = word(t.generation(), taken ? LeaseState::kWriting : LeaseState::kArmed);
+    return words[t.index()].compare_exchange_strong(from, word(t.generation(), LeaseState::kDeclined),
+                                                    std::memory_order_acq_rel, std::memory_order_relaxed);
 }
 
 }  // namespace dpdk_engine::local

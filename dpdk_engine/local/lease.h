@@ -33,6 +33,11 @@ enum class LeaseState : uint32_t {
     kWritten = 3,  // the writer copied all of it
     kFailed = 4,   // the writer's copy failed (the receive fails)
     kRevoked = 5,  // the receiver took it back: nobody writes
+    // The writer will not write (the kernel refused it, or it stopped
+    // trying with this peer): nobody writes, and the receiver, told at
+    // once, reads the part itself instead of waiting to take it back.
+    // Set only toward a receiver that said local::kCapLeaseDeclined.
+    kDeclined = 6,
 };
 
 // A lease's name in a CTS: its index and its generation.
@@ -74,8 +79,13 @@ class LeaseTable {
 bool lease_begin(std::atomic<uint32_t>* words, LeaseToken t);
 void lease_end(std::atomic<uint32_t>* words, LeaseToken t, bool copied);
 // Nothing was written (the kernel refused at once): back to kArmed, for
-// the receiver to revoke and read that part itself.
+// the receiver to revoke and read that part itself (a receiver of before,
+// which knows no kDeclined).
 void lease_undo(std::atomic<uint32_t>* words, LeaseToken t);
+// We will not write: a lease we took (`taken`: kWriting, ours) or one
+// still armed goes to kDeclined. False when it was neither (taken back,
+// or not that generation): nothing changed.
+bool lease_decline(std::atomic<uint32_t>* words, LeaseToken t, bool taken);
 
 template <typename PeerGone> void LeaseTable::settle_all(PeerGone peer_gone)
 {

@@ -583,6 +583,7 @@ constexpr StatsField kCmaWriteFields[] = {
     {"cma_wr_confirmed", &EndpointStats::cma_wr_confirmed},
     {"cma_wr_split_rx", &EndpointStats::cma_wr_split_rx},
     {"cma_wr_split_revoked", &EndpointStats::cma_wr_split_revoked},
+    {"cma_wr_split_declined", &EndpointStats::cma_wr_split_declined},
     {"cma_wr_split_tx", &EndpointStats::cma_wr_split_tx},
 };
 constexpr StatsField kCmaReadFields[] = {

@@ -278,7 +278,8 @@ void EngineImpl::recycle_leases()
         RxMsg* m = leased[i];
         local::Channel* c = local_hub ? local_hub->by_mapping(m->lease_mapping) : nullptr;
         const local::LeaseState s = c ? c->peek_lease(local::LeaseToken {m->lease}) : local::LeaseState::kFailed;
-        if (s != local::LeaseState::kWritten && s != local::LeaseState::kFailed) {
+        if (s != local::LeaseState::kWritten && s != local::LeaseState::kFailed &&
+            s != local::LeaseState::kDeclined) {
             i++;
             continue;
         }
@@ -340,7 +341,8 @@ OpStatus EndpointImpl::finish_split(RxMsg* m)
     const uint64_t granted = m->total_len < m->capacity ? m->total_len : m->capacity;
     switch (settle_split(m)) {
     case local::LeaseState::kWritten: return OpStatus::kOk;
-    case local::LeaseState::kRevoked: {
+    case local::LeaseState::kRevoked:
+    case local::LeaseState::kDeclined: {
         // The sender did not take its part (it could not write, or the CTS
         // reached it some other way): we read it too, and split no more
         // with that peer.
@@ -385,7 +387,12 @@ OpStatus EndpointImpl::cma_write_split(Session* s, TxOp* op, uint64_t granted, c
     const local::Channel* route =
         engine->local_hub ? engine->local_hub->find(addr.port, s->peer.ip_be, s->peer.port) : nullptr;
     const local::LeaseToken t {sp->lease.get()};
-    if (s->cma_split_tx_off || !c || c->peer_pid() <= 0 || !route || route->peer_pid() != c->peer_pid()) {
+    if (!c || c->peer_pid() <= 0 || !route || route->peer_pid() != c->peer_pid()) {
+        st.cma_split_tx_skipped++;
+        return OpStatus::kOk;
+    }
+    if (s->cma_split_tx_off) {
+        c->decline_peer_lease(t, false);  // the kernel refused us before: say so now
         st.cma_split_tx_skipped++;
         return OpStatus::kOk;
     }
@@ -398,8 +405,10 @@ OpStatus EndpointImpl::cma_write_split(Session* s, TxOp* op, uint64_t granted, c
     }
     if (stall_ms && cfg.local_cma_split_stall_writing_for_test)
         usleep(stall_ms * 1000);
-    const int rc = local::cma_transfer(c->peer_pid(), local::CmaDirection::kWrite, op->iov, op->iov_count, head,
-                                       dst, n, 0, granted - head);
+    const int rc = cfg.local_cma_split_refuse_for_test
+                       ? -EPERM
+                       : local::cma_transfer(c->peer_pid(), local::CmaDirection::kWrite, op->iov, op->iov_count,
+                                             head, dst, n, 0, granted - head);
     if (rc == 0) {
         c->end_peer_lease(t, true);
         st.cma_split_tx++;
@@ -410,9 +419,9 @@ OpStatus EndpointImpl::cma_write_split(Session* s, TxOp* op, uint64_t granted, c
         st.cma_split_tx_faults++;
         return OpStatus::kCopyFault;
     }
-    // The kernel would not let us write (or ran short): the lease goes
-    // back to armed and the receiver reads the part itself.
-    c->undo_peer_lease(t);
+    // The kernel would not let us write (or ran short): the receiver
+    // reads the part itself, told at once (declined) if it understands.
+    c->decline_peer_lease(t, true);
     s->cma_split_tx_off |= local::cma_refusal(rc);
     st.cma_split_tx_skipped++;
     return OpStatus::kOk;

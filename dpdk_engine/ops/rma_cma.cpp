@@ -406,7 +406,7 @@ int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id
         // the initiator's tail is in (or faulted) and the head could not be
         // read: a write that failed part applied, as one that faults; the
         // peer's later writes take the ring.
-        if (state == local::LeaseState::kRevoked)
+        if (state == local::LeaseState::kRevoked || state == local::LeaseState::kDeclined)
             return rc;
         s->cma_rx_off |= local::cma_refusal(rc);
         return -EFAULT;
@@ -414,6 +414,13 @@ int EndpointImpl::copy_split_write(Session* s, local::Channel* c, uint32_t op_id
     if (state == local::LeaseState::kWritten) {
         s->cma_split_misses = 0;
         return rc;
+    }
+    if (state == local::LeaseState::kDeclined) {
+        // The initiator cannot write into us: we read the tail, and split
+        // nothing more with it (messages neither).
+        st.cma_wr_split_declined++;
+        s->cma_split_off = true;
+        return rc ? rc : cma_copy(c->peer_pid(), &d, 1, src, n, total - head, st.cma_wr_rx, head);
     }
     if (state == local::LeaseState::kRevoked) {
         st.cma_wr_split_revoked++;

@@ -120,7 +120,9 @@ constexpr const char* kCmaModes[] = {"on",
                                      "rd-withdraw",
                                      "rma-split",
                                      "rma-split-late",
-                                     "rma-split-late-writing"};
+                                     "rma-split-late-writing",
+                                     "rma-split-refused",
+                                     "split-refused"};
 
 inline bool known_cma_mode(const std::string& m)
 {

@@ -30,6 +30,10 @@
 //             sends again; the server's copy, made when it wakes, reads the
 //             rewritten bytes: its receive must fail, never complete as a
 //             success, and the next message must arrive
+//   split-refused  as on, the client's kernel "refusing" every part of
+//             its messages it is asked to write (a hook): it declines the
+//             lease, the server reads every part it offered itself (and
+//             then splits no more); every byte still checked
 //   split-late         after a warm-up copy, a 1 MiB message the server
 //   split-late-writing splits while the client stalls 1.5 peer timeouts
 //             before taking its lease (or, -writing, after taking it and
@@ -199,7 +203,7 @@ void check_counters(Peer& p, bool server)
     struct Want {
         uint64_t tx, tx_faults, declined, rx, refused, faults;
     } w {};
-    if (m == "on" || m == "parked") {
+    if (m == "on" || m == "parked" || m == "split-refused") {
         w = {big, 0, 0, big, 0, 0};
     } else if (m == "off") {
         w = {0, 0, 0, 0, 0, 0};
@@ -213,6 +217,13 @@ void check_counters(Peer& p, bool server)
     }
     if (big == 0 && m != "off" && m != "declined")
         die("FI_DPDK_LOCAL_CMA_MIN is 0: mode %s needs it on", m.c_str());
+    if (m == "split-refused") {
+        say("cma split: split_rx %" PRIu64 " declined %" PRIu64 " parts written %" PRIu64 " skipped %" PRIu64,
+            st.cma_split_rx, st.cma_split_declined, st.cma_split_tx, st.cma_split_tx_skipped);
+        if (server ? st.cma_split_rx == 0 || st.cma_split_declined != st.cma_split_rx
+                   : st.cma_split_tx != 0 || st.cma_split_tx_skipped == 0)
+            die("split refused: the client's parts were not all left to the server");
+    }
     if (st.cma_tx != w.tx || st.cma_tx_faults != w.tx_faults || st.cma_declined != w.declined ||
         st.cma_rx != w.rx || st.cma_refused != w.refused || st.cma_faults != w.faults)
         die("cma counters (mode %s): expected tx %" PRIu64 " tx_faults %" PRIu64 " declined %" PRIu64
@@ -412,6 +423,8 @@ void cma_configure(const Opts& o, EngineConfig* cfg)
         cfg->local_cma_split_stall_ms_for_test = 20;
         cfg->local_cma_split_stall_writing_for_test = o.cma_test == "rma-split-late-writing";
     }
+    if ((o.cma_test == "split-refused" || o.cma_test == "rma-split-refused") && !o.server)
+        cfg->local_cma_split_refuse_for_test = true;
     if ((o.cma_test == "refuse" || o.cma_test == "rma-refuse") && o.server)
         cfg->local_cma_fail_errno_for_test = EPERM;
     if (o.cma_test == "rma-withdraw" && o.server)

@@ -45,6 +45,12 @@
 //   rma-split-late-writing  the client stalls 20 ms after taking each
 //               lease: the server waits for each tail (the overwrite
 //               behind the write must still win)
+//   rma-split-refused  the same, the client's kernel "refusing" each
+//               tail it is asked to write (a hook): it declines the lease
+//               at once, the server reads that tail itself without waiting
+//               it out and splits no more with the client (exactly one
+//               declined, no tail of the client's written); the server's
+//               writes into the client are split as in rma-split
 //   rma-restart (client only, --rounds 2) round 1 against an rma-on
 //               server, round 2 against a new server process at the same
 //               address whose kernel "refuses" (rma-refuse): what the
@@ -352,15 +358,25 @@ void check_counters(const WrCounters& st, const std::string& m, bool server, uin
 // how many tails we were asked for.
 void check_split(const EndpointStats& st, const std::string& m, bool server)
 {
-    say("cma rma split: split_rx %" PRIu64 " revoked %" PRIu64 " split_tx %" PRIu64 " tails written %" PRIu64
-        " skipped %" PRIu64,
-        st.cma_wr_split_rx, st.cma_wr_split_revoked, st.cma_wr_split_tx, st.cma_split_tx, st.cma_split_tx_skipped);
+    say("cma rma split: split_rx %" PRIu64 " revoked %" PRIu64 " declined %" PRIu64 " split_tx %" PRIu64
+        " tails written %" PRIu64 " skipped %" PRIu64,
+        st.cma_wr_split_rx, st.cma_wr_split_revoked, st.cma_wr_split_declined, st.cma_wr_split_tx, st.cma_split_tx,
+        st.cma_split_tx_skipped);
     const bool late = m == "rma-split-late" && server, late_writer = m == "rma-split-late" && !server;
-    if (late ? st.cma_wr_split_rx != 3 || st.cma_wr_split_revoked != 3
-             : st.cma_wr_split_rx == 0 || st.cma_wr_split_revoked >= st.cma_wr_split_rx)
-        die("split writes into us (mode %s): %" PRIu64 " split, %" PRIu64 " taken back", m.c_str(),
-            st.cma_wr_split_rx, st.cma_wr_split_revoked);
-    if (late_writer ? st.cma_split_tx_skipped < 3 : st.cma_wr_split_tx == 0 || st.cma_split_tx == 0)
+    const bool refused = m == "rma-split-refused" && server, refuser = m == "rma-split-refused" && !server;
+    // A target told "declined" splits no more: one declined, and every
+    // other split it offered was taken back before the initiator came.
+    const bool bad_target =
+        late      ? st.cma_wr_split_rx != 3 || st.cma_wr_split_revoked != 3
+        : refused ? st.cma_wr_split_declined != 1 || st.cma_wr_split_rx != st.cma_wr_split_revoked + 1
+                  : st.cma_wr_split_rx == 0 || st.cma_wr_split_revoked >= st.cma_wr_split_rx;
+    if (bad_target)
+        die("split writes into us (mode %s): %" PRIu64 " split, %" PRIu64 " taken back, %" PRIu64 " declined",
+            m.c_str(), st.cma_wr_split_rx, st.cma_wr_split_revoked, st.cma_wr_split_declined);
+    const bool bad_initiator = late_writer ? st.cma_split_tx_skipped < 3
+                               : refuser   ? st.cma_wr_split_tx == 0 || st.cma_split_tx != 0
+                                           : st.cma_wr_split_tx == 0 || st.cma_split_tx == 0;
+    if (bad_initiator)
         die("split writes of ours (mode %s): %" PRIu64 " asked, %" PRIu64 " written, %" PRIu64 " skipped",
             m.c_str(), st.cma_wr_split_tx, st.cma_split_tx, st.cma_split_tx_skipped);
 }

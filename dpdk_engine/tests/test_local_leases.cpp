@@ -75,6 +75,24 @@ void test_lease_states(void**)
     lease_undo(words, t);
     assert_int_equal(table.settle(t), LeaseState::kRevoked);
     table.release(t);
+    // Declined, taken or not: the receiver is told at once and nobody
+    // writes; one taken back first cannot be declined any more.
+    for (bool taken : {true, false}) {
+        assert_true(table.arm(&t));
+        if (taken)
+            assert_true(lease_begin(words, t));
+        assert_false(lease_decline(words, t, !taken));  // not in the state named
+        assert_true(lease_decline(words, t, taken));
+        assert_int_equal(table.peek(t), LeaseState::kDeclined);
+        assert_false(lease_begin(words, t));
+        assert_int_equal(table.settle(t), LeaseState::kDeclined);
+        table.release(t);
+    }
+    assert_true(table.arm(&t));
+    assert_int_equal(table.settle(t), LeaseState::kRevoked);
+    assert_false(lease_decline(words, t, false));
+    assert_int_equal(table.settle(t), LeaseState::kRevoked);
+    table.release(t);
     // A word a hostile peer rewrote is never a success; a token not ours is
     // nothing to wait for.
     assert_true(table.arm(&t));

@@ -231,6 +231,7 @@ unset FI_DPDK_HOST_LOCAL
 # and offers parked in the session until a receive comes (parked).
 # The knob's default (65536) is what these pairs run with.
 run_pair local_cma_on "" "" $((BASE_PORT + 13)) --cma-test on --expect-path local
+run_pair local_cma_split_refused "" "" $((BASE_PORT + 64)) --cma-test split-refused --expect-path local
 run_pair local_cma_lossy "" "$FAULT" $((BASE_PORT + 14)) --cma-test on --expect-path local
 run_pair local_cma_refuse "" "" $((BASE_PORT + 16)) --cma-test refuse --expect-path local
 run_pair local_cma_declined "" "" $((BASE_PORT + 17)) --cma-test declined --expect-path local
@@ -247,6 +248,7 @@ run_pair local_cma_rma_on "" "" $((BASE_PORT + 20)) --cma-test rma-on --expect-p
 run_pair local_cma_rma_split "" "" $((BASE_PORT + 60)) --cma-test rma-split --expect-path local
 run_pair local_cma_rma_split_late "" "" $((BASE_PORT + 61)) --cma-test rma-split-late --expect-path local
 run_pair local_cma_rma_split_late_writing "" "" $((BASE_PORT + 62)) --cma-test rma-split-late-writing --expect-path local
+run_pair local_cma_rma_split_refused "" "" $((BASE_PORT + 63)) --cma-test rma-split-refused --expect-path local
 run_pair local_cma_rma_lossy "" "$FAULT" $((BASE_PORT + 21)) --cma-test rma-on --expect-path local
 # Damaged frames both ways (a source list is checked by its payload CRC).
 run_pair local_cma_rma_corrupt "" "$ZC_FAULT" $((BASE_PORT + 26)) --cma-test rma-on --expect-path local
