@@ -206,8 +206,8 @@ void in_child(unsigned port_index, Side producer, Side consumer)
     print_message(
         "  arms/sleeps: producer %u/%u (lost %u, rc %d), consumer %u/%u (lost %u, rc %d); wake-ups %lu, room "
         "wake-ups %lu\n",
-        r->producer.arms, r->producer.sleeps, r->producer.lost, r->producer_rc, r->consumer.arms, r->consumer.sleeps,
-        r->consumer.lost, r->consumer_rc, static_cast<unsigned long>(r->wakeups),
+        r->producer.arms, r->producer.sleeps, r->producer.lost, r->producer_rc, r->consumer.arms,
+        r->consumer.sleeps, r->consumer.lost, r->consumer_rc, static_cast<unsigned long>(r->wakeups),
         static_cast<unsigned long>(r->room_wakeups));
     const Report got = *r;
     munmap(r, sizeof(Report));
