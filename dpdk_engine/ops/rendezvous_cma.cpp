@@ -278,8 +278,9 @@ void EngineImpl::recycle_leases()
         RxMsg* m = leased[i];
         local::Channel* c = local_hub ? local_hub->by_mapping(m->lease_mapping) : nullptr;
         const local::LeaseState s = c ? c->peek_lease(local::LeaseToken {m->lease}) : local::LeaseState::kFailed;
-        if (s != local::LeaseState::kWritten && s != local::LeaseState::kFailed &&
-            s != local::LeaseState::kDeclined) {
+        // A declined part is read at the confirmation (finish_split), which
+        // settles its lease then, as it does one left armed.
+        if (s != local::LeaseState::kWritten && s != local::LeaseState::kFailed) {
             i++;
             continue;
         }
