@@ -107,30 +107,6 @@ uint32_t RingProducer::free_slots()
     return g_.slots - (own_ - other_);
 }
 
-int RingProducer::push(const void* data, uint32_t len, bool* wake)
-{
-    return push_pieces(&data, &len, 1, wake);
-}
-
-int RingProducer::push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake, SlotKind kind,
-                              bool tail)
-{
-    *wake = false;
-    uint64_t total = 0;
-    for (unsigned i = 0; i < n; i++)
-        total += lens[i];
-    int rc;
-    uint8_t* out = claim(total, &rc);
-    if (!out)
-        return rc;
-    for (unsigned i = 0; i < n; i++) {
-        memcpy(out, data[i], lens[i]);
-        out += lens[i];
-    }
-    publish(static_cast<uint32_t>(total), kind, tail, wake);
-    return 0;
-}
-
 uint8_t* RingProducer::claim(uint64_t len, int* rc)
 {
     if (state_ != RingState::kOk) {

@@ -159,24 +159,16 @@ class RingSide {
 
 class RingProducer : public RingSide {
  public:
-    // Copies `len` bytes into the next slot and publishes it. 0;
-    // -ENOBUFS (full: nothing written); -EMSGSIZE (len > slot_bytes);
-    // -EPIPE (the consumer's index is out of range: the ring is broken).
-    // *wake: the consumer said it sleeps; the caller sends it a byte.
-    int push(const void* data, uint32_t len, bool* wake);
-    // The same for a slot in pieces (an mbuf chain, a message header and
-    // its payload): `n` pieces.
-    // `tail`: also store the tail, for a consumer that reads it (one that
-    // does not watch lengths, kCapPublishByLength); a consumer that watches
-    // lengths then never needs the producer's line, whose every store would
-    // cost it a cache miss.
-    int push_pieces(const void* const* data, const uint32_t* lens, unsigned n, bool* wake,
-                    SlotKind kind = SlotKind::kFrame, bool tail = true);
-    // push_pieces() in two steps, for a caller that writes the slot in
-    // place: claim() answers where `len` bytes go (nullptr: *rc says why,
-    // as push_pieces would), publish() makes the slot visible, and must
-    // follow a successful claim() before any other push. The slot is
-    // shared memory: written, never read back.
+    // The next slot, in two steps: claim() answers where `len` bytes go
+    // (nullptr, *rc: -ENOBUFS full, nothing written; -EMSGSIZE len >
+    // slot_bytes; -EPIPE the consumer's index is out of range: the ring is
+    // broken); the caller writes them, then publish() makes the slot
+    // visible, before any other claim. The slot is shared memory: written,
+    // never read back. `tail`: also store the tail, for a consumer that
+    // reads it (one that does not watch lengths, kCapPublishByLength); a
+    // consumer that watches lengths then never needs the producer's line,
+    // whose every store would cost it a cache miss. *wake: the consumer
+    // said it sleeps; the caller sends it a byte.
     uint8_t* claim(uint64_t len, int* rc);
     void publish(uint32_t len, SlotKind kind, bool tail, bool* wake);
     uint32_t free_slots();
@@ -219,7 +211,7 @@ class RingConsumer : public RingSide {
                shared_->producer.tail.load(std::memory_order_acquire) == own_;
     }
     // Before sleeping on the channel's fd, in the Dekker order of
-    // push_pieces(): announce_sleep() sets the sleeping flags, then one
+    // publish(): announce_sleep() sets the sleeping flags, then one
     // sleep_barrier() (for every ring of the caller), then slot_waiting()
     // looks once more: true, a slot is waiting (flags cleared), do not
     // sleep.
